@@ -1,0 +1,27 @@
+// Command-line parsing shared by the native CLI and the WASM/Node CLI (same flags, same errors).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "../engine/generate.h"
+
+namespace qkv {
+
+struct RunArgs {
+  std::string model_path;
+  std::string tokenizer_path = "tokenizer.bin";
+  RunOptions run;
+  int threads = 0;  // 0 = all hardware threads
+  int context = 0;  // 0 = the model's
+  std::string logits_out;  // `qkv logits`: where to write f32 logits
+};
+
+// Parses `run MODEL [-z TOK] [-i PROMPT] [-n STEPS] [-t TEMP] [-p TOPP] [-s SEED] [-k TOPK]
+// [--min-p X] [--repeat-penalty X] [--threads N] [--ctx N]` (argv without the program name
+// and command). Out-of-range numbers are clamped as run.c does; malformed ones are errors.
+// Throws Error(BadArgument) with the message to show.
+RunArgs parse_run_args(const std::vector<std::string>& args);
+
+const char* run_usage();
+
+}  // namespace qkv

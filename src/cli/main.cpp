@@ -1,0 +1,90 @@
+// The native `qkv` command: `run` (llama2.c run.c's contract: generated text on stdout, speed
+// on stderr) and `logits` (writes the prompt's logits as raw f32, for conformance tests).
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../common.h"
+#include "../formats/file.h"
+#include "../formats/loader.h"
+#include "../kernels/simd.h"
+#include "../threadpool.h"
+#include "args.h"
+
+using namespace qkv;
+
+static int usage(FILE* f) {
+  fprintf(f, "qkv: a Transformer inference engine\n\nCommands:\n"
+             "  qkv run MODEL [options]          generate text (llama2.c run.c flags)\n"
+             "  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt's logits\n\n%s",
+          run_usage());
+  return f == stderr ? 1 : 0;
+}
+
+struct Loaded {
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<Tokenizer> tok;
+};
+
+static Loaded load(const RunArgs& a) {
+  Loaded l;
+  int threads = a.threads > 0 ? a.threads : ThreadPool::hardware_threads();
+  auto pool = std::make_shared<ThreadPool>(threads);
+  l.model = std::make_unique<Transformer>(load_model(map_file(a.model_path)), a.context, pool);
+  auto tb = map_file(a.tokenizer_path);
+  l.tok = std::make_unique<Tokenizer>(Tokenizer::from_llama2c(tb->data(), tb->size(), l.model->config().vocab_size));
+  return l;
+}
+
+static int cmd_run(const RunArgs& a) {
+  Loaded l = load(a);
+  RunStats st = run_generate(*l.model, *l.tok, a.run, [](const std::string& p) {
+    fwrite(p.data(), 1, p.size(), stdout);
+    fflush(stdout);
+  });
+  printf("\n");
+  fflush(stdout);
+  const double pre = st.prefill_ms > 0 ? st.prompt_tokens / (st.prefill_ms / 1000.0) : 0;
+  const double dec = st.decode_ms > 0 ? st.generated_tokens / (st.decode_ms / 1000.0) : 0;
+  fprintf(stderr, "prefill: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s | %d threads, %s\n",
+          st.prompt_tokens, pre, st.generated_tokens, dec, l.model->pool().size(), simd_arch_name());
+  return 0;
+}
+
+static int cmd_logits(const RunArgs& a) {
+  if (a.logits_out.empty()) fail(ErrorCode::BadArgument, "logits needs -o OUT");
+  Loaded l = load(a);
+  std::vector<int> ids = l.tok->encode(a.run.prompt, true, false);
+  int n = (int)ids.size();
+  if (n > l.model->context()) fail(ErrorCode::BadArgument, "prompt longer than the context");
+  l.model->forward(ids.data(), n, 0, true);
+  std::ofstream out(a.logits_out, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(l.model->logits()), (std::streamsize)n * l.model->config().vocab_size * 4);
+  if (!out) fail(ErrorCode::Io, "cannot write " + a.logits_out);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage(stderr);
+  std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") return usage(stdout);
+  std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    if (cmd == "run") return cmd_run(parse_run_args(args));
+    if (cmd == "logits") return cmd_logits(parse_run_args(args));
+    fprintf(stderr, "qkv: unknown command '%s'\n\n", cmd.c_str());
+    return usage(stderr);
+  } catch (const Error& e) {
+    fprintf(stderr, "qkv: error [%s]: %s\n", error_code_name(e.code()), e.what());
+    if (e.code() == ErrorCode::BadArgument && cmd == "run") fprintf(stderr, "\n%s", run_usage());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fprintf(stderr, "qkv: error [out_of_memory]: not enough memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "qkv: error [internal]: %s\n", e.what());
+    return 1;
+  }
+}

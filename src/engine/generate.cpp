@@ -1,0 +1,82 @@
+// The generation loop of run.c, with the prompt prefilled in one batched forward pass.
+#include "generate.h"
+
+#include <chrono>
+#include <vector>
+
+#include "../common.h"
+
+namespace qkv {
+
+static double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::string runc_printable(const std::string& piece) {
+  std::string p = piece.substr(0, piece.find('\0'));
+  if (p.empty()) return p;
+  if (p.size() == 1) {
+    const unsigned char b = p[0];
+    const bool printable = b >= 0x20 && b < 0x7f;
+    const bool space = b == ' ' || (b >= '\t' && b <= '\r');
+    if (!printable && !space) return std::string();
+  }
+  return p;
+}
+
+RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions& opt,
+                      const std::function<void(const std::string&)>& emit,
+                      const std::function<bool()>& should_stop) {
+  const ModelConfig& c = model.config();
+  if (tok.vocab_size() != c.vocab_size)
+    fail(ErrorCode::BadArgument, "tokenizer vocabulary (" + std::to_string(tok.vocab_size()) +
+                                     ") does not match the model's (" + std::to_string(c.vocab_size) + ")");
+  Sampler sampler(c.vocab_size, opt.sampler);
+  int steps = opt.steps;
+  if (steps < 0) steps = 0;
+  if (steps == 0 || steps > model.context()) steps = model.context();
+
+  std::vector<int> prompt = tok.encode(opt.prompt, true, false);
+  if ((int)prompt.size() > model.context())
+    fail(ErrorCode::BadArgument, "the prompt is " + std::to_string(prompt.size()) +
+                                     " tokens, longer than the context of " + std::to_string(model.context()) +
+                                     " tokens; shorten it");
+  RunStats st;
+  st.prompt_tokens = (int)prompt.size();
+  std::vector<int> seq = prompt;  // every token so far, for the repetition penalty
+
+  // Prefill: the forced positions 0..k-1 in one pass. Logits are needed only from position
+  // n_prompt - 1 on, which is the last of the batch when the prompt fits in `steps`.
+  const int k = std::min((int)prompt.size(), steps);
+  double t0 = now_ms();
+  const float* logits = model.forward(prompt.data(), k, 0);
+  st.prefill_ms = now_ms() - t0;
+
+  int token = prompt[0];
+  int pos = 0;
+  double t1 = now_ms();
+  std::vector<float> work(c.vocab_size);
+  while (pos < steps) {
+    int next;
+    if (pos < (int)prompt.size() - 1) {
+      next = prompt[pos + 1];
+    } else {
+      if (pos >= k) logits = model.forward(&token, 1, pos);
+      std::copy(logits, logits + c.vocab_size, work.begin());
+      next = sampler.sample(work.data(), seq.data(), (int)seq.size());
+      st.generated_tokens++;
+      seq.push_back(next);
+    }
+    pos++;
+    if (next == tok.bos_id()) break;
+    std::string piece = runc_printable(tok.decode(token, next));
+    if (!piece.empty()) emit(piece);
+    token = next;
+    if (should_stop && should_stop()) break;
+  }
+  st.decode_ms = now_ms() - t1;
+  return st;
+}
+
+}  // namespace qkv

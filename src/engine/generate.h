@@ -1,0 +1,36 @@
+// Generation with llama2.c run.c's contract: the prompt is encoded with BOS, positions count
+// the prompt (steps includes it), prompt pieces are echoed, generation stops at BOS (id 1) or
+// after `steps` positions. The prompt is prefilled in one batched pass.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "../model/transformer.h"
+#include "../sampler/sampler.h"
+#include "../tokenizer/tokenizer.h"
+
+namespace qkv {
+
+struct RunOptions {
+  std::string prompt;
+  int steps = 256;  // 0 or > context: the whole context (run.c's override)
+  SamplerOptions sampler;
+};
+
+struct RunStats {
+  int prompt_tokens = 0;
+  int generated_tokens = 0;  // sampled, not echoed
+  double prefill_ms = 0, decode_ms = 0;
+};
+
+// Calls emit(bytes) for each piece, exactly the bytes run.c's safe_printf would print.
+// should_stop (optional) is polled between tokens.
+RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions& opt,
+                      const std::function<void(const std::string&)>& emit,
+                      const std::function<bool()>& should_stop = nullptr);
+
+// run.c's safe_printf filter: drops empty pieces and lone bytes that are neither printable
+// nor whitespace (C locale), and cuts at an embedded NUL like printf("%s").
+std::string runc_printable(const std::string& piece);
+
+}  // namespace qkv

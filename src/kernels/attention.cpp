@@ -1,0 +1,168 @@
+// Attention: the direct reference and the tiled online-softmax (flash) kernel.
+#include "attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "simd.h"
+
+namespace qkv {
+
+static inline bool visible(const AttentionArgs& a, int qpos, int j) {
+  if (a.causal && j > qpos) return false;
+  if (a.window > 0 && qpos - j >= a.window) return false;
+  if (a.key_valid && !a.key_valid[j]) return false;
+  return true;
+}
+
+void attention_ref(const AttentionArgs& a) {
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
+  std::vector<float> sc(a.n_kv > 0 ? a.n_kv : 1);
+  for (int h = 0; h < a.n_heads; h++) {
+    const int g = h / group;
+    for (int i = 0; i < a.n_q; i++) {
+      const float* q = a.q + i * a.q_stride + h * hd;
+      float* o = a.out + i * a.out_stride + h * hd;
+      const int qpos = a.q_pos0 + i;
+      float mx = -INFINITY;
+      for (int j = 0; j < a.n_kv; j++) {
+        if (!visible(a, qpos, j)) {
+          sc[j] = -INFINITY;
+          continue;
+        }
+        const float* k = a.k + j * a.kv_stride + g * hd;
+        float s = 0.0f;
+        for (int d = 0; d < hd; d++) s += q[d] * k[d];
+        sc[j] = s * a.scale;
+        if (sc[j] > mx) mx = sc[j];
+      }
+      float sum = 0.0f;
+      for (int j = 0; j < a.n_kv; j++) {
+        sc[j] = sc[j] == -INFINITY ? 0.0f : std::exp(sc[j] - mx);
+        sum += sc[j];
+      }
+      for (int j = 0; j < a.n_kv; j++) sc[j] = sum > 0.0f ? sc[j] / sum : 0.0f;
+      for (int d = 0; d < hd; d++) o[d] = 0.0f;
+      for (int j = 0; j < a.n_kv; j++) {
+        if (sc[j] == 0.0f) continue;
+        const float* v = a.v + j * a.kv_stride + g * hd;
+        for (int d = 0; d < hd; d++) o[d] += sc[j] * v[d];
+      }
+      if (a.probs)
+        for (int j = 0; j < a.n_kv; j++) a.probs[((int64_t)h * a.n_q + i) * a.n_kv + j] = sc[j];
+    }
+  }
+}
+
+static inline float dot_simd(const float* x, const float* y, int n) {
+  fbatch acc(0.0f);
+  int d = 0;
+  for (; d + kLanes <= n; d += kLanes)
+    acc = xsimd::fma(fbatch::load_unaligned(x + d), fbatch::load_unaligned(y + d), acc);
+  float s = xsimd::reduce_add(acc);
+  for (; d < n; d++) s += x[d] * y[d];
+  return s;
+}
+
+// y = y * c + p * v   (y, v: (n,))
+static inline void scale_axpy(float* y, float c, float p, const float* v, int n) {
+  fbatch cb(c), pb(p);
+  int d = 0;
+  for (; d + kLanes <= n; d += kLanes)
+    xsimd::fma(pb, fbatch::load_unaligned(v + d), fbatch::load_unaligned(y + d) * cb).store_unaligned(y + d);
+  for (; d < n; d++) y[d] = y[d] * c + p * v[d];
+}
+
+void attention_flash(const AttentionArgs& a, int h0, int h1) {
+  constexpr int BQ = 8;   // queries sharing each loaded key/value row
+  constexpr int BK = 64;  // keys per tile
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
+  // Per-thread working set: BQ accumulators of head_dim plus a BQ x BK score tile.
+  thread_local std::vector<float> acc_buf;
+  if ((int)acc_buf.size() < BQ * hd) acc_buf.resize(BQ * hd);
+  float* acc = acc_buf.data();
+  alignas(64) float s[BQ][BK];
+  float m[BQ], l[BQ];
+
+  for (int h = h0; h < h1; h++) {
+    const int g = h / group;
+    for (int i0 = 0; i0 < a.n_q; i0 += BQ) {
+      const int nq = a.n_q - i0 < BQ ? a.n_q - i0 : BQ;
+      for (int i = 0; i < nq; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+        for (int d = 0; d < hd; d++) acc[i * hd + d] = 0.0f;
+      }
+      // Keys past the last query's causal horizon are never visible to this block.
+      int kv_end = a.n_kv;
+      if (a.causal && a.q_pos0 + i0 + nq < kv_end) kv_end = a.q_pos0 + i0 + nq;
+      int kv_begin = 0;
+      if (a.window > 0 && a.q_pos0 + i0 - a.window + 1 > 0) kv_begin = a.q_pos0 + i0 - a.window + 1;
+      for (int j0 = kv_begin; j0 < kv_end; j0 += BK) {
+        const int nk = kv_end - j0 < BK ? kv_end - j0 : BK;
+        // Scores for the tile; each key row is loaded once for all queries of the block.
+        for (int jj = 0; jj < nk; jj++) {
+          const int j = j0 + jj;
+          const float* k = a.k + j * a.kv_stride + g * hd;
+          for (int i = 0; i < nq; i++) {
+            const int qpos = a.q_pos0 + i0 + i;
+            s[i][jj] = visible(a, qpos, j) ? dot_simd(a.q + (i0 + i) * a.q_stride + h * hd, k, hd) * a.scale
+                                           : -INFINITY;
+          }
+        }
+        for (int i = 0; i < nq; i++) {
+          float* row = s[i];
+          if (a.probs) {  // keep raw scores; normalised once the final max and sum are known
+            float* pr = a.probs + ((int64_t)h * a.n_q + i0 + i) * a.n_kv + j0;
+            for (int jj = 0; jj < nk; jj++) pr[jj] = row[jj];
+          }
+          float tmax = -INFINITY;
+          for (int jj = 0; jj < nk; jj++) tmax = row[jj] > tmax ? row[jj] : tmax;
+          if (tmax == -INFINITY) {  // nothing visible in this tile for this query
+            for (int jj = 0; jj < nk; jj++) row[jj] = 0.0f;
+            continue;
+          }
+          const float mnew = tmax > m[i] ? tmax : m[i];
+          const float corr = m[i] == -INFINITY ? 0.0f : std::exp(m[i] - mnew);
+          int jj = 0;
+          fbatch mb(mnew), sum_b(0.0f);
+          for (; jj + kLanes <= nk; jj += kLanes) {
+            fbatch e = xsimd::exp(fbatch::load_aligned(row + jj) - mb);
+            e.store_aligned(row + jj);
+            sum_b += e;
+          }
+          float sum = xsimd::reduce_add(sum_b);
+          for (; jj < nk; jj++) {
+            row[jj] = std::exp(row[jj] - mnew);
+            sum += row[jj];
+          }
+          l[i] = l[i] * corr + sum;
+          m[i] = mnew;
+          float* o = acc + i * hd;
+          if (corr != 1.0f)
+            for (int d = 0; d < hd; d++) o[d] *= corr;
+        }
+        // acc += P V, loading each value row once for the whole query block.
+        for (int jj = 0; jj < nk; jj++) {
+          const float* v = a.v + (j0 + jj) * a.kv_stride + g * hd;
+          for (int i = 0; i < nq; i++)
+            if (s[i][jj] != 0.0f) scale_axpy(acc + i * hd, 1.0f, s[i][jj], v, hd);
+        }
+      }
+      for (int i = 0; i < nq; i++) {
+        float* o = a.out + (i0 + i) * a.out_stride + h * hd;
+        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        for (int d = 0; d < hd; d++) o[d] = acc[i * hd + d] * inv;
+        if (a.probs) {
+          float* pr = a.probs + ((int64_t)h * a.n_q + i0 + i) * a.n_kv;
+          for (int j = 0; j < a.n_kv; j++) {
+            const bool in_range = j >= kv_begin && j < kv_end;
+            pr[j] = (in_range && pr[j] != -INFINITY && l[i] > 0.0f) ? std::exp(pr[j] - m[i]) * inv : 0.0f;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace qkv

@@ -1,0 +1,41 @@
+// Scaled dot-product attention of a block of queries over a KV cache, with masks and
+// grouped-query heads.
+#pragma once
+#include <cstdint>
+
+namespace qkv {
+
+struct AttentionArgs {
+  int n_q = 0;         // query rows (1 when decoding, the prompt length when prefilling)
+  int n_kv = 0;        // key/value rows in the cache that may be attended to
+  int n_heads = 0;     // query heads
+  int n_kv_heads = 0;  // key/value heads; n_heads % n_kv_heads == 0 (grouped-query attention)
+  int head_dim = 0;
+  const float* q = nullptr;  // (n_q, n_heads * head_dim), row stride q_stride
+  int64_t q_stride = 0;
+  const float* k = nullptr;  // (n_kv, n_kv_heads * head_dim), row stride kv_stride
+  const float* v = nullptr;  // same layout as k
+  int64_t kv_stride = 0;
+  float* out = nullptr;  // (n_q, n_heads * head_dim), row stride out_stride
+  int64_t out_stride = 0;
+  float scale = 1.0f;  // usually 1/sqrt(head_dim)
+
+  // Masks. Query row i sits at absolute position q_pos0 + i; key row j at position j.
+  int q_pos0 = 0;
+  bool causal = true;                  // key j visible only if j <= query position
+  int window = 0;                      // > 0: key j visible only if query position - j < window
+  const uint8_t* key_valid = nullptr;  // padding: key j visible only if key_valid[j] != 0
+
+  // Optional inspection output: softmax probabilities, (n_heads, n_q, n_kv), row stride n_kv.
+  // Masked keys get 0. A query with no visible key gets an all-zero row and a zero output.
+  float* probs = nullptr;
+};
+
+// Direct reference: full score row, softmax, weighted sum (the textbook formula).
+void attention_ref(const AttentionArgs& a);
+
+// Flash-style: key/value tiles with an online softmax, so working memory is a fixed tile
+// whatever the sequence length. Computes query heads [h0, h1) (callers split heads over threads).
+void attention_flash(const AttentionArgs& a, int h0, int h1);
+
+}  // namespace qkv

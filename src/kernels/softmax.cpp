@@ -1,0 +1,46 @@
+// Softmax: the scalar reference is llama2.c's (max, exp, sum, divide) in that order.
+#include "softmax.h"
+
+#include <cmath>
+
+#include "simd.h"
+
+namespace qkv {
+
+void softmax_ref(float* x, int n) {
+  float max_val = x[0];
+  for (int i = 1; i < n; i++)
+    if (x[i] > max_val) max_val = x[i];
+  float sum = 0.0f;
+  for (int i = 0; i < n; i++) {
+    x[i] = std::exp(x[i] - max_val);
+    sum += x[i];
+  }
+  for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+void softmax_simd(float* x, int n) {
+  int i = 0;
+  fbatch vmax(-INFINITY);
+  for (; i + kLanes <= n; i += kLanes) vmax = xsimd::max(vmax, fbatch::load_unaligned(x + i));
+  float max_val = xsimd::reduce_max(vmax);
+  for (; i < n; i++)
+    if (x[i] > max_val) max_val = x[i];
+  fbatch m(max_val), vsum(0.0f);
+  for (i = 0; i + kLanes <= n; i += kLanes) {
+    fbatch e = xsimd::exp(fbatch::load_unaligned(x + i) - m);
+    e.store_unaligned(x + i);
+    vsum += e;
+  }
+  float sum = xsimd::reduce_add(vsum);
+  for (; i < n; i++) {
+    x[i] = std::exp(x[i] - max_val);
+    sum += x[i];
+  }
+  fbatch inv(1.0f / sum);
+  for (i = 0; i + kLanes <= n; i += kLanes) (fbatch::load_unaligned(x + i) * inv).store_unaligned(x + i);
+  float sinv = 1.0f / sum;
+  for (; i < n; i++) x[i] *= sinv;
+}
+
+}  // namespace qkv

@@ -1,0 +1,67 @@
+// Validation and description of model configurations.
+#include "config.h"
+
+#include <cstdio>
+
+#include "../common.h"
+
+namespace qkv {
+
+const char* norm_kind_name(NormKind k) { return k == NormKind::RMSNorm ? "rmsnorm" : "layernorm"; }
+const char* pos_kind_name(PosKind k) {
+  switch (k) {
+    case PosKind::None: return "none";
+    case PosKind::RopeAdjacent: return "rope";
+    case PosKind::RopeHalves: return "rope-neox";
+    case PosKind::Learned: return "learned";
+    case PosKind::Sinusoidal: return "sinusoidal";
+  }
+  return "?";
+}
+const char* ffn_kind_name(FfnKind k) {
+  switch (k) {
+    case FfnKind::SwiGLU: return "swiglu";
+    case FfnKind::GELU: return "gelu";
+    case FfnKind::ReLU: return "relu";
+  }
+  return "?";
+}
+
+static void need(bool ok, const std::string& msg) {
+  if (!ok) fail(ErrorCode::BadModel, "invalid model header: " + msg);
+}
+
+void ModelConfig::validate() const {
+  auto s = [](int v) { return std::to_string(v); };
+  // Upper bounds keep every derived size far from overflow and refuse absurd headers early.
+  need(dim > 0 && dim <= (1 << 16), "dim = " + s(dim) + " (must be 1..65536)");
+  need(hidden_dim > 0 && hidden_dim <= (1 << 18), "hidden_dim = " + s(hidden_dim) + " (must be 1..262144)");
+  need(n_layers > 0 && n_layers <= 1024, "n_layers = " + s(n_layers) + " (must be 1..1024)");
+  need(n_heads > 0 && n_heads <= 1024, "n_heads = " + s(n_heads) + " (must be 1..1024)");
+  need(n_kv_heads > 0 && n_kv_heads <= n_heads,
+       "n_kv_heads = " + s(n_kv_heads) + " (must be 1..n_heads = " + s(n_heads) + ")");
+  need(n_heads % n_kv_heads == 0,
+       "n_heads = " + s(n_heads) + " is not a multiple of n_kv_heads = " + s(n_kv_heads));
+  need(head_dim > 0 && head_dim <= 1024, "head_dim = " + s(head_dim) + " (must be 1..1024)");
+  need(vocab_size > 0 && vocab_size <= (1 << 22), "vocab_size = " + s(vocab_size) + " (must be 1..4194304)");
+  need(seq_len > 0 && seq_len <= (1 << 20), "seq_len = " + s(seq_len) + " (must be 1..1048576)");
+  need(sliding_window >= 0, "sliding_window = " + s(sliding_window));
+  if (pos == PosKind::RopeAdjacent || pos == PosKind::RopeHalves) {
+    int r = rot_dims();
+    need(r % 2 == 0 && r <= head_dim, "rotary dims = " + s(r) + " (must be even and <= head_dim = " + s(head_dim) + ")");
+    need(rope_theta > 0.0f, "rope theta must be positive");
+  }
+  need(norm_eps >= 0.0f && norm_eps < 1.0f, "norm epsilon out of range");
+}
+
+std::string ModelConfig::describe() const {
+  char buf[512];
+  snprintf(buf, sizeof buf,
+           "%s: dim %d, hidden %d, layers %d, heads %d, kv heads %d, head dim %d, vocab %d, context %d, "
+           "%s, %s, %s, %s classifier",
+           arch.c_str(), dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, seq_len,
+           norm_kind_name(norm), pos_kind_name(pos), ffn_kind_name(ffn), tied_classifier ? "tied" : "separate");
+  return buf;
+}
+
+}  // namespace qkv

@@ -1,0 +1,47 @@
+// What a model is: its sizes and, per layer, which kind of each block it uses. A family that
+// differs from Llama is a different row of these options, not a different forward pass.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace qkv {
+
+enum class NormKind { RMSNorm, LayerNorm };
+enum class PosKind { None, RopeAdjacent, RopeHalves, Learned, Sinusoidal };
+enum class FfnKind { SwiGLU, GELU, ReLU };
+
+const char* norm_kind_name(NormKind k);
+const char* pos_kind_name(PosKind k);
+const char* ffn_kind_name(FfnKind k);
+
+struct ModelConfig {
+  std::string arch = "llama";  // family name, for messages and model info
+  int dim = 0;                 // residual stream width
+  int hidden_dim = 0;          // feed-forward inner width
+  int n_layers = 0;
+  int n_heads = 0;     // query heads
+  int n_kv_heads = 0;  // key/value heads (< n_heads: grouped-query attention)
+  int head_dim = 0;    // dim / n_heads unless the format says otherwise
+  int vocab_size = 0;
+  int seq_len = 0;  // trained context length
+
+  NormKind norm = NormKind::RMSNorm;
+  float norm_eps = 1e-5f;
+  PosKind pos = PosKind::RopeAdjacent;
+  float rope_theta = 10000.0f;
+  float rope_freq_scale = 1.0f;  // linear position scaling
+  int n_rot = 0;                 // rotated dims per head (0 = head_dim)
+  FfnKind ffn = FfnKind::SwiGLU;
+  bool tied_classifier = true;  // classifier shares the token embedding matrix
+  int sliding_window = 0;       // > 0: attend only to the last `sliding_window` positions
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+  int rot_dims() const { return n_rot > 0 ? n_rot : head_dim; }
+
+  // Throws Error(BadModel) naming the first impossible value.
+  void validate() const;
+  std::string describe() const;
+};
+
+}  // namespace qkv

@@ -1,0 +1,215 @@
+// Forward pass: embeddings -> per layer (norm, attention over the KV cache, residual, norm,
+// feed-forward, residual) -> final norm -> classifier. Every block kind comes from ModelConfig.
+#include "transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "../common.h"
+#include "../kernels/activation.h"
+#include "../kernels/attention.h"
+#include "../kernels/matmul.h"
+#include "../kernels/norm.h"
+#include "../kernels/rope.h"
+
+namespace qkv {
+
+static constexpr uint64_t kMaxKvCacheBytes = 16ull << 30;
+
+Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadPool> pool)
+    : m_(std::move(model)), pool_(std::move(pool)) {
+  const ModelConfig& c = m_.config;
+  c.validate();
+  if (!pool_) pool_ = std::make_shared<ThreadPool>(1);
+  if (context < 0) fail(ErrorCode::BadArgument, "context must be positive, got " + std::to_string(context));
+  ctx_ = context == 0 ? c.seq_len : context;
+  if (ctx_ > c.seq_len)
+    fail(ErrorCode::BadArgument, "context " + std::to_string(ctx_) + " exceeds the model's trained length " +
+                                     std::to_string(c.seq_len));
+  uint64_t kv = checked_mul(checked_mul((uint64_t)c.n_layers, (uint64_t)ctx_, "KV cache"), (uint64_t)c.kv_dim(), "KV cache");
+  if (kv * 2 * sizeof(float) > kMaxKvCacheBytes)
+    fail(ErrorCode::OutOfMemory, "the KV cache for context " + std::to_string(ctx_) + " would need " +
+                                     format_bytes(kv * 2 * sizeof(float)) + "; use a smaller context");
+  try {
+    key_cache_.assign(kv, 0.0f);
+    value_cache_.assign(kv, 0.0f);
+    const int B = kMaxBatch, wide = std::max(c.dim, c.q_dim());
+    x_.resize((size_t)B * c.dim);
+    xb_.resize((size_t)B * wide);
+    xb2_.resize((size_t)B * wide);
+    q_.resize((size_t)B * c.q_dim());
+    hb_.resize((size_t)B * c.hidden_dim);
+    hb2_.resize((size_t)B * c.hidden_dim);
+    rope_cos_.resize((size_t)B * (c.rot_dims() / 2 + 1));
+    rope_sin_.resize((size_t)B * (c.rot_dims() / 2 + 1));
+    logits_.resize(c.vocab_size);
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCode::OutOfMemory, "not enough memory for the KV cache (" + format_bytes(kv * 2 * sizeof(float)) +
+                                     ") and activations; use a smaller context");
+  }
+}
+
+void Transformer::matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok) {
+  QKV_CHECK(w.type == DType::F32, "only f32 weights are implemented");
+  const int rows = (int)w.rows, cols = (int)w.cols;
+  const float* W = w.f32();
+  pool_->parallel_for(rows, 16, [&](int r0, int r1, int) {
+    matmul_f32_simd(y, ldy, x, ldx, W, n_tok, cols, r0, r1);
+  });
+}
+
+void Transformer::norm(float* y, const float* x, const float* w, const float* b, int n_tok) {
+  const ModelConfig& c = m_.config;
+  for (int t = 0; t < n_tok; t++) {
+    if (c.norm == NormKind::RMSNorm) rmsnorm_simd(y + (int64_t)t * c.dim, x + (int64_t)t * c.dim, w, c.dim, c.norm_eps);
+    else layernorm_simd(y + (int64_t)t * c.dim, x + (int64_t)t * c.dim, w, b, c.dim, c.norm_eps);
+  }
+}
+
+const float* Transformer::forward(const int* tokens, int n, int pos, bool all_logits) {
+  const ModelConfig& c = m_.config;
+  if (n <= 0) fail(ErrorCode::BadArgument, "forward needs at least one token");
+  if (pos < 0 || (int64_t)pos + n > ctx_)
+    fail(ErrorCode::BadArgument, "positions " + std::to_string(pos) + ".." + std::to_string((int64_t)pos + n - 1) +
+                                     " do not fit in the context of " + std::to_string(ctx_) + " tokens");
+  for (int i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      fail(ErrorCode::BadArgument, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary (0.." +
+                                       std::to_string(c.vocab_size - 1) + ")");
+  if (all_logits) logits_.resize((size_t)n * c.vocab_size);
+  else logits_.resize(c.vocab_size);
+  if (capture_) {
+    attn_n_q_ = n;
+    attn_n_kv_ = pos + n;
+    attn_.assign((size_t)c.n_layers * c.n_heads * n * (pos + n), 0.0f);
+  }
+  for (int i = 0; i < n; i += kMaxBatch) {
+    int b = std::min(kMaxBatch, n - i);
+    bool last = i + b == n;
+    float* out = all_logits ? logits_.data() + (size_t)i * c.vocab_size : logits_.data();
+    if (all_logits || last) forward_chunk(tokens + i, b, pos + i, out, all_logits);
+    else forward_chunk(tokens + i, b, pos + i, nullptr, false);
+  }
+  return all_logits ? logits_.data() + (size_t)(n - 1) * c.vocab_size : logits_.data();
+}
+
+// Sinusoidal encoding of "Attention Is All You Need": PE(p, 2i) = sin(p / 10000^(2i/d)),
+// PE(p, 2i+1) = cos(p / 10000^(2i/d)), added to the embedding.
+static void add_sinusoidal(float* x, int dim, int pos) {
+  for (int i = 0; i < dim; i += 2) {
+    float a = (float)pos / std::pow(10000.0f, (float)i / (float)dim);
+    x[i] += std::sin(a);
+    if (i + 1 < dim) x[i + 1] += std::cos(a);
+  }
+}
+
+void Transformer::forward_chunk(const int* tokens, int B, int pos0, float* logits_out, bool all_logits) {
+  const ModelConfig& c = m_.config;
+  const ModelWeights& w = m_.weights;
+  const int dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, hid = c.hidden_dim;
+  const int half = c.rot_dims() / 2;
+  const bool rope = c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves;
+  float* x = x_.data();
+
+  // Embeddings (+ absolute positions).
+  for (int t = 0; t < B; t++) {
+    QKV_CHECK(w.tok_embed.type == DType::F32, "f32 embeddings");
+    std::memcpy(x + (int64_t)t * dim, w.tok_embed.f32() + (int64_t)tokens[t] * dim, dim * sizeof(float));
+    if (c.pos == PosKind::Learned) add_f32_simd(x + (int64_t)t * dim, w.pos_embed + (int64_t)(pos0 + t) * dim, dim);
+    if (c.pos == PosKind::Sinusoidal) add_sinusoidal(x + (int64_t)t * dim, dim, pos0 + t);
+  }
+  if (rope)
+    for (int t = 0; t < B; t++)
+      rope_angles(rope_cos_.data() + t * half, rope_sin_.data() + t * half, c.rot_dims(), pos0 + t, c.rope_theta,
+                  c.rope_freq_scale);
+
+  for (int l = 0; l < c.n_layers; l++) {
+    const LayerWeights& L = w.layers[l];
+    float* kc = key_cache_.data() + ((int64_t)l * ctx_ + pos0) * kvd;
+    float* vc = value_cache_.data() + ((int64_t)l * ctx_ + pos0) * kvd;
+
+    // Attention block: q for this chunk; k and v straight into the cache rows.
+    norm(xb_.data(), x, L.attn_norm, L.attn_norm_b, B);
+    matmul(q_.data(), qd, xb_.data(), dim, L.wq, B);
+    matmul(kc, kvd, xb_.data(), dim, L.wk, B);
+    matmul(vc, kvd, xb_.data(), dim, L.wv, B);
+    for (int t = 0; t < B; t++) {
+      if (L.bq) add_f32_simd(q_.data() + (int64_t)t * qd, L.bq, qd);
+      if (L.bk) add_f32_simd(kc + (int64_t)t * kvd, L.bk, kvd);
+      if (L.bv) add_f32_simd(vc + (int64_t)t * kvd, L.bv, kvd);
+      if (rope) {
+        const float* cs = rope_cos_.data() + t * half;
+        const float* sn = rope_sin_.data() + t * half;
+        auto f = c.pos == PosKind::RopeAdjacent ? rope_adjacent_simd : rope_halves_simd;
+        f(q_.data() + (int64_t)t * qd, c.n_heads, hd, c.rot_dims(), cs, sn);
+        f(kc + (int64_t)t * kvd, c.n_kv_heads, hd, c.rot_dims(), cs, sn);
+      }
+    }
+    AttentionArgs a;
+    a.n_q = B;
+    a.n_kv = pos0 + B;
+    a.n_heads = c.n_heads;
+    a.n_kv_heads = c.n_kv_heads;
+    a.head_dim = hd;
+    a.q = q_.data();
+    a.q_stride = qd;
+    a.k = key_cache_.data() + (int64_t)l * ctx_ * kvd;
+    a.v = value_cache_.data() + (int64_t)l * ctx_ * kvd;
+    a.kv_stride = kvd;
+    a.out = xb2_.data();
+    a.out_stride = qd;
+    a.scale = 1.0f / std::sqrt((float)hd);
+    a.q_pos0 = pos0;
+    a.causal = true;
+    a.window = c.sliding_window;
+    std::vector<float> chunk_probs;
+    if (capture_) {
+      chunk_probs.assign((size_t)c.n_heads * B * a.n_kv, 0.0f);
+      a.probs = chunk_probs.data();
+    }
+    pool_->parallel_for(c.n_heads, 1, [&](int h0, int h1, int) { attention_flash(a, h0, h1); });
+    if (capture_) {
+      // Place this chunk's rows into the (layer, head, query, key) record of the whole call.
+      const int nq = attn_n_q_, nk = attn_n_kv_, q_off = pos0 - (attn_n_kv_ - attn_n_q_);
+      for (int h = 0; h < c.n_heads; h++)
+        for (int i = 0; i < B; i++)
+          std::memcpy(attn_.data() + (((int64_t)l * c.n_heads + h) * nq + q_off + i) * nk,
+                      chunk_probs.data() + ((int64_t)h * B + i) * a.n_kv, a.n_kv * sizeof(float));
+    }
+    matmul(xb_.data(), dim, xb2_.data(), qd, L.wo, B);
+    for (int t = 0; t < B; t++) {
+      if (L.bo) add_f32_simd(xb_.data() + (int64_t)t * dim, L.bo, dim);
+      add_f32_simd(x + (int64_t)t * dim, xb_.data() + (int64_t)t * dim, dim);
+    }
+
+    // Feed-forward block.
+    norm(xb_.data(), x, L.ffn_norm, L.ffn_norm_b, B);
+    matmul(hb2_.data(), hid, xb_.data(), dim, L.w_up, B);
+    if (c.ffn == FfnKind::SwiGLU) {
+      matmul(hb_.data(), hid, xb_.data(), dim, L.w_gate, B);
+      for (int t = 0; t < B; t++) swiglu_simd(hb_.data() + (int64_t)t * hid, hb2_.data() + (int64_t)t * hid, hid);
+    } else {
+      for (int t = 0; t < B; t++) {
+        float* h = hb2_.data() + (int64_t)t * hid;
+        if (L.b_up) add_f32_simd(h, L.b_up, hid);
+        if (c.ffn == FfnKind::GELU) gelu_simd(h, hid);
+        else relu_simd(h, hid);
+      }
+      std::swap(hb_, hb2_);
+    }
+    matmul(xb_.data(), dim, hb_.data(), hid, L.w_down, B);
+    for (int t = 0; t < B; t++) {
+      if (L.b_down) add_f32_simd(xb_.data() + (int64_t)t * dim, L.b_down, dim);
+      add_f32_simd(x + (int64_t)t * dim, xb_.data() + (int64_t)t * dim, dim);
+    }
+  }
+
+  if (!logits_out) return;
+  // Final norm and classifier: every token when all logits are wanted, else only the last.
+  const int first = all_logits ? 0 : B - 1, count = B - first;
+  norm(xb_.data(), x + (int64_t)first * dim, w.final_norm, w.final_norm_b, count);
+  matmul(logits_out, c.vocab_size, xb_.data(), dim, w.classifier, count);
+}
+
+}  // namespace qkv

@@ -1,0 +1,67 @@
+// Weights as views into the model's bytes (no copy), and the owner that keeps them alive.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "config.h"
+
+namespace qkv {
+
+// Bytes of a model file, wherever they live (a heap buffer, a memory map, the WASM heap).
+class Blob {
+ public:
+  virtual ~Blob() = default;
+  virtual const uint8_t* data() const = 0;
+  virtual uint64_t size() const = 0;
+};
+
+class VectorBlob : public Blob {
+ public:
+  explicit VectorBlob(std::vector<uint8_t> v) : v_(std::move(v)) {}
+  const uint8_t* data() const override { return v_.data(); }
+  uint64_t size() const override { return v_.size(); }
+
+ private:
+  std::vector<uint8_t> v_;
+};
+
+enum class DType { F32 };
+
+// A 2-D weight matrix (rows, cols), row-major, of element type `type`.
+struct Tensor {
+  DType type = DType::F32;
+  const void* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  const float* f32() const { return static_cast<const float*>(data); }
+  explicit operator bool() const { return data != nullptr; }
+};
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;    // (dim,)
+  const float* attn_norm_b = nullptr;  // (dim,) LayerNorm only
+  Tensor wq, wk, wv, wo;               // (q_dim, dim), (kv_dim, dim), (kv_dim, dim), (dim, q_dim)
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // optional biases
+  const float* ffn_norm = nullptr;     // (dim,)
+  const float* ffn_norm_b = nullptr;
+  Tensor w_gate, w_down, w_up;         // (hidden, dim), (dim, hidden), (hidden, dim); w_gate unused by GELU/ReLU
+  const float *b_up = nullptr, *b_down = nullptr;
+};
+
+struct ModelWeights {
+  Tensor tok_embed;                // (vocab, dim)
+  const float* pos_embed = nullptr;  // (seq_len, dim) for PosKind::Learned
+  std::vector<LayerWeights> layers;
+  const float* final_norm = nullptr;  // (dim,)
+  const float* final_norm_b = nullptr;
+  Tensor classifier;               // (vocab, dim); equals tok_embed when tied
+};
+
+// A loaded model: configuration, weights, and the bytes the weights point into.
+struct LoadedModel {
+  ModelConfig config;
+  ModelWeights weights;
+  std::shared_ptr<const Blob> storage;
+};
+
+}  // namespace qkv

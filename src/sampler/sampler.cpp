@@ -1,0 +1,149 @@
+// Sampler: run.c's procedures reproduced operation for operation (so float rounding matches),
+// plus top-k, min-p and repetition penalty when asked for.
+#include "sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <string>
+
+#include "../common.h"
+#include "../kernels/softmax.h"
+
+namespace qkv {
+
+void SamplerOptions::validate() const {
+  auto bad = [](const std::string& m) { fail(ErrorCode::BadArgument, m); };
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature) || temperature > 100.0f)
+    bad("temperature must be a number in [0, 100], got " + std::to_string(temperature));
+  if (!std::isfinite(top_p)) bad("top_p must be a finite number");
+  if (top_k < 0) bad("top_k must be >= 0, got " + std::to_string(top_k));
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("min_p must be in [0, 1], got " + std::to_string(min_p));
+  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty) || repetition_penalty > 100.0f)
+    bad("repetition_penalty must be in (0, 100], got " + std::to_string(repetition_penalty));
+  if (repetition_window < 0) bad("repetition_window must be >= 0");
+}
+
+uint32_t rng_u32(uint64_t* s) {
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return (uint32_t)((*s * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+float rng_f32(uint64_t* s) { return (rng_u32(s) >> 8) / 16777216.0f; }
+
+Sampler::Sampler(int vocab_size, const SamplerOptions& opt) : vocab_(vocab_size), opt_(opt) {
+  opt_.validate();
+  state_ = opt.seed != 0 ? opt.seed : (uint64_t)(unsigned int)std::time(nullptr);
+  cand_.resize(vocab_size);
+}
+
+static int argmax(const float* x, int n) {
+  int best = 0;
+  float bv = x[0];
+  for (int i = 1; i < n; i++)
+    if (x[i] > bv) {
+      bv = x[i];
+      best = i;
+    }
+  return best;
+}
+
+static int sample_mult(const float* p, int n, float coin) {
+  float cdf = 0.0f;
+  for (int i = 0; i < n; i++) {
+    cdf += p[i];
+    if (coin < cdf) return i;
+  }
+  return n - 1;
+}
+
+static bool by_prob_desc(float a, float b) { return a > b; }
+
+int Sampler::sample_topp(const float* probs, float coin) {
+  const int n = vocab_;
+  const float topp = opt_.top_p;
+  int n0 = 0;
+  // Tokens below this cannot be part of the nucleus (run.c's pre-filter).
+  const float cutoff = (1.0f - topp) / (n - 1);
+  for (int i = 0; i < n; i++)
+    if (probs[i] >= cutoff) cand_[n0++] = {probs[i], i};
+  // run.c uses qsort, which in glibc is a stable merge sort for arrays this size.
+  std::stable_sort(cand_.begin(), cand_.begin() + n0,
+                   [](const ProbIndex& a, const ProbIndex& b) { return by_prob_desc(a.prob, b.prob); });
+  float cum = 0.0f;
+  int last = n0 - 1;
+  for (int i = 0; i < n0; i++) {
+    cum += cand_[i].prob;
+    if (cum > topp) {
+      last = i;
+      break;
+    }
+  }
+  const float r = coin * cum;
+  float cdf = 0.0f;
+  for (int i = 0; i <= last; i++) {
+    cdf += cand_[i].prob;
+    if (r < cdf) return cand_[i].index;
+  }
+  return cand_[last].index;
+}
+
+// Top-k / min-p / top-p over softmax probabilities, then one draw from what is left.
+int Sampler::sample_filtered(float* probs, float coin) {
+  const int n = vocab_;
+  int n0 = 0;
+  float pmax = 0.0f;
+  for (int i = 0; i < n; i++) pmax = std::max(pmax, probs[i]);
+  const float floor = opt_.min_p * pmax;
+  for (int i = 0; i < n; i++)
+    if (probs[i] >= floor && probs[i] > 0.0f) cand_[n0++] = {probs[i], i};
+  if (n0 == 0) return argmax(probs, n);
+  std::stable_sort(cand_.begin(), cand_.begin() + n0,
+                   [](const ProbIndex& a, const ProbIndex& b) { return by_prob_desc(a.prob, b.prob); });
+  if (opt_.top_k > 0 && opt_.top_k < n0) n0 = opt_.top_k;
+  float total = 0.0f;
+  for (int i = 0; i < n0; i++) total += cand_[i].prob;
+  if (opt_.top_p > 0.0f && opt_.top_p < 1.0f) {
+    float cum = 0.0f;
+    for (int i = 0; i < n0; i++) {
+      cum += cand_[i].prob / total;
+      if (cum > opt_.top_p) {
+        n0 = i + 1;
+        break;
+      }
+    }
+    total = 0.0f;
+    for (int i = 0; i < n0; i++) total += cand_[i].prob;
+  }
+  const float r = coin * total;
+  float cdf = 0.0f;
+  for (int i = 0; i < n0; i++) {
+    cdf += cand_[i].prob;
+    if (r < cdf) return cand_[i].index;
+  }
+  return cand_[n0 - 1].index;
+}
+
+int Sampler::sample(float* logits, const int* recent, int n_recent) {
+  if (opt_.repetition_penalty != 1.0f && recent && n_recent > 0) {
+    const int from = n_recent > opt_.repetition_window ? n_recent - opt_.repetition_window : 0;
+    std::vector<char> seen(vocab_, 0);
+    for (int i = from; i < n_recent; i++) {
+      const int t = recent[i];
+      if (t < 0 || t >= vocab_ || seen[t]) continue;
+      seen[t] = 1;
+      logits[t] = logits[t] > 0.0f ? logits[t] / opt_.repetition_penalty : logits[t] * opt_.repetition_penalty;
+    }
+  }
+  if (opt_.temperature == 0.0f) return argmax(logits, vocab_);
+  for (int i = 0; i < vocab_; i++) logits[i] /= opt_.temperature;
+  softmax_ref(logits, vocab_);  // run.c's exact order of operations
+  const float coin = rng_f32(&state_);
+  if (opt_.top_k > 0 || opt_.min_p > 0.0f) return sample_filtered(logits, coin);
+  if (opt_.top_p <= 0.0f || opt_.top_p >= 1.0f) return sample_mult(logits, vocab_, coin);
+  return sample_topp(logits, coin);
+}
+
+}  // namespace qkv

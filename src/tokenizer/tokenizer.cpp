@@ -1,0 +1,174 @@
+// llama2.c tokenizer: loading with validation, encoding with run.c's merge order, decoding.
+#include "tokenizer.h"
+
+#include <cmath>
+#include <cstring>
+#include <queue>
+
+#include "../common.h"
+
+namespace qkv {
+
+static void bad(const std::string& msg) { fail(ErrorCode::BadTokenizer, "tokenizer: " + msg); }
+
+static int parse_byte_piece(const std::string& p) {
+  // "<0xXX>" with two hex digits
+  if (p.size() != 6 || p.compare(0, 3, "<0x") != 0 || p[5] != '>') return -1;
+  auto hex = [](char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+  };
+  int hi = hex(p[3]), lo = hex(p[4]);
+  return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
+}
+
+Tokenizer Tokenizer::from_llama2c(const uint8_t* data, uint64_t size, int vocab_size) {
+  if (vocab_size <= 0) bad("vocabulary size must be positive, got " + std::to_string(vocab_size));
+  if (size < 4) bad("file is truncated: " + std::to_string(size) + " bytes, less than its 4-byte header");
+  Tokenizer t;
+  int32_t mtl;
+  std::memcpy(&mtl, data, 4);
+  if (mtl <= 0 || mtl > (1 << 16))
+    bad("max_token_length = " + std::to_string(mtl) + " is impossible (must be 1..65536); is this a tokenizer.bin?");
+  t.max_token_length_ = mtl;
+  uint64_t off = 4;
+  // Reads one (score, len, bytes) record; false at a clean end of file.
+  auto read_piece = [&](std::string* s, float* score, int index) {
+    if (off == size) return false;
+    if (size - off < 8) bad("file is truncated inside piece " + std::to_string(index));
+    int32_t len;
+    std::memcpy(score, data + off, 4);
+    std::memcpy(&len, data + off + 4, 4);
+    off += 8;
+    if (len < 0 || len > mtl)
+      bad("piece " + std::to_string(index) + " has length " + std::to_string(len) + " (max_token_length is " +
+          std::to_string(mtl) + "); the file is corrupt");
+    if ((uint64_t)len > size - off)
+      bad("file is truncated: piece " + std::to_string(index) + " runs past the end of the file");
+    s->assign(reinterpret_cast<const char*>(data + off), len);
+    off += len;
+    return true;
+  };
+  t.pieces_.reserve(vocab_size);
+  t.scores_.reserve(vocab_size);
+  for (int i = 0; i < vocab_size; i++) {
+    std::string s;
+    float sc;
+    if (!read_piece(&s, &sc, i))
+      bad("it has " + std::to_string(i) + " pieces but the model's vocabulary has " + std::to_string(vocab_size) +
+          "; model and tokenizer do not belong together");
+    t.pieces_.push_back(std::move(s));
+    t.scores_.push_back(sc);
+  }
+  if (off != size) {
+    int extra = 0;
+    std::string s;
+    float sc;
+    while (extra < (1 << 22) && read_piece(&s, &sc, vocab_size + extra)) extra++;
+    bad("it has " + std::to_string(vocab_size + extra) + " pieces but the model's vocabulary has " +
+        std::to_string(vocab_size) + "; model and tokenizer do not belong together");
+  }
+  t.byte_of_.resize(vocab_size);
+  t.index_.reserve(vocab_size * 2);
+  for (int i = 0; i < vocab_size; i++) {
+    t.byte_of_[i] = (int16_t)parse_byte_piece(t.pieces_[i]);
+    t.index_.emplace(t.pieces_[i], i);  // the first of duplicate pieces wins
+  }
+  return t;
+}
+
+int Tokenizer::fallback_id(unsigned char byte) const {
+  int id = byte + 3;
+  if (id >= vocab_size())
+    fail(ErrorCode::BadArgument, "cannot encode byte 0x" + std::to_string(byte) +
+                                     ": the tokenizer has no byte-fallback pieces (vocabulary of " +
+                                     std::to_string(vocab_size()) + ")");
+  return id;
+}
+
+std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos) const {
+  std::vector<int> ids;
+  ids.reserve(text.size() + 3);
+  if (bos) ids.push_back(bos_id());
+  if (!text.empty()) {
+    int sp = lookup(" ");
+    ids.push_back(sp >= 0 ? sp : fallback_id(' '));
+  }
+  // Code points (up to 4 bytes) to pieces, or to one byte token per byte.
+  const size_t n = text.size();
+  std::string buf;
+  for (size_t i = 0; i < n; i++) {
+    const unsigned char ch = text[i];
+    if ((ch & 0xC0) != 0x80) buf.clear();
+    buf.push_back((char)ch);
+    const bool next_cont = i + 1 < n && ((unsigned char)text[i + 1] & 0xC0) == 0x80;
+    if (next_cont && buf.size() < 4) continue;
+    int id = lookup(buf);
+    if (id >= 0) ids.push_back(id);
+    else
+      for (unsigned char b : buf) ids.push_back(fallback_id(b));
+    buf.clear();
+  }
+
+  // Merges: repeatedly the best-scoring adjacent pair, leftmost among equals (run.c's order),
+  // found with a heap over a linked list instead of rescanning, so long texts stay fast.
+  // BOS takes part in the merges, as in run.c.
+  const int m = (int)ids.size();
+  std::vector<int> prev(m), next(m);
+  std::vector<char> alive(m, 1);
+  for (int i = 0; i < m; i++) {
+    prev[i] = i - 1;
+    next[i] = i + 1 < m ? i + 1 : -1;
+  }
+  struct Cand {
+    float score;
+    int left, right, left_id, right_id, merged;
+  };
+  auto worse = [](const Cand& a, const Cand& b) {
+    if (a.score != b.score) return a.score < b.score;
+    return a.left > b.left;
+  };
+  std::priority_queue<Cand, std::vector<Cand>, decltype(worse)> heap(worse);
+  auto consider = [&](int l, int r) {
+    if (l < 0 || r < 0) return;
+    int id = lookup(pieces_[ids[l]] + pieces_[ids[r]]);
+    if (id < 0) return;
+    float s = scores_[id];
+    if (!(s > -1e10f)) return;  // run.c starts from best = -1e10 with a strict '>'
+    heap.push({s, l, r, ids[l], ids[r], id});
+  };
+  for (int i = 0; i + 1 < m; i++) consider(i, i + 1);
+  while (!heap.empty()) {
+    Cand c = heap.top();
+    heap.pop();
+    if (!alive[c.left] || !alive[c.right] || next[c.left] != c.right || ids[c.left] != c.left_id ||
+        ids[c.right] != c.right_id)
+      continue;  // stale
+    ids[c.left] = c.merged;
+    alive[c.right] = 0;
+    next[c.left] = next[c.right];
+    if (next[c.right] >= 0) prev[next[c.right]] = c.left;
+    consider(prev[c.left], c.left);
+    consider(c.left, next[c.left]);
+  }
+  std::vector<int> out;
+  out.reserve(m + 1);
+  for (int i = 0; i < m; i++)
+    if (alive[i]) out.push_back(ids[i]);
+  if (eos) out.push_back(eos_id());
+  return out;
+}
+
+std::string Tokenizer::decode(int prev, int id) const {
+  if (id < 0 || id >= vocab_size())
+    fail(ErrorCode::BadArgument, "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                     std::to_string(vocab_size() - 1) + ")");
+  if (byte_of_[id] >= 0) return std::string(1, (char)byte_of_[id]);
+  const std::string& p = pieces_[id];
+  if (prev == bos_id() && !p.empty() && p[0] == ' ') return p.substr(1);
+  return p;
+}
+
+}  // namespace qkv
