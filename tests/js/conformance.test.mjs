@@ -1,0 +1,61 @@
+// The WASM engine against llama2.c's reference outputs (byte for byte) and against the native
+// engine (same stdout bytes; logits within 1e-4 relative over the first positions).
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { haveNative, models, reference, referenceCases, runNative, runWasm } from './helpers.mjs';
+
+for (const [ref, args] of referenceCases) {
+  test(`WASM CLI reproduces ${ref} byte for byte`, () => {
+    const r = runWasm(['run', ...args]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(r.stdout, readFileSync(join(reference, ref)));
+  });
+  test(`native and WASM CLIs print identical bytes for ${ref} with other seeds`, { skip: !haveNative && 'no native build' }, () => {
+    for (const seed of ['1', '7', '123456']) {
+      const a = [...args.filter((x, i) => args[i - 1] !== '-s' && x !== '-s'), '-s', seed, '-t', '0.8'];
+      const n = runNative(['run', ...a]);
+      const w = runWasm(['run', ...a]);
+      assert.equal(n.status, 0, n.stderr);
+      assert.equal(w.status, 0, w.stderr);
+      assert.deepEqual(w.stdout, n.stdout, `seed ${seed}`);
+    }
+  });
+}
+
+const LOGIT_TOL = 1e-4;  // relative to the largest |logit| of the position
+for (const [model, tok, prompt] of [
+  ['aidreams260K.bin', 'aidreams-tok512.bin', 'I dream of electric sheep and quiet circuits'],
+  ['stories260K.bin', 'aidreams-tok512.bin', 'Once upon a time there was a dream'],
+]) {
+  test(`native vs WASM logits within ${LOGIT_TOL} on ${model}`, { skip: !haveNative && 'no native build' }, () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qkv-logits-'));
+    try {
+      const args = [join(models, model), '-z', join(models, tok), '-i', prompt];
+      const n = runNative(['logits', ...args, '-o', join(dir, 'n.f32')]);
+      assert.equal(n.status, 0, n.stderr);
+      const w = runWasm(['logits', ...args, '-o', join(dir, 'w.f32')]);
+      assert.equal(w.status, 0, w.stderr);
+      const a = new Float32Array(readFileSync(join(dir, 'n.f32')).buffer.slice(0));
+      const b = new Float32Array(readFileSync(join(dir, 'w.f32')).buffer.slice(0));
+      assert.equal(a.length, b.length);
+      const V = 512, positions = a.length / V;
+      assert.ok(positions >= 5, `only ${positions} positions`);
+      let worst = 0;
+      for (let p = 0; p < positions; p++) {
+        let scale = 0, diff = 0;
+        for (let i = p * V; i < (p + 1) * V; i++) {
+          scale = Math.max(scale, Math.abs(a[i]));
+          diff = Math.max(diff, Math.abs(a[i] - b[i]));
+        }
+        assert.ok(scale > 0.1, 'logits look empty');
+        worst = Math.max(worst, diff / scale);
+      }
+      assert.ok(worst <= LOGIT_TOL, `max relative difference ${worst}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
