@@ -9,6 +9,24 @@ function usage(mod, out) {
     '  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt\'s logits\n\n' + mod.runUsage());
 }
 
+// Reads a file into the WASM heap; file-system failures become io errors naming the path.
+async function readIntoHeap(mod, path) {
+  try {
+    return await toHeapBuffer(mod, path);
+  } catch (e) {
+    if (typeof e?.code === 'string' && /^E[A-Z]+$/.test(e.code)) {
+      // The native CLI's wording (strerror), so both CLIs print the same line.
+      const text = { EISDIR: `cannot read ${path}: not a regular file`,
+        ENOENT: `cannot open ${path}: No such file or directory`,
+        EACCES: `cannot open ${path}: Permission denied` }[e.code] ?? `cannot open ${path}: ${e.message}`;
+      const err = new Error(text);
+      err.code = 'io';
+      throw err;
+    }
+    throw e;
+  }
+}
+
 async function main(argv) {
   const mod = await loadWasmModule();
   const [cmd, ...rest] = argv;
@@ -22,19 +40,13 @@ async function main(argv) {
   let args, engine, modelBuf, tokBuf;
   try {
     args = mod.RunArgs.parse(rest);
-    try {
-      modelBuf = await toHeapBuffer(mod, args.modelPath());
-      tokBuf = await toHeapBuffer(mod, args.tokenizerPath());
-    } catch (e) {
-      if (e.code === 'ENOENT' || e.code === 'EISDIR' || e.code === 'EACCES') {
-        const err = new Error(`cannot open ${e.path}: ${e.message}`);
-        err.code = 'io';
-        throw err;
-      }
-      throw e;
-    }
-    engine = new mod.Engine(modelBuf, tokBuf, args.threads(), args.context());
-    modelBuf.delete(); tokBuf.delete(); modelBuf = tokBuf = null;
+    // Same order as the native CLI: the model is read and validated before the tokenizer.
+    modelBuf = await readIntoHeap(mod, args.modelPath());
+    engine = new mod.Engine(modelBuf, args.threads(), args.context());
+    modelBuf.delete(); modelBuf = null;
+    tokBuf = await readIntoHeap(mod, args.tokenizerPath());
+    engine.setTokenizer(tokBuf);
+    tokBuf.delete(); tokBuf = null;
     if (cmd === 'run') {
       const st = engine.run(args, (piece) => process.stdout.write(Buffer.from(piece)));
       process.stdout.write('\n');

@@ -92,10 +92,17 @@ class JsRunArgs {
 
 class JsEngine {
  public:
-  JsEngine(const JsBuffer& model, const JsBuffer& tok, int threads, int context) {
+  JsEngine(const JsBuffer& model, int threads, int context) {
     guard([&] {
       auto pool = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
       model_ = std::make_unique<Transformer>(load_model(model.blob()), context, pool);
+      return 0;
+    });
+  }
+
+  // llama2.c tokenizer.bin bytes; validated against the model's vocabulary.
+  void setTokenizer(const JsBuffer& tok) {
+    guard([&] {
       tok_ = std::make_unique<Tokenizer>(
           Tokenizer::from_llama2c(tok.blob()->data(), tok.blob()->size(), model_->config().vocab_size));
       return 0;
@@ -124,6 +131,7 @@ class JsEngine {
 
   val tokenize(std::string text, bool bos) const {
     return guard([&] {
+      need_tokenizer();
       std::vector<int> ids = tok_->encode(text, bos, false);
       return val::global("Int32Array").new_(val(typed_memory_view(ids.size(), ids.data())));
     });
@@ -143,6 +151,7 @@ class JsEngine {
   // run.c's generation; onPiece(Uint8Array) gets each printed piece (a view: copy it).
   val run(const JsRunArgs& a, val on_piece) {
     return guard([&] {
+      need_tokenizer();
       RunStats st = run_generate(*model_, *tok_, a.args().run, [&](const std::string& p) {
         on_piece(val(typed_memory_view(p.size(), reinterpret_cast<const uint8_t*>(p.data()))));
       });
@@ -156,6 +165,9 @@ class JsEngine {
   }
 
  private:
+  void need_tokenizer() const {
+    if (!tok_) fail(ErrorCode::BadArgument, "no tokenizer loaded: call setTokenizer first");
+  }
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<Tokenizer> tok_;
 };
@@ -178,7 +190,8 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("threads", &JsRunArgs::threads)
       .function("context", &JsRunArgs::context);
   class_<JsEngine>("Engine")
-      .constructor<const JsBuffer&, const JsBuffer&, int, int>()
+      .constructor<const JsBuffer&, int, int>()
+      .function("setTokenizer", &JsEngine::setTokenizer)
       .function("info", &JsEngine::info)
       .function("tokenize", &JsEngine::tokenize)
       .function("logits", &JsEngine::logits)

@@ -36,6 +36,8 @@ LoadedModel load_llama2c(std::shared_ptr<const Blob> blob) {
   Header h;
   std::memcpy(&h, blob->data(), sizeof h);
 
+  if (h.vocab_size == INT32_MIN)
+    fail(ErrorCode::BadModel, "invalid model header: vocab_size = " + std::to_string(h.vocab_size));
   ModelConfig c;
   c.arch = "llama";
   c.dim = h.dim;
@@ -43,7 +45,7 @@ LoadedModel load_llama2c(std::shared_ptr<const Blob> blob) {
   c.n_layers = h.n_layers;
   c.n_heads = h.n_heads;
   c.n_kv_heads = h.n_kv_heads;
-  c.vocab_size = h.vocab_size == INT32_MIN ? 0 : (h.vocab_size < 0 ? -h.vocab_size : h.vocab_size);
+  c.vocab_size = h.vocab_size < 0 ? -h.vocab_size : h.vocab_size;
   c.seq_len = h.seq_len;
   c.tied_classifier = h.vocab_size > 0;
   c.norm = NormKind::RMSNorm;
@@ -72,7 +74,8 @@ LoadedModel load_llama2c(std::shared_ptr<const Blob> blob) {
   else if (size == without_freq) has_freq = false;
   else if (size < without_freq)
     fail(ErrorCode::BadModel, "llama2.c checkpoint is truncated: the header (" + c.describe() + ") needs " +
-                                  std::to_string(with_freq) + " bytes, the file has " + std::to_string(size));
+                                  std::to_string(without_freq) + " bytes (" + std::to_string(with_freq) +
+                                  " with the freq_cis block), the file has " + std::to_string(size));
   else
     fail(ErrorCode::BadModel, "llama2.c checkpoint size " + std::to_string(size) + " bytes matches neither layout " +
                                   "the header implies (" + std::to_string(with_freq) + " with the freq_cis block, " +

@@ -31,9 +31,9 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
   if (kv * 2 * sizeof(float) > kMaxKvCacheBytes)
     fail(ErrorCode::OutOfMemory, "the KV cache for context " + std::to_string(ctx_) + " would need " +
                                      format_bytes(kv * 2 * sizeof(float)) + "; use a smaller context");
+  key_cache_.resize(c.n_layers);
+  value_cache_.resize(c.n_layers);
   try {
-    key_cache_.assign(kv, 0.0f);
-    value_cache_.assign(kv, 0.0f);
     const int B = kMaxBatch, wide = std::max(c.dim, c.q_dim());
     x_.resize((size_t)B * c.dim);
     xb_.resize((size_t)B * wide);
@@ -45,9 +45,26 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
     rope_sin_.resize((size_t)B * (c.rot_dims() / 2 + 1));
     logits_.resize(c.vocab_size);
   } catch (const std::bad_alloc&) {
-    fail(ErrorCode::OutOfMemory, "not enough memory for the KV cache (" + format_bytes(kv * 2 * sizeof(float)) +
-                                     ") and activations; use a smaller context");
+    fail(ErrorCode::OutOfMemory, "not enough memory for the activations of this model");
   }
+}
+
+void Transformer::reserve_cache(int positions) {
+  if (positions <= cache_cap_) return;
+  const ModelConfig& c = m_.config;
+  int cap = std::max({positions, std::min(ctx_, 2 * cache_cap_), std::min(ctx_, 256)});
+  const uint64_t per_layer = (uint64_t)cap * c.kv_dim();
+  try {
+    for (int l = 0; l < c.n_layers; l++) {
+      key_cache_[l].resize(per_layer);
+      value_cache_[l].resize(per_layer);
+    }
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCode::OutOfMemory, "not enough memory to grow the KV cache to " + std::to_string(cap) + " positions (" +
+                                     format_bytes(per_layer * c.n_layers * 2 * sizeof(float)) +
+                                     "); use a smaller context");
+  }
+  cache_cap_ = cap;
 }
 
 void Transformer::matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok) {
@@ -77,9 +94,15 @@ const float* Transformer::forward(const int* tokens, int n, int pos, bool all_lo
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
       fail(ErrorCode::BadArgument, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary (0.." +
                                        std::to_string(c.vocab_size - 1) + ")");
+  reserve_cache(pos + n);
   if (all_logits) logits_.resize((size_t)n * c.vocab_size);
   else logits_.resize(c.vocab_size);
   if (capture_) {
+    const uint64_t cap = (uint64_t)c.n_layers * c.n_heads * n * (uint64_t)(pos + n) * sizeof(float);
+    if (cap > (1ull << 30))
+      fail(ErrorCode::OutOfMemory, "capturing attention for " + std::to_string(n) + " queries over " +
+                                       std::to_string(pos + n) + " keys would need " + format_bytes(cap) +
+                                       "; capture a shorter span");
     attn_n_q_ = n;
     attn_n_kv_ = pos + n;
     attn_.assign((size_t)c.n_layers * c.n_heads * n * (pos + n), 0.0f);
@@ -126,8 +149,8 @@ void Transformer::forward_chunk(const int* tokens, int B, int pos0, float* logit
 
   for (int l = 0; l < c.n_layers; l++) {
     const LayerWeights& L = w.layers[l];
-    float* kc = key_cache_.data() + ((int64_t)l * ctx_ + pos0) * kvd;
-    float* vc = value_cache_.data() + ((int64_t)l * ctx_ + pos0) * kvd;
+    float* kc = key_cache_[l].data() + (int64_t)pos0 * kvd;
+    float* vc = value_cache_[l].data() + (int64_t)pos0 * kvd;
 
     // Attention block: q for this chunk; k and v straight into the cache rows.
     norm(xb_.data(), x, L.attn_norm, L.attn_norm_b, B);
@@ -154,8 +177,8 @@ void Transformer::forward_chunk(const int* tokens, int B, int pos0, float* logit
     a.head_dim = hd;
     a.q = q_.data();
     a.q_stride = qd;
-    a.k = key_cache_.data() + (int64_t)l * ctx_ * kvd;
-    a.v = value_cache_.data() + (int64_t)l * ctx_ * kvd;
+    a.k = key_cache_[l].data();
+    a.v = value_cache_[l].data();
     a.kv_stride = kvd;
     a.out = xb2_.data();
     a.out_stride = qd;

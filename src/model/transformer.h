@@ -17,7 +17,8 @@ class Transformer {
   const ModelConfig& config() const { return m_.config; }
   int context() const { return ctx_; }
   ThreadPool& pool() { return *pool_; }
-  uint64_t kv_cache_bytes() const { return (uint64_t)key_cache_.size() * 2 * sizeof(float); }
+  // Bytes of KV cache allocated now (it grows with the positions used, up to context()).
+  uint64_t kv_cache_bytes() const { return (uint64_t)cache_cap_ * m_.config.n_layers * m_.config.kv_dim() * 2 * sizeof(float); }
   uint64_t weight_bytes() const { return m_.storage ? m_.storage->size() : 0; }
 
   // Runs tokens[0..n) at positions pos..pos+n-1, writing their keys/values into the cache,
@@ -40,11 +41,15 @@ class Transformer {
   void forward_chunk(const int* tokens, int n, int pos, float* logits_out, bool all_logits);
   void matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok);
   void norm(float* y, const float* x, const float* w, const float* b, int n_tok);
+  void reserve_cache(int positions);
 
   LoadedModel m_;
   int ctx_;
   std::shared_ptr<ThreadPool> pool_;
-  std::vector<float> key_cache_, value_cache_;  // (layer, ctx, kv_dim)
+  // Per layer (cache_cap_, kv_dim). Grown on demand so memory follows the positions used,
+  // not the (untrusted) context length in the header.
+  std::vector<std::vector<float>> key_cache_, value_cache_;
+  int cache_cap_ = 0;
   // Activations for up to kMaxBatch tokens.
   std::vector<float> x_, xb_, xb2_, q_, hb_, hb2_;  // (B, dim) / (B, q_dim) / (B, hidden)
   std::vector<float> rope_cos_, rope_sin_;        // (B, n_rot/2)

@@ -34,6 +34,7 @@ uint32_t rng_u32(uint64_t* s) {
 float rng_f32(uint64_t* s) { return (rng_u32(s) >> 8) / 16777216.0f; }
 
 Sampler::Sampler(int vocab_size, const SamplerOptions& opt) : vocab_(vocab_size), opt_(opt) {
+  if (vocab_size <= 0) fail(ErrorCode::BadArgument, "sampler needs a positive vocabulary size");
   opt_.validate();
   state_ = opt.seed != 0 ? opt.seed : (uint64_t)(unsigned int)std::time(nullptr);
   cand_.resize(vocab_size);
@@ -70,6 +71,7 @@ int Sampler::sample_topp(const float* probs, float coin) {
   for (int i = 0; i < n; i++)
     if (probs[i] >= cutoff) cand_[n0++] = {probs[i], i};
   // run.c uses qsort, which in glibc is a stable merge sort for arrays this size.
+  if (n0 == 0) return argmax(probs, n);  // only with a one-token vocabulary
   std::stable_sort(cand_.begin(), cand_.begin() + n0,
                    [](const ProbIndex& a, const ProbIndex& b) { return by_prob_desc(a.prob, b.prob); });
   float cum = 0.0f;
@@ -137,7 +139,14 @@ int Sampler::sample(float* logits, const int* recent, int n_recent) {
       logits[t] = logits[t] > 0.0f ? logits[t] / opt_.repetition_penalty : logits[t] * opt_.repetition_penalty;
     }
   }
-  if (opt_.temperature == 0.0f) return argmax(logits, vocab_);
+  // NaN logits (from broken weights) can never be chosen.
+  for (int i = 0; i < vocab_; i++)
+    if (std::isnan(logits[i])) logits[i] = -INFINITY;
+  const int best = argmax(logits, vocab_);
+  if (opt_.temperature == 0.0f) return best;
+  // Sampling needs a finite maximum after scaling: a tiny temperature that overflows the
+  // logits (or an all -inf row) is the greedy limit, so it gives the greedy answer.
+  if (!std::isfinite(logits[best] / opt_.temperature)) return best;
   for (int i = 0; i < vocab_; i++) logits[i] /= opt_.temperature;
   softmax_ref(logits, vocab_);  // run.c's exact order of operations
   const float coin = rng_f32(&state_);

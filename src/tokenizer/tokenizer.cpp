@@ -1,7 +1,9 @@
 // llama2.c tokenizer: loading with validation, encoding with run.c's merge order, decoding.
 #include "tokenizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <queue>
 
@@ -51,8 +53,10 @@ Tokenizer Tokenizer::from_llama2c(const uint8_t* data, uint64_t size, int vocab_
     off += len;
     return true;
   };
-  t.pieces_.reserve(vocab_size);
-  t.scores_.reserve(vocab_size);
+  // Each piece takes at least 8 bytes, so the file bounds what is worth reserving.
+  const uint64_t fits = (size - 4) / 8;
+  t.pieces_.reserve(std::min<uint64_t>(vocab_size, fits));
+  t.scores_.reserve(std::min<uint64_t>(vocab_size, fits));
   for (int i = 0; i < vocab_size; i++) {
     std::string s;
     float sc;
@@ -81,10 +85,13 @@ Tokenizer Tokenizer::from_llama2c(const uint8_t* data, uint64_t size, int vocab_
 
 int Tokenizer::fallback_id(unsigned char byte) const {
   int id = byte + 3;
-  if (id >= vocab_size())
-    fail(ErrorCode::BadArgument, "cannot encode byte 0x" + std::to_string(byte) +
+  if (id >= vocab_size()) {
+    char hex[8];
+    snprintf(hex, sizeof hex, "0x%02X", byte);
+    fail(ErrorCode::BadArgument, std::string("cannot encode byte ") + hex +
                                      ": the tokenizer has no byte-fallback pieces (vocabulary of " +
                                      std::to_string(vocab_size()) + ")");
+  }
   return id;
 }
 

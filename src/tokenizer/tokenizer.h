@@ -29,7 +29,7 @@ class Tokenizer {
   std::string decode(int prev, int id) const;
 
   // Byte value of a byte-fallback piece, or -1.
-  int byte_value(int id) const { return byte_of_[id]; }
+  int byte_value(int id) const { return id >= 0 && id < vocab_size() ? byte_of_[id] : -1; }
 
  private:
   int lookup(const std::string& s) const {
