@@ -1,6 +1,8 @@
 // Fork-join thread pool used to split matrix rows and attention heads.
 #include "threadpool.h"
 
+#include <string>
+
 #include "common.h"
 
 namespace qkv {
@@ -10,6 +12,19 @@ static constexpr bool kHaveThreads = false;
 #else
 static constexpr bool kHaveThreads = true;
 #endif
+
+// Workers spin this many rounds for the next job before sleeping: decode runs ~100 short
+// parallel sections per token, and a futex wake-up for each would cost more than the work.
+static constexpr int kSpinRounds = 20000;
+static constexpr uint64_t kMask20 = (1u << 20) - 1;
+
+static inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static inline uint64_t gen_of(uint64_t s) { return s >> 40; }
 
 int ThreadPool::hardware_threads() {
   if (!kHaveThreads) return 1;
@@ -34,71 +49,67 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-// Workers spin this many rounds for the next job before sleeping: decode runs ~100 short
-// parallel sections per token, and a futex wake-up for each would cost more than the work.
-static constexpr int kSpinRounds = 20000;
-
-static inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-static void chunk(int n, int grain, int parts, int index, int* b, int* e) {
-  int blocks = (n + grain - 1) / grain;
-  int per = blocks / parts, extra = blocks % parts;
-  int first = index * per + (index < extra ? index : extra);
-  int count = per + (index < extra ? 1 : 0);
-  *b = first * grain;
-  *e = (first + count) * grain;
-  if (*b > n) *b = n;
-  if (*e > n) *e = n;
+void ThreadPool::run_chunks(uint64_t gen, int thread_index) {
+  uint64_t s = state_.load(std::memory_order_acquire);
+  for (;;) {
+    if (gen_of(s) != gen) return;
+    const uint64_t next = s & kMask20, total = (s >> 20) & kMask20;
+    if (next >= total) return;
+    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    // Claimed chunk `next` of this generation: the job fields cannot change until it is done.
+    const int b = (int)next * job_chunk_;
+    const int e = b + job_chunk_ < job_n_ ? b + job_chunk_ : job_n_;
+    (*job_)(b, e, thread_index);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    s = state_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::parallel_for(int n, int grain, const std::function<void(int, int, int)>& fn) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
-  if (n_threads_ == 1 || n <= grain) {
+  const int blocks = (n + grain - 1) / grain;
+  if (n_threads_ == 1 || blocks == 1) {
     fn(0, n, 0);
     return;
   }
+  // A few chunks per thread: enough to rebalance around a slow thread, few enough to be cheap.
+  const int chunks_wanted = blocks < n_threads_ * 4 ? blocks : n_threads_ * 4;
+  const int chunk = ((blocks + chunks_wanted - 1) / chunks_wanted) * grain;
+  const int total = (n + chunk - 1) / chunk;
   job_ = &fn;
   job_n_ = n;
-  job_grain_ = grain;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  job_chunk_ = chunk;
+  done_.store(0, std::memory_order_relaxed);
+  generation_ = (generation_ + 1) & ((1ull << 24) - 1);
   {
     std::lock_guard<std::mutex> lk(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
+    state_.store((generation_ << 40) | ((uint64_t)total << 20), std::memory_order_release);
   }
   cv_work_.notify_all();
-  int b, e;
-  chunk(n, grain, n_threads_, 0, &b, &e);
-  if (b < e) fn(b, e, 0);
-  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; spin++) {
+  run_chunks(generation_, 0);
+  for (int spin = 0; done_.load(std::memory_order_acquire) != total; spin++) {
     if (spin < kSpinRounds) cpu_relax();
     else std::this_thread::yield();
   }
-  job_ = nullptr;
 }
 
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
     int spin = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed)) {
+    uint64_t s;
+    while (gen_of(s = state_.load(std::memory_order_acquire)) == seen && !stop_.load(std::memory_order_relaxed)) {
       if (++spin < kSpinRounds) {
         cpu_relax();
         continue;
       }
       std::unique_lock<std::mutex> lk(mu_);
-      cv_work_.wait(lk, [&] { return stop_ || generation_.load() != seen; });
+      cv_work_.wait(lk, [&] { return stop_ || gen_of(state_.load()) != seen; });
     }
     if (stop_) return;
-    seen = generation_.load(std::memory_order_acquire);
-    int b, e;
-    chunk(job_n_, job_grain_, n_threads_, index, &b, &e);
-    if (b < e) (*job_)(b, e, index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    seen = gen_of(s);
+    run_chunks(seen, index);
   }
 }
 
