@@ -43,6 +43,6 @@ fi
 if [ -f "$root/package.json" ] && [ ! -d "$root/node_modules" -o "$root/package.json" -nt "$root/node_modules/.stamp" ]; then
   log "npm install"
   (cd "$root" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
-  touch "$root/node_modules/.stamp"
+  mkdir -p "$root/node_modules" && touch "$root/node_modules/.stamp"
 fi
 log "ready"
