@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "simd.h"
+#include "softmax.h"
 
 namespace qkv {
 
@@ -124,19 +125,7 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
           }
           const float mnew = tmax > m[i] ? tmax : m[i];
           const float corr = m[i] == -INFINITY ? 0.0f : std::exp(m[i] - mnew);
-          int jj = 0;
-          fbatch mb(mnew), sum_b(0.0f);
-          for (; jj + kLanes <= nk; jj += kLanes) {
-            fbatch e = xsimd::exp(fbatch::load_aligned(row + jj) - mb);
-            e.store_aligned(row + jj);
-            sum_b += e;
-          }
-          float sum = xsimd::reduce_add(sum_b);
-          for (; jj < nk; jj++) {
-            row[jj] = std::exp(row[jj] - mnew);
-            sum += row[jj];
-          }
-          l[i] = l[i] * corr + sum;
+          l[i] = l[i] * corr + exp_shift_sum_simd(row, nk, mnew);
           m[i] = mnew;
           float* o = acc + i * hd;
           if (corr != 1.0f)
