@@ -9,6 +9,7 @@
 #include "common.h"
 #include "cli/args.h"
 #include "engine/generate.h"
+#include "engine/session.h"
 #include "formats/loader.h"
 #include "kernels/simd.h"
 #include "model/transformer.h"
@@ -90,12 +91,113 @@ class JsRunArgs {
   RunArgs a_;
 };
 
-class JsEngine {
+SamplerOptions sampler_options(val o) {
+  SamplerOptions s;
+  auto num = [&](const char* key, double def) {
+    val v = o[key];
+    if (v.isUndefined() || v.isNull()) return def;
+    if (v.typeOf().as<std::string>() != "number")
+      fail(ErrorCode::BadArgument, std::string("option ") + key + " must be a number");
+    return v.as<double>();
+  };
+  s.temperature = (float)num("temperature", 1.0);
+  s.top_p = (float)num("topP", 1.0);
+  s.top_k = (int)num("topK", 0);
+  s.min_p = (float)num("minP", 0.0);
+  s.repetition_penalty = (float)num("repetitionPenalty", 1.0);
+  s.repetition_window = (int)num("repetitionWindow", 64);
+  double seed = num("seed", 0);
+  if (!(seed >= 0) || seed > 18446744073709551615.0 || seed != (double)(uint64_t)seed)
+    fail(ErrorCode::BadArgument, "seed must be a non-negative integer");
+  s.seed = (uint64_t)seed;
+  s.validate();
+  return s;
+}
+
+class JsSampler {
  public:
-  JsEngine(const JsBuffer& model, int threads, int context) {
+  JsSampler(int vocab, val opts) {
     guard([&] {
-      auto pool = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
-      model_ = std::make_unique<Transformer>(load_model(model.blob()), context, pool);
+      s_ = std::make_unique<Sampler>(vocab, sampler_options(opts));
+      return 0;
+    });
+  }
+  Sampler& get() { return *s_; }
+
+ private:
+  std::unique_ptr<Sampler> s_;
+};
+
+val int_array(const std::vector<int>& v) {
+  return val::global("Int32Array").new_(val(typed_memory_view(v.size(), v.data())));
+}
+val float_array(const float* p, size_t n) {
+  return val::global("Float32Array").new_(val(typed_memory_view(n, p)));
+}
+val byte_array(const std::string& s) {
+  return val::global("Uint8Array").new_(val(typed_memory_view(s.size(), reinterpret_cast<const uint8_t*>(s.data()))));
+}
+
+class JsSession {
+ public:
+  JsSession(const LoadedModel& m, int context, std::shared_ptr<ThreadPool> pool) : s_(m, context, std::move(pool)) {}
+
+  int prefill(val ids) {
+    return guard([&] { return s_.prefill(vecFromJSArray<int>(ids)); });
+  }
+  void feed(val ids) {
+    guard([&] {
+      std::vector<int> v = vecFromJSArray<int>(ids);
+      if (v.empty()) fail(ErrorCode::BadArgument, "feed needs at least one token");
+      s_.feed(v.data(), (int)v.size());
+      return 0;
+    });
+  }
+  void feedOne(int id) {
+    guard([&] {
+      s_.feed(&id, 1);
+      return 0;
+    });
+  }
+  int sample(JsSampler& sm) {
+    return guard([&] { return s_.sample(sm.get()); });
+  }
+  val logits() const {
+    return guard([&] { return float_array(s_.logits(), s_.config().vocab_size); });
+  }
+  void truncate(int n) {
+    guard([&] {
+      s_.truncate(n);
+      return 0;
+    });
+  }
+  int position() const { return s_.position(); }
+  int context() const { return s_.context(); }
+  val tokens() const { return int_array(s_.tokens()); }
+  double kvCacheBytes() { return (double)s_.transformer().kv_cache_bytes(); }
+  void setCaptureAttention(bool on) { s_.set_capture_attention(on); }
+  val attention(int layer, int head) const {
+    return guard([&] {
+      std::vector<float> a = s_.attention(layer, head);
+      val o = val::object();
+      o.set("queries", s_.attention_queries());
+      o.set("keys", s_.attention_keys());
+      o.set("probs", float_array(a.data(), a.size()));
+      return o;
+    });
+  }
+
+ private:
+  Session s_;
+};
+
+class JsModel {
+ public:
+  JsModel(const JsBuffer& model, int threads) {
+    guard([&] {
+      if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
+      pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
+      model_ = load_model(model.blob());
       return 0;
     });
   }
@@ -104,13 +206,14 @@ class JsEngine {
   void setTokenizer(const JsBuffer& tok) {
     guard([&] {
       tok_ = std::make_unique<Tokenizer>(
-          Tokenizer::from_llama2c(tok.blob()->data(), tok.blob()->size(), model_->config().vocab_size));
+          Tokenizer::from_llama2c(tok.blob()->data(), tok.blob()->size(), model_.config.vocab_size));
       return 0;
     });
   }
+  bool hasTokenizer() const { return tok_ != nullptr; }
 
   val info() const {
-    const ModelConfig& c = model_->config();
+    const ModelConfig& c = model_.config;
     val o = val::object();
     o.set("arch", c.arch);
     o.set("description", c.describe());
@@ -121,38 +224,65 @@ class JsEngine {
     o.set("kvHeads", c.n_kv_heads);
     o.set("headDim", c.head_dim);
     o.set("vocabSize", c.vocab_size);
-    o.set("contextLength", model_->context());
-    o.set("weightBytes", (double)model_->weight_bytes());
-    o.set("kvCacheBytes", (double)model_->kv_cache_bytes());
-    o.set("threads", model_->pool().size());
+    o.set("contextLength", c.seq_len);
+    o.set("norm", std::string(norm_kind_name(c.norm)));
+    o.set("positional", std::string(pos_kind_name(c.pos)));
+    o.set("ffn", std::string(ffn_kind_name(c.ffn)));
+    o.set("tiedClassifier", c.tied_classifier);
+    o.set("weightBytes", (double)(model_.storage ? model_.storage->size() : 0));
+    o.set("threads", pool_->size());
     o.set("simd", std::string(simd_arch_name()));
+    o.set("bosId", tok_ ? tok_->bos_id() : 1);
+    o.set("eosId", tok_ ? tok_->eos_id() : 2);
     return o;
   }
 
   val tokenize(std::string text, bool bos) const {
+    return guard([&] { return int_array(tokenizer().encode(text, bos, false)); });
+  }
+  // The bytes of token `id` following `prev` (may be part of a UTF-8 character).
+  val piece(int prev, int id) const {
+    return guard([&] { return byte_array(tokenizer().decode(prev, id)); });
+  }
+  // The bytes of a whole id sequence (as if each followed the previous one).
+  val detokenize(val ids_js) const {
     return guard([&] {
-      need_tokenizer();
-      std::vector<int> ids = tok_->encode(text, bos, false);
-      return val::global("Int32Array").new_(val(typed_memory_view(ids.size(), ids.data())));
+      std::vector<int> ids = vecFromJSArray<int>(ids_js);
+      std::string out;
+      int prev = -1;
+      for (int id : ids) {
+        if (id == tokenizer().bos_id() || id == tokenizer().eos_id()) {
+          prev = id;
+          continue;
+        }
+        out += tokenizer().decode(prev, id);
+        prev = id;
+      }
+      return byte_array(out);
     });
   }
 
-  // Logits for every position of `ids` (one batched forward from position 0), (n, vocab).
-  val logits(val ids_js) {
+  JsSession* createSession(int context) {
+    return guard([&] { return new JsSession(model_, context, pool_); });
+  }
+
+  // Logits for every position of `ids` from one batched forward at position 0, (n, vocab):
+  // the same computation as the native `qkv logits`, for conformance tests.
+  val allLogits(val ids_js, int context) {
     return guard([&] {
       std::vector<int> ids = vecFromJSArray<int>(ids_js);
       if (ids.empty()) fail(ErrorCode::BadArgument, "logits needs at least one token");
-      model_->forward(ids.data(), (int)ids.size(), 0, true);
-      size_t n = ids.size() * (size_t)model_->config().vocab_size;
-      return val::global("Float32Array").new_(val(typed_memory_view(n, model_->logits())));
+      Transformer t(model_, context, pool_);
+      t.forward(ids.data(), (int)ids.size(), 0, true);
+      return float_array(t.logits(), ids.size() * (size_t)model_.config.vocab_size);
     });
   }
 
-  // run.c's generation; onPiece(Uint8Array) gets each printed piece (a view: copy it).
+  // run.c's generation for the CLI; onPiece(Uint8Array) gets each printed piece (a view: copy it).
   val run(const JsRunArgs& a, val on_piece) {
     return guard([&] {
-      need_tokenizer();
-      RunStats st = run_generate(*model_, *tok_, a.args().run, [&](const std::string& p) {
+      Transformer t(model_, a.args().context, pool_);
+      RunStats st = run_generate(t, tokenizer(), a.args().run, [&](const std::string& p) {
         on_piece(val(typed_memory_view(p.size(), reinterpret_cast<const uint8_t*>(p.data()))));
       });
       val o = val::object();
@@ -165,11 +295,13 @@ class JsEngine {
   }
 
  private:
-  void need_tokenizer() const {
-    if (!tok_) fail(ErrorCode::BadArgument, "no tokenizer loaded: call setTokenizer first");
+  const Tokenizer& tokenizer() const {
+    if (!tok_) fail(ErrorCode::BadArgument, "this model has no tokenizer: load one (options.tokenizer)");
+    return *tok_;
   }
-  std::unique_ptr<Transformer> model_;
+  LoadedModel model_;
   std::unique_ptr<Tokenizer> tok_;
+  std::shared_ptr<ThreadPool> pool_;
 };
 
 std::string simd_arch() { return simd_arch_name(); }
@@ -189,11 +321,29 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("logitsOut", &JsRunArgs::logitsOut)
       .function("threads", &JsRunArgs::threads)
       .function("context", &JsRunArgs::context);
-  class_<JsEngine>("Engine")
-      .constructor<const JsBuffer&, int, int>()
-      .function("setTokenizer", &JsEngine::setTokenizer)
-      .function("info", &JsEngine::info)
-      .function("tokenize", &JsEngine::tokenize)
-      .function("logits", &JsEngine::logits)
-      .function("run", &JsEngine::run);
+  class_<JsSampler>("Sampler").constructor<int, val>();
+  class_<JsSession>("Session")
+      .function("prefill", &JsSession::prefill)
+      .function("feed", &JsSession::feed)
+      .function("feedOne", &JsSession::feedOne)
+      .function("sample", &JsSession::sample)
+      .function("logits", &JsSession::logits)
+      .function("truncate", &JsSession::truncate)
+      .function("position", &JsSession::position)
+      .function("context", &JsSession::context)
+      .function("tokens", &JsSession::tokens)
+      .function("kvCacheBytes", &JsSession::kvCacheBytes)
+      .function("setCaptureAttention", &JsSession::setCaptureAttention)
+      .function("attention", &JsSession::attention);
+  class_<JsModel>("Model")
+      .constructor<const JsBuffer&, int>()
+      .function("setTokenizer", &JsModel::setTokenizer)
+      .function("hasTokenizer", &JsModel::hasTokenizer)
+      .function("info", &JsModel::info)
+      .function("tokenize", &JsModel::tokenize)
+      .function("piece", &JsModel::piece)
+      .function("detokenize", &JsModel::detokenize)
+      .function("createSession", &JsModel::createSession, allow_raw_pointers())
+      .function("allLogits", &JsModel::allLogits)
+      .function("run", &JsModel::run);
 }

@@ -1,0 +1,67 @@
+// Session: KV-cache bookkeeping around Transformer::forward.
+#include "session.h"
+
+#include <algorithm>
+
+#include "../common.h"
+
+namespace qkv {
+
+Session::Session(const LoadedModel& model, int context, std::shared_ptr<ThreadPool> pool)
+    : t_(model, context, std::move(pool)) {}
+
+void Session::feed(const int* ids, int n) {
+  if (n <= 0) fail(ErrorCode::BadArgument, "feed needs at least one token");
+  if ((int64_t)position() + n > context())
+    fail(ErrorCode::BadArgument, "feeding " + std::to_string(n) + " tokens after " + std::to_string(position()) +
+                                     " would pass the context of " + std::to_string(context()) +
+                                     " tokens; start a new session or truncate");
+  has_logits_ = false;
+  t_.forward(ids, n, position());
+  tokens_.insert(tokens_.end(), ids, ids + n);
+  has_logits_ = true;
+}
+
+int Session::prefill(const std::vector<int>& ids) {
+  if (ids.empty()) fail(ErrorCode::BadArgument, "prefill needs at least one token");
+  size_t common = 0;
+  while (common < ids.size() && common < tokens_.size() && ids[common] == tokens_[common]) common++;
+  if (common == ids.size()) common--;  // recompute the last token for its logits
+  truncate((int)common);
+  feed(ids.data() + common, (int)(ids.size() - common));
+  return (int)(ids.size() - common);
+}
+
+void Session::truncate(int n) {
+  if (n < 0 || n > position())
+    fail(ErrorCode::BadArgument, "cannot truncate to " + std::to_string(n) + " tokens: the session holds " +
+                                     std::to_string(position()));
+  if (n < position()) has_logits_ = false;
+  tokens_.resize(n);
+}
+
+const float* Session::logits() const {
+  if (!has_logits_) fail(ErrorCode::BadArgument, "no logits: feed at least one token first");
+  return t_.logits();
+}
+
+int Session::sample(Sampler& s) {
+  const float* l = logits();
+  work_.assign(l, l + config().vocab_size);
+  return s.sample(work_.data(), tokens_.data(), (int)tokens_.size());
+}
+
+std::vector<float> Session::attention(int layer, int head) const {
+  const ModelConfig& c = config();
+  if (t_.attention().empty())
+    fail(ErrorCode::BadArgument, "no attention recorded: turn capture on, then feed tokens");
+  if (layer < 0 || layer >= c.n_layers)
+    fail(ErrorCode::BadArgument, "layer " + std::to_string(layer) + " out of range (0.." + std::to_string(c.n_layers - 1) + ")");
+  if (head < 0 || head >= c.n_heads)
+    fail(ErrorCode::BadArgument, "head " + std::to_string(head) + " out of range (0.." + std::to_string(c.n_heads - 1) + ")");
+  const size_t per = (size_t)t_.attention_queries() * t_.attention_keys();
+  const float* p = t_.attention().data() + ((size_t)layer * c.n_heads + head) * per;
+  return std::vector<float>(p, p + per);
+}
+
+}  // namespace qkv

@@ -1,0 +1,52 @@
+// A conversation with a model: its own KV cache over shared weights, the tokens in that cache,
+// and the step-level operations the JS API builds on (feed, logits, sample, attention).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "../model/transformer.h"
+#include "../sampler/sampler.h"
+
+namespace qkv {
+
+class Session {
+ public:
+  // `model` is shared between sessions (weights are read-only views); each session owns a cache.
+  Session(const LoadedModel& model, int context, std::shared_ptr<ThreadPool> pool);
+
+  const ModelConfig& config() const { return t_.config(); }
+  int context() const { return t_.context(); }
+  Transformer& transformer() { return t_; }
+  const std::vector<int>& tokens() const { return tokens_; }
+  int position() const { return (int)tokens_.size(); }
+
+  // Runs `ids` after the cached tokens (one batched pass). Logits of the last one follow.
+  void feed(const int* ids, int n);
+  // Makes the cache hold exactly `ids`: keeps the longest common prefix with what is cached and
+  // runs only the rest (always at least the last token, so its logits are fresh).
+  // Returns how many tokens were computed.
+  int prefill(const std::vector<int>& ids);
+  // Forgets cached tokens from position n on.
+  void truncate(int n);
+
+  bool has_logits() const { return has_logits_; }
+  const float* logits() const;
+  // Samples the next token from the current logits (the sampler sees this session's tokens for
+  // its repetition penalty). Does not feed it.
+  int sample(Sampler& s);
+
+  // Attention probabilities of the last feed: (n_q, n_kv) for one layer and head, where n_q is
+  // the number of tokens fed and n_kv the position after them. Capture must be on before feeding.
+  void set_capture_attention(bool on) { t_.set_capture_attention(on); }
+  std::vector<float> attention(int layer, int head) const;
+  int attention_queries() const { return t_.attention_queries(); }
+  int attention_keys() const { return t_.attention_keys(); }
+
+ private:
+  Transformer t_;
+  std::vector<int> tokens_;
+  std::vector<float> work_;
+  bool has_logits_ = false;
+};
+
+}  // namespace qkv

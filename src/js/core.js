@@ -1,0 +1,359 @@
+// The qkv JS API over the Embind module, independent of where it runs (Node, browser, worker).
+// Entry points (node.js, browser.js) supply the module loader and path reading.
+import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
+import { readSource } from './source.js';
+
+export { QkvError } from './errors.js';
+
+const DEFAULTS = Object.freeze({
+  maxTokens: 256, temperature: 0.8, topK: 0, topP: 0.9, minP: 0, repetitionPenalty: 1,
+});
+
+/** Gives the event loop a turn (so aborts, UI events and other tasks can run). */
+const yieldToLoop = typeof setImmediate === 'function'
+  ? () => new Promise((r) => setImmediate(r))
+  : () => new Promise((r) => { const ch = new MessageChannel(); ch.port1.onmessage = () => r(); ch.port2.postMessage(0); });
+
+function now() { return typeof performance !== 'undefined' ? performance.now() : Date.now(); }
+
+function call(fn) {
+  try {
+    return fn();
+  } catch (e) {
+    throw toQkvError(e);
+  }
+}
+
+function checkNumber(opts, key, lo, hi, integer = false) {
+  const v = opts[key];
+  if (v === undefined) return;
+  check(typeof v === 'number' && !Number.isNaN(v), `${key} must be a number, got ${typeof v === 'number' ? v : typeof v}`);
+  check(v >= lo && v <= hi, `${key} must be in [${lo}, ${hi}], got ${v}`);
+  if (integer) check(Number.isInteger(v), `${key} must be an integer, got ${v}`);
+}
+
+/** Validates generation options and fills defaults. */
+export function generationOptions(options = {}) {
+  check(options !== null && typeof options === 'object', 'options must be an object');
+  checkNumber(options, 'maxTokens', 0, 1 << 24, true);
+  checkNumber(options, 'temperature', 0, 100);
+  checkNumber(options, 'topK', 0, 1 << 24, true);
+  checkNumber(options, 'topP', 0, 1);
+  checkNumber(options, 'minP', 0, 1);
+  checkNumber(options, 'repetitionPenalty', 1e-3, 100);
+  checkNumber(options, 'seed', 0, Number.MAX_SAFE_INTEGER, true);
+  let stop = options.stop ?? [];
+  if (typeof stop === 'string') stop = [stop];
+  check(Array.isArray(stop) && stop.every((s) => typeof s === 'string' && s.length > 0),
+    'stop must be a non-empty string or an array of them');
+  if (options.stopTokens !== undefined) {
+    check(Array.isArray(options.stopTokens) && options.stopTokens.every(Number.isInteger),
+      'stopTokens must be an array of token ids');
+  }
+  if (options.signal !== undefined && options.signal !== null) {
+    check(typeof options.signal.aborted === 'boolean', 'signal must be an AbortSignal');
+  }
+  const seed = options.seed ?? ((Math.random() * 0xffffffff) >>> 0 || 1);
+  return { ...DEFAULTS, ...options, stop, seed };
+}
+
+/** Decodes UTF-8 bytes incrementally; invalid sequences become U+FFFD, never an exception. */
+class TextStream {
+  constructor() { this.decoder = new TextDecoder('utf-8', { fatal: false }); }
+  push(bytes) { return this.decoder.decode(bytes, { stream: true }); }
+  end() { return this.decoder.decode(); }
+}
+
+/** Holds back text that could be the start of a stop string. */
+class StopMatcher {
+  constructor(stops) { this.stops = stops; this.pending = ''; }
+  /** Returns {emit, stopped}. */
+  push(text) {
+    this.pending += text;
+    let cut = -1;
+    for (const s of this.stops) {
+      const i = this.pending.indexOf(s);
+      if (i >= 0 && (cut < 0 || i < cut)) cut = i;
+    }
+    if (cut >= 0) {
+      const emit = this.pending.slice(0, cut);
+      this.pending = '';
+      return { emit, stopped: true };
+    }
+    let keep = 0;  // longest suffix of pending that is a proper prefix of some stop string
+    for (const s of this.stops) {
+      for (let k = Math.min(s.length - 1, this.pending.length); k > keep; k--) {
+        if (this.pending.endsWith(s.slice(0, k))) { keep = k; break; }
+      }
+    }
+    const emit = this.pending.slice(0, this.pending.length - keep);
+    this.pending = this.pending.slice(this.pending.length - keep);
+    return { emit, stopped: false };
+  }
+  flush() { const t = this.pending; this.pending = ''; return t; }
+}
+
+/**
+ * A conversation: its own KV cache. generate() on a session reuses the cached prefix, so a
+ * prompt that extends the previous text (prompt + generated text + more) prefills only the new tokens.
+ */
+export class Session {
+  /** @internal */
+  constructor(model, handle) {
+    this._model = model;
+    this._h = handle;
+    this._capture = false;
+    /** Figures of the last generate() call. */
+    this.lastGeneration = null;
+  }
+
+  _live() {
+    if (!this._h) throw new QkvError('disposed', 'this session was disposed');
+    this._model._live();
+    return this._h;
+  }
+
+  /** Tokens held in the KV cache. */
+  get tokens() { return Array.from(this._live().tokens()); }
+  /** Number of tokens in the KV cache (the position of the next token). */
+  get position() { return this._live().position(); }
+  /** KV-cache length in tokens. */
+  get contextLength() { return this._live().context(); }
+
+  /** Appends token ids to the cache and computes them (one batched pass). */
+  feed(tokens) {
+    const h = this._live();
+    check(Array.isArray(tokens) || ArrayBuffer.isView(tokens), 'feed takes an array of token ids');
+    check(tokens.length > 0, 'feed needs at least one token');
+    call(() => h.feed(Array.from(tokens)));
+  }
+
+  /** Makes the cache hold exactly `tokens`, reusing the longest cached prefix. Returns tokens computed. */
+  prefill(tokens) {
+    const h = this._live();
+    check(Array.isArray(tokens) || ArrayBuffer.isView(tokens), 'prefill takes an array of token ids');
+    check(tokens.length > 0, 'prefill needs at least one token');
+    return call(() => h.prefill(Array.from(tokens)));
+  }
+
+  /** Logits of the last token fed, Float32Array(vocabSize). */
+  logits() { const h = this._live(); return call(() => h.logits()); }
+
+  /** Chooses the next token from the current logits with the given sampling options (does not feed it). */
+  sample(options = {}) {
+    const h = this._live();
+    const o = generationOptions(options);
+    const s = call(() => new this._model._mod.Sampler(this._model.info.vocabSize, o));
+    try { return call(() => h.sample(s)); } finally { s.delete(); }
+  }
+
+  /** Forgets cached tokens from position n on. */
+  truncate(n) { const h = this._live(); check(Number.isInteger(n), 'truncate takes an integer'); call(() => h.truncate(n)); }
+  /** Empties the cache. */
+  reset() { this.truncate(0); }
+
+  /** Records attention probabilities on the next feeds (costs memory and time: off by default). */
+  set captureAttention(on) { this._live().setCaptureAttention(!!on); this._capture = !!on; }
+  get captureAttention() { return this._capture; }
+
+  /**
+   * Attention probabilities of the last feed for one layer and head: {queries, keys, probs}, where
+   * probs is a Float32Array(queries * keys), row i = query at position (keys - queries + i).
+   */
+  attention(layer, head) {
+    const h = this._live();
+    check(Number.isInteger(layer) && Number.isInteger(head), 'attention(layer, head) takes integers');
+    return call(() => h.attention(layer, head));
+  }
+
+  /**
+   * Streams generated text: an async iterator of {token, text}. `text` is the newly decoded text
+   * (complete UTF-8 characters only; may be '' while a character is incomplete or a stop string
+   * is being matched). Break out of the loop or abort options.signal to stop.
+   */
+  generate(prompt, options = {}) {
+    this._live();
+    check(typeof prompt === 'string', `prompt must be a string, got ${typeof prompt}`);
+    const opts = generationOptions(options);
+    return this._generate(prompt, opts);
+  }
+
+  async *_generate(prompt, opts) {
+    const model = this._model;
+    const h = this._live();
+    const info = model.info;
+    const stopTokens = new Set(opts.stopTokens ?? [info.bosId, info.eosId]);
+    const signal = opts.signal;
+    throwIfAborted(signal);
+    const stats = { promptTokens: 0, reusedTokens: 0, generatedTokens: 0, prefillMs: 0, decodeMs: 0, finishReason: 'length', seed: opts.seed };
+    this.lastGeneration = stats;
+    const ids = call(() => model._h.tokenize(prompt, true));
+    stats.promptTokens = ids.length;
+    check(ids.length <= h.context(), `the prompt is ${ids.length} tokens, longer than the context of ${h.context()}`);
+    const sampler = call(() => new model._mod.Sampler(info.vocabSize, opts));
+    const text = new TextStream();
+    const stops = new StopMatcher(opts.stop);
+    try {
+      let t0 = now();
+      const computed = call(() => h.prefill(Array.from(ids)));
+      stats.reusedTokens = ids.length - computed;
+      stats.prefillMs = now() - t0;
+      let prev = ids[ids.length - 1];
+      let lastYield = now();
+      t0 = now();
+      while (stats.generatedTokens < opts.maxTokens) {
+        throwIfAborted(signal);
+        const next = call(() => h.sample(sampler));
+        if (stopTokens.has(next)) { stats.finishReason = 'stop'; break; }
+        stats.generatedTokens++;
+        const piece = text.push(call(() => model._h.piece(prev, next)));
+        const { emit, stopped } = stops.push(piece);
+        if (stopped) {
+          stats.finishReason = 'stop';
+          if (emit) yield { token: next, text: emit };
+          break;
+        }
+        prev = next;
+        // Feed the token now so the cache matches the text handed out; stop at the context's end.
+        if (h.position() >= h.context()) {
+          yield { token: next, text: emit };
+          stats.finishReason = 'context';
+          break;
+        }
+        call(() => h.feedOne(next));
+        stats.decodeMs = now() - t0;
+        yield { token: next, text: emit };
+        // Let the event loop run (abort signals, UI) about every 10 ms of engine time.
+        if (now() - lastYield > 10) { await yieldToLoop(); lastYield = now(); }
+      }
+      stats.decodeMs = now() - t0;
+      const tail = stops.push(text.end()).emit + stops.flush();
+      if (tail) yield { token: -1, text: tail };
+    } finally {
+      sampler.delete();
+      if (signal?.aborted) stats.finishReason = 'aborted';
+    }
+  }
+
+  /** Generates and returns the whole text. */
+  async complete(prompt, options = {}) {
+    let out = '';
+    for await (const t of this.generate(prompt, options)) out += t.text;
+    return out;
+  }
+
+  /** Frees the session's KV cache. Safe to call twice. */
+  dispose() {
+    if (this._h) { this._h.delete(); this._h = null; this._model._sessions.delete(this); }
+  }
+}
+
+/** A loaded model: weights and tokenizer in the WASM heap, shared by its sessions. */
+export class Model {
+  /** @internal */
+  constructor(mod, handle, runtime) {
+    this._mod = mod;
+    this._h = handle;
+    this._runtime = runtime;
+    this._sessions = new Set();
+    this._info = call(() => handle.info());
+    this._default = null;
+  }
+
+  _live() {
+    if (!this._h) throw new QkvError('disposed', 'this model was disposed');
+    return this._h;
+  }
+
+  /** Architecture, sizes, threads, memory. */
+  get info() {
+    this._live();
+    const i = this._info;
+    let kv = 0;
+    for (const s of this._sessions) kv += s._h ? s._h.kvCacheBytes() : 0;
+    return {
+      ...i,
+      backend: 'wasm',
+      threading: { ...this._runtime.threading, threads: i.threads },
+      memory: { weightBytes: i.weightBytes, kvCacheBytes: kv, heapBytes: this._mod.HEAPU8 ? this._mod.HEAPU8.byteLength : 0 },
+    };
+  }
+
+  /** Text to token ids (with BOS first unless {bos: false}). */
+  tokenize(text, { bos = true } = {}) {
+    const h = this._live();
+    check(typeof text === 'string', `tokenize takes a string, got ${typeof text}`);
+    return Array.from(call(() => h.tokenize(text, !!bos)));
+  }
+
+  /** Token ids to text (BOS/EOS skipped; invalid UTF-8 becomes U+FFFD). */
+  detokenize(ids) {
+    const h = this._live();
+    check(Array.isArray(ids) || ArrayBuffer.isView(ids), 'detokenize takes an array of token ids');
+    return new TextDecoder('utf-8', { fatal: false }).decode(call(() => h.detokenize(Array.from(ids))));
+  }
+
+  /** A new conversation with its own KV cache ({contextLength} defaults to the model's). */
+  createSession({ contextLength = 0 } = {}) {
+    const h = this._live();
+    check(Number.isInteger(contextLength) && contextLength >= 0, 'contextLength must be a non-negative integer');
+    const s = new Session(this, call(() => h.createSession(contextLength)));
+    this._sessions.add(s);
+    return s;
+  }
+
+  /** The model's default session (reuses its KV cache between calls). */
+  get session() {
+    if (!this._default || !this._default._h) this._default = this.createSession();
+    return this._default;
+  }
+
+  /** Streams text from the default session; see Session.generate. */
+  generate(prompt, options) { this._live(); return this.session.generate(prompt, options); }
+  /** Generates and returns the whole text from the default session. */
+  complete(prompt, options) { this._live(); return this.session.complete(prompt, options); }
+
+  /** Frees the model, its sessions and its heap memory. Safe to call twice. */
+  dispose() {
+    if (!this._h) return;
+    for (const s of [...this._sessions]) s.dispose();
+    this._h.delete();
+    this._h = null;
+  }
+}
+
+/**
+ * Loads a model. `load` gives the module and runtime facts; `openPath` reads paths (Node only).
+ * @internal
+ */
+export async function loadModelWith(env, source, options = {}) {
+  check(options !== null && typeof options === 'object', 'options must be an object');
+  const { tokenizer, onProgress, signal } = options;
+  check(onProgress === undefined || typeof onProgress === 'function', 'onProgress must be a function');
+  if (options.threads !== undefined && options.threads !== 'auto') {
+    check(Number.isInteger(options.threads) && options.threads >= 1 && options.threads <= 256,
+      `threads must be 'auto' or an integer in [1, 256], got ${options.threads}`);
+  }
+  throwIfAborted(signal);
+  check(tokenizer !== undefined && tokenizer !== null,
+    'llama2.c models need their tokenizer: pass options.tokenizer (a URL, path, Blob or bytes of tokenizer.bin)');
+  const { mod, runtime } = await env.load(options);
+  throwIfAborted(signal);
+  // Progress over both files: the tokenizer is small, the model dominates.
+  let modelBuf = null, tokBuf = null, handle = null;
+  try {
+    modelBuf = await readSource(mod, source, { what: 'the model', onProgress, signal, openPath: env.openPath });
+    handle = call(() => new mod.Model(modelBuf, runtime.threads));
+    modelBuf.delete(); modelBuf = null;
+    tokBuf = await readSource(mod, tokenizer, { what: 'the tokenizer', signal, openPath: env.openPath });
+    call(() => handle.setTokenizer(tokBuf));
+    tokBuf.delete(); tokBuf = null;
+    throwIfAborted(signal);
+    return new Model(mod, handle, runtime);
+  } catch (e) {
+    modelBuf?.delete();
+    tokBuf?.delete();
+    handle?.delete();
+    throw toQkvError(e);
+  }
+}

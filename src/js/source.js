@@ -1,0 +1,131 @@
+// Reading a model from any source straight into a WASM-heap buffer (one copy), with progress,
+// cancellation and early out-of-memory errors.
+import { QkvError, throwIfAborted, toQkvError } from './errors.js';
+
+/** wasm32 can address 4 GiB; leave room for the engine's own allocations. */
+export const MAX_HEAP_BYTES = 4 * 1024 ** 3;
+const HEADROOM = 64 * 1024 ** 2;
+
+function mib(n) { return `${(n / 1024 ** 2).toFixed(1)} MiB`; }
+
+/** Allocates a heap buffer of `size` bytes, failing early and precisely when it cannot fit. */
+export function allocHeapBuffer(mod, size, what) {
+  const used = mod.HEAPU8 ? mod.HEAPU8.byteLength : 0;
+  if (size + used + HEADROOM > MAX_HEAP_BYTES) {
+    throw new QkvError('out_of_memory', `${what} is ${mib(size)} but the WebAssembly heap (wasm32) can hold at most ` +
+      `${mib(MAX_HEAP_BYTES)} and ${mib(used)} are already in use`);
+  }
+  try {
+    return new mod.Buffer(size);
+  } catch (e) {
+    throw toQkvError(e);
+  }
+}
+
+function isAsyncIterable(x) { return x != null && typeof x[Symbol.asyncIterator] === 'function'; }
+function isIterable(x) { return x != null && typeof x !== 'string' && typeof x[Symbol.iterator] === 'function'; }
+
+/**
+ * Copies a source into a new heap buffer. `openPath(path, signal)` handles strings that are not
+ * URLs (Node only) and returns {size, chunks: AsyncIterable<Uint8Array>}.
+ */
+export async function readSource(mod, source, { what, onProgress, signal, openPath }) {
+  throwIfAborted(signal);
+  let size = null;
+  let chunks;
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
+    const bytes = source instanceof ArrayBuffer ? new Uint8Array(source)
+      : new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
+    size = bytes.byteLength;
+    chunks = [bytes];
+  } else if (typeof Blob !== 'undefined' && source instanceof Blob) {
+    size = source.size;
+    chunks = source.stream();
+  } else if (source instanceof URL || (typeof source === 'string' && /^(https?|blob|data|file):/i.test(source))) {
+    const url = String(source);
+    if (url.startsWith('file:') && openPath) {
+      ({ size, chunks } = await openPath(new URL(url), signal));
+    } else {
+      let res;
+      try {
+        res = await fetch(url, { signal });
+      } catch (e) {
+        if (signal?.aborted) throw new QkvError('aborted', `loading ${what} was aborted`);
+        throw new QkvError('io', `cannot fetch ${what} from ${url}: ${e.message}`, { cause: e });
+      }
+      if (!res.ok) throw new QkvError('io', `cannot fetch ${what} from ${url}: HTTP ${res.status} ${res.statusText}`);
+      const len = res.headers.get('content-length');
+      // A compressed response's length is not the body's: only trust it when not encoded.
+      if (len !== null && !res.headers.get('content-encoding')) size = Number(len);
+      chunks = res.body;
+    }
+  } else if (typeof source === 'string') {
+    if (!openPath) throw new QkvError('bad_argument', `a plain path (${source}) works only in Node; in a browser pass a URL, Blob or bytes`);
+    ({ size, chunks } = await openPath(source, signal));
+  } else if (isAsyncIterable(source) || isIterable(source)) {
+    chunks = source;
+  } else {
+    throw new QkvError('bad_argument', `cannot load ${what} from ${source === null ? 'null' : typeof source}: ` +
+      'pass a URL, a path (Node), a Blob/File, an ArrayBuffer/Uint8Array, or an (async) iterable of Uint8Array chunks');
+  }
+  if (chunks && typeof chunks.getReader === 'function' && !isAsyncIterable(chunks)) chunks = readerIterable(chunks);
+
+  if (size !== null) return fill(mod, size, chunks, { what, onProgress, signal });
+  // Unknown length: gather, then copy once into the heap (the chunks are dropped right after).
+  const parts = [];
+  let loaded = 0;
+  for await (const c of chunks) {
+    throwIfAborted(signal);
+    const b = toBytes(c, what);
+    parts.push(b);
+    loaded += b.byteLength;
+    onProgress?.({ loaded, total: null });
+  }
+  return fill(mod, loaded, parts, { what, onProgress: null, signal });
+}
+
+async function* readerIterable(stream) {
+  const reader = stream.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      yield value;
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+function toBytes(c, what) {
+  if (c instanceof Uint8Array) return c;
+  if (c instanceof ArrayBuffer) return new Uint8Array(c);
+  if (ArrayBuffer.isView(c)) return new Uint8Array(c.buffer, c.byteOffset, c.byteLength);
+  throw new QkvError('bad_argument', `${what}: chunks must be Uint8Array or ArrayBuffer, got ${typeof c}`);
+}
+
+async function fill(mod, size, chunks, { what, onProgress, signal }) {
+  if (!Number.isSafeInteger(size) || size < 0) throw new QkvError('bad_argument', `${what}: invalid size ${size}`);
+  const buf = allocHeapBuffer(mod, size, what);
+  let loaded = 0;
+  try {
+    onProgress?.({ loaded: 0, total: size });
+    for await (const c of chunks) {
+      throwIfAborted(signal);
+      const b = toBytes(c, what);
+      if (loaded + b.byteLength > size) {
+        throw new QkvError('io', `${what} is longer than its announced size of ${size} bytes`);
+      }
+      buf.view().set(b, loaded);  // a fresh view each time: the heap may have grown
+      loaded += b.byteLength;
+      onProgress?.({ loaded, total: size });
+    }
+    throwIfAborted(signal);
+    if (loaded !== size) throw new QkvError('io', `${what} ended after ${loaded} of ${size} bytes`);
+    return buf;
+  } catch (e) {
+    buf.delete();
+    if (signal?.aborted) throw new QkvError('aborted', `loading ${what} was aborted`);
+    throw toQkvError(e);
+  }
+}
