@@ -1,0 +1,178 @@
+// The qkv API with the engine in a Web Worker (or Node worker thread): the same shape as the
+// main entry, every method async, generation streamed across postMessage.
+import { QkvError } from './errors.js';
+
+export { QkvError };
+
+const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined';
+
+async function spawn(url) {
+  if (isNode) {
+    const { Worker } = await import('node:worker_threads');
+    const w = new Worker(url);
+    return { post: (m, t) => w.postMessage(m, t), on: (f) => w.on('message', f), onError: (f) => w.on('error', f), terminate: () => w.terminate() };
+  }
+  const w = new Worker(url, { type: 'module' });
+  return { post: (m, t) => w.postMessage(m, t), on: (f) => { w.onmessage = (e) => f(e.data); }, onError: (f) => { w.onerror = (e) => f(e); }, terminate: () => w.terminate() };
+}
+
+class Connection {
+  constructor(w) {
+    this.w = w;
+    this.nextId = 1;
+    this.pending = new Map();  // id -> {onMessage}
+    this.ready = new Promise((resolve) => { this.markReady = resolve; });
+    w.on((msg) => {
+      if (msg.type === 'ready') return this.markReady();
+      this.pending.get(msg.id)?.(msg);
+    });
+    w.onError((e) => {
+      const err = new QkvError('internal', `the qkv worker failed: ${e?.message ?? e}`);
+      for (const f of this.pending.values()) f({ type: 'error', error: { code: err.code, message: err.message } });
+      this.pending.clear();
+    });
+  }
+
+  /** Sends a request; onMessage gets every reply for it. Returns the request id. */
+  send(msg, onMessage, transfer = []) {
+    const id = this.nextId++;
+    this.pending.set(id, onMessage);
+    this.ready.then(() => this.w.post({ ...msg, id }, transfer));
+    return id;
+  }
+
+  /** One request, one result. */
+  request(msg, { signal, onProgress, transfer } = {}) {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(new QkvError('aborted', 'the operation was aborted'));
+      const onAbort = () => this.w.post({ op: 'abort', id });
+      const id = this.send(msg, (m) => {
+        if (m.type === 'progress') return onProgress?.(m.value);
+        this.pending.delete(id);
+        signal?.removeEventListener('abort', onAbort);
+        if (m.type === 'result') resolve(m.value);
+        else reject(new QkvError(m.error.code, m.error.message));
+      }, transfer);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** A streaming generate request as an async iterator; leaving the loop aborts it. */
+  async *stream(msg, signal, statsSink) {
+    const queue = [];
+    let wake = null, done = false, failure = null;
+    const id = this.send(msg, (m) => {
+      if (m.type === 'token') queue.push(m.value);
+      else {
+        this.pending.delete(id);
+        if (m.type === 'error') failure = new QkvError(m.error.code, m.error.message);
+        else statsSink(m.value.stats);
+        done = true;
+      }
+      wake?.();
+    });
+    const onAbort = () => this.w.post({ op: 'abort', id });
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      for (;;) {
+        if (queue.length) { yield queue.shift(); continue; }
+        if (failure) throw failure;
+        if (done) return;
+        await new Promise((r) => { wake = r; });
+        wake = null;
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      if (!done) this.w.post({ op: 'abort', id });
+    }
+  }
+}
+
+function stripSignal(options = {}) {
+  const { signal, ...rest } = options ?? {};
+  return [rest, signal];
+}
+
+class RemoteSession {
+  constructor(conn, handle) { this._c = conn; this._h = handle; this.lastGeneration = null; }
+  _call(method, ...args) { return this._c.request({ op: 'call', handle: this._h, method, args }); }
+  /** Tokens in the KV cache. */
+  tokens() { return this._c.request({ op: 'get', handle: this._h, property: 'tokens' }); }
+  position() { return this._c.request({ op: 'get', handle: this._h, property: 'position' }); }
+  setCaptureAttention(on) { return this._c.request({ op: 'set', handle: this._h, property: 'captureAttention', value: !!on }); }
+  feed(tokens) { return this._call('feed', Array.from(tokens)); }
+  prefill(tokens) { return this._call('prefill', Array.from(tokens)); }
+  logits() { return this._call('logits'); }
+  sample(options) { return this._call('sample', options); }
+  truncate(n) { return this._call('truncate', n); }
+  reset() { return this._call('reset'); }
+  attention(layer, head) { return this._call('attention', layer, head); }
+  generate(prompt, options) {
+    const [rest, signal] = stripSignal(options);
+    return this._c.stream({ op: 'generate', handle: this._h, prompt, options: rest }, signal, (s) => { this.lastGeneration = s; });
+  }
+  async complete(prompt, options) {
+    let out = '';
+    for await (const t of this.generate(prompt, options)) out += t.text;
+    return out;
+  }
+  dispose() { return this._c.request({ op: 'dispose', handle: this._h }); }
+}
+
+class RemoteModel {
+  constructor(conn, handle, info) { this._c = conn; this._h = handle; this.info = info; this._session = null; }
+  /** Fresh model info (memory figures change as sessions grow). */
+  refreshInfo() { return this._c.request({ op: 'info', handle: this._h }).then((i) => (this.info = i)); }
+  tokenize(text, options) { return this._c.request({ op: 'call', handle: this._h, method: 'tokenize', args: [text, options] }); }
+  detokenize(ids) { return this._c.request({ op: 'call', handle: this._h, method: 'detokenize', args: [Array.from(ids)] }); }
+  async createSession(options) {
+    const { handle } = await this._c.request({ op: 'createSession', handle: this._h, options });
+    return new RemoteSession(this._c, handle);
+  }
+  /** The default session (its KV cache is reused between generate calls). */
+  async session() {
+    if (!this._session) {
+      const { handle } = await this._c.request({ op: 'defaultSession', handle: this._h });
+      this._session = new RemoteSession(this._c, handle);
+    }
+    return this._session;
+  }
+  generate(prompt, options) {
+    const self = this;
+    return (async function* () { yield* (await self.session()).generate(prompt, options); })();
+  }
+  async complete(prompt, options) { return (await this.session()).complete(prompt, options); }
+  dispose() { return this._c.request({ op: 'dispose', handle: this._h }); }
+}
+
+/**
+ * Starts the engine in a worker. `url` defaults to this package's worker.js.
+ * Returns {loadModel, terminate}.
+ */
+export async function createWorker(url = new URL('./worker.js', import.meta.url)) {
+  const w = await spawn(url);
+  const conn = new Connection(w);
+  return {
+    async loadModel(source, options = {}) {
+      const { onProgress, signal, ...rest } = options ?? {};
+      const pack = async (s) => {
+        // Async iterables cannot cross postMessage: gather them here, then transfer the bytes.
+        if (s && typeof s === 'object' && !(s instanceof URL) && !ArrayBuffer.isView(s) && !(s instanceof ArrayBuffer) &&
+            !(typeof Blob !== 'undefined' && s instanceof Blob) && (s[Symbol.asyncIterator] || s[Symbol.iterator])) {
+          const parts = [];
+          for await (const c of s) parts.push(c instanceof Uint8Array ? c : new Uint8Array(c));
+          const out = new Uint8Array(parts.reduce((a, p) => a + p.byteLength, 0));
+          let o = 0; for (const p of parts) { out.set(p, o); o += p.byteLength; }
+          return out;
+        }
+        return s instanceof URL ? s.href : s;
+      };
+      const source2 = await pack(source);
+      const tok2 = await pack(rest.tokenizer);
+      const { handle, info } = await conn.request({ op: 'load', source: source2, options: { ...rest, tokenizer: tok2 } },
+        { signal, onProgress });
+      return new RemoteModel(conn, handle, info);
+    },
+    terminate() { return w.terminate(); },
+  };
+}

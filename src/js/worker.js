@@ -1,0 +1,89 @@
+// The qkv engine inside a Web Worker (or a Node worker thread): receives requests from
+// worker-client.js, runs them, streams generated tokens back. Pages stay responsive.
+const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined';
+
+const port = isNode ? (await import('node:worker_threads')).parentPort : globalThis;
+const api = isNode ? await import('./node.js') : await import('./browser.js');
+
+const objects = new Map();  // handle id -> Model | Session
+const running = new Map();  // request id -> AbortController
+let nextHandle = 1;
+
+function post(msg) { port.postMessage(msg); }
+function errorOf(e) {
+  const err = e instanceof api.QkvError ? e : new api.QkvError('internal', String(e?.message ?? e));
+  return { code: err.code, message: err.message };
+}
+function target(h) {
+  const o = objects.get(h);
+  if (!o) throw new api.QkvError('disposed', 'this model or session was disposed');
+  return o;
+}
+function register(o) { const h = nextHandle++; objects.set(h, o); return h; }
+
+const CALLS = {
+  model: new Set(['tokenize', 'detokenize', 'complete']),
+  session: new Set(['feed', 'prefill', 'logits', 'sample', 'truncate', 'reset', 'attention', 'complete']),
+};
+
+async function handle(msg) {
+  const { id, op } = msg;
+  const ac = new AbortController();
+  running.set(id, ac);
+  try {
+    let value;
+    if (op === 'load') {
+      const options = { ...msg.options, signal: ac.signal, onProgress: (p) => post({ id, type: 'progress', value: p }) };
+      const model = await api.loadModel(msg.source, options);
+      value = { handle: register(model), info: model.info };
+    } else if (op === 'info') {
+      value = target(msg.handle).info;
+    } else if (op === 'createSession') {
+      const s = target(msg.handle).createSession(msg.options);
+      value = { handle: register(s) };
+    } else if (op === 'defaultSession') {
+      const m = target(msg.handle);
+      value = { handle: register(m.session) };
+    } else if (op === 'get') {
+      const o = target(msg.handle);
+      value = o[msg.property];
+    } else if (op === 'set') {
+      target(msg.handle)[msg.property] = msg.value;
+    } else if (op === 'call') {
+      const o = target(msg.handle);
+      const kind = o instanceof api.Model ? 'model' : 'session';
+      if (!CALLS[kind].has(msg.method)) throw new api.QkvError('bad_argument', `no method ${msg.method}`);
+      const args = [...msg.args];
+      if (msg.method === 'complete') args[1] = { ...(args[1] ?? {}), signal: ac.signal };
+      value = await o[msg.method](...args);
+    } else if (op === 'generate') {
+      const o = target(msg.handle);
+      const it = o.generate(msg.prompt, { ...msg.options, signal: ac.signal });
+      for await (const t of it) post({ id, type: 'token', value: t });
+      value = { stats: (o instanceof api.Model ? o.session : o).lastGeneration };
+    } else if (op === 'dispose') {
+      const o = objects.get(msg.handle);
+      if (o) {
+        o.dispose();
+        objects.delete(msg.handle);
+        if (o instanceof api.Model) for (const [h, x] of objects) if (x._model === o) objects.delete(h);
+      }
+    } else {
+      throw new api.QkvError('bad_argument', `unknown worker operation ${op}`);
+    }
+    post({ id, type: 'result', value });
+  } catch (e) {
+    post({ id, type: 'error', error: errorOf(e) });
+  } finally {
+    running.delete(id);
+  }
+}
+
+function onMessage(msg) {
+  if (msg.op === 'abort') running.get(msg.id)?.abort();
+  else handle(msg);
+}
+
+if (isNode) port.on('message', onMessage);
+else port.onmessage = (ev) => onMessage(ev.data);
+post({ type: 'ready' });

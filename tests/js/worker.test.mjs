@@ -1,0 +1,69 @@
+// qkv/worker: the engine in a worker thread gives the same text as in-process, streams, aborts,
+// and reports typed errors.
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { createWorker } from '../../src/js/worker-client.js';
+import { loadModel } from '../../src/js/node.js';
+import { QkvError } from '../../src/js/errors.js';
+import { models } from './helpers.mjs';
+
+const MODEL = join(models, 'aidreams260K.bin'), TOK = join(models, 'aidreams-tok512.bin');
+let w, rm;
+before(async () => {
+  w = await createWorker();
+  rm = await w.loadModel(MODEL, { tokenizer: TOK });
+});
+after(async () => { await rm?.dispose(); await w?.terminate(); });
+
+test('worker generate equals in-process generate for the same seed', async () => {
+  const local = await loadModel(MODEL, { tokenizer: TOK, threads: 1 });
+  const opts = { temperature: 0.9, topP: 0.9, seed: 1234, maxTokens: 40 };
+  const want = await local.complete('I dream of', opts);
+  local.dispose();
+  const parts = [];
+  for await (const t of rm.generate('I dream of', opts)) parts.push(t.text);
+  assert.ok(parts.length > 5, `only ${parts.length} stream items`);
+  assert.equal(parts.join(''), want);
+});
+
+test('worker sessions: step API and attention cross postMessage', async () => {
+  const s = await rm.createSession();
+  const ids = await rm.tokenize('I dream of');
+  await s.setCaptureAttention(true);
+  await s.feed(ids);
+  const logits = await s.logits();
+  assert.ok(logits instanceof Float32Array && logits.length === rm.info.vocabSize);
+  const a = await s.attention(0, 0);
+  assert.equal(a.queries, ids.length);
+  assert.equal(a.probs.length, a.queries * a.keys);
+  let argmax = 0;
+  for (let i = 1; i < logits.length; i++) if (logits[i] > logits[argmax]) argmax = i;
+  assert.equal(await s.sample({ temperature: 0 }), argmax);
+  assert.deepEqual(await s.tokens(), ids);
+  await s.dispose();
+  await assert.rejects(s.tokens(), (e) => e instanceof QkvError && e.code === 'disposed');
+});
+
+test('abort and break stop generation in the worker; the model stays usable', async () => {
+  const ac = new AbortController();
+  let n = 0;
+  await assert.rejects(async () => {
+    for await (const _ of rm.generate('I dream of', { temperature: 1, seed: 3, maxTokens: 100, signal: ac.signal, stopTokens: [] })) {
+      if (++n === 2) ac.abort();
+    }
+  }, (e) => e instanceof QkvError && e.code === 'aborted');
+  for await (const _ of rm.generate('I dream of', { maxTokens: 50 })) break;
+  const text = await rm.complete('I dream of', { temperature: 0, maxTokens: 10 });
+  assert.ok(text.length > 0);
+});
+
+test('load errors and progress come back typed', async () => {
+  await assert.rejects(w.loadModel(join(models, 'nope.bin'), { tokenizer: TOK }), (e) => e instanceof QkvError && e.code === 'io');
+  await assert.rejects(w.loadModel(new Uint8Array(10), { tokenizer: TOK }), (e) => e.code === 'bad_model' && /truncated/.test(e.message));
+  const seen = [];
+  const m2 = await w.loadModel(MODEL, { tokenizer: TOK, onProgress: (p) => seen.push(p) });
+  assert.ok(seen.length >= 2 && seen.at(-1).loaded === seen.at(-1).total);
+  await m2.dispose();
+  await assert.rejects(rm.generate(5).next(), (e) => e.code === 'bad_argument');
+});

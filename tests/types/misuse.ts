@@ -1,0 +1,22 @@
+// Compile-only: the declarations must reject these (each @ts-expect-error fails the build if
+// the line type-checks).
+import { loadModel, type Model } from 'qkv';
+
+async function misuse(model: Model): Promise<void> {
+  // @ts-expect-error the tokenizer is required for llama2.c models
+  await loadModel('m.bin', {});
+  // @ts-expect-error threads is 'auto' or a number
+  await loadModel('m.bin', { tokenizer: 't.bin', threads: 'many' });
+  // @ts-expect-error prompts are strings
+  model.generate(42);
+  // @ts-expect-error temperature is a number
+  model.generate('x', { temperature: 'hot' });
+  // @ts-expect-error stop takes strings
+  model.generate('x', { stop: [1] });
+  // @ts-expect-error info is read-only
+  model.info = model.info;
+  // @ts-expect-error tokenize returns ids, not a string
+  const s: string = model.tokenize('x');
+  void s;
+}
+void misuse;

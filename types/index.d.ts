@@ -1,0 +1,182 @@
+// Type declarations for the qkv package (browser and Node entries share this API).
+
+/** Stable error codes carried by every QkvError. */
+export type ErrorCode =
+  | 'bad_model' | 'bad_tokenizer' | 'bad_argument' | 'unsupported' | 'out_of_memory'
+  | 'io' | 'aborted' | 'disposed' | 'internal';
+
+export declare const ErrorCodes: readonly ErrorCode[];
+
+/** The one error type thrown by qkv. `code` is stable; `message` says what to do. */
+export declare class QkvError extends Error {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown });
+  readonly name: 'QkvError';
+  readonly code: ErrorCode;
+}
+
+/** Where model bytes come from. Strings are URLs in browsers; paths or URLs in Node. */
+export type ModelSource =
+  | string | URL | Blob | ArrayBuffer | ArrayBufferView
+  | AsyncIterable<Uint8Array | ArrayBuffer> | Iterable<Uint8Array | ArrayBuffer>;
+
+export interface LoadProgress {
+  /** Bytes of the model read so far. */
+  loaded: number;
+  /** Total bytes, or null when the source does not say (an iterable, a compressed response). */
+  total: number | null;
+}
+
+export interface LoadOptions {
+  /** llama2.c tokenizer.bin of the model (required for llama2.c checkpoints). */
+  tokenizer: ModelSource;
+  /** Called as model bytes arrive. */
+  onProgress?: (p: LoadProgress) => void;
+  /** Cancels the download and the load; the promise rejects with code 'aborted'. */
+  signal?: AbortSignal;
+  /**
+   * Worker threads for matrix work. 'auto' (default) uses every core where WebAssembly threads
+   * are available (Node; pages served with COOP/COEP), else 1. At most 8.
+   */
+  threads?: 'auto' | number;
+}
+
+export interface SamplingOptions {
+  /** 0 = greedy. Default 0.8. */
+  temperature?: number;
+  /** Keep the k most likely tokens; 0 = off (default). */
+  topK?: number;
+  /** Nucleus sampling mass in [0, 1]; 1 = off. Default 0.9. */
+  topP?: number;
+  /** Drop tokens below minP x the top probability; 0 = off (default). */
+  minP?: number;
+  /** > 1 discourages recently seen tokens; 1 = off (default). */
+  repetitionPenalty?: number;
+  /** How many recent tokens the penalty considers. Default 64. */
+  repetitionWindow?: number;
+  /**
+   * Random seed (non-negative integer). The same seed, options and prompt give the same text;
+   * with temperature + topP only, the same tokens as llama2.c's run.c. Default: random.
+   */
+  seed?: number;
+}
+
+export interface GenerateOptions extends SamplingOptions {
+  /** Tokens to generate at most. Default 256. */
+  maxTokens?: number;
+  /** Stop when the text contains one of these; the stop string is not returned. */
+  stop?: string | string[];
+  /** Token ids that end generation without being returned. Default: BOS and EOS. */
+  stopTokens?: number[];
+  /** Stops generation; the iterator then throws QkvError('aborted'). */
+  signal?: AbortSignal;
+}
+
+export interface GeneratedToken {
+  /** The token id (-1 for a final flush of held-back text). */
+  token: number;
+  /** Newly completed text: whole UTF-8 characters only, invalid bytes as U+FFFD. May be ''. */
+  text: string;
+}
+
+export interface GenerationStats {
+  promptTokens: number;
+  /** Prompt tokens found in the session's KV cache and not recomputed. */
+  reusedTokens: number;
+  generatedTokens: number;
+  prefillMs: number;
+  decodeMs: number;
+  finishReason: 'length' | 'stop' | 'context' | 'aborted';
+  /** The seed used (the random default included), to reproduce the run. */
+  seed: number;
+}
+
+export interface AttentionMap {
+  /** Tokens fed in the captured call. */
+  queries: number;
+  /** Positions attended over (cache length after the call). */
+  keys: number;
+  /** Row-major (queries, keys): row i is the query at position keys - queries + i. */
+  probs: Float32Array;
+}
+
+export interface ModelInfo {
+  arch: string;
+  description: string;
+  dim: number;
+  hiddenDim: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  vocabSize: number;
+  /** Trained context length in tokens. */
+  contextLength: number;
+  norm: 'rmsnorm' | 'layernorm';
+  positional: string;
+  ffn: string;
+  tiedClassifier: boolean;
+  bosId: number;
+  eosId: number;
+  threads: number;
+  simd: string;
+  backend: 'wasm';
+  threading: { mode: 'pthreads' | 'single'; reason: string; threads: number };
+  memory: { weightBytes: number; kvCacheBytes: number; heapBytes: number };
+}
+
+/** A conversation with its own KV cache. */
+export declare class Session {
+  private constructor();
+  /** Tokens held in the KV cache. */
+  readonly tokens: number[];
+  /** Position of the next token (= tokens.length). */
+  readonly position: number;
+  readonly contextLength: number;
+  /** Figures of the last generate() call. */
+  lastGeneration: GenerationStats | null;
+  /**
+   * Streams text. The prompt is the whole text so far: the longest prefix already in the cache
+   * is reused, so a follow-up that extends the previous text only prefills the new tokens.
+   */
+  generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
+  /** Generates and returns the whole text. */
+  complete(prompt: string, options?: GenerateOptions): Promise<string>;
+  /** Appends token ids to the cache and computes them in one pass. */
+  feed(tokens: ArrayLike<number>): void;
+  /** Makes the cache hold exactly `tokens`, reusing the cached prefix. Returns tokens computed. */
+  prefill(tokens: ArrayLike<number>): number;
+  /** Logits of the last token fed: Float32Array(vocabSize). */
+  logits(): Float32Array;
+  /** Picks the next token from the current logits (does not feed it). */
+  sample(options?: SamplingOptions): number;
+  /** Forgets cached tokens from position n on. */
+  truncate(n: number): void;
+  /** Empties the cache. */
+  reset(): void;
+  /** Record attention probabilities on the next feeds (off by default: it costs time and memory). */
+  captureAttention: boolean;
+  /** Attention probabilities of the last feed for one layer and head. */
+  attention(layer: number, head: number): AttentionMap;
+  /** Frees the KV cache. Idempotent. */
+  dispose(): void;
+}
+
+/** A loaded model; its weights live once in the WASM heap and are shared by its sessions. */
+export declare class Model {
+  private constructor();
+  readonly info: ModelInfo;
+  /** The default session used by generate()/complete(). */
+  readonly session: Session;
+  createSession(options?: { contextLength?: number }): Session;
+  generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
+  complete(prompt: string, options?: GenerateOptions): Promise<string>;
+  /** Text to token ids, BOS first unless { bos: false }. */
+  tokenize(text: string, options?: { bos?: boolean }): number[];
+  /** Token ids to text; BOS/EOS skipped; invalid UTF-8 becomes U+FFFD. */
+  detokenize(ids: ArrayLike<number>): string;
+  /** Frees the model and all its sessions. Idempotent. */
+  dispose(): void;
+}
+
+/** Loads a llama2.c checkpoint and its tokenizer. */
+export declare function loadModel(source: ModelSource, options: LoadOptions): Promise<Model>;

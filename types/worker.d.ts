@@ -1,0 +1,46 @@
+// qkv/worker: the same API with the engine in a Web Worker (Node: a worker thread). Every
+// method is async because it crosses postMessage.
+import type {
+  AttentionMap, GenerateOptions, GeneratedToken, GenerationStats, LoadOptions, ModelInfo, ModelSource, SamplingOptions,
+} from './index.js';
+
+export { QkvError, ErrorCode } from './index.js';
+
+export interface RemoteSession {
+  lastGeneration: GenerationStats | null;
+  tokens(): Promise<number[]>;
+  position(): Promise<number>;
+  setCaptureAttention(on: boolean): Promise<void>;
+  feed(tokens: ArrayLike<number>): Promise<void>;
+  prefill(tokens: ArrayLike<number>): Promise<number>;
+  logits(): Promise<Float32Array>;
+  sample(options?: SamplingOptions): Promise<number>;
+  truncate(n: number): Promise<void>;
+  reset(): Promise<void>;
+  attention(layer: number, head: number): Promise<AttentionMap>;
+  generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
+  complete(prompt: string, options?: GenerateOptions): Promise<string>;
+  dispose(): Promise<void>;
+}
+
+export interface RemoteModel {
+  /** Info as of loading; refreshInfo() fetches current memory figures. */
+  info: ModelInfo;
+  refreshInfo(): Promise<ModelInfo>;
+  tokenize(text: string, options?: { bos?: boolean }): Promise<number[]>;
+  detokenize(ids: ArrayLike<number>): Promise<string>;
+  createSession(options?: { contextLength?: number }): Promise<RemoteSession>;
+  session(): Promise<RemoteSession>;
+  generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
+  complete(prompt: string, options?: GenerateOptions): Promise<string>;
+  dispose(): Promise<void>;
+}
+
+export interface QkvWorker {
+  /** Async iterables are gathered on this side; ArrayBuffers, Blobs and URLs go to the worker as they are. */
+  loadModel(source: ModelSource, options: LoadOptions): Promise<RemoteModel>;
+  terminate(): Promise<number> | void;
+}
+
+/** Starts a worker running the engine (default: the package's worker.js). */
+export declare function createWorker(url?: string | URL): Promise<QkvWorker>;
