@@ -17,6 +17,7 @@ command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 command -v em++ >/dev/null || need+=(emscripten)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+command -v chromium >/dev/null || need+=(chromium)  # headless browser tests (driven by playwright-core)
 if [ "${#need[@]}" -gt 0 ]; then
   log "apt-get install ${need[*]}"
   as_root apt-get update -qq

@@ -60,7 +60,17 @@ export async function readSource(mod, source, { what, onProgress, signal, openPa
       chunks = res.body;
     }
   } else if (typeof source === 'string') {
-    if (!openPath) throw new QkvError('bad_argument', `a plain path (${source}) works only in Node; in a browser pass a URL, Blob or bytes`);
+    if (!openPath) {
+      // In a browser every string is a URL, relative ones resolved against the page.
+      const base = globalThis.location?.href;
+      let url;
+      try {
+        url = new URL(source, base);
+      } catch {
+        throw new QkvError('bad_argument', `${what}: '${source}' is not a valid URL`);
+      }
+      return readSource(mod, url, { what, onProgress, signal, openPath });
+    }
     ({ size, chunks } = await openPath(source, signal));
   } else if (isAsyncIterable(source) || isIterable(source)) {
     chunks = source;
@@ -68,7 +78,7 @@ export async function readSource(mod, source, { what, onProgress, signal, openPa
     throw new QkvError('bad_argument', `cannot load ${what} from ${source === null ? 'null' : typeof source}: ` +
       'pass a URL, a path (Node), a Blob/File, an ArrayBuffer/Uint8Array, or an (async) iterable of Uint8Array chunks');
   }
-  if (chunks && typeof chunks.getReader === 'function' && !isAsyncIterable(chunks)) chunks = readerIterable(chunks);
+  if (chunks && typeof chunks.getReader === 'function') chunks = readerIterable(chunks);
 
   if (size !== null) return fill(mod, size, chunks, { what, onProgress, signal });
   // Unknown length: gather, then copy once into the heap (the chunks are dropped right after).
@@ -84,16 +94,19 @@ export async function readSource(mod, source, { what, onProgress, signal, openPa
   return fill(mod, loaded, parts, { what, onProgress: null, signal });
 }
 
+// Reads a ReadableStream to its end. Only an early exit (abort, error) cancels it: releasing
+// the lock of a finished fetch body makes Chromium report the request as aborted.
 async function* readerIterable(stream) {
   const reader = stream.getReader();
+  let finished = false;
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (done) return;
+      if (done) { finished = true; return; }
       yield value;
     }
   } finally {
-    reader.releaseLock();
+    if (!finished) reader.cancel().catch(() => {});
   }
 }
 

@@ -1,0 +1,49 @@
+// Imports the package's browser entry, loads a model over HTTP, streams text, in the page and
+// through the Worker wrapper; reports through window.__result (or window.__error).
+// Query: ?model=URL&tokenizer=URL&maxTokens=N
+import { loadModel } from '../../../src/js/browser.js';
+import { createWorker } from '../../../src/js/worker-client.js';
+
+const violations = [];
+document.addEventListener('securitypolicyviolation', (e) => violations.push(`${e.violatedDirective}: ${e.blockedURI}`));
+const q = new URLSearchParams(location.search);
+const model = q.get('model'), tokenizer = q.get('tokenizer'), maxTokens = Number(q.get('maxTokens'));
+const opts = { temperature: 1, topP: 0.9, seed: 42, maxTokens, stopTokens: [1] };
+const out = document.getElementById('out');
+
+async function inPage() {
+  const progress = [];
+  const m = await loadModel(model, { tokenizer, onProgress: (p) => progress.push(p) });
+  const items = [];
+  for await (const t of m.generate('I dream of', opts)) items.push(t.text);
+  // Break out early: the session must stay usable.
+  for await (const _ of m.generate('I dream of', { ...opts, seed: 7 })) break;
+  const again = await m.complete('I dream of', opts);
+  const info = m.info;
+  m.dispose();
+  return { text: items.join(''), items: items.length, again, info, progress: progress.at(-1), progressCalls: progress.length };
+}
+
+async function inWorker() {
+  const w = await createWorker();
+  try {
+    const m = await w.loadModel(new URL(model, location.href), { tokenizer: new URL(tokenizer, location.href) });
+    const items = [];
+    for await (const t of m.generate('I dream of', opts)) items.push(t.text);
+    const info = m.info;
+    await m.dispose();
+    return { text: items.join(''), items: items.length, info };
+  } finally {
+    w.terminate();
+  }
+}
+
+try {
+  const page = await inPage();
+  const worker = await inWorker();
+  window.__result = { page, worker, crossOriginIsolated: self.crossOriginIsolated, violations };
+  out.textContent = JSON.stringify(window.__result, null, 2);
+} catch (e) {
+  window.__error = `${e?.code ?? ''} ${e?.stack ?? e}`;
+  out.textContent = 'error: ' + window.__error;
+}
