@@ -11,4 +11,4 @@ if [ ! -d ../shared/models ]; then
   exit 1
 fi
 (cd build && ctest --output-on-failure -j"$(nproc 2>/dev/null || echo 2)")
-node --test tests/js/
+node --test tests/js/*.test.mjs
