@@ -172,7 +172,11 @@ export declare class Model {
   complete(prompt: string, options?: GenerateOptions): Promise<string>;
   /** Text to token ids, BOS first unless { bos: false }. */
   tokenize(text: string, options?: { bos?: boolean }): number[];
-  /** Token ids to text; BOS/EOS skipped; invalid UTF-8 becomes U+FFFD. */
+  /**
+   * Token ids to text; BOS/EOS skipped; invalid UTF-8 becomes U+FFFD. The dummy-prefix space the
+   * tokenizer adds is dropped only after BOS, so detokenize(tokenize(t)) === t, while ids from
+   * tokenize(t, { bos: false }) decode to " " + t.
+   */
   detokenize(ids: ArrayLike<number>): string;
   /** Frees the model and all its sessions. Idempotent. */
   dispose(): void;

@@ -32,6 +32,16 @@ function checkNumber(opts, key, lo, hi, integer = false) {
   if (integer) check(Number.isInteger(v), `${key} must be an integer, got ${v}`);
 }
 
+function checkIds(ids, fn) {
+  check((Array.isArray(ids) || ArrayBuffer.isView(ids)) && Array.prototype.every.call(ids, Number.isInteger),
+    `${fn} takes an array of integer token ids`);
+}
+
+/** Lone UTF-16 surrogates become U+FFFD (Embind's UTF-8 conversion would garble the next character). */
+const wellFormed = typeof String.prototype.toWellFormed === 'function'
+  ? (s) => s.toWellFormed()
+  : (s) => s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
+
 /** Validates generation options and fills defaults. */
 export function generationOptions(options = {}) {
   check(options !== null && typeof options === 'object', 'options must be an object');
@@ -123,7 +133,7 @@ export class Session {
   /** Appends token ids to the cache and computes them (one batched pass). */
   feed(tokens) {
     const h = this._live();
-    check(Array.isArray(tokens) || ArrayBuffer.isView(tokens), 'feed takes an array of token ids');
+    checkIds(tokens, 'feed');
     check(tokens.length > 0, 'feed needs at least one token');
     call(() => h.feed(Array.from(tokens)));
   }
@@ -131,7 +141,7 @@ export class Session {
   /** Makes the cache hold exactly `tokens`, reusing the longest cached prefix. Returns tokens computed. */
   prefill(tokens) {
     const h = this._live();
-    check(Array.isArray(tokens) || ArrayBuffer.isView(tokens), 'prefill takes an array of token ids');
+    checkIds(tokens, 'prefill');
     check(tokens.length > 0, 'prefill needs at least one token');
     return call(() => h.prefill(Array.from(tokens)));
   }
@@ -187,7 +197,7 @@ export class Session {
     throwIfAborted(signal);
     const stats = { promptTokens: 0, reusedTokens: 0, generatedTokens: 0, prefillMs: 0, decodeMs: 0, finishReason: 'length', seed: opts.seed };
     this.lastGeneration = stats;
-    const ids = call(() => model._h.tokenize(prompt, true));
+    const ids = call(() => model._h.tokenize(wellFormed(prompt), true));
     stats.promptTokens = ids.length;
     check(ids.length <= h.context(), `the prompt is ${ids.length} tokens, longer than the context of ${h.context()}`);
     const sampler = call(() => new model._mod.Sampler(info.vocabSize, opts));
@@ -203,6 +213,7 @@ export class Session {
       t0 = now();
       while (stats.generatedTokens < opts.maxTokens) {
         throwIfAborted(signal);
+        this._live();  // dispose() inside the loop ends it with 'disposed'
         const next = call(() => h.sample(sampler));
         if (stopTokens.has(next)) { stats.finishReason = 'stop'; break; }
         stats.generatedTokens++;
@@ -283,13 +294,13 @@ export class Model {
   tokenize(text, { bos = true } = {}) {
     const h = this._live();
     check(typeof text === 'string', `tokenize takes a string, got ${typeof text}`);
-    return Array.from(call(() => h.tokenize(text, !!bos)));
+    return Array.from(call(() => h.tokenize(wellFormed(text), !!bos)));
   }
 
   /** Token ids to text (BOS/EOS skipped; invalid UTF-8 becomes U+FFFD). */
   detokenize(ids) {
     const h = this._live();
-    check(Array.isArray(ids) || ArrayBuffer.isView(ids), 'detokenize takes an array of token ids');
+    checkIds(ids, 'detokenize');
     return new TextDecoder('utf-8', { fatal: false }).decode(call(() => h.detokenize(Array.from(ids))));
   }
 
@@ -311,7 +322,7 @@ export class Model {
   /** Streams text from the default session; see Session.generate. */
   generate(prompt, options) { this._live(); return this.session.generate(prompt, options); }
   /** Generates and returns the whole text from the default session. */
-  complete(prompt, options) { this._live(); return this.session.complete(prompt, options); }
+  async complete(prompt, options) { this._live(); return this.session.complete(prompt, options); }
 
   /** Frees the model, its sessions and its heap memory. Safe to call twice. */
   dispose() {
@@ -330,6 +341,7 @@ export async function loadModelWith(env, source, options = {}) {
   check(options !== null && typeof options === 'object', 'options must be an object');
   const { tokenizer, onProgress, signal } = options;
   check(onProgress === undefined || typeof onProgress === 'function', 'onProgress must be a function');
+  check(signal === undefined || signal === null || typeof signal.aborted === 'boolean', 'signal must be an AbortSignal');
   if (options.threads !== undefined && options.threads !== 'auto') {
     check(Number.isInteger(options.threads) && options.threads >= 1 && options.threads <= 256,
       `threads must be 'auto' or an integer in [1, 256], got ${options.threads}`);

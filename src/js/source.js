@@ -84,7 +84,7 @@ export async function readSource(mod, source, { what, onProgress, signal, openPa
   // Unknown length: gather, then copy once into the heap (the chunks are dropped right after).
   const parts = [];
   let loaded = 0;
-  for await (const c of chunks) {
+  for await (const c of abortable(chunks, signal, what)) {
     throwIfAborted(signal);
     const b = toBytes(c, what);
     parts.push(b);
@@ -110,6 +110,33 @@ async function* readerIterable(stream) {
   }
 }
 
+/**
+ * Iterates `chunks` but rejects with 'aborted' as soon as the signal fires, even while the
+ * source is stalled waiting for its next chunk; the source is then closed.
+ */
+async function* abortable(chunks, signal, what) {
+  if (!signal) { yield* chunks; return; }
+  const it = chunks[Symbol.asyncIterator] ? chunks[Symbol.asyncIterator]() : chunks[Symbol.iterator]();
+  let onAbort;
+  const aborted = new Promise((_, reject) => {
+    onAbort = () => reject(new QkvError('aborted', `loading ${what} was aborted`));
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  aborted.catch(() => {});
+  let finished = false;
+  try {
+    for (;;) {
+      throwIfAborted(signal);
+      const r = await Promise.race([it.next(), aborted]);
+      if (r.done) { finished = true; return; }
+      yield r.value;
+    }
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    if (!finished) Promise.resolve(it.return?.()).catch(() => {});
+  }
+}
+
 function toBytes(c, what) {
   if (c instanceof Uint8Array) return c;
   if (c instanceof ArrayBuffer) return new Uint8Array(c);
@@ -123,7 +150,7 @@ async function fill(mod, size, chunks, { what, onProgress, signal }) {
   let loaded = 0;
   try {
     onProgress?.({ loaded: 0, total: size });
-    for await (const c of chunks) {
+    for await (const c of abortable(chunks, signal, what)) {
       throwIfAborted(signal);
       const b = toBytes(c, what);
       if (loaded + b.byteLength > size) {

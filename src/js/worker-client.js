@@ -75,6 +75,7 @@ class Connection {
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       for (;;) {
+        if (signal?.aborted) throw new QkvError('aborted', 'the operation was aborted');
         if (queue.length) { yield queue.shift(); continue; }
         if (failure) throw failure;
         if (done) return;

@@ -101,6 +101,10 @@ const float* Transformer::forward(const int* tokens, int n, int pos, bool all_lo
   reserve_cache(pos + n);
   if (all_logits) logits_.resize((size_t)n * c.vocab_size);
   else logits_.resize(c.vocab_size);
+  if (!capture_) {
+    std::vector<float>().swap(attn_);  // no stale maps from an earlier captured call
+    attn_n_q_ = attn_n_kv_ = 0;
+  }
   if (capture_) {
     const uint64_t cap = (uint64_t)c.n_layers * c.n_heads * n * (uint64_t)(pos + n) * sizeof(float);
     if (cap > (1ull << 30))
