@@ -145,11 +145,11 @@ class JsSession {
   int prefill(val ids) {
     return guard([&] { return s_.prefill(vecFromJSArray<int>(ids)); });
   }
-  void feed(val ids) {
+  void feed(val ids, bool all_logits) {
     guard([&] {
       std::vector<int> v = vecFromJSArray<int>(ids);
       if (v.empty()) fail(ErrorCode::BadArgument, "feed needs at least one token");
-      s_.feed(v.data(), (int)v.size());
+      s_.feed(v.data(), (int)v.size(), all_logits);
       return 0;
     });
   }
@@ -162,8 +162,8 @@ class JsSession {
   int sample(JsSampler& sm) {
     return guard([&] { return s_.sample(sm.get()); });
   }
-  val logits() const {
-    return guard([&] { return float_array(s_.logits(), s_.config().vocab_size); });
+  val logits(int i) const {
+    return guard([&] { return float_array(s_.logits_at(i), s_.config().vocab_size); });
   }
   void truncate(int n) {
     guard([&] {

@@ -141,12 +141,12 @@ export declare class Session {
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   /** Generates and returns the whole text. */
   complete(prompt: string, options?: GenerateOptions): Promise<string>;
-  /** Appends token ids to the cache and computes them in one pass. */
-  feed(tokens: ArrayLike<number>): void;
+  /** Appends token ids to the cache and computes them in one pass; allLogits keeps every token's logits. */
+  feed(tokens: ArrayLike<number>, options?: { allLogits?: boolean }): void;
   /** Makes the cache hold exactly `tokens`, reusing the cached prefix. Returns tokens computed. */
   prefill(tokens: ArrayLike<number>): number;
-  /** Logits of the last token fed: Float32Array(vocabSize). */
-  logits(): Float32Array;
+  /** Logits of the last token fed, or of token i of the last allLogits feed: Float32Array(vocabSize). */
+  logits(i?: number): Float32Array;
   /** Picks the next token from the current logits (does not feed it). */
   sample(options?: SamplingOptions): number;
   /** Forgets cached tokens from position n on. */

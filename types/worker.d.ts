@@ -11,9 +11,9 @@ export interface RemoteSession {
   tokens(): Promise<number[]>;
   position(): Promise<number>;
   setCaptureAttention(on: boolean): Promise<void>;
-  feed(tokens: ArrayLike<number>): Promise<void>;
+  feed(tokens: ArrayLike<number>, options?: { allLogits?: boolean }): Promise<void>;
   prefill(tokens: ArrayLike<number>): Promise<number>;
-  logits(): Promise<Float32Array>;
+  logits(i?: number): Promise<Float32Array>;
   sample(options?: SamplingOptions): Promise<number>;
   truncate(n: number): Promise<void>;
   reset(): Promise<void>;

@@ -10,16 +10,31 @@ namespace qkv {
 Session::Session(const LoadedModel& model, int context, std::shared_ptr<ThreadPool> pool)
     : t_(model, context, std::move(pool)) {}
 
-void Session::feed(const int* ids, int n) {
+void Session::feed(const int* ids, int n, bool all_logits) {
   if (n <= 0) fail(ErrorCode::BadArgument, "feed needs at least one token");
   if ((int64_t)position() + n > context())
     fail(ErrorCode::BadArgument, "feeding " + std::to_string(n) + " tokens after " + std::to_string(position()) +
                                      " would pass the context of " + std::to_string(context()) +
                                      " tokens; start a new session or truncate");
   has_logits_ = false;
-  t_.forward(ids, n, position());
+  t_.forward(ids, n, position(), all_logits);
   tokens_.insert(tokens_.end(), ids, ids + n);
   has_logits_ = true;
+  fed_ = n;
+  fed_all_ = all_logits ? n : 1;
+}
+
+const float* Session::logits_at(int i) const {
+  if (!has_logits_) fail(ErrorCode::BadArgument, "no logits: feed at least one token first");
+  if (i == -1) i = fed_ - 1;
+  if (fed_all_ == 1) {
+    if (i != fed_ - 1)
+      fail(ErrorCode::BadArgument, "logits of earlier tokens need a feed with all logits (allLogits: true)");
+    return t_.logits();
+  }
+  if (i < 0 || i >= fed_all_)
+    fail(ErrorCode::BadArgument, "logits index " + std::to_string(i) + " out of range (0.." + std::to_string(fed_all_ - 1) + ")");
+  return t_.logits() + (size_t)i * config().vocab_size;
 }
 
 int Session::prefill(const std::vector<int>& ids) {
@@ -40,10 +55,7 @@ void Session::truncate(int n) {
   tokens_.resize(n);
 }
 
-const float* Session::logits() const {
-  if (!has_logits_) fail(ErrorCode::BadArgument, "no logits: feed at least one token first");
-  return t_.logits();
-}
+const float* Session::logits() const { return logits_at(-1); }
 
 int Session::sample(Sampler& s) {
   const float* l = logits();

@@ -20,8 +20,11 @@ class Session {
   const std::vector<int>& tokens() const { return tokens_; }
   int position() const { return (int)tokens_.size(); }
 
-  // Runs `ids` after the cached tokens (one batched pass). Logits of the last one follow.
-  void feed(const int* ids, int n);
+  // Runs `ids` after the cached tokens (one batched pass). Logits of the last one follow;
+  // with all_logits, those of every fed token (logits_at(i), i < n).
+  void feed(const int* ids, int n, bool all_logits = false);
+  // Logits of the i-th token of the last feed (all_logits feeds; i = -1: the last token).
+  const float* logits_at(int i) const;
   // Makes the cache hold exactly `ids`: keeps the longest common prefix with what is cached and
   // runs only the rest (always at least the last token, so its logits are fresh).
   // Returns how many tokens were computed.
@@ -47,6 +50,7 @@ class Session {
   std::vector<int> tokens_;
   std::vector<float> work_;
   bool has_logits_ = false;
+  int fed_ = 0, fed_all_ = 0;  // tokens in the last feed; how many of them have logits
 };
 
 }  // namespace qkv

@@ -130,12 +130,15 @@ export class Session {
   /** KV-cache length in tokens. */
   get contextLength() { return this._live().context(); }
 
-  /** Appends token ids to the cache and computes them (one batched pass). */
-  feed(tokens) {
+  /**
+   * Appends token ids to the cache and computes them (one batched pass). With {allLogits: true}
+   * the logits of every fed token stay readable through logits(i).
+   */
+  feed(tokens, { allLogits = false } = {}) {
     const h = this._live();
     checkIds(tokens, 'feed');
     check(tokens.length > 0, 'feed needs at least one token');
-    call(() => h.feed(Array.from(tokens)));
+    call(() => h.feed(Array.from(tokens), !!allLogits));
   }
 
   /** Makes the cache hold exactly `tokens`, reusing the longest cached prefix. Returns tokens computed. */
@@ -146,8 +149,12 @@ export class Session {
     return call(() => h.prefill(Array.from(tokens)));
   }
 
-  /** Logits of the last token fed, Float32Array(vocabSize). */
-  logits() { const h = this._live(); return call(() => h.logits()); }
+  /** Logits of the last token fed, or of the i-th token of an allLogits feed: Float32Array(vocabSize). */
+  logits(i = -1) {
+    const h = this._live();
+    check(Number.isInteger(i) && i >= -1, 'logits(i) takes a token index of the last feed');
+    return call(() => h.logits(i));
+  }
 
   /** Chooses the next token from the current logits with the given sampling options (does not feed it). */
   sample(options = {}) {

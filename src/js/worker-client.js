@@ -101,9 +101,9 @@ class RemoteSession {
   tokens() { return this._c.request({ op: 'get', handle: this._h, property: 'tokens' }); }
   position() { return this._c.request({ op: 'get', handle: this._h, property: 'position' }); }
   setCaptureAttention(on) { return this._c.request({ op: 'set', handle: this._h, property: 'captureAttention', value: !!on }); }
-  feed(tokens) { return this._call('feed', Array.from(tokens)); }
+  feed(tokens, options) { return this._call('feed', Array.from(tokens), options); }
   prefill(tokens) { return this._call('prefill', Array.from(tokens)); }
-  logits() { return this._call('logits'); }
+  logits(i) { return this._call('logits', i); }
   sample(options) { return this._call('sample', options); }
   truncate(n) { return this._call('truncate', n); }
   reset() { return this._call('reset'); }
