@@ -83,9 +83,11 @@ async function main(argv) {
     engine = new mod.Model(modelBuf, args.threads());
     modelBuf.delete(); modelBuf = null;
     engine.createSession(args.context()).delete();  // validates the context before the tokenizer, as natively
-    tokBuf = await readIntoHeap(mod, args.tokenizerPath());
-    engine.setTokenizer(tokBuf);
-    tokBuf.delete(); tokBuf = null;
+    if (!engine.hasTokenizer()) {  // llama2.c checkpoints keep it in a separate file (-z)
+      tokBuf = await readIntoHeap(mod, args.tokenizerPath());
+      engine.setTokenizer(tokBuf);
+      tokBuf.delete(); tokBuf = null;
+    }
     if (cmd === 'run') {
       const st = engine.run(args, (piece) => process.stdout.write(Buffer.from(piece)));
       process.stdout.write('\n');

@@ -198,6 +198,7 @@ class JsModel {
       if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
       pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
       model_ = load_model(model.blob());
+      tok_ = embedded_tokenizer(model.blob());  // GGUF: the tokenizer is in the file
       return 0;
     });
   }

@@ -27,8 +27,8 @@ export interface LoadProgress {
 }
 
 export interface LoadOptions {
-  /** llama2.c tokenizer.bin of the model (required for llama2.c checkpoints). */
-  tokenizer: ModelSource;
+  /** llama2.c tokenizer.bin of the model: required for llama2.c checkpoints; GGUF files carry their own. */
+  tokenizer?: ModelSource;
   /** Called as model bytes arrive. */
   onProgress?: (p: LoadProgress) => void;
   /** Cancels the download and the load; the promise rejects with code 'aborted'. */
@@ -182,5 +182,5 @@ export declare class Model {
   dispose(): void;
 }
 
-/** Loads a llama2.c checkpoint and its tokenizer. */
-export declare function loadModel(source: ModelSource, options: LoadOptions): Promise<Model>;
+/** Loads a GGUF model (f32 llama so far) or a llama2.c checkpoint with its tokenizer. */
+export declare function loadModel(source: ModelSource, options?: LoadOptions): Promise<Model>;

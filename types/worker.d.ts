@@ -38,7 +38,7 @@ export interface RemoteModel {
 
 export interface QkvWorker {
   /** Async iterables are gathered on this side; ArrayBuffers, Blobs and URLs go to the worker as they are. */
-  loadModel(source: ModelSource, options: LoadOptions): Promise<RemoteModel>;
+  loadModel(source: ModelSource, options?: LoadOptions): Promise<RemoteModel>;
   terminate(): Promise<number> | void;
 }
 

@@ -8,6 +8,7 @@
 
 #include "../common.h"
 #include "../formats/file.h"
+#include "../formats/gguf_writer.h"
 #include "../formats/loader.h"
 #include "../kernels/simd.h"
 #include "../threadpool.h"
@@ -18,7 +19,8 @@ using namespace qkv;
 static int usage(FILE* f) {
   fprintf(f, "qkv: a Transformer inference engine\n\nCommands:\n"
              "  qkv run MODEL [options]          generate text (llama2.c run.c flags)\n"
-             "  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt's logits\n\n%s",
+             "  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt's logits\n"
+             "  qkv convert MODEL.bin -z TOK.bin -o OUT.gguf  llama2.c checkpoint to f32 GGUF\n\n%s",
           run_usage());
   return f == stderr ? 1 : 0;
 }
@@ -32,9 +34,13 @@ static Loaded load(const RunArgs& a) {
   Loaded l;
   int threads = a.threads > 0 ? a.threads : ThreadPool::hardware_threads();
   auto pool = std::make_shared<ThreadPool>(threads);
-  l.model = std::make_unique<Transformer>(load_model(map_file(a.model_path)), a.context, pool);
-  auto tb = map_file(a.tokenizer_path);
-  l.tok = std::make_unique<Tokenizer>(Tokenizer::from_llama2c(tb->data(), tb->size(), l.model->config().vocab_size));
+  auto blob = map_file(a.model_path);
+  l.model = std::make_unique<Transformer>(load_model(blob), a.context, pool);
+  l.tok = embedded_tokenizer(blob);  // GGUF carries its tokenizer; llama2.c needs -z
+  if (!l.tok) {
+    auto tb = map_file(a.tokenizer_path);
+    l.tok = std::make_unique<Tokenizer>(Tokenizer::from_llama2c(tb->data(), tb->size(), l.model->config().vocab_size));
+  }
   return l;
 }
 
@@ -50,6 +56,22 @@ static int cmd_run(const RunArgs& a) {
   const double dec = st.decode_ms > 0 ? st.generated_tokens / (st.decode_ms / 1000.0) : 0;
   fprintf(stderr, "prefill: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s | %d threads, %s\n",
           st.prompt_tokens, pre, st.generated_tokens, dec, l.model->pool().size(), simd_arch_name());
+  return 0;
+}
+
+// qkv convert MODEL.bin -z TOKENIZER.bin -o OUT.gguf
+static int cmd_convert(const RunArgs& a) {
+  if (a.logits_out.empty()) fail(ErrorCode::BadArgument, "convert needs -o OUT.gguf");
+  auto blob = map_file(a.model_path);
+  LoadedModel m = load_model(blob);
+  auto tb = map_file(a.tokenizer_path);
+  Tokenizer tok = Tokenizer::from_llama2c(tb->data(), tb->size(), m.config.vocab_size);
+  std::string name = a.model_path.substr(a.model_path.find_last_of('/') + 1);
+  std::vector<uint8_t> out = llama2c_to_gguf(m, tok, name);
+  std::ofstream f(a.logits_out, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(out.data()), (std::streamsize)out.size());
+  if (!f) fail(ErrorCode::Io, "cannot write " + a.logits_out);
+  fprintf(stderr, "wrote %s (%s, f32)\n", a.logits_out.c_str(), format_bytes(out.size()).c_str());
   return 0;
 }
 
@@ -73,6 +95,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "run") return cmd_run(parse_run_args(args));
     if (cmd == "logits") return cmd_logits(parse_run_args(args));
+    if (cmd == "convert") return cmd_convert(parse_run_args(args));
     fprintf(stderr, "qkv: unknown command '%s'\n\n", cmd.c_str());
     return usage(stderr);
   } catch (const Error& e) {

@@ -4,15 +4,22 @@
 #include <cstring>
 
 #include "../common.h"
+#include "../tokenizer/tokenizer.h"
+#include "gguf.h"
+#include "gguf_model.h"
 #include "llama2c.h"
 
 namespace qkv {
 
 LoadedModel load_model(std::shared_ptr<const Blob> blob) {
   if (!blob || blob->size() == 0) fail(ErrorCode::BadModel, "model file is empty");
-  if (blob->size() >= 4 && std::memcmp(blob->data(), "GGUF", 4) == 0)
-    fail(ErrorCode::Unsupported, "GGUF models are not supported yet; use a llama2.c .bin checkpoint");
+  if (looks_like_gguf(blob->data(), blob->size())) return load_gguf_model(GgufFile::parse(std::move(blob)));
   return load_llama2c(std::move(blob));
+}
+
+std::unique_ptr<Tokenizer> embedded_tokenizer(const std::shared_ptr<const Blob>& blob) {
+  if (!blob || !looks_like_gguf(blob->data(), blob->size())) return nullptr;
+  return std::make_unique<Tokenizer>(load_gguf_tokenizer(GgufFile::parse(blob)));
 }
 
 }  // namespace qkv

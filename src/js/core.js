@@ -354,8 +354,6 @@ export async function loadModelWith(env, source, options = {}) {
       `threads must be 'auto' or an integer in [1, 256], got ${options.threads}`);
   }
   throwIfAborted(signal);
-  check(tokenizer !== undefined && tokenizer !== null,
-    'llama2.c models need their tokenizer: pass options.tokenizer (a URL, path, Blob or bytes of tokenizer.bin)');
   const { mod, runtime } = await env.load(options);
   throwIfAborted(signal);
   // Progress over both files: the tokenizer is small, the model dominates.
@@ -364,9 +362,13 @@ export async function loadModelWith(env, source, options = {}) {
     modelBuf = await readSource(mod, source, { what: 'the model', onProgress, signal, openPath: env.openPath });
     handle = call(() => new mod.Model(modelBuf, runtime.threads));
     modelBuf.delete(); modelBuf = null;
-    tokBuf = await readSource(mod, tokenizer, { what: 'the tokenizer', signal, openPath: env.openPath });
-    call(() => handle.setTokenizer(tokBuf));
-    tokBuf.delete(); tokBuf = null;
+    if (!handle.hasTokenizer()) {  // GGUF carries its tokenizer; llama2.c checkpoints do not
+      check(tokenizer !== undefined && tokenizer !== null,
+        'llama2.c models need their tokenizer: pass options.tokenizer (a URL, path, Blob or bytes of tokenizer.bin)');
+      tokBuf = await readSource(mod, tokenizer, { what: 'the tokenizer', signal, openPath: env.openPath });
+      call(() => handle.setTokenizer(tokBuf));
+      tokBuf.delete(); tokBuf = null;
+    }
     throwIfAborted(signal);
     return new Model(mod, handle, runtime);
   } catch (e) {

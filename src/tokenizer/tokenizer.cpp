@@ -95,7 +95,120 @@ int Tokenizer::fallback_id(unsigned char byte) const {
   return id;
 }
 
+static const std::string kSpace = "\xE2\x96\x81";  // U+2581
+
+Tokenizer Tokenizer::from_spm_pieces(std::vector<std::string> pieces, std::vector<float> scores, std::vector<int> types,
+                                     int bos, int eos, int unk, bool add_space_prefix) {
+  const int n = (int)pieces.size();
+  if (n == 0) bad("the vocabulary is empty");
+  if (scores.size() != pieces.size()) bad("has " + std::to_string(scores.size()) + " scores for " + std::to_string(n) + " pieces");
+  if (!types.empty() && types.size() != pieces.size())
+    bad("has " + std::to_string(types.size()) + " token types for " + std::to_string(n) + " pieces");
+  for (int id : {bos, eos})
+    if (id < 0 || id >= n) bad("special token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(n));
+  Tokenizer t;
+  t.pieces_ = std::move(pieces);
+  t.scores_ = std::move(scores);
+  t.types_ = std::move(types);
+  t.bos_ = bos;
+  t.eos_ = eos;
+  t.unk_ = unk >= 0 && unk < n ? unk : -1;
+  t.spm_marker_ = true;
+  t.add_space_prefix_ = add_space_prefix;
+  t.byte_of_.resize(n);
+  t.index_.reserve(n * 2);
+  for (int i = 0; i < n; i++) {
+    t.byte_of_[i] = (int16_t)parse_byte_piece(t.pieces_[i]);
+    t.index_.emplace(t.pieces_[i], i);
+  }
+  return t;
+}
+
 std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos) const {
+  return spm_marker_ ? encode_spm(text, bos, eos) : encode_llama2c(text, bos, eos);
+}
+
+std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym) const {
+  const int m = (int)sym.size();
+  std::vector<int> prev(m), next(m);
+  std::vector<char> alive(m, 1);
+  std::vector<uint32_t> version(m, 0);
+  for (int i = 0; i < m; i++) {
+    prev[i] = i - 1;
+    next[i] = i + 1 < m ? i + 1 : -1;
+  }
+  struct Cand {
+    float score;
+    int left, right;
+    uint32_t lv, rv;
+  };
+  auto worse = [](const Cand& a, const Cand& b) { return a.score != b.score ? a.score < b.score : a.left > b.left; };
+  std::priority_queue<Cand, std::vector<Cand>, decltype(worse)> heap(worse);
+  auto consider = [&](int l, int r) {
+    if (l < 0 || r < 0) return;
+    int id = lookup(sym[l] + sym[r]);
+    if (id < 0 || !(scores_[id] > -1e10f)) return;
+    heap.push({scores_[id], l, r, version[l], version[r]});
+  };
+  for (int i = 0; i + 1 < m; i++) consider(i, i + 1);
+  while (!heap.empty()) {
+    Cand c = heap.top();
+    heap.pop();
+    if (!alive[c.left] || !alive[c.right] || next[c.left] != c.right || version[c.left] != c.lv || version[c.right] != c.rv)
+      continue;
+    sym[c.left] += sym[c.right];
+    version[c.left]++;
+    alive[c.right] = 0;
+    next[c.left] = next[c.right];
+    if (next[c.right] >= 0) prev[next[c.right]] = c.left;
+    consider(prev[c.left], c.left);
+    consider(c.left, next[c.left]);
+  }
+  std::vector<std::string> out;
+  for (int i = 0; i < m; i++)
+    if (alive[i]) out.push_back(std::move(sym[i]));
+  return out;
+}
+
+std::vector<int> Tokenizer::encode_spm(const std::string& text, bool bos, bool eos) const {
+  std::vector<int> ids;
+  if (bos) ids.push_back(bos_);
+  if (!text.empty()) {
+    std::string s = add_space_prefix_ ? kSpace : std::string();
+    for (char ch : text) {
+      if (ch == ' ') s += kSpace;
+      else s += ch;
+    }
+    // Initial symbols: one per UTF-8 code point (invalid bytes stand alone).
+    std::vector<std::string> sym;
+    for (size_t i = 0; i < s.size();) {
+      const unsigned char b = s[i];
+      size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
+      if (i + len > s.size()) len = 1;
+      sym.push_back(s.substr(i, len));
+      i += len;
+    }
+    for (const std::string& piece : merge(std::move(sym))) {
+      int id = lookup(piece);
+      if (id >= 0) {
+        ids.push_back(id);
+        continue;
+      }
+      for (unsigned char b : piece) {  // byte fallback through the <0xXX> pieces
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        int bid = lookup(name);
+        if (bid >= 0) ids.push_back(bid);
+        else if (unk_ >= 0) ids.push_back(unk_);
+        else fail(ErrorCode::BadArgument, std::string("cannot encode byte ") + name + ": no byte-fallback piece and no unknown token");
+      }
+    }
+  }
+  if (eos) ids.push_back(eos_);
+  return ids;
+}
+
+std::vector<int> Tokenizer::encode_llama2c(const std::string& text, bool bos, bool eos) const {
   std::vector<int> ids;
   ids.reserve(text.size() + 3);
   if (bos) ids.push_back(bos_id());
@@ -173,7 +286,19 @@ std::string Tokenizer::decode(int prev, int id) const {
     fail(ErrorCode::BadArgument, "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
                                      std::to_string(vocab_size() - 1) + ")");
   if (byte_of_[id] >= 0) return std::string(1, (char)byte_of_[id]);
-  const std::string& p = pieces_[id];
+  std::string p = pieces_[id];
+  if (spm_marker_) {
+    std::string o;
+    for (size_t i = 0; i < p.size();) {
+      if (p.compare(i, 3, kSpace) == 0) {
+        o += ' ';
+        i += 3;
+      } else {
+        o += p[i++];
+      }
+    }
+    p.swap(o);
+  }
   if (prev == bos_id() && !p.empty() && p[0] == ' ') return p.substr(1);
   return p;
 }

@@ -239,7 +239,10 @@ errorCase('maximal in-range header on a tiny file (terabytes implied)',
   const gguf = Buffer.alloc(64);
   gguf.write('GGUF', 0, 'latin1');
   gguf.writeUInt32LE(3, 4);
-  errorCase('GGUF file', [model('model.gguf', gguf), '-z', TOK], 'unsupported', [/GGUF/]);
+  errorCase('GGUF file with no architecture', [model('model.gguf', gguf), '-z', TOK], 'bad_model', [/GGUF/, /general\.architecture/]);
+  const v9 = Buffer.from(gguf);
+  v9.writeUInt32LE(9, 4);
+  errorCase('GGUF file of an unknown version', [model('v9.gguf', v9), '-z', TOK], 'unsupported', [/GGUF version 9/]);
 }
 errorCase('tokenizer file passed as the model', [TOK, '-z', TOK], 'bad_model', [/invalid model header/]);
 // 64 layers of dim 64 and a 2^20-position context: a 4 MiB file whose KV cache needs 32 GiB.

@@ -25,6 +25,27 @@ for (const [ref, args] of referenceCases) {
   });
 }
 
+// The llama2.c models converted to GGUF (by the native `qkv convert`) print the same bytes
+// through the WASM CLI, with the tokenizer taken from the file.
+test('WASM CLI reproduces every reference from converted GGUF files', { skip: !haveNative && 'no native build' }, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'qkv-gguf-'));
+  try {
+    for (const m of ['aidreams260K', 'stories260K']) {
+      const r = runNative(['convert', join(models, `${m}.bin`), '-z', join(models, 'aidreams-tok512.bin'), '-o', join(dir, `${m}.gguf`)]);
+      assert.equal(r.status, 0, r.stderr);
+    }
+    for (const [ref, args] of referenceCases) {
+      const ggufArgs = [join(dir, args[0].endsWith('stories260K.bin') ? 'stories260K.gguf' : 'aidreams260K.gguf'),
+        ...args.slice(3)];  // drop the model and -z TOKENIZER
+      const w = runWasm(['run', ...ggufArgs]);
+      assert.equal(w.status, 0, w.stderr);
+      assert.deepEqual(w.stdout, readFileSync(join(reference, ref)), ref);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 const LOGIT_TOL = 1e-4;  // relative to the largest |logit| of the position
 for (const [model, tok, prompt] of [
   ['aidreams260K.bin', 'aidreams-tok512.bin', 'I dream of electric sheep and quiet circuits'],

@@ -427,11 +427,13 @@ TEST(BadInputCheckpoint, HeaderSizesPastEndOfFile) {
   expect_header_rejected({"fewer layers than the file holds", {{kLayers, 1}}, {"matches neither"}});
 }
 
-TEST(BadInputFormat, GgufMagicIsUnsupported) {
+TEST(BadInputFormat, GgufMagicGoesToTheGgufReader) {
   std::vector<uint8_t> v = {'G', 'G', 'U', 'F', 3, 0, 0, 0};
   v.resize(64, 0);
-  EXPECT_QKV_ERROR(load(v), ErrorCode::Unsupported, "GGUF");
-  EXPECT_QKV_ERROR(load(cut(v, 4)), ErrorCode::Unsupported, "GGUF");
+  EXPECT_QKV_ERROR(load(v), ErrorCode::BadModel, "general.architecture");
+  EXPECT_QKV_ERROR(load(cut(v, 4)), ErrorCode::BadModel, "GGUF");
+  v[4] = 9;
+  EXPECT_QKV_ERROR(load(v), ErrorCode::Unsupported, "GGUF version 9");
   // A tokenizer or text file handed over as a model is refused, not interpreted.
   EXPECT_QKV_ERROR(load(tiny_tokenizer()), ErrorCode::BadModel, "invalid model header");
   const std::string text = "this is not a model file at all, just some text";

@@ -3,8 +3,8 @@
 import { loadModel, type Model } from 'qkv';
 
 async function misuse(model: Model): Promise<void> {
-  // @ts-expect-error the tokenizer is required for llama2.c models
-  await loadModel('m.bin', {});
+  // @ts-expect-error the tokenizer is a source, not a number
+  await loadModel('m.bin', { tokenizer: 5 });
   // @ts-expect-error threads is 'auto' or a number
   await loadModel('m.bin', { tokenizer: 't.bin', threads: 'many' });
   // @ts-expect-error prompts are strings

@@ -1,0 +1,240 @@
+// GGUF reader. Layout: "GGUF", u32 version, u64 n_tensors, u64 n_kv, n_kv x (string key,
+// u32 kind, value), n_tensors x (string name, u32 n_dims, u64 dims[n_dims], u32 type,
+// u64 offset), padding to `general.alignment` (default 32), tensor data.
+// Strings are u64 length + bytes; arrays are u32 element kind + u64 count + elements.
+#include "gguf.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "../common.h"
+
+namespace qkv {
+
+namespace {
+[[noreturn]] void bad(const std::string& m) { fail(ErrorCode::BadModel, "GGUF: " + m); }
+
+class Reader {
+ public:
+  Reader(const uint8_t* p, uint64_t n) : p_(p), n_(n) {}
+  uint64_t pos() const { return off_; }
+  uint64_t left() const { return n_ - off_; }
+  void need(uint64_t k, const char* what) {
+    if (k > left()) bad(std::string("file is truncated inside ") + what + " (at byte " + std::to_string(off_) + ")");
+  }
+  template <class T>
+  T read(const char* what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, p_ + off_, sizeof(T));
+    off_ += sizeof(T);
+    return v;
+  }
+  std::string str(const char* what) {
+    uint64_t len = read<uint64_t>(what);
+    if (len > left()) bad(std::string("the length of ") + what + " (" + std::to_string(len) + ") runs past the end of the file");
+    std::string s(reinterpret_cast<const char*>(p_ + off_), len);
+    off_ += len;
+    return s;
+  }
+
+ private:
+  const uint8_t* p_;
+  uint64_t n_, off_ = 0;
+};
+
+uint64_t scalar_size(GgufKind k) {
+  switch (k) {
+    case GgufKind::U8: case GgufKind::I8: case GgufKind::BOOL: return 1;
+    case GgufKind::U16: case GgufKind::I16: return 2;
+    case GgufKind::U32: case GgufKind::I32: case GgufKind::F32: return 4;
+    case GgufKind::U64: case GgufKind::I64: case GgufKind::F64: return 8;
+    default: return 0;
+  }
+}
+
+GgufValue read_value(Reader& r, GgufKind kind, const std::string& key, int depth) {
+  GgufValue v;
+  v.kind = kind;
+  switch (kind) {
+    case GgufKind::U8: v.u = r.read<uint8_t>(key.c_str()); v.i = (int64_t)v.u; break;
+    case GgufKind::I8: v.i = r.read<int8_t>(key.c_str()); break;
+    case GgufKind::U16: v.u = r.read<uint16_t>(key.c_str()); v.i = (int64_t)v.u; break;
+    case GgufKind::I16: v.i = r.read<int16_t>(key.c_str()); break;
+    case GgufKind::U32: v.u = r.read<uint32_t>(key.c_str()); v.i = (int64_t)v.u; break;
+    case GgufKind::I32: v.i = r.read<int32_t>(key.c_str()); break;
+    case GgufKind::U64: v.u = r.read<uint64_t>(key.c_str()); v.i = (int64_t)v.u; break;
+    case GgufKind::I64: v.i = r.read<int64_t>(key.c_str()); break;
+    case GgufKind::F32: v.f = r.read<float>(key.c_str()); break;
+    case GgufKind::F64: v.f = r.read<double>(key.c_str()); break;
+    case GgufKind::BOOL: {
+      uint8_t b = r.read<uint8_t>(key.c_str());
+      if (b > 1) bad("key " + key + " is a bool with value " + std::to_string(b));
+      v.u = b;
+      v.i = b;
+      break;
+    }
+    case GgufKind::STRING: v.s = r.str(key.c_str()); break;
+    case GgufKind::ARRAY: {
+      if (depth > 2) bad("key " + key + " nests arrays too deeply");
+      uint32_t ek = r.read<uint32_t>(key.c_str());
+      if (ek > (uint32_t)GgufKind::F64) bad("key " + key + " has arrays of unknown kind " + std::to_string(ek));
+      v.elem = (GgufKind)ek;
+      uint64_t count = r.read<uint64_t>(key.c_str());
+      // Each element takes at least one byte (strings: 8), so the file bounds the count.
+      uint64_t min_each = v.elem == GgufKind::STRING ? 8 : v.elem == GgufKind::ARRAY ? 12 : scalar_size(v.elem);
+      if (count > r.left() / std::max<uint64_t>(min_each, 1))
+        bad("key " + key + " claims " + std::to_string(count) + " array elements, more than the file holds");
+      v.arr.reserve(count);
+      for (uint64_t i = 0; i < count; i++) v.arr.push_back(read_value(r, v.elem, key, depth + 1));
+      break;
+    }
+    default: bad("key " + key + " has unknown value kind " + std::to_string((uint32_t)kind));
+  }
+  return v;
+}
+}  // namespace
+
+bool ggml_type_layout(uint32_t type, uint32_t* block, uint32_t* bytes) {
+  struct L { uint32_t t, b, s; };
+  static const L table[] = {{0, 1, 4}, {1, 1, 2}, {30, 1, 2}, {2, 32, 18}, {3, 32, 20}, {6, 32, 22}, {7, 32, 24},
+                            {8, 32, 34}, {9, 32, 36}, {10, 256, 84}, {11, 256, 110}, {12, 256, 144},
+                            {13, 256, 176}, {14, 256, 210}, {15, 256, 292}};
+  for (const L& l : table)
+    if (l.t == type) {
+      *block = l.b;
+      *bytes = l.s;
+      return true;
+    }
+  return false;
+}
+
+const char* ggml_type_name(uint32_t type) {
+  switch (type) {
+    case 0: return "F32"; case 1: return "F16"; case 30: return "BF16"; case 2: return "Q4_0"; case 3: return "Q4_1";
+    case 6: return "Q5_0"; case 7: return "Q5_1"; case 8: return "Q8_0"; case 9: return "Q8_1"; case 10: return "Q2_K";
+    case 11: return "Q3_K"; case 12: return "Q4_K"; case 13: return "Q5_K"; case 14: return "Q6_K"; case 15: return "Q8_K";
+    default: return "unknown";
+  }
+}
+
+bool GgufValue::is_int() const {
+  switch (kind) {
+    case GgufKind::U8: case GgufKind::I8: case GgufKind::U16: case GgufKind::I16: case GgufKind::U32:
+    case GgufKind::I32: case GgufKind::U64: case GgufKind::I64: case GgufKind::BOOL: return true;
+    default: return false;
+  }
+}
+
+uint64_t GgufTensorInfo::elements() const {
+  uint64_t n = 1;
+  for (uint64_t d : dims) n *= d;  // bounded at parse time
+  return n;
+}
+
+bool looks_like_gguf(const uint8_t* data, uint64_t size) { return size >= 4 && std::memcmp(data, "GGUF", 4) == 0; }
+
+GgufFile GgufFile::parse(std::shared_ptr<const Blob> blob) {
+  GgufFile g;
+  g.blob_ = blob;
+  Reader r(blob->data(), blob->size());
+  r.need(4, "the magic");
+  if (!looks_like_gguf(blob->data(), blob->size())) bad("not a GGUF file (bad magic)");
+  r.read<uint32_t>("the magic");
+  g.version_ = r.read<uint32_t>("the version");
+  if (g.version_ == 1) fail(ErrorCode::Unsupported, "GGUF version 1 is not supported (only 2 and 3); re-convert the model");
+  if (g.version_ < 2 || g.version_ > 3)
+    fail(ErrorCode::Unsupported, "GGUF version " + std::to_string(g.version_) + " is not supported (only 2 and 3)");
+  const uint64_t n_tensors = r.read<uint64_t>("the tensor count");
+  const uint64_t n_kv = r.read<uint64_t>("the metadata count");
+  if (n_kv > r.left() / 13) bad("metadata count " + std::to_string(n_kv) + " is more than the file can hold");
+  if (n_tensors > r.left() / 28) bad("tensor count " + std::to_string(n_tensors) + " is more than the file can hold");
+  for (uint64_t i = 0; i < n_kv; i++) {
+    std::string key = r.str("a metadata key");
+    uint32_t kind = r.read<uint32_t>(key.c_str());
+    if (kind > (uint32_t)GgufKind::F64) bad("key " + key + " has unknown value kind " + std::to_string(kind));
+    GgufValue v = read_value(r, (GgufKind)kind, key, 0);
+    if (!g.kv_.emplace(key, std::move(v)).second) bad("key " + key + " appears twice");
+  }
+  if (const GgufValue* a = g.find("general.alignment")) {
+    if (!a->is_int() || a->u == 0 || a->u > 65536 || (a->u & (a->u - 1)) != 0)
+      bad("general.alignment must be a power of two up to 65536");
+    g.alignment_ = a->u;
+  }
+  for (uint64_t i = 0; i < n_tensors; i++) {
+    GgufTensorInfo t;
+    t.name = r.str("a tensor name");
+    const uint32_t nd = r.read<uint32_t>(t.name.c_str());
+    if (nd < 1 || nd > 4) bad("tensor " + t.name + " has " + std::to_string(nd) + " dimensions (must be 1..4)");
+    uint64_t elems = 1;
+    for (uint32_t d = 0; d < nd; d++) {
+      uint64_t v = r.read<uint64_t>(t.name.c_str());
+      if (v == 0 || v > (1ull << 40)) bad("tensor " + t.name + " has dimension " + std::to_string(v));
+      if (mul_overflows(elems, v, &elems) || elems > (1ull << 42)) bad("tensor " + t.name + " has too many elements");
+      t.dims.push_back(v);
+    }
+    t.type = r.read<uint32_t>(t.name.c_str());
+    uint32_t block, bytes;
+    if (!ggml_type_layout(t.type, &block, &bytes))
+      fail(ErrorCode::Unsupported, "GGUF: tensor " + t.name + " has unknown type " + std::to_string(t.type));
+    if (t.dims[0] % block != 0)
+      bad("tensor " + t.name + " has rows of " + std::to_string(t.dims[0]) + " elements, not a multiple of the " +
+          ggml_type_name(t.type) + " block of " + std::to_string(block));
+    t.bytes = elems / block * bytes;
+    t.offset = r.read<uint64_t>(t.name.c_str());
+    if (t.offset % g.alignment_ != 0)
+      bad("tensor " + t.name + " data offset " + std::to_string(t.offset) + " is not aligned to " + std::to_string(g.alignment_));
+    if (!g.by_name_.emplace(t.name, g.tensors_.size()).second) bad("tensor " + t.name + " appears twice");
+    g.tensors_.push_back(std::move(t));
+  }
+  g.data_offset_ = (r.pos() + g.alignment_ - 1) / g.alignment_ * g.alignment_;
+  if (g.data_offset_ > blob->size() && !g.tensors_.empty()) bad("file is truncated before its tensor data");
+  const uint64_t data_size = blob->size() > g.data_offset_ ? blob->size() - g.data_offset_ : 0;
+  std::vector<const GgufTensorInfo*> order;
+  for (const auto& t : g.tensors_) {
+    if (t.offset > data_size || t.bytes > data_size - t.offset)
+      bad("tensor " + t.name + " (" + std::to_string(t.bytes) + " bytes at data offset " + std::to_string(t.offset) +
+          ") runs past the end of the file; the file is truncated or corrupt");
+    order.push_back(&t);
+  }
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < order.size(); i++)
+    if (order[i - 1]->offset + order[i - 1]->bytes > order[i]->offset)
+      bad("tensors " + order[i - 1]->name + " and " + order[i]->name + " overlap");
+  return g;
+}
+
+const GgufValue* GgufFile::find(const std::string& key) const {
+  auto it = kv_.find(key);
+  return it == kv_.end() ? nullptr : &it->second;
+}
+const GgufValue& GgufFile::get(const std::string& key) const {
+  const GgufValue* v = find(key);
+  if (!v) bad("required key " + key + " is missing");
+  return *v;
+}
+std::string GgufFile::get_string(const std::string& key) const {
+  const GgufValue& v = get(key);
+  if (v.kind != GgufKind::STRING) bad("key " + key + " must be a string");
+  return v.s;
+}
+int64_t GgufFile::get_int(const std::string& key) const {
+  const GgufValue& v = get(key);
+  if (!v.is_int()) bad("key " + key + " must be an integer");
+  return v.i;
+}
+double GgufFile::get_float(const std::string& key) const {
+  const GgufValue& v = get(key);
+  if (v.is_float()) return v.f;
+  if (v.is_int()) return (double)v.i;
+  bad("key " + key + " must be a number");
+}
+int64_t GgufFile::get_int_or(const std::string& key, int64_t def) const { return find(key) ? get_int(key) : def; }
+double GgufFile::get_float_or(const std::string& key, double def) const { return find(key) ? get_float(key) : def; }
+
+const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+}  // namespace qkv

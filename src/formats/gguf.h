@@ -1,0 +1,87 @@
+// GGUF (v2, v3): metadata of every type, tensor infos, alignment; every count, string, offset
+// and size validated against the file before anything points into it.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../model/weights.h"
+
+namespace qkv {
+
+// Tensor element types as GGUF numbers them.
+enum class GgmlType : uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15, BF16 = 30,
+};
+// Elements per block and bytes per block; false for a type number qkv does not know.
+bool ggml_type_layout(uint32_t type, uint32_t* block, uint32_t* bytes);
+const char* ggml_type_name(uint32_t type);
+
+enum class GgufKind : uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STRING = 8, ARRAY = 9,
+  U64 = 10, I64 = 11, F64 = 12,
+};
+
+struct GgufValue {
+  GgufKind kind = GgufKind::U8;
+  // Scalars: integers in i/u, floats in f, bool in u.
+  int64_t i = 0;
+  uint64_t u = 0;
+  double f = 0;
+  std::string s;
+  GgufKind elem = GgufKind::U8;  // arrays: element kind
+  std::vector<GgufValue> arr;
+
+  bool is_int() const;
+  bool is_float() const { return kind == GgufKind::F32 || kind == GgufKind::F64; }
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  std::vector<uint64_t> dims;  // ne[0] (fastest) first
+  uint32_t type = 0;
+  uint64_t offset = 0;  // from the start of the data section
+  uint64_t bytes = 0;
+  uint64_t elements() const;
+};
+
+class GgufFile {
+ public:
+  // Parses and validates; throws Error(BadModel / Unsupported) naming the problem.
+  static GgufFile parse(std::shared_ptr<const Blob> blob);
+
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t data_offset() const { return data_offset_; }
+  const std::map<std::string, GgufValue>& metadata() const { return kv_; }
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const std::shared_ptr<const Blob>& blob() const { return blob_; }
+
+  const GgufValue* find(const std::string& key) const;
+  // Required keys: a missing one is reported by name.
+  const GgufValue& get(const std::string& key) const;
+  std::string get_string(const std::string& key) const;
+  int64_t get_int(const std::string& key) const;
+  double get_float(const std::string& key) const;
+  int64_t get_int_or(const std::string& key, int64_t def) const;
+  double get_float_or(const std::string& key, double def) const;
+
+  const GgufTensorInfo* find_tensor(const std::string& name) const;
+  const uint8_t* tensor_data(const GgufTensorInfo& t) const { return blob_->data() + data_offset_ + t.offset; }
+
+ private:
+  std::shared_ptr<const Blob> blob_;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
+  std::map<std::string, GgufValue> kv_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::map<std::string, size_t> by_name_;
+};
+
+bool looks_like_gguf(const uint8_t* data, uint64_t size);
+
+}  // namespace qkv

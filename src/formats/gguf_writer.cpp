@@ -1,0 +1,133 @@
+// GGUF v3 writer.
+#include "gguf_writer.h"
+
+#include <cstring>
+
+#include "../common.h"
+
+namespace qkv {
+
+namespace {
+template <class T>
+void put(std::vector<uint8_t>& o, T v) {
+  uint8_t b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  o.insert(o.end(), b, b + sizeof(T));
+}
+void put_str(std::vector<uint8_t>& o, const std::string& s) {
+  put<uint64_t>(o, s.size());
+  o.insert(o.end(), s.begin(), s.end());
+}
+}  // namespace
+
+void GgufWriter::add_string(const std::string& k, const std::string& v) { put_str(kv_, k); put<uint32_t>(kv_, 8); put_str(kv_, v); n_kv_++; }
+void GgufWriter::add_u32(const std::string& k, uint32_t v) { put_str(kv_, k); put<uint32_t>(kv_, 4); put(kv_, v); n_kv_++; }
+void GgufWriter::add_i32(const std::string& k, int32_t v) { put_str(kv_, k); put<uint32_t>(kv_, 5); put(kv_, v); n_kv_++; }
+void GgufWriter::add_f32(const std::string& k, float v) { put_str(kv_, k); put<uint32_t>(kv_, 6); put(kv_, v); n_kv_++; }
+void GgufWriter::add_bool(const std::string& k, bool v) { put_str(kv_, k); put<uint32_t>(kv_, 7); put<uint8_t>(kv_, v); n_kv_++; }
+void GgufWriter::add_strings(const std::string& k, const std::vector<std::string>& v) {
+  put_str(kv_, k); put<uint32_t>(kv_, 9); put<uint32_t>(kv_, 8); put<uint64_t>(kv_, v.size());
+  for (const auto& s : v) put_str(kv_, s);
+  n_kv_++;
+}
+void GgufWriter::add_f32s(const std::string& k, const std::vector<float>& v) {
+  put_str(kv_, k); put<uint32_t>(kv_, 9); put<uint32_t>(kv_, 6); put<uint64_t>(kv_, v.size());
+  for (float x : v) put(kv_, x);
+  n_kv_++;
+}
+void GgufWriter::add_i32s(const std::string& k, const std::vector<int32_t>& v) {
+  put_str(kv_, k); put<uint32_t>(kv_, 9); put<uint32_t>(kv_, 5); put<uint64_t>(kv_, v.size());
+  for (int32_t x : v) put(kv_, x);
+  n_kv_++;
+}
+
+void GgufWriter::add_tensor_f32(const std::string& name, std::vector<uint64_t> dims, const float* data) {
+  uint64_t n = 1;
+  for (uint64_t d : dims) n *= d;
+  T t{name, std::move(dims), std::vector<uint8_t>(n * 4)};
+  std::memcpy(t.bytes.data(), data, n * 4);
+  tensors_.push_back(std::move(t));
+}
+
+std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {
+  std::vector<uint8_t> o;
+  o.insert(o.end(), {'G', 'G', 'U', 'F'});
+  put<uint32_t>(o, 3);
+  put<uint64_t>(o, tensors_.size());
+  put<uint64_t>(o, n_kv_ + 1);
+  o.insert(o.end(), kv_.begin(), kv_.end());
+  put_str(o, "general.alignment");
+  put<uint32_t>(o, 4);
+  put<uint32_t>(o, alignment);
+  uint64_t off = 0;
+  for (const T& t : tensors_) {
+    put_str(o, t.name);
+    put<uint32_t>(o, (uint32_t)t.dims.size());
+    for (uint64_t d : t.dims) put<uint64_t>(o, d);
+    put<uint32_t>(o, 0);  // F32
+    put<uint64_t>(o, off);
+    off += (t.bytes.size() + alignment - 1) / alignment * alignment;
+  }
+  o.resize((o.size() + alignment - 1) / alignment * alignment, 0);
+  for (const T& t : tensors_) {
+    o.insert(o.end(), t.bytes.begin(), t.bytes.end());
+    o.resize((o.size() + alignment - 1) / alignment * alignment, 0);
+  }
+  return o;
+}
+
+std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name) {
+  const ModelConfig& c = m.config;
+  if (c.arch != "llama") fail(ErrorCode::Unsupported, "only llama models can be converted");
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_string("general.name", name);
+  w.add_u32("llama.context_length", c.seq_len);
+  w.add_u32("llama.embedding_length", c.dim);
+  w.add_u32("llama.feed_forward_length", c.hidden_dim);
+  w.add_u32("llama.block_count", c.n_layers);
+  w.add_u32("llama.attention.head_count", c.n_heads);
+  w.add_u32("llama.attention.head_count_kv", c.n_kv_heads);
+  w.add_u32("llama.rope.dimension_count", c.rot_dims());
+  w.add_f32("llama.rope.freq_base", c.rope_theta);
+  w.add_f32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
+  // llama2.c's tokenizer.bin spells spaces as ' '; SentencePiece in GGUF as U+2581.
+  std::vector<std::string> pieces;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  for (int i = 0; i < tok.vocab_size(); i++) {
+    std::string p;
+    for (char ch : tok.piece(i)) p += ch == ' ' ? std::string("\xE2\x96\x81") : std::string(1, ch);
+    pieces.push_back(p);
+    scores.push_back(tok.score(i));
+    types.push_back(i == 0 ? 2 : (i == 1 || i == 2) ? 3 : tok.byte_value(i) >= 0 ? 6 : 1);
+  }
+  w.add_string("tokenizer.ggml.model", "llama");
+  w.add_strings("tokenizer.ggml.tokens", pieces);
+  w.add_f32s("tokenizer.ggml.scores", scores);
+  w.add_i32s("tokenizer.ggml.token_type", types);
+  w.add_u32("tokenizer.ggml.bos_token_id", tok.bos_id());
+  w.add_u32("tokenizer.ggml.eos_token_id", tok.eos_id());
+  w.add_u32("tokenizer.ggml.unknown_token_id", 0);
+  const ModelWeights& W = m.weights;
+  const uint64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;
+  w.add_tensor_f32("token_embd.weight", {d, V}, W.tok_embed.f32());
+  for (int l = 0; l < c.n_layers; l++) {
+    const LayerWeights& L = W.layers[l];
+    const std::string p = "blk." + std::to_string(l) + ".";
+    w.add_tensor_f32(p + "attn_norm.weight", {d}, L.attn_norm);
+    w.add_tensor_f32(p + "attn_q.weight", {d, q}, L.wq.f32());
+    w.add_tensor_f32(p + "attn_k.weight", {d, kv}, L.wk.f32());
+    w.add_tensor_f32(p + "attn_v.weight", {d, kv}, L.wv.f32());
+    w.add_tensor_f32(p + "attn_output.weight", {q, d}, L.wo.f32());
+    w.add_tensor_f32(p + "ffn_norm.weight", {d}, L.ffn_norm);
+    w.add_tensor_f32(p + "ffn_gate.weight", {d, h}, L.w_gate.f32());
+    w.add_tensor_f32(p + "ffn_down.weight", {h, d}, L.w_down.f32());
+    w.add_tensor_f32(p + "ffn_up.weight", {d, h}, L.w_up.f32());
+  }
+  w.add_tensor_f32("output_norm.weight", {d}, W.final_norm);
+  if (!c.tied_classifier) w.add_tensor_f32("output.weight", {d, V}, W.classifier.f32());
+  return w.finish();
+}
+
+}  // namespace qkv

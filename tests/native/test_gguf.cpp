@@ -1,0 +1,272 @@
+// GGUF: llama2.c models converted to GGUF behave exactly like the .bin path (config, token
+// ids, logits bit for bit); every metadata kind parses; every malformed class is refused with
+// a message naming it; random corruption never crashes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "common.h"
+#include "formats/file.h"
+#include "formats/gguf.h"
+#include "formats/gguf_model.h"
+#include "formats/gguf_writer.h"
+#include "formats/loader.h"
+#include "model/transformer.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace qkv;
+
+namespace {
+
+const std::string kModels = std::string(QKV_SHARED_DIR) + "/models/";
+
+std::shared_ptr<const Blob> blob_of(std::vector<uint8_t> v) { return std::make_shared<VectorBlob>(std::move(v)); }
+
+std::vector<uint8_t> converted(const std::string& model) {
+  auto mb = map_file(kModels + model);
+  LoadedModel m = load_model(mb);
+  auto tb = map_file(kModels + "aidreams-tok512.bin");
+  Tokenizer t = Tokenizer::from_llama2c(tb->data(), tb->size(), m.config.vocab_size);
+  return llama2c_to_gguf(m, t, model);
+}
+
+class GgufConversion : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GgufConversion, SameConfigTokensAndLogitsAsTheBinPath) {
+  auto bin_blob = map_file(kModels + GetParam());
+  auto gguf_blob = blob_of(converted(GetParam()));
+  LoadedModel a = load_model(bin_blob), b = load_model(gguf_blob);
+  EXPECT_EQ(a.config.describe(), b.config.describe());
+  auto tb = map_file(kModels + "aidreams-tok512.bin");
+  Tokenizer ta = Tokenizer::from_llama2c(tb->data(), tb->size(), a.config.vocab_size);
+  std::unique_ptr<Tokenizer> tg = embedded_tokenizer(gguf_blob);
+  ASSERT_TRUE(tg);
+  for (const char* text : {"I dream of", "Once upon a time, a cat.", "  spaces  and\ttabs\n", "héllo wörld",
+                           "日本語のテキスト", "emoji 🙂🚀", "code: x[i] += 1;", ""}) {
+    std::vector<int> ia = ta.encode(text, true, false), ig = tg->encode(text, true, false);
+    EXPECT_EQ(ia, ig) << "'" << text << "'";
+    std::string da, dg;
+    for (size_t i = 1; i < ia.size(); i++) da += ta.decode(ia[i - 1], ia[i]);
+    for (size_t i = 1; i < ig.size(); i++) dg += tg->decode(ig[i - 1], ig[i]);
+    EXPECT_EQ(da, dg);
+  }
+  Transformer ma(a, 0, nullptr), mg(b, 0, nullptr);
+  std::vector<int> ids = ta.encode("I dream of electric sheep", true, false);
+  const float* la = ma.forward(ids.data(), (int)ids.size(), 0);
+  const float* lg = mg.forward(ids.data(), (int)ids.size(), 0);
+  for (int i = 0; i < a.config.vocab_size; i++) ASSERT_EQ(la[i], lg[i]) << "logit " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedModels, GgufConversion, ::testing::Values("aidreams260K.bin", "stories260K.bin"));
+
+// ---- a raw GGUF builder for metadata kinds and malformed files ------------------------------
+
+struct Raw {
+  std::vector<uint8_t> o;
+  template <class T>
+  Raw& put(T v) {
+    uint8_t b[sizeof(T)];
+    std::memcpy(b, &v, sizeof(T));
+    o.insert(o.end(), b, b + sizeof(T));
+    return *this;
+  }
+  Raw& str(const std::string& s) {
+    put<uint64_t>(s.size());
+    o.insert(o.end(), s.begin(), s.end());
+    return *this;
+  }
+};
+
+Raw header(uint32_t version, uint64_t n_tensors, uint64_t n_kv) {
+  Raw r;
+  r.o = {'G', 'G', 'U', 'F'};
+  r.put<uint32_t>(version).put<uint64_t>(n_tensors).put<uint64_t>(n_kv);
+  return r;
+}
+
+void expect_error(const std::vector<uint8_t>& bytes, ErrorCode code, const std::string& needle) {
+  try {
+    GgufFile::parse(blob_of(bytes));
+    ADD_FAILURE() << "parsed, expected an error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(GgufMetadata, EveryKindParses) {
+  Raw r = header(3, 0, 14);
+  r.str("u8").put<uint32_t>(0).put<uint8_t>(200);
+  r.str("i8").put<uint32_t>(1).put<int8_t>(-5);
+  r.str("u16").put<uint32_t>(2).put<uint16_t>(60000);
+  r.str("i16").put<uint32_t>(3).put<int16_t>(-30000);
+  r.str("u32").put<uint32_t>(4).put<uint32_t>(4000000000u);
+  r.str("i32").put<uint32_t>(5).put<int32_t>(-2000000000);
+  r.str("f32").put<uint32_t>(6).put<float>(1.5f);
+  r.str("bool").put<uint32_t>(7).put<uint8_t>(1);
+  r.str("str").put<uint32_t>(8).str("hello");
+  r.str("u64").put<uint32_t>(10).put<uint64_t>(1ull << 40);
+  r.str("i64").put<uint32_t>(11).put<int64_t>(-(1ll << 40));
+  r.str("f64").put<uint32_t>(12).put<double>(2.25);
+  r.str("arr").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(2).str("a").str("bc");
+  r.str("nested").put<uint32_t>(9).put<uint32_t>(9).put<uint64_t>(1).put<uint32_t>(5).put<uint64_t>(2).put<int32_t>(7).put<int32_t>(8);
+  GgufFile g = GgufFile::parse(blob_of(r.o));
+  EXPECT_EQ(g.get_int("u8"), 200);
+  EXPECT_EQ(g.get_int("i8"), -5);
+  EXPECT_EQ(g.get_int("u16"), 60000);
+  EXPECT_EQ(g.get_int("i16"), -30000);
+  EXPECT_EQ(g.get_int("u32"), 4000000000ll);
+  EXPECT_EQ(g.get_int("i32"), -2000000000);
+  EXPECT_EQ(g.get_float("f32"), 1.5);
+  EXPECT_EQ(g.get_int("bool"), 1);
+  EXPECT_EQ(g.get_string("str"), "hello");
+  EXPECT_EQ(g.get_int("u64"), 1ll << 40);
+  EXPECT_EQ(g.get_int("i64"), -(1ll << 40));
+  EXPECT_EQ(g.get_float("f64"), 2.25);
+  ASSERT_EQ(g.get("arr").arr.size(), 2u);
+  EXPECT_EQ(g.get("arr").arr[1].s, "bc");
+  EXPECT_EQ(g.get("nested").arr[0].arr[1].i, 8);
+  EXPECT_EQ(g.get_int_or("absent", 42), 42);
+  try {
+    g.get_string("general.architecture");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("general.architecture"), std::string::npos) << "missing keys are named";
+  }
+}
+
+// One tensor "t" of `type` with ne0 x ne1 and the given offset; data section of data_bytes.
+std::vector<uint8_t> one_tensor(uint32_t type, uint64_t ne0, uint64_t ne1, uint64_t offset, uint64_t data_bytes,
+                                uint32_t n_dims = 2) {
+  Raw r = header(3, 1, 0);
+  r.str("t").put<uint32_t>(n_dims).put<uint64_t>(ne0);
+  if (n_dims >= 2) r.put<uint64_t>(ne1);
+  for (uint32_t i = 2; i < n_dims; i++) r.put<uint64_t>(1);
+  r.put<uint32_t>(type).put<uint64_t>(offset);
+  r.o.resize((r.o.size() + 31) / 32 * 32 + data_bytes, 0);
+  return r.o;
+}
+
+TEST(BadInputGguf, EveryMalformedClassIsNamed) {
+  EXPECT_NO_THROW(GgufFile::parse(blob_of(one_tensor(0, 8, 2, 0, 64))));
+  std::vector<uint8_t> magic = one_tensor(0, 8, 2, 0, 64);
+  magic[0] = 'X';
+  expect_error(magic, ErrorCode::BadModel, "magic");
+  expect_error(header(1, 0, 0).o, ErrorCode::Unsupported, "version 1");
+  expect_error(header(4, 0, 0).o, ErrorCode::Unsupported, "version 4");
+  expect_error(header(3, 0, 1ull << 60).o, ErrorCode::BadModel, "metadata count");
+  expect_error(header(3, 1ull << 60, 0).o, ErrorCode::BadModel, "tensor count");
+  Raw longstr = header(3, 0, 1);
+  longstr.put<uint64_t>(1ull << 50);
+  longstr.o.resize(longstr.o.size() + 32, 0);
+  expect_error(longstr.o, ErrorCode::BadModel, "runs past the end");
+  Raw badkind = header(3, 0, 1);
+  badkind.str("k").put<uint32_t>(99);
+  expect_error(badkind.o, ErrorCode::BadModel, "unknown value kind");
+  Raw bigarr = header(3, 0, 1);
+  bigarr.str("k").put<uint32_t>(9).put<uint32_t>(4).put<uint64_t>(1ull << 40);
+  expect_error(bigarr.o, ErrorCode::BadModel, "more than the file holds");
+  Raw badbool = header(3, 0, 1);
+  badbool.str("k").put<uint32_t>(7).put<uint8_t>(7);
+  expect_error(badbool.o, ErrorCode::BadModel, "bool");
+  expect_error(one_tensor(0, 8, 2, 0, 32), ErrorCode::BadModel, "runs past the end");  // 64 bytes needed
+  expect_error(one_tensor(0, 8, 2, 1ull << 40, 64), ErrorCode::BadModel, "runs past the end");
+  expect_error(one_tensor(0, 8, 2, 4, 64), ErrorCode::BadModel, "not aligned");
+  expect_error(one_tensor(77, 8, 2, 0, 64), ErrorCode::Unsupported, "unknown type 77");
+  expect_error(one_tensor(8, 33, 1, 0, 64), ErrorCode::BadModel, "multiple of the Q8_0 block");
+  expect_error(one_tensor(0, 1ull << 39, 1ull << 39, 0, 64), ErrorCode::BadModel, "too many elements");
+  expect_error(one_tensor(0, 0, 2, 0, 64), ErrorCode::BadModel, "dimension 0");
+  expect_error(one_tensor(0, 8, 2, 0, 64, 5), ErrorCode::BadModel, "5 dimensions");
+  // Two tensors sharing bytes.
+  Raw ov = header(3, 2, 0);
+  ov.str("a").put<uint32_t>(1).put<uint64_t>(16).put<uint32_t>(0).put<uint64_t>(0);
+  ov.str("b").put<uint32_t>(1).put<uint64_t>(16).put<uint32_t>(0).put<uint64_t>(32);
+  ov.o.resize((ov.o.size() + 31) / 32 * 32 + 128, 0);
+  expect_error(ov.o, ErrorCode::BadModel, "overlap");
+  // Duplicate key.
+  Raw dup = header(3, 0, 2);
+  dup.str("k").put<uint32_t>(4).put<uint32_t>(1).str("k").put<uint32_t>(4).put<uint32_t>(2);
+  expect_error(dup.o, ErrorCode::BadModel, "appears twice");
+}
+
+TEST(BadInputGguf, TruncationAtEveryHeaderByteAndInTheData) {
+  std::vector<uint8_t> full = converted("aidreams260K.bin");
+  GgufFile g = GgufFile::parse(blob_of(full));
+  std::vector<uint64_t> cuts;
+  for (uint64_t n = 0; n < g.data_offset(); n += 1 + n / 64) cuts.push_back(n);
+  for (uint64_t n : {g.data_offset() + 1, (uint64_t)full.size() / 2, (uint64_t)full.size() - 1}) cuts.push_back(n);
+  for (uint64_t n : cuts) {
+    std::vector<uint8_t> cut(full.begin(), full.begin() + n);
+    try {
+      GgufFile::parse(blob_of(cut));
+      ADD_FAILURE() << "a file cut at " << n << " bytes parsed";
+    } catch (const Error& e) {
+      EXPECT_TRUE(e.code() == ErrorCode::BadModel) << n << ": " << e.what();
+    }
+  }
+}
+
+TEST(BadInputGguf, ArchitectureAndModelErrorsAreNamed) {
+  auto build = [](const std::string& arch, bool f16) {
+    GgufWriter w;
+    w.add_string("general.architecture", arch);
+    w.add_u32("llama.embedding_length", 8);
+    w.add_u32("llama.feed_forward_length", 16);
+    w.add_u32("llama.block_count", 1);
+    w.add_u32("llama.attention.head_count", 2);
+    w.add_u32("llama.context_length", 16);
+    std::vector<float> z(8 * 16, 0.0f);
+    w.add_tensor_f32("token_embd.weight", {8, 16}, z.data());
+    std::vector<uint8_t> o = w.finish();
+    if (f16) {  // retag the tensor as F16 (its data is then too long, which is fine to parse)
+      GgufFile g = GgufFile::parse(std::make_shared<VectorBlob>(o));
+      (void)g;
+    }
+    return o;
+  };
+  try {
+    load_model(blob_of(build("mamba", false)));
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("'mamba'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("supported: llama"), std::string::npos);
+  }
+  try {
+    load_model(blob_of(build("llama", false)));  // no layer tensors
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::BadModel);
+    EXPECT_NE(std::string(e.what()).find("blk.0.attn_norm.weight is missing"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BadInputGguf, RandomCorruptionNeverCrashes) {
+  std::vector<uint8_t> full = converted("stories260K.bin");
+  GgufFile g = GgufFile::parse(blob_of(full));
+  const uint64_t head = g.data_offset();
+  std::mt19937 rng(12345);
+  int loaded = 0, refused = 0;
+  for (int it = 0; it < 300; it++) {
+    std::vector<uint8_t> b = full;
+    const int flips = 1 + rng() % 4;
+    for (int f = 0; f < flips; f++) b[rng() % head] = (uint8_t)rng();
+    try {
+      auto bb = blob_of(std::move(b));
+      LoadedModel m = load_model(bb);
+      auto tok = embedded_tokenizer(bb);
+      Transformer t(m, 8, nullptr);
+      std::vector<int> ids = tok->encode("I dream", true, false);
+      for (int& id : ids) id = id % m.config.vocab_size;
+      t.forward(ids.data(), (int)std::min<size_t>(ids.size(), 8), 0);
+      loaded++;
+    } catch (const Error&) {
+      refused++;
+    }
+  }
+  EXPECT_EQ(loaded + refused, 300);
+  EXPECT_GT(refused, 0);
+}
+
+}  // namespace
