@@ -74,6 +74,7 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
       if (c < 1 || c > (1 << 20)) bad("--ctx must be 1..1048576, got " + v);
       a.context = (int)c;
     } else if (f == "-o") a.logits_out = v;
+    else if (f == "--type") a.weight_type = v;
     else bad("unknown option " + f);
   }
   // run.c's overrides.

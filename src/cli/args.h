@@ -13,7 +13,8 @@ struct RunArgs {
   RunOptions run;
   int threads = 0;  // 0 = all hardware threads
   int context = 0;  // 0 = the model's
-  std::string logits_out;  // `qkv logits`: where to write f32 logits
+  std::string logits_out;  // `qkv logits` / `qkv convert`: the output file (-o)
+  std::string weight_type = "f32";  // `qkv convert --type`
 };
 
 // Parses `run MODEL [-z TOK] [-i PROMPT] [-n STEPS] [-t TEMP] [-p TOPP] [-s SEED] [-k TOPK]

@@ -20,7 +20,8 @@ static int usage(FILE* f) {
   fprintf(f, "qkv: a Transformer inference engine\n\nCommands:\n"
              "  qkv run MODEL [options]          generate text (llama2.c run.c flags)\n"
              "  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt's logits\n"
-             "  qkv convert MODEL.bin -z TOK.bin -o OUT.gguf  llama2.c checkpoint to f32 GGUF\n\n%s",
+             "  qkv convert MODEL.bin -z TOK.bin -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0]\n"
+             "                                   llama2.c checkpoint to GGUF\n\n%s",
           run_usage());
   return f == stderr ? 1 : 0;
 }
@@ -67,11 +68,13 @@ static int cmd_convert(const RunArgs& a) {
   auto tb = map_file(a.tokenizer_path);
   Tokenizer tok = Tokenizer::from_llama2c(tb->data(), tb->size(), m.config.vocab_size);
   std::string name = a.model_path.substr(a.model_path.find_last_of('/') + 1);
-  std::vector<uint8_t> out = llama2c_to_gguf(m, tok, name);
+  const QType type = parse_qtype(a.weight_type);
+  std::vector<uint8_t> out = llama2c_to_gguf(m, tok, name, type);
   std::ofstream f(a.logits_out, std::ios::binary);
   f.write(reinterpret_cast<const char*>(out.data()), (std::streamsize)out.size());
   if (!f) fail(ErrorCode::Io, "cannot write " + a.logits_out);
-  fprintf(stderr, "wrote %s (%s, f32)\n", a.logits_out.c_str(), format_bytes(out.size()).c_str());
+  fprintf(stderr, "wrote %s (%s, %s weights)\n", a.logits_out.c_str(), format_bytes(out.size()).c_str(),
+          a.weight_type.c_str());
   return 0;
 }
 

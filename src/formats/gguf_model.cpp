@@ -1,5 +1,6 @@
 // GGUF architectures as rows of the layer-options table. So far: llama (RMSNorm, RoPE with
-// adjacent pairs as llama.cpp stores llama weights, SwiGLU, grouped-query heads), f32 weights.
+// adjacent pairs as llama.cpp stores llama weights, SwiGLU, grouped-query heads); weights in
+// F32, F16, BF16, Q8_0 or Q4_0, kept as stored.
 #include "gguf_model.h"
 
 #include "../common.h"
@@ -32,11 +33,21 @@ Tensor weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t 
     bad("tensor " + name + " has shape [" + got + "], expected [" + std::to_string(cols) +
         (vec ? "" : " x " + std::to_string(rows)) + "]");
   }
-  if (t->type != 0)
-    fail(ErrorCode::Unsupported, std::string("GGUF: tensor ") + name + " is " + ggml_type_name(t->type) +
-                                     "; this version of qkv runs F32 GGUF weights only (quantized types are coming)");
+  DType type;
+  switch (t->type) {
+    case 0: type = DType::F32; break;
+    case 1: type = DType::F16; break;
+    case 30: type = DType::BF16; break;
+    case 8: type = DType::Q8_0; break;
+    case 2: type = DType::Q4_0; break;
+    default:
+      fail(ErrorCode::Unsupported, std::string("GGUF: tensor ") + name + " is " + ggml_type_name(t->type) +
+                                       "; qkv runs F32, F16, BF16, Q8_0 and Q4_0 weights so far");
+  }
+  if (vec && type != DType::F32)
+    fail(ErrorCode::Unsupported, std::string("GGUF: tensor ") + name + " is " + ggml_type_name(t->type) + "; norm weights must be F32");
   Tensor w;
-  w.type = DType::F32;
+  w.type = type;
   w.data = g.tensor_data(*t);
   w.rows = rows;
   w.cols = cols;

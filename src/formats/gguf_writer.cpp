@@ -42,11 +42,56 @@ void GgufWriter::add_i32s(const std::string& k, const std::vector<int32_t>& v) {
 }
 
 void GgufWriter::add_tensor_f32(const std::string& name, std::vector<uint64_t> dims, const float* data) {
+  add_tensor(name, std::move(dims), data, QType::F32);
+}
+
+void GgufWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims, const float* data, QType type) {
   uint64_t n = 1;
   for (uint64_t d : dims) n *= d;
-  T t{name, std::move(dims), std::vector<uint8_t>(n * 4)};
-  std::memcpy(t.bytes.data(), data, n * 4);
+  const int cols = (int)dims[0];
+  const uint64_t rows = n / cols;
+  if (cols % qtype_block(type) != 0)
+    fail(ErrorCode::BadArgument, "tensor " + name + ": rows of " + std::to_string(cols) + " do not split into blocks");
+  const size_t rb = qtype_row_bytes(type, cols);
+  uint32_t gt = 0;
+  switch (type) {
+    case QType::F32: gt = 0; break;
+    case QType::F16: gt = 1; break;
+    case QType::BF16: gt = 30; break;
+    case QType::Q8_0: gt = 8; break;
+    case QType::Q4_0: gt = 2; break;
+  }
+  T t{name, std::move(dims), gt, std::vector<uint8_t>(rows * rb)};
+  for (uint64_t r = 0; r < rows; r++) {
+    const float* src = data + r * cols;
+    uint8_t* dst = t.bytes.data() + r * rb;
+    switch (type) {
+      case QType::F32: std::memcpy(dst, src, rb); break;
+      case QType::F16:
+        for (int i = 0; i < cols; i++) { uint16_t h = f32_to_f16(src[i]); std::memcpy(dst + 2 * i, &h, 2); }
+        break;
+      case QType::BF16:
+        for (int i = 0; i < cols; i++) {  // round to nearest even
+          uint32_t b;
+          std::memcpy(&b, &src[i], 4);
+          uint16_t h = (uint16_t)((b + 0x7fff + ((b >> 16) & 1)) >> 16);
+          std::memcpy(dst + 2 * i, &h, 2);
+        }
+        break;
+      case QType::Q8_0: quantize_row_q8_0(src, dst, cols); break;
+      case QType::Q4_0: quantize_row_q4_0(src, dst, cols); break;
+    }
+  }
   tensors_.push_back(std::move(t));
+}
+
+QType parse_qtype(const std::string& s) {
+  if (s == "f32") return QType::F32;
+  if (s == "f16") return QType::F16;
+  if (s == "bf16") return QType::BF16;
+  if (s == "q8_0") return QType::Q8_0;
+  if (s == "q4_0") return QType::Q4_0;
+  fail(ErrorCode::BadArgument, "unknown weight type '" + s + "' (f32, f16, bf16, q8_0, q4_0)");
 }
 
 std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {
@@ -64,7 +109,7 @@ std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {
     put_str(o, t.name);
     put<uint32_t>(o, (uint32_t)t.dims.size());
     for (uint64_t d : t.dims) put<uint64_t>(o, d);
-    put<uint32_t>(o, 0);  // F32
+    put<uint32_t>(o, t.ggml_type);
     put<uint64_t>(o, off);
     off += (t.bytes.size() + alignment - 1) / alignment * alignment;
   }
@@ -76,9 +121,10 @@ std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {
   return o;
 }
 
-std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name) {
+std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name, QType type) {
   const ModelConfig& c = m.config;
   if (c.arch != "llama") fail(ErrorCode::Unsupported, "only llama models can be converted");
+  if (m.weights.tok_embed.type != QType::F32) fail(ErrorCode::Unsupported, "only f32 models can be converted");
   GgufWriter w;
   w.add_string("general.architecture", "llama");
   w.add_string("general.name", name);
@@ -111,22 +157,25 @@ std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok,
   w.add_u32("tokenizer.ggml.unknown_token_id", 0);
   const ModelWeights& W = m.weights;
   const uint64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;
-  w.add_tensor_f32("token_embd.weight", {d, V}, W.tok_embed.f32());
+  // Block types need rows that split into whole blocks; other matrices fall back to f16.
+  const QType wanted = type;
+  auto typed = [&](uint64_t cols) { return cols % qtype_block(wanted) == 0 ? wanted : QType::F16; };
+  w.add_tensor("token_embd.weight", {d, V}, W.tok_embed.f32(), typed(d));
   for (int l = 0; l < c.n_layers; l++) {
     const LayerWeights& L = W.layers[l];
     const std::string p = "blk." + std::to_string(l) + ".";
     w.add_tensor_f32(p + "attn_norm.weight", {d}, L.attn_norm);
-    w.add_tensor_f32(p + "attn_q.weight", {d, q}, L.wq.f32());
-    w.add_tensor_f32(p + "attn_k.weight", {d, kv}, L.wk.f32());
-    w.add_tensor_f32(p + "attn_v.weight", {d, kv}, L.wv.f32());
-    w.add_tensor_f32(p + "attn_output.weight", {q, d}, L.wo.f32());
+    w.add_tensor(p + "attn_q.weight", {d, q}, L.wq.f32(), typed(d));
+    w.add_tensor(p + "attn_k.weight", {d, kv}, L.wk.f32(), typed(d));
+    w.add_tensor(p + "attn_v.weight", {d, kv}, L.wv.f32(), typed(d));
+    w.add_tensor(p + "attn_output.weight", {q, d}, L.wo.f32(), typed(q));
     w.add_tensor_f32(p + "ffn_norm.weight", {d}, L.ffn_norm);
-    w.add_tensor_f32(p + "ffn_gate.weight", {d, h}, L.w_gate.f32());
-    w.add_tensor_f32(p + "ffn_down.weight", {h, d}, L.w_down.f32());
-    w.add_tensor_f32(p + "ffn_up.weight", {d, h}, L.w_up.f32());
+    w.add_tensor(p + "ffn_gate.weight", {d, h}, L.w_gate.f32(), typed(d));
+    w.add_tensor(p + "ffn_down.weight", {h, d}, L.w_down.f32(), typed(h));
+    w.add_tensor(p + "ffn_up.weight", {d, h}, L.w_up.f32(), typed(d));
   }
   w.add_tensor_f32("output_norm.weight", {d}, W.final_norm);
-  if (!c.tied_classifier) w.add_tensor_f32("output.weight", {d, V}, W.classifier.f32());
+  if (!c.tied_classifier) w.add_tensor("output.weight", {d, V}, W.classifier.f32(), typed(d));
   return w.finish();
 }
 

@@ -19,14 +19,16 @@ class GgufWriter {
   void add_strings(const std::string& key, const std::vector<std::string>& v);
   void add_f32s(const std::string& key, const std::vector<float>& v);
   void add_i32s(const std::string& key, const std::vector<int32_t>& v);
-  // dims fastest first (GGUF order); data is copied.
+  // dims fastest first (GGUF order); data is copied, converted to `type` row by row.
   void add_tensor_f32(const std::string& name, std::vector<uint64_t> dims, const float* data);
+  void add_tensor(const std::string& name, std::vector<uint64_t> dims, const float* data, QType type);
   std::vector<uint8_t> finish(uint32_t alignment = 32) const;
 
  private:
   struct T {
     std::string name;
     std::vector<uint64_t> dims;
+    uint32_t ggml_type;
     std::vector<uint8_t> bytes;
   };
   std::vector<uint8_t> kv_;
@@ -34,7 +36,11 @@ class GgufWriter {
   std::vector<T> tensors_;
 };
 
-// A llama2.c model and its tokenizer as an f32 `llama` GGUF with the tokenizer embedded.
-std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name);
+// A llama2.c model and its tokenizer as a `llama` GGUF with the tokenizer embedded; weight
+// matrices stored as `type` (norms stay f32).
+std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name,
+                                     QType type = QType::F32);
+// "f32", "f16", "bf16", "q8_0", "q4_0" -> QType; throws BadArgument otherwise.
+QType parse_qtype(const std::string& s);
 
 }  // namespace qkv

@@ -71,8 +71,17 @@ void Transformer::reserve_cache(int positions) {
 }
 
 void Transformer::matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok) {
-  QKV_CHECK(w.type == DType::F32, "only f32 weights are implemented");
   const int rows = (int)w.rows, cols = (int)w.cols;
+  if (w.type != DType::F32) {  // decoded on the fly; one row buffer per thread for prefill
+    auto run = [&](int r0, int r1, int) {
+      thread_local std::vector<float> scratch;
+      if ((int)scratch.size() < cols) scratch.resize(cols);
+      matmul_q_simd(w.type, y, ldy, x, ldx, w.data, n_tok, cols, r0, r1, scratch.data());
+    };
+    if ((int64_t)rows * cols * n_tok < kMinParallelWork) run(0, rows, 0);
+    else pool_->parallel_for(rows, 16, run);
+    return;
+  }
   const float* W = w.f32();
   if ((int64_t)rows * cols * n_tok < kMinParallelWork) return matmul_f32_simd(y, ldy, x, ldx, W, n_tok, cols, 0, rows);
   pool_->parallel_for(rows, 16, [&](int r0, int r1, int) {
@@ -145,8 +154,7 @@ void Transformer::forward_chunk(const int* tokens, int B, int pos0, float* logit
 
   // Embeddings (+ absolute positions).
   for (int t = 0; t < B; t++) {
-    QKV_CHECK(w.tok_embed.type == DType::F32, "f32 embeddings");
-    std::memcpy(x + (int64_t)t * dim, w.tok_embed.f32() + (int64_t)tokens[t] * dim, dim * sizeof(float));
+    dequantize_row_simd(w.tok_embed.type, w.tok_embed.row(tokens[t]), x + (int64_t)t * dim, dim);
     if (c.pos == PosKind::Learned) add_f32_simd(x + (int64_t)t * dim, w.pos_embed + (int64_t)(pos0 + t) * dim, dim);
     if (c.pos == PosKind::Sinusoidal) add_sinusoidal(x + (int64_t)t * dim, dim, pos0 + t);
   }

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "../kernels/quant.h"
 #include "config.h"
 
 namespace qkv {
@@ -26,14 +27,17 @@ class VectorBlob : public Blob {
   std::vector<uint8_t> v_;
 };
 
-enum class DType { F32 };
+// Element types of weight matrices: the kernels' storage types (f32, f16, bf16, Q8_0, Q4_0).
+using DType = QType;
 
-// A 2-D weight matrix (rows, cols), row-major, of element type `type`.
+// A 2-D weight matrix (rows, cols), row-major, of element type `type`, kept as stored.
 struct Tensor {
   DType type = DType::F32;
   const void* data = nullptr;
   int64_t rows = 0, cols = 0;
   const float* f32() const { return static_cast<const float*>(data); }
+  size_t row_bytes() const { return qtype_row_bytes(type, (int)cols); }
+  const void* row(int64_t r) const { return static_cast<const uint8_t*>(data) + (size_t)r * row_bytes(); }
   explicit operator bool() const { return data != nullptr; }
 };
 

@@ -51,32 +51,42 @@ for (const [model, tok, prompt] of [
   ['aidreams260K.bin', 'aidreams-tok512.bin', 'I dream of electric sheep and quiet circuits'],
   ['stories260K.bin', 'aidreams-tok512.bin', 'Once upon a time there was a dream'],
 ]) {
-  test(`native vs WASM logits within ${LOGIT_TOL} on ${model}`, { skip: !haveNative && 'no native build' }, () => {
+  test(`native vs WASM logits within ${LOGIT_TOL} on ${model} (f32 .bin and Q8_0 / Q4_0 / F16 GGUF)`, { skip: !haveNative && 'no native build' }, () => {
     const dir = mkdtempSync(join(tmpdir(), 'qkv-logits-'));
     try {
-      const args = [join(models, model), '-z', join(models, tok), '-i', prompt];
-      const n = runNative(['logits', ...args, '-o', join(dir, 'n.f32')]);
-      assert.equal(n.status, 0, n.stderr);
-      const w = runWasm(['logits', ...args, '-o', join(dir, 'w.f32')]);
-      assert.equal(w.status, 0, w.stderr);
-      const a = new Float32Array(readFileSync(join(dir, 'n.f32')).buffer.slice(0));
-      const b = new Float32Array(readFileSync(join(dir, 'w.f32')).buffer.slice(0));
-      assert.equal(a.length, b.length);
-      const V = 512, positions = a.length / V;
-      assert.ok(positions >= 5, `only ${positions} positions`);
-      let worst = 0;
-      for (let p = 0; p < positions; p++) {
-        let scale = 0, diff = 0;
-        for (let i = p * V; i < (p + 1) * V; i++) {
-          scale = Math.max(scale, Math.abs(a[i]));
-          diff = Math.max(diff, Math.abs(a[i] - b[i]));
-        }
-        assert.ok(scale > 0.1, 'logits look empty');
-        worst = Math.max(worst, diff / scale);
+      for (const type of ['q8_0', 'q4_0', 'f16']) {
+        const out = join(dir, `${type}.gguf`);
+        const r = runNative(['convert', join(models, model), '-z', join(models, tok), '-o', out, '--type', type]);
+        assert.equal(r.status, 0, r.stderr);
+        compareLogits(dir, [out, '-i', prompt]);
       }
-      assert.ok(worst <= LOGIT_TOL, `max relative difference ${worst}`);
+      compareLogits(dir, [join(models, model), '-z', join(models, tok), '-i', prompt]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+}
+
+/** Native and WASM `qkv logits` on the same arguments agree within LOGIT_TOL at every position. */
+function compareLogits(dir, args) {
+  const n = runNative(['logits', ...args, '-o', join(dir, 'n.f32')]);
+  assert.equal(n.status, 0, n.stderr);
+  const w = runWasm(['logits', ...args, '-o', join(dir, 'w.f32')]);
+  assert.equal(w.status, 0, w.stderr);
+  const a = new Float32Array(readFileSync(join(dir, 'n.f32')).buffer.slice(0));
+  const b = new Float32Array(readFileSync(join(dir, 'w.f32')).buffer.slice(0));
+  assert.equal(a.length, b.length);
+  const V = 512, positions = a.length / V;
+  assert.ok(positions >= 5, `only ${positions} positions`);
+  let worst = 0;
+  for (let p = 0; p < positions; p++) {
+    let scale = 0, diff = 0;
+    for (let i = p * V; i < (p + 1) * V; i++) {
+      scale = Math.max(scale, Math.abs(a[i]));
+      diff = Math.max(diff, Math.abs(a[i] - b[i]));
+    }
+    assert.ok(scale > 0.1, 'logits look empty');
+    worst = Math.max(worst, diff / scale);
+  }
+  assert.ok(worst <= LOGIT_TOL, `max relative difference ${worst} (${args[0]})`);
 }

@@ -1,0 +1,42 @@
+// Weights kept in their stored type (F16, BF16, Q8_0, Q4_0): row dequantization and dot
+// products that decode on the fly, so no f32 copy of the model is ever made.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace qkv {
+
+// Storage types of weight rows (GGUF layouts).
+//   F16/BF16: 2 bytes per element.
+//   Q8_0: blocks of 32: f16 scale d, 32 x int8 q;         x = d * q
+//   Q4_0: blocks of 32: f16 scale d, 16 bytes of nibbles; x = d * (nibble - 8), element j of a
+//         block is the low nibble of byte j (j < 16) or the high nibble of byte j - 16.
+enum class QType { F32, F16, BF16, Q8_0, Q4_0 };
+
+// Bytes of one row of n elements (n a multiple of the block size for Q types).
+size_t qtype_row_bytes(QType t, int n);
+int qtype_block(QType t);
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+float bf16_to_f32(uint16_t h);
+
+// dst[0..n) = the row's values.  (scalar reference)
+void dequantize_row_ref(QType t, const void* row, float* dst, int n);
+// The same, vectorised where the layout allows.
+void dequantize_row_simd(QType t, const void* row, float* dst, int n);
+
+// sum_k w[k] * x[k] for one stored row.
+float dot_row_ref(QType t, const void* row, const float* x, int n);
+float dot_row_simd(QType t, const void* row, const float* x, int n);
+
+// Quantizers (reference; for conversion and tests): n a multiple of 32.
+void quantize_row_q8_0(const float* x, void* dst, int n);
+void quantize_row_q4_0(const float* x, void* dst, int n);
+
+// Y = X W^T over rows [r0, r1) of a stored matrix W (d, n): one row is decoded once into
+// `scratch` (n floats) and reused for all T tokens.
+void matmul_q_simd(QType t, float* Y, int64_t ldy, const float* X, int64_t ldx, const void* W, int T, int n,
+                   int r0, int r1, float* scratch);
+
+}  // namespace qkv
