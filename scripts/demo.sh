@@ -1,12 +1,80 @@
 #!/usr/bin/env bash
-# The main job: set up, build, and generate text with the native CLI on the default model.
-# Extra arguments are passed to `qkv run` (e.g. -i "A prompt" -n 100 -t 0.8).
+# The main job: set up, build the web demo (web/dist) and serve it on http://127.0.0.1:8080/
+# with the COOP/COEP headers that enable WebAssembly threads. The page loads the default model
+# by itself. Runs until Ctrl-C.
+#
+#   bash scripts/demo.sh                  serve the demo (PORT=N to change the port; 0 = any free one)
+#   bash scripts/demo.sh --no-isolation   serve without COOP/COEP (the page then runs single-threaded)
+#   bash scripts/demo.sh --open           also open it in the default browser (xdg-open / open)
+#   bash scripts/demo.sh cli [FLAGS]      generate in the terminal with the native CLI instead
+#   bash scripts/demo.sh -i "I dream of" -n 100 -t 0.8   (qkv run flags: the same as `cli`)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+
+# --- terminal mode: the native CLI on the default model (what this script did before the web demo) ---
+if [ "${1:-}" = cli ] || [[ "${1:-}" =~ ^-[inptskz]$ ]] || [ "${1:-}" = --min-p ] || [ "${1:-}" = --repeat-penalty ] ||
+   [ "${1:-}" = --threads ] || [ "${1:-}" = --ctx ]; then
+  [ "${1:-}" != cli ] || shift
+  bash scripts/setup.sh
+  bash scripts/build.sh native >/dev/null
+  model="${QKV_MODEL:-../shared/models/aidreams260K.bin}"
+  tok="${QKV_TOKENIZER:-../shared/models/aidreams-tok512.bin}"
+  if [ $# -eq 0 ]; then set -- -i "I dream of" -n 128 -t 0.8; fi
+  exec ./build/qkv run "$model" -z "$tok" "$@"
+fi
+
+# --- web mode ----------------------------------------------------------------------------
+isolation=1 open=0
+for a in "$@"; do
+  case "$a" in
+    --no-isolation) isolation=0 ;;
+    --open) open=1 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "demo.sh: unknown argument '$a' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
 bash scripts/setup.sh
-bash scripts/build.sh native >/dev/null
-model="${QKV_MODEL:-../shared/models/aidreams260K.bin}"
-tok="${QKV_TOKENIZER:-../shared/models/aidreams-tok512.bin}"
-if [ $# -eq 0 ]; then set -- -i "I dream of" -n 128 -t 0.8; fi
-exec ./build/qkv run "$model" -z "$tok" "$@"
+bash scripts/build-web.sh
+
+export QKV_DEMO_PORT="${PORT:-8080}" QKV_DEMO_ISOLATION="$isolation" QKV_DEMO_OPEN="$open"
+exec node --input-type=module - <<'EOF'
+// Serves web/dist with tests/js/server.mjs; if the port is taken, the next free one is used.
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { startServer } from './tests/js/server.mjs';
+
+const want = Number(process.env.QKV_DEMO_PORT);
+const coopCoep = process.env.QKV_DEMO_ISOLATION === '1';
+if (!Number.isInteger(want) || want < 0 || want > 65535) {
+  console.error(`demo.sh: PORT must be a port number, got '${process.env.QKV_DEMO_PORT}'`);
+  process.exit(2);
+}
+let srv = null;
+for (let port = want; !srv; port++) {
+  try {
+    srv = await startServer('web/dist', { port, coopCoep });
+  } catch (e) {
+    if (e.code !== 'EADDRINUSE' || want === 0 || port >= want + 20) {
+      console.error(`demo.sh: cannot serve on 127.0.0.1:${port}: ${e.message}`);
+      process.exit(1);
+    }
+    console.error(`demo.sh: port ${port} is in use, trying ${port + 1}`);
+  }
+}
+const manifest = JSON.parse(readFileSync('web/dist/models/default.json', 'utf8'));
+const line = '-'.repeat(Math.max(40, srv.url.length + 8));
+process.stdout.write(`${line}\n  qkv web demo:  ${srv.url}\n${line}\n` +
+  `  open it in a browser; the default model (${manifest.name}) loads by itself.\n` +
+  `  threads: ${coopCoep ? 'on (COOP/COEP headers sent)' : 'off (--no-isolation: single-threaded)'}\n` +
+  `  serving web/dist; Ctrl-C stops.\n`);
+if (process.env.QKV_DEMO_OPEN === '1') {
+  const opener = process.platform === 'darwin' ? 'open' : 'xdg-open';
+  spawn(opener, [srv.url], { stdio: 'ignore', detached: true }).on('error', () =>
+    console.error(`demo.sh: could not run ${opener}; open ${srv.url} yourself`)).unref();
+}
+const stop = () => { srv.close().then(() => process.exit(0)); };
+process.on('SIGINT', stop);
+process.on('SIGTERM', stop);
+EOF

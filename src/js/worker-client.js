@@ -65,17 +65,28 @@ class Connection {
       if (m.type === 'token') queue.push(m.value);
       else {
         this.pending.delete(id);
-        if (m.type === 'error') failure = new QkvError(m.error.code, m.error.message);
-        else statsSink(m.value.stats);
+        if (m.type === 'error') {
+          failure = new QkvError(m.error.code, m.error.message);
+          if (m.stats) statsSink(m.stats);
+        } else statsSink(m.value.stats);
         done = true;
       }
       wake?.();
     });
     const onAbort = () => this.w.post({ op: 'abort', id });
     signal?.addEventListener('abort', onAbort, { once: true });
+    // Waits (bounded) for the worker's last message, so stats are in place when we return.
+    const settle = async () => {
+      const until = Date.now() + 2000;
+      while (!done && Date.now() < until) await new Promise((r) => { wake = r; setTimeout(r, 50); });
+      wake = null;
+    };
     try {
       for (;;) {
-        if (signal?.aborted) throw new QkvError('aborted', 'the operation was aborted');
+        if (signal?.aborted) {
+          await settle();
+          throw new QkvError('aborted', 'the operation was aborted');
+        }
         if (queue.length) { yield queue.shift(); continue; }
         if (failure) throw failure;
         if (done) return;
@@ -84,7 +95,10 @@ class Connection {
       }
     } finally {
       signal?.removeEventListener('abort', onAbort);
-      if (!done) this.w.post({ op: 'abort', id });
+      if (!done) {
+        this.w.post({ op: 'abort', id });
+        await settle();
+      }
     }
   }
 }
@@ -166,7 +180,10 @@ export async function createWorker(url = new URL('./worker.js', import.meta.url)
           let o = 0; for (const p of parts) { out.set(p, o); o += p.byteLength; }
           return out;
         }
-        return s instanceof URL ? s.href : s;
+        if (s instanceof URL) return s.href;
+        // A relative URL means relative to the page, not to the worker's script.
+        if (typeof s === 'string' && !isNode && globalThis.location) return new URL(s, globalThis.location.href).href;
+        return s;
       };
       const source2 = await pack(source);
       const tok2 = await pack(rest.tokenizer);

@@ -73,7 +73,13 @@ async function handle(msg) {
     }
     post({ id, type: 'result', value });
   } catch (e) {
-    post({ id, type: 'error', error: errorOf(e) });
+    // A stopped generation still reports its figures (seed, counts, finish reason).
+    let stats;
+    if (op === 'generate') {
+      const o = objects.get(msg.handle);
+      stats = o ? (o instanceof api.Model ? o.session : o).lastGeneration : undefined;
+    }
+    post({ id, type: 'error', error: errorOf(e), stats });
   } finally {
     running.delete(id);
   }

@@ -67,3 +67,18 @@ test('load errors and progress come back typed', async () => {
   await m2.dispose();
   await assert.rejects(rm.generate(5).next(), (e) => e.code === 'bad_argument');
 });
+
+test('a stopped worker generation still reports its figures', async () => {
+  const s = await rm.createSession();
+  const ac = new AbortController();
+  let n = 0;
+  await assert.rejects(async () => {
+    for await (const _ of s.generate('I dream of', { seed: 99, maxTokens: 100, stopTokens: [], signal: ac.signal })) {
+      if (++n === 2) ac.abort();
+    }
+  }, (e) => e.code === 'aborted');
+  assert.ok(s.lastGeneration, 'no stats after an abort');
+  assert.equal(s.lastGeneration.seed, 99);
+  assert.equal(s.lastGeneration.finishReason, 'aborted');
+  await s.dispose();
+});

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Builds the static web demo into web/dist/: a folder any static host can serve.
+#
+#   web/dist/index.html, app.js, *.js, style.css, _headers   the page (from web/)
+#   web/dist/qkv/src/js/*.js                                  the npm package's JS API
+#   web/dist/qkv/dist/qkv{,-mt}.{mjs,wasm}, qkv-mt.worker.js  the WASM builds (src/js -> ../../dist)
+#   web/dist/models/default.json + the default model and its tokenizer
+#
+# The default model is the first models/NAME.bin of the repository that has a tokenizer beside
+# it (models/NAME.tokenizer.bin, models/NAME-tokenizer.bin or models/tokenizer.bin); otherwise
+# the test fixture ../shared/models/aidreams260K.bin with aidreams-tok512.bin (copied into this
+# ignored build output only). QKV_MODEL=... QKV_TOKENIZER=... override both.
+#
+# Idempotent: files are copied only when their content changed, and files that no longer
+# belong to the site are removed. Set QKV_SKIP_WASM_BUILD=1 to reuse dist/ as it is.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+out=web/dist
+log() { printf '[build-web] %s\n' "$*" >&2; }
+
+if [ "${QKV_SKIP_WASM_BUILD:-0}" != 1 ]; then
+  bash scripts/build.sh wasm >/dev/null
+fi
+for f in qkv.mjs qkv.wasm qkv-mt.mjs qkv-mt.wasm qkv-mt.worker.js package.json; do
+  [ -f "dist/$f" ] || { log "error: dist/$f is missing (bash scripts/build.sh wasm failed?)"; exit 1; }
+done
+
+# --- the default model -------------------------------------------------------------
+model="${QKV_MODEL:-}" tok="${QKV_TOKENIZER:-}" desc="" license="" prompt="" sidecar=""
+if [ -z "$model" ]; then
+  for m in models/*.bin; do
+    [ -f "$m" ] || continue
+    case "$(basename "$m")" in *tok*) continue ;; esac
+    stem="${m%.bin}"
+    for t in "$stem.tokenizer.bin" "$stem-tokenizer.bin" "$stem.tok.bin" models/tokenizer.bin; do
+      if [ -f "$t" ]; then model="$m" tok="$t"; break 2; fi
+    done
+  done
+  if [ -n "$model" ] && [ -f "${model%.bin}.json" ]; then sidecar="${model%.bin}.json"; fi
+fi
+if [ -z "$model" ]; then
+  model=../shared/models/aidreams260K.bin
+  tok=../shared/models/aidreams-tok512.bin
+  desc='Llama-2 architecture, 260K parameters (dim 64, 4 layers, 4 heads, vocabulary 512, context 128), trained on about 2000 short "AI dream" texts. A test fixture of this repository (../shared/models), standing in until qkv ships a model it trained itself.'
+  license='Not stated by its source (the public ai-dreamer-esp32-s3 project); see ../shared/models/README.md. For trying the engine only.'
+  prompt='I dream of'
+fi
+[ -n "$tok" ] || { log "error: QKV_MODEL is set but QKV_TOKENIZER is not"; exit 1; }
+[ -f "$model" ] || { log "error: default model $model not found"; exit 1; }
+[ -f "$tok" ] || { log "error: tokenizer $tok not found"; exit 1; }
+
+# --- copy with change detection ---------------------------------------------------------
+declare -A keep=()
+changed=0
+put() {  # put SRC DEST-relative-to-out
+  local src="$1" dst="$out/$2"
+  keep["$dst"]=1
+  if [ ! -f "$dst" ] || ! cmp -s "$src" "$dst"; then
+    mkdir -p "$(dirname "$dst")"
+    cp "$src" "$dst.tmp" && chmod 644 "$dst.tmp" && mv -f "$dst.tmp" "$dst"
+    changed=$((changed + 1))
+  fi
+}
+
+mkdir -p "$out"
+for f in web/*.html web/*.js web/*.css web/_headers; do
+  [ -f "$f" ] && put "$f" "$(basename "$f")"
+done
+for f in src/js/*.js; do put "$f" "qkv/src/js/$(basename "$f")"; done
+for f in qkv.mjs qkv.wasm qkv-mt.mjs qkv-mt.wasm qkv-mt.worker.js package.json; do put "dist/$f" "qkv/dist/$f"; done
+put package.json qkv/package.json
+
+mname="$(basename "$model")" tname="$(basename "$tok")"
+[ "$mname" != "$tname" ] || tname="tokenizer-$tname"
+put "$model" "models/$mname"
+put "$tok" "models/$tname"
+
+manifest="$(mktemp)"
+trap 'rm -f "$manifest"' EXIT
+node - "$model" "$tok" "$mname" "$tname" "$desc" "$license" "$prompt" "$sidecar" >"$manifest" <<'EOF'
+const fs = require('node:fs');
+const crypto = require('node:crypto');
+const [model, tok, mname, tname, desc, license, prompt, sidecar] = process.argv.slice(2);
+const extra = sidecar ? JSON.parse(fs.readFileSync(sidecar, 'utf8')) : {};
+const sha = (p) => crypto.createHash('sha256').update(fs.readFileSync(p)).digest('hex');
+const name = extra.name || mname.replace(/\.bin$/, '');
+const manifest = {
+  name,
+  model: mname,
+  tokenizer: tname,
+  description: extra.description || desc || `${name} (from ${model})`,
+  license: extra.license || license || 'see the model\'s source',
+  prompt: extra.prompt || prompt || 'Once upon a time',
+  modelBytes: fs.statSync(model).size,
+  tokenizerBytes: fs.statSync(tok).size,
+  modelSha256: sha(model),
+  tokenizerSha256: sha(tok),
+};
+process.stdout.write(JSON.stringify(manifest, null, 2) + '\n');
+EOF
+put "$manifest" models/default.json
+
+# Remove what no longer belongs to the site (an old default model, a deleted module).
+removed=0
+while IFS= read -r -d '' f; do
+  if [ -z "${keep[$f]:-}" ]; then rm -f "$f"; removed=$((removed + 1)); fi
+done < <(find "$out" -type f -print0)
+find "$out" -mindepth 1 -type d -empty -delete
+
+log "web/dist ready ($changed file(s) updated, $removed removed; default model $mname)"

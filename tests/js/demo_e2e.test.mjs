@@ -1,0 +1,451 @@
+// End to end: the web demo (web/dist, built by scripts/build-web.sh) in headless Chromium.
+// Loads the default model, streams text, stops it, explores attention, works with the network
+// cut, works single-threaded without COOP/COEP, loads models by file and URL (progress,
+// cancel, cache). Fails on any console error. Screenshots go to test-artifacts/.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { chromiumPath, haveChromium, launchBrowser, openPage } from './browser.mjs';
+import { models, root } from './helpers.mjs';
+import { startServer } from './server.mjs';
+
+const dist = join(root, 'web', 'dist');
+const artifacts = join(root, 'test-artifacts');
+const skip = !haveChromium && `no Chromium at ${chromiumPath}`;
+const DESKTOP = { width: 1280, height: 900 };
+const PHONE = { width: 390, height: 844 };
+const PROMPT = 'I dream of';
+const PROMPT_TOKENS = 7;  // BOS + 6 with the default model's tokenizer
+
+let browser;
+before(async () => {
+  const r = spawnSync('bash', ['scripts/build-web.sh'], { cwd: root, encoding: 'utf8', timeout: 600000 });
+  assert.equal(r.status, 0, `scripts/build-web.sh failed:\n${r.stdout}\n${r.stderr}`);
+  mkdirSync(artifacts, { recursive: true });
+  if (haveChromium) browser = await launchBrowser();
+});
+after(async () => { await browser?.close(); });
+
+/**
+ * Console errors, page errors and failed requests, less one known Chromium quirk: a fetch whose
+ * body was read to its end is sometimes reported as ERR_ABORTED (see browser_api.test.mjs).
+ */
+function realErrors(errors) {
+  return errors.filter((e) => !/^requestfailed: \S+\/models\/\S+\.bin net::ERR_ABORTED$/.test(e));
+}
+
+async function openDemo(url, { viewport = DESKTOP, beforeLoad } = {}) {
+  const opened = await openPage(browser, null, { context: { viewport } });
+  await beforeLoad?.(opened);
+  await opened.page.goto(url, { waitUntil: 'load' });
+  await waitState(opened.page, 'ready');
+  return opened;
+}
+
+function appData(page) {
+  return page.evaluate(() => ({ ...document.getElementById('app').dataset }));
+}
+
+async function waitState(page, state, timeout = 20000) {
+  await page.waitForFunction((s) => document.getElementById('app').dataset.state === s, state, { timeout });
+}
+
+function outputText(page) {
+  return page.evaluate(() => document.getElementById('output-text').textContent);
+}
+
+/**
+ * Makes the engine worker slower (a busy wait per streamed token), so a 260K-parameter model
+ * generates slowly enough for a person, or a test, to press Stop. Counts the tokens the
+ * worker sends, to check that it really stops.
+ */
+async function slowEngine(page, msPerToken) {
+  const w = page.workers().find((x) => x.url().endsWith('/qkv/src/js/worker.js'));
+  assert.ok(w, `engine worker not found among ${page.workers().map((x) => x.url())}`);
+  await w.evaluate((ms) => {
+    const post = self.postMessage.bind(self);
+    self.__tokensSent = 0;
+    self.postMessage = (m, t) => {
+      if (m?.type === 'token') {
+        self.__tokensSent++;
+        const end = performance.now() + ms;
+        while (performance.now() < end) { /* busy: like a bigger model */ }
+      }
+      return post(m, t);
+    };
+  }, msPerToken);
+  return { sent: () => w.evaluate(() => self.__tokensSent) };
+}
+
+async function generateToEnd(page, prompt = PROMPT) {
+  await page.fill('#prompt', prompt);
+  await page.click('#generate');
+  await waitState(page, 'generating', 5000).catch(() => {});  // may already be over
+  await waitState(page, 'ready');
+  const text = await outputText(page);
+  assert.ok(text.length > 0, 'no text generated');
+  return text;
+}
+
+/** Opens the explorer, waits for its heatmap, checks its shape; returns the token count. */
+async function checkExplorer(page) {
+  const open = await page.evaluate(() => document.getElementById('explorer').open);
+  if (!open) await page.click('#explorer > summary');
+  await page.waitForFunction(() => document.getElementById('explorer').dataset.state === 'ready', null, { timeout: 20000 });
+  const shape = await page.evaluate(() => {
+    const c = document.getElementById('heatmap');
+    return { rows: Number(c.dataset.rows), cols: Number(c.dataset.cols), tokens: document.querySelectorAll('#token-strip .tok').length,
+      label: c.getAttribute('aria-label'), w: c.width, h: c.height };
+  });
+  assert.ok(shape.tokens > PROMPT_TOKENS, `only ${shape.tokens} tokens in the strip`);
+  assert.equal(shape.rows, shape.tokens, 'heatmap rows != tokens');
+  assert.equal(shape.cols, shape.tokens, 'heatmap columns != tokens');
+  assert.match(shape.label, new RegExp(`${shape.tokens} by ${shape.tokens} tokens`));
+  assert.ok(shape.w > 100 && shape.w === shape.h, `canvas ${shape.w}x${shape.h}`);
+  await page.waitForFunction(() => document.querySelectorAll('#topk li').length === 10, null, { timeout: 10000 });
+  return shape.tokens;
+}
+
+async function selectAndWait(page, id, value) {
+  await page.selectOption(`#${id}`, value);
+  await page.waitForFunction(([k, v]) => document.getElementById('heatmap').dataset[k] === v, [id, value], { timeout: 10000 });
+}
+
+async function hoverToken(page, i) {
+  await page.hover(`#token-strip .tok[data-index="${i}"]`);
+  await page.waitForFunction((j) => document.getElementById('topk').dataset.position === String(j) &&
+    document.querySelectorAll('#topk li').length === 10, i, { timeout: 10000 });
+  const r = await page.evaluate((j) => {
+    const b = document.querySelector(`#token-strip .tok[data-index="${j}"]`);
+    const lit = [...document.querySelectorAll('#token-strip .tok .w')].filter((w) => Number(w.style.opacity) > 0).length;
+    const sum = [...document.querySelectorAll('#topk .p')].map((x) => parseFloat(x.textContent));
+    return { selected: b.classList.contains('selected'), lit, topkToken: document.getElementById('topk-token').textContent, sum };
+  }, i);
+  assert.ok(r.selected, `token ${i} not highlighted`);
+  assert.ok(r.lit >= 1 && r.lit <= i + 1, `token ${i} lights ${r.lit} tokens (what it attended to; at most ${i + 1})`);
+  assert.ok(r.sum.every((p, k) => k === 0 || p <= r.sum[k - 1]), 'top-k not sorted');
+}
+
+async function noHorizontalOverflow(page) {
+  const { scroll, width } = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, width: window.innerWidth }));
+  assert.ok(scroll <= width, `page is ${scroll}px wide in a ${width}px viewport`);
+}
+
+test('web demo with COOP/COEP: default model, threads, stream, stop, attention explorer, screenshots', { skip }, async (t) => {
+  const srv = await startServer(dist, { coopCoep: true });
+  let context;
+  try {
+    const t0 = Date.now();
+    const opened = await openDemo(srv.url);
+    context = opened.context;
+    const { page, errors } = opened;
+    const readyMs = Date.now() - t0;
+    const data = await appData(page);
+    assert.equal(data.model, 'aidreams260K');
+    assert.equal(data.isolated, 'true');
+    const backend = await page.evaluate(() => ({
+      mode: document.getElementById('backend').dataset.mode, text: document.getElementById('backend').textContent,
+      threads: Number(document.getElementById('threads').textContent), reason: document.getElementById('backend-reason').textContent,
+      notice: document.getElementById('isolation-notice').hidden,
+    }));
+    assert.equal(backend.mode, 'pthreads');
+    assert.match(backend.text, /pthreads/);
+    assert.ok(backend.threads >= 2, `threads ${backend.threads}`);
+    assert.match(backend.reason, /cross-origin isolated/);
+    assert.match(backend.reason, /WebGPU: not used yet/);
+    assert.equal(backend.notice, true, 'single-thread notice shown on an isolated page');
+    assert.equal(await page.inputValue('#prompt'), PROMPT, 'the default prompt');
+
+    // Stream, then stop halfway (the engine slowed down to a bigger model's pace).
+    const counter = await slowEngine(page, 40);
+    const layout = () => page.evaluate(() => ['output', 'explorer', 'sampling', 'model-heading']
+      .map((id) => { const r = document.getElementById(id).getBoundingClientRect(); return [id, r.x, r.y, r.width, r.height]; }));
+    const sameLayout = (a, b, what) => assert.ok(a.every((box, i) => box.every((v, k) => k === 0 || Math.abs(v - b[i][k]) < 1)),
+      `${what}: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`);  // sub-pixel text metrics aside
+    const layoutBefore = await layout();
+    await page.fill('#prompt', PROMPT);
+    await page.press('#prompt', 'Control+Enter');
+    await page.waitForFunction(() => document.getElementById('output-text').textContent.length > 15, null, { timeout: 10000 });
+    assert.equal((await appData(page)).state, 'generating');
+    sameLayout(await layout(), layoutBefore, 'the layout moved while streaming');
+    assert.equal(await page.isEnabled('#stop'), true);
+    await page.click('#stop');
+    await waitState(page, 'ready', 5000);
+    assert.equal((await appData(page)).finish, 'aborted');
+    const stopped = await outputText(page);
+    assert.ok(stopped.length > 15, `output '${stopped}'`);
+    const sent = await counter.sent();
+    await page.waitForTimeout(400);
+    assert.equal(await outputText(page), stopped, 'text kept coming after Stop');
+    assert.equal(await counter.sent(), sent, 'the engine kept generating after Stop');
+    assert.ok(sent < 100, `the worker sent ${sent} tokens: Stop came too late to prove anything`);
+    assert.equal(await page.isDisabled('#stop'), true);
+    assert.equal(await page.isEnabled('#generate'), true);
+    sameLayout(await layout(), layoutBefore, 'the layout moved when generation ended');
+    const stats = await page.evaluate(() => ({
+      tps: document.getElementById('tps').textContent, ttft: document.getElementById('ttft').textContent,
+      memory: document.getElementById('memory').textContent, info: document.getElementById('run-info').textContent,
+    }));
+    assert.match(stats.tps, /^\d+(\.\d)?$/, `tokens/s '${stats.tps}'`);
+    assert.match(stats.ttft, /^\d+ ms$|^\d+\.\d+ s$/, `time to first token '${stats.ttft}'`);
+    assert.match(stats.memory, /\d (KiB|MiB|GiB)$/, `memory '${stats.memory}'`);
+    assert.match(stats.info, /Finished: stopped\. Seed \d+/);
+    await page.screenshot({ path: join(artifacts, 'demo-desktop.png'), fullPage: true });
+
+    // The attention explorer on the stopped text.
+    const n = await checkExplorer(page);
+    const shown = await page.evaluate(() => document.getElementById('run-info').textContent.match(/^(\d+) tokens? from a (\d+)-token prompt/));
+    assert.equal(n, Number(shown[1]) + Number(shown[2]), 'explorer tokens != prompt + generated');
+    await selectAndWait(page, 'layer', '0');
+    await selectAndWait(page, 'head', '1');
+    await selectAndWait(page, 'head', 'avg');
+    await hoverToken(page, 3);
+    await hoverToken(page, n - 2);
+    // Keyboard: arrows move along the tokens, and the next-token view follows.
+    await page.focus(`#token-strip .tok[data-index="${n - 2}"]`);
+    await page.keyboard.press('ArrowLeft');
+    await page.waitForFunction((j) => document.getElementById('topk').dataset.position === String(j) &&
+      document.activeElement?.dataset.index === String(j), n - 3, { timeout: 5000 });
+    await page.focus('#heatmap');
+    await page.keyboard.press('ArrowUp');
+    await page.waitForFunction((j) => document.getElementById('topk').dataset.position === String(j), n - 4, { timeout: 5000 });
+    assert.match(await page.getAttribute('#heatmap', 'aria-label'), new RegExp(`Token ${n - 3} \\(.*\\) attends most to`));
+    await page.screenshot({ path: join(artifacts, 'demo-explorer.png'), fullPage: true });
+
+    // Closing the explorer frees its session (nothing captured while closed).
+    await page.click('#explorer > summary');
+    await page.waitForFunction(() => document.getElementById('explorer').dataset.state === 'empty', null, { timeout: 5000 });
+
+    // Phone width: no horizontal scrolling; explorer open for the screenshot.
+    await page.setViewportSize(PHONE);
+    await noHorizontalOverflow(page);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: join(artifacts, 'demo-phone.png') });  // what a phone shows first
+    await page.screenshot({ path: join(artifacts, 'demo-phone-full.png'), fullPage: true });
+    await checkExplorer(page);
+    await noHorizontalOverflow(page);
+    await page.locator('#explorer').screenshot({ path: join(artifacts, 'demo-phone-explorer.png') });
+
+    // Dark colour scheme.
+    await page.setViewportSize(DESKTOP);
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.waitForTimeout(100);
+    await page.screenshot({ path: join(artifacts, 'demo-dark.png'), fullPage: true });
+
+    assert.deepEqual(realErrors(errors), [], 'console or page errors');
+    t.diagnostic(`page and default model ready in ${readyMs} ms`);
+  } finally {
+    await context?.close();
+    await srv.close();
+  }
+});
+
+test('web demo offline: after the page and model load, generation and the explorer need no network', { skip }, async () => {
+  const srv = await startServer(dist, { coopCoep: true });
+  const external = [], afterOffline = [];
+  let offline = false, context;
+  try {
+    const opened = await openDemo(srv.url, {
+      beforeLoad: async ({ context: ctx, page }) => {
+        await ctx.route('**/*', (route) => {
+          const u = new URL(route.request().url());
+          if (u.hostname !== '127.0.0.1') { external.push(u.href); return route.abort('blockedbyclient'); }
+          return route.continue();
+        });
+        page.on('request', (r) => { if (offline) afterOffline.push(r.url()); });
+      },
+    });
+    context = opened.context;
+    const { page, errors } = opened;
+    await context.setOffline(true);
+    offline = true;
+    assert.equal(await page.evaluate(() => navigator.onLine), false);
+    await generateToEnd(page, 'The machine');
+    await checkExplorer(page);
+    await hoverToken(page, 2);
+    await selectAndWait(page, 'layer', '1');
+    await generateToEnd(page, 'I dream');  // a second run re-opens the explorer's data
+    await checkExplorer(page);
+    assert.deepEqual(afterOffline, [], 'requests made while offline');
+    assert.deepEqual(external, [], 'requests to hosts other than 127.0.0.1');
+    assert.deepEqual(realErrors(errors), [], 'console or page errors');
+  } finally {
+    await context?.close();
+    await srv.close();
+  }
+});
+
+test('web demo without COOP/COEP: works single-threaded and says so', { skip }, async () => {
+  const srv = await startServer(dist, { coopCoep: false });
+  let context;
+  try {
+    const opened = await openDemo(srv.url, { viewport: PHONE });
+    context = opened.context;
+    const { page, errors } = opened;
+    const r = await page.evaluate(() => ({
+      mode: document.getElementById('backend').dataset.mode, text: document.getElementById('backend').textContent,
+      threads: document.getElementById('threads').textContent, notice: document.getElementById('isolation-notice'),
+      reason: document.getElementById('backend-reason').textContent, isolated: self.crossOriginIsolated,
+    }));
+    const notice = await page.evaluate(() => ({ hidden: document.getElementById('isolation-notice').hidden, text: document.getElementById('isolation-notice').textContent }));
+    assert.equal(r.isolated, false);
+    assert.equal(r.mode, 'single');
+    assert.match(r.text, /single thread/);
+    assert.equal(r.threads, '1');
+    assert.match(r.reason, /not cross-origin isolated/);
+    assert.equal(notice.hidden, false);
+    assert.match(notice.text, /Single-threaded/);
+    await generateToEnd(page);
+    await checkExplorer(page);
+    await noHorizontalOverflow(page);
+    await page.screenshot({ path: join(artifacts, 'demo-single-thread-phone.png'), fullPage: true });
+    assert.deepEqual(realErrors(errors), [], 'console or page errors');
+  } finally {
+    await context?.close();
+    await srv.close();
+  }
+});
+
+/** A model server on another port (so another origin, with CORS) that can go slowly. */
+async function modelServer() {
+  const files = {
+    '/m.bin': await readFile(join(models, 'aidreams260K.bin')),
+    '/tok.bin': await readFile(join(models, 'aidreams-tok512.bin')),
+  };
+  const hits = [];
+  const server = createServer(async (req, res) => {
+    const path = new URL(req.url, 'http://x').pathname;
+    hits.push(path);
+    const cors = { 'Access-Control-Allow-Origin': '*', 'Cross-Origin-Resource-Policy': 'cross-origin' };
+    const slow = path.startsWith('/slow');
+    const body = files[slow ? path.slice(5) : path];
+    if (!body) { res.writeHead(404, cors); return res.end('not found'); }
+    res.writeHead(200, { ...cors, 'Content-Type': 'application/octet-stream', 'Content-Length': body.length });
+    if (!slow) return res.end(body);
+    for (let o = 0; o < body.length && !res.destroyed; o += 16384) {  // about 160 KB/s
+      res.write(body.subarray(o, o + 16384));
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    res.end();
+  });
+  const sockets = new Set();
+  server.on('connection', (s) => { sockets.add(s); s.on('close', () => sockets.delete(s)); });
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`, hits,
+    close: () => { for (const s of sockets) s.destroy(); return new Promise((ok) => server.close(ok)); },
+  };
+}
+
+test('web demo model loading: local files, URL with progress and Cancel, the Cache API, errors', { skip }, async () => {
+  const srv = await startServer(dist, { coopCoep: true });
+  const ms = await modelServer();
+  let context;
+  try {
+    const opened = await openDemo(srv.url);
+    context = opened.context;
+    const { page, errors } = opened;
+    await page.click('#other-model > summary');
+
+    // Local files through the pickers.
+    await page.setInputFiles('#model-file', join(models, 'stories260K.bin'));
+    await page.setInputFiles('#tokenizer-file', join(models, 'aidreams-tok512.bin'));
+    await page.click('#load-files');
+    await page.waitForFunction(() => document.getElementById('app').dataset.model === 'stories260K.bin', null, { timeout: 20000 });
+    await waitState(page, 'ready');
+    assert.match(await page.textContent('#model-facts'), /5 layers, 8 heads \(4 kv\)/);
+    await generateToEnd(page, 'Once');
+
+    // A slow download shows bytes and percent, and Cancel stops it; the loaded model stays.
+    await page.fill('#model-url', `${ms.url}/slow/m.bin`);
+    await page.fill('#tokenizer-url', `${ms.url}/tok.bin`);
+    await page.click('#load-url');
+    await page.waitForFunction(() => /\d+(\.\d+)? KiB of 910\.3 KiB \(\d+%\)/.test(document.getElementById('progress-text').textContent) &&
+      Number(document.getElementById('progress').value) > 0, null, { timeout: 10000 });
+    assert.equal(await page.isVisible('#load-progress'), true);
+    await page.screenshot({ path: join(artifacts, 'demo-loading.png') });
+    await page.click('#cancel-load');
+    await waitState(page, 'ready', 5000);
+    assert.equal(await page.isVisible('#load-progress'), false);
+    assert.match(await page.textContent('#run-info'), /cancelled/);
+    assert.equal((await appData(page)).model, 'stories260K.bin', 'the previous model was dropped by a cancelled load');
+
+    // By URL: downloaded once, then served from the Cache API (the server is not asked again).
+    await page.fill('#model-url', `${ms.url}/m.bin`);
+    await page.click('#load-url');
+    await page.waitForFunction(() => document.getElementById('app').dataset.model === 'm.bin', null, { timeout: 20000 });
+    await waitState(page, 'ready');
+    assert.match(await page.textContent('#model-source'), /downloaded/);
+    assert.match(await page.textContent('#cache-info'), /2 files/);
+    const before = ms.hits.filter((h) => h === '/m.bin').length;
+    // A new page load (the model URL given as ?model=&tokenizer=) takes it from the cache.
+    await page.goto(`${srv.url}?model=${encodeURIComponent(`${ms.url}/m.bin`)}&tokenizer=${encodeURIComponent(`${ms.url}/tok.bin`)}`);
+    await page.waitForFunction(() => document.getElementById('app').dataset.model === 'm.bin', null, { timeout: 20000 });
+    await waitState(page, 'ready');
+    await page.click('#other-model > summary');
+    assert.match(await page.textContent('#model-source'), /from cache/);
+    assert.equal(ms.hits.filter((h) => h === '/m.bin').length, before, 'the cached model was downloaded again');
+    await generateToEnd(page);
+    await page.click('#clear-cache');
+    await page.waitForFunction(() => /empty/.test(document.getElementById('cache-info').textContent), null, { timeout: 5000 });
+
+    const known = (e) => e.includes('/slow/m.bin net::ERR_ABORTED');  // the cancelled download
+    assert.deepEqual(realErrors(errors).filter((e) => !known(e)), [], 'console or page errors');
+    const seen = errors.length;
+
+    // A missing URL: an alert with the engine's message; the model in use stays.
+    await page.fill('#model-url', `${ms.url}/missing.bin`);
+    await page.click('#load-url');
+    await page.waitForFunction(() => document.getElementById('alert').textContent.includes('HTTP 404'), null, { timeout: 10000 });
+    await waitState(page, 'ready');
+    assert.match(await page.textContent('#alert'), /\(io\)/);
+    await generateToEnd(page);
+
+    // Chromium logs the 404 itself (not the page): that one console error is expected.
+    assert.deepEqual(realErrors(errors.slice(seen)), ['console.error: Failed to load resource: the server responded with a status of 404 (Not Found)']);
+  } finally {
+    await context?.close();
+    await srv.close();
+    await ms.close();
+  }
+});
+
+test("README's main command (bash scripts/demo.sh) prints the URL of the page, served with COOP/COEP, default model ready", { skip }, async () => {
+  const child = spawn('bash', ['scripts/demo.sh'], { cwd: root, env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '', err = '';
+  child.stderr.on('data', (d) => { err += d; });
+  const exited = new Promise((ok) => child.on('exit', (code, signal) => ok({ code, signal })));
+  let context, passed = false;
+  try {
+    const url = await new Promise((ok, ko) => {
+      const timer = setTimeout(() => ko(new Error(`no URL printed in 120 s:\n${out}\n${err}`)), 120000);
+      child.stdout.on('data', (d) => {
+        out += d;
+        const m = out.match(/qkv web demo:\s+(http:\/\/127\.0\.0\.1:\d+\/)/);
+        if (m) { clearTimeout(timer); ok(m[1]); }
+      });
+      child.on('exit', () => { clearTimeout(timer); ko(new Error(`demo.sh exited:\n${out}\n${err}`)); });
+    });
+    const res = await fetch(url);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('cross-origin-opener-policy'), 'same-origin');
+    assert.equal(res.headers.get('cross-origin-embedder-policy'), 'require-corp');
+    const opened = await openDemo(url);
+    context = opened.context;
+    assert.equal((await appData(opened.page)).model, 'aidreams260K');
+    assert.equal(await opened.page.getAttribute('#backend', 'data-mode'), 'pthreads');
+    assert.equal(await opened.page.isEnabled('#generate'), true);
+    assert.deepEqual(realErrors(opened.errors), [], 'console or page errors');
+    passed = true;
+  } finally {
+    await context?.close();
+    child.kill('SIGINT');
+    const { code, signal } = await exited;
+    // Ctrl-C ends it cleanly (checked only when the rest passed, not to hide the first failure).
+    if (passed) assert.ok(code === 0 || signal === 'SIGINT', `demo.sh ended with ${code ?? signal}:\n${err}`);
+  }
+});
