@@ -20,7 +20,7 @@ static int usage(FILE* f) {
   fprintf(f, "qkv: a Transformer inference engine\n\nCommands:\n"
              "  qkv run MODEL [options]          generate text (llama2.c run.c flags)\n"
              "  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt's logits\n"
-             "  qkv convert MODEL.bin -z TOK.bin -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0]\n"
+             "  qkv convert MODEL.bin -z TOK.bin -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1]\n"
              "                                   llama2.c checkpoint to GGUF\n\n%s",
           run_usage());
   return f == stderr ? 1 : 0;

@@ -1,6 +1,6 @@
 // GGUF architectures as rows of the layer-options table. So far: llama (RMSNorm, RoPE with
 // adjacent pairs as llama.cpp stores llama weights, SwiGLU, grouped-query heads); weights in
-// F32, F16, BF16, Q8_0 or Q4_0, kept as stored.
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, kept as stored.
 #include "gguf_model.h"
 
 #include "../common.h"
@@ -40,9 +40,15 @@ Tensor weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t 
     case 30: type = DType::BF16; break;
     case 8: type = DType::Q8_0; break;
     case 2: type = DType::Q4_0; break;
+    case 3: type = DType::Q4_1; break;
+    case 6: type = DType::Q5_0; break;
+    case 7: type = DType::Q5_1; break;
+    case 12: type = DType::Q4_K; break;
+    case 13: type = DType::Q5_K; break;
+    case 14: type = DType::Q6_K; break;
     default:
       fail(ErrorCode::Unsupported, std::string("GGUF: tensor ") + name + " is " + ggml_type_name(t->type) +
-                                       "; qkv runs F32, F16, BF16, Q8_0 and Q4_0 weights so far");
+                                       "; qkv runs F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K");
   }
   if (vec && type != DType::F32)
     fail(ErrorCode::Unsupported, std::string("GGUF: tensor ") + name + " is " + ggml_type_name(t->type) + "; norm weights must be F32");

@@ -60,6 +60,11 @@ void GgufWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims,
     case QType::BF16: gt = 30; break;
     case QType::Q8_0: gt = 8; break;
     case QType::Q4_0: gt = 2; break;
+    case QType::Q4_1: gt = 3; break;
+    case QType::Q5_0: gt = 6; break;
+    case QType::Q5_1: gt = 7; break;
+    case QType::Q4_K: case QType::Q5_K: case QType::Q6_K:
+      fail(ErrorCode::Unsupported, "writing K-quant tensors is not supported yet (reading them is)");
   }
   T t{name, std::move(dims), gt, std::vector<uint8_t>(rows * rb)};
   for (uint64_t r = 0; r < rows; r++) {
@@ -80,6 +85,10 @@ void GgufWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims,
         break;
       case QType::Q8_0: quantize_row_q8_0(src, dst, cols); break;
       case QType::Q4_0: quantize_row_q4_0(src, dst, cols); break;
+      case QType::Q4_1: quantize_row_q4_1(src, dst, cols); break;
+      case QType::Q5_0: quantize_row_q5_0(src, dst, cols); break;
+      case QType::Q5_1: quantize_row_q5_1(src, dst, cols); break;
+      default: break;  // refused above
     }
   }
   tensors_.push_back(std::move(t));
@@ -91,7 +100,10 @@ QType parse_qtype(const std::string& s) {
   if (s == "bf16") return QType::BF16;
   if (s == "q8_0") return QType::Q8_0;
   if (s == "q4_0") return QType::Q4_0;
-  fail(ErrorCode::BadArgument, "unknown weight type '" + s + "' (f32, f16, bf16, q8_0, q4_0)");
+  if (s == "q4_1") return QType::Q4_1;
+  if (s == "q5_0") return QType::Q5_0;
+  if (s == "q5_1") return QType::Q5_1;
+  fail(ErrorCode::BadArgument, "unknown weight type '" + s + "' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)");
 }
 
 std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {

@@ -8,16 +8,33 @@
 
 namespace qkv {
 
-size_t qtype_row_bytes(QType t, int n) {
+// Bytes per block and elements per block of each type.
+static void layout(QType t, int* block, int* bytes) {
   switch (t) {
-    case QType::F32: return (size_t)n * 4;
-    case QType::F16: case QType::BF16: return (size_t)n * 2;
-    case QType::Q8_0: return (size_t)n / 32 * 34;
-    case QType::Q4_0: return (size_t)n / 32 * 18;
+    case QType::F32: *block = 1; *bytes = 4; return;
+    case QType::F16: case QType::BF16: *block = 1; *bytes = 2; return;
+    case QType::Q8_0: *block = 32; *bytes = 34; return;
+    case QType::Q4_0: *block = 32; *bytes = 18; return;
+    case QType::Q4_1: *block = 32; *bytes = 20; return;
+    case QType::Q5_0: *block = 32; *bytes = 22; return;
+    case QType::Q5_1: *block = 32; *bytes = 24; return;
+    case QType::Q4_K: *block = 256; *bytes = 144; return;
+    case QType::Q5_K: *block = 256; *bytes = 176; return;
+    case QType::Q6_K: *block = 256; *bytes = 210; return;
   }
-  return 0;
+  *block = 1;
+  *bytes = 4;
 }
-int qtype_block(QType t) { return (t == QType::Q8_0 || t == QType::Q4_0) ? 32 : 1; }
+size_t qtype_row_bytes(QType t, int n) {
+  int b, s;
+  layout(t, &b, &s);
+  return (size_t)n / b * s;
+}
+int qtype_block(QType t) {
+  int b, s;
+  layout(t, &b, &s);
+  return b;
+}
 
 float f16_to_f32(uint16_t h) {
   const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
@@ -75,6 +92,8 @@ static inline uint16_t u16_at(const uint8_t* p) {
   return v;
 }
 
+static void decode_scaled(QType t, const uint8_t* p, float* out);
+
 void dequantize_row_ref(QType t, const void* row, float* dst, int n) {
   const uint8_t* p = static_cast<const uint8_t*>(row);
   switch (t) {
@@ -87,15 +106,12 @@ void dequantize_row_ref(QType t, const void* row, float* dst, int n) {
         for (int j = 0; j < 32; j++) dst[b * 32 + j] = d * (float)(int8_t)p[2 + j];
       }
       return;
-    case QType::Q4_0:
-      for (int b = 0; b < n / 32; b++, p += 18) {
-        const float d = f16_to_f32(u16_at(p));
-        for (int j = 0; j < 16; j++) {
-          dst[b * 32 + j] = d * (float)((p[2 + j] & 0x0f) - 8);
-          dst[b * 32 + j + 16] = d * (float)((p[2 + j] >> 4) - 8);
-        }
-      }
+    default: {
+      int block, bytes;
+      layout(t, &block, &bytes);
+      for (int b = 0; b < n / block; b++, p += bytes) decode_scaled(t, p, dst + (size_t)b * block);
       return;
+    }
   }
 }
 
@@ -121,8 +137,119 @@ float dot_row_ref(QType t, const void* row, const float* x, int n) {
         s += f16_to_f32(u16_at(p)) * bs;
       }
       return s;
+    default: {
+      int block, bytes;
+      layout(t, &block, &bytes);
+      float buf[256];
+      for (int b = 0; b < n / block; b++, p += bytes) {
+        decode_scaled(t, p, buf);
+        for (int j = 0; j < block; j++) s += buf[j] * x[b * block + j];
+      }
+      return s;
+    }
   }
   return s;
+}
+
+// K-quant sub-block j's 6-bit scale and min from the 12 packed bytes.
+static inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Decodes one whole block of any block type into `out` (qtype_block(t) values, scaled).
+static void decode_scaled(QType t, const uint8_t* p, float* out) {
+  switch (t) {
+    case QType::Q8_0: {
+      const float d = f16_to_f32(u16_at(p));
+      for (int j = 0; j < 32; j++) out[j] = d * (float)(int8_t)p[2 + j];
+      return;
+    }
+    case QType::Q4_0: {
+      const float d = f16_to_f32(u16_at(p));
+      for (int j = 0; j < 16; j++) {
+        out[j] = d * (float)((p[2 + j] & 0x0f) - 8);
+        out[j + 16] = d * (float)((p[2 + j] >> 4) - 8);
+      }
+      return;
+    }
+    case QType::Q4_1: {
+      const float d = f16_to_f32(u16_at(p)), m = f16_to_f32(u16_at(p + 2));
+      for (int j = 0; j < 16; j++) {
+        out[j] = d * (float)(p[4 + j] & 0x0f) + m;
+        out[j + 16] = d * (float)(p[4 + j] >> 4) + m;
+      }
+      return;
+    }
+    case QType::Q5_0: case QType::Q5_1: {
+      const bool q51 = t == QType::Q5_1;
+      const float d = f16_to_f32(u16_at(p)), m = q51 ? f16_to_f32(u16_at(p + 2)) : 0.0f;
+      uint32_t qh;
+      std::memcpy(&qh, p + (q51 ? 4 : 2), 4);
+      const uint8_t* qs = p + (q51 ? 8 : 6);
+      const int off = q51 ? 0 : 16;
+      for (int j = 0; j < 16; j++) {
+        const int lo = (qs[j] & 0x0f) | (((qh >> j) & 1) << 4);
+        const int hi = (qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+        out[j] = d * (float)(lo - off) + m;
+        out[j + 16] = d * (float)(hi - off) + m;
+      }
+      return;
+    }
+    case QType::Q4_K: case QType::Q5_K: {
+      const bool k5 = t == QType::Q5_K;
+      const float d = f16_to_f32(u16_at(p)), dmin = f16_to_f32(u16_at(p + 2));
+      const uint8_t* scales = p + 4;
+      const uint8_t* qh = p + 16;
+      const uint8_t* q = p + (k5 ? 48 : 16);
+      for (int c = 0; c < 4; c++) {  // 4 chunks of 64: two sub-blocks sharing 32 bytes
+        int sc0, m0, sc1, m1;
+        scale_min_k4(2 * c, scales, &sc0, &m0);
+        scale_min_k4(2 * c + 1, scales, &sc1, &m1);
+        const float d0 = d * sc0, d1 = d * sc1, mm0 = dmin * m0, mm1 = dmin * m1;
+        for (int l = 0; l < 32; l++) {
+          int a = q[l] & 0x0f, b = q[l] >> 4;
+          if (k5) {
+            a += ((qh[l] >> (2 * c)) & 1) << 4;
+            b += ((qh[l] >> (2 * c + 1)) & 1) << 4;
+          }
+          out[64 * c + l] = d0 * (float)a - mm0;
+          out[64 * c + 32 + l] = d1 * (float)b - mm1;
+        }
+        q += 32;
+      }
+      return;
+    }
+    case QType::Q6_K: {
+      const uint8_t* ql = p;
+      const uint8_t* qh = p + 128;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
+      const float d = f16_to_f32(u16_at(p + 208));
+      for (int h = 0; h < 2; h++) {  // two halves of 128
+        for (int l = 0; l < 32; l++) {
+          const int s = l / 16;
+          const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+          const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+          const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+          const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+          out[128 * h + l] = d * sc[s] * q1;
+          out[128 * h + l + 32] = d * sc[s + 2] * q2;
+          out[128 * h + l + 64] = d * sc[s + 4] * q3;
+          out[128 * h + l + 96] = d * sc[s + 6] * q4;
+        }
+        ql += 64;
+        qh += 32;
+        sc += 8;
+      }
+      return;
+    }
+    default: return;
+  }
 }
 
 // Decodes 32 values of one Q block into f32 (a stack buffer the SIMD loop then reads).
@@ -138,7 +265,7 @@ static inline void decode_block(QType t, const uint8_t* p, float* out) {
 }
 
 void dequantize_row_simd(QType t, const void* row, float* dst, int n) {
-  if (t != QType::Q8_0 && t != QType::Q4_0) return dequantize_row_ref(t, row, dst, n);
+  if (t != QType::Q8_0 && t != QType::Q4_0) return dequantize_row_ref(t, row, dst, n);  // decoded scalar, stored once
   const uint8_t* p = static_cast<const uint8_t*>(row);
   const int stride = t == QType::Q8_0 ? 34 : 18;
   alignas(64) float blk[32];
@@ -171,6 +298,21 @@ float dot_row_simd(QType t, const void* row, const float* x, int n) {
       int k = 0;
       for (; k + kLanes <= m; k += kLanes) acc = xsimd::fma(fbatch::load_aligned(buf + k), fbatch::load_unaligned(x + k0 + k), acc);
       for (; k < m; k++) tail += buf[k] * x[k0 + k];
+    }
+    return xsimd::reduce_add(acc) + tail;
+  }
+  if (t != QType::Q8_0 && t != QType::Q4_0) {  // other block types: decode scaled, then a SIMD dot
+    int block, bytes;
+    layout(t, &block, &bytes);
+    alignas(64) float blk[256];
+    fbatch acc(0.0f);
+    float tail = 0.0f;
+    for (int b = 0; b < n / block; b++, p += bytes) {
+      decode_scaled(t, p, blk);
+      int j = 0;
+      for (; j + kLanes <= block; j += kLanes)
+        acc = xsimd::fma(fbatch::load_aligned(blk + j), fbatch::load_unaligned(x + b * block + j), acc);
+      for (; j < block; j++) tail += blk[j] * x[b * block + j];
     }
     return xsimd::reduce_add(acc) + tail;
   }
@@ -217,6 +359,62 @@ void quantize_row_q4_0(const float* x, void* dst, int n) {
     }
   }
 }
+
+void quantize_row_q4_1(const float* x, void* dst, int n) {
+  uint8_t* p = static_cast<uint8_t*>(dst);
+  for (int b = 0; b < n / 32; b++, p += 20) {
+    float lo = x[b * 32], hi = x[b * 32];
+    for (int j = 1; j < 32; j++) { lo = std::fmin(lo, x[b * 32 + j]); hi = std::fmax(hi, x[b * 32 + j]); }
+    const float d = (hi - lo) / 15.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = f32_to_f16(d), mh = f32_to_f16(lo);
+    std::memcpy(p, &dh, 2);
+    std::memcpy(p + 2, &mh, 2);
+    for (int j = 0; j < 16; j++) {
+      int a = (int)std::floor((x[b * 32 + j] - lo) * id + 0.5f), c = (int)std::floor((x[b * 32 + j + 16] - lo) * id + 0.5f);
+      a = a < 0 ? 0 : a > 15 ? 15 : a;
+      c = c < 0 ? 0 : c > 15 ? 15 : c;
+      p[4 + j] = (uint8_t)(a | (c << 4));
+    }
+  }
+}
+
+static void quantize_q5(const float* x, void* dst, int n, bool q51) {
+  uint8_t* p = static_cast<uint8_t*>(dst);
+  const int bytes = q51 ? 24 : 22;
+  for (int b = 0; b < n / 32; b++, p += bytes) {
+    const float* v = x + b * 32;
+    float d, m = 0.0f;
+    if (q51) {
+      float lo = v[0], hi = v[0];
+      for (int j = 1; j < 32; j++) { lo = std::fmin(lo, v[j]); hi = std::fmax(hi, v[j]); }
+      d = (hi - lo) / 31.0f;
+      m = lo;
+    } else {
+      float amax = 0.0f, maxv = 0.0f;
+      for (int j = 0; j < 32; j++)
+        if (std::fabs(v[j]) > amax) { amax = std::fabs(v[j]); maxv = v[j]; }
+      d = maxv / -16.0f;
+    }
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = f32_to_f16(d), mh = f32_to_f16(m);
+    std::memcpy(p, &dh, 2);
+    if (q51) std::memcpy(p + 2, &mh, 2);
+    uint32_t qh = 0;
+    uint8_t* qs = p + (q51 ? 8 : 6);
+    for (int j = 0; j < 16; j++) {
+      int a = (int)std::floor((q51 ? (v[j] - m) * id + 0.5f : v[j] * id + 16.5f));
+      int c = (int)std::floor((q51 ? (v[j + 16] - m) * id + 0.5f : v[j + 16] * id + 16.5f));
+      a = a < 0 ? 0 : a > 31 ? 31 : a;
+      c = c < 0 ? 0 : c > 31 ? 31 : c;
+      qs[j] = (uint8_t)((a & 0x0f) | ((c & 0x0f) << 4));
+      qh |= (uint32_t)((a >> 4) & 1) << j;
+      qh |= (uint32_t)((c >> 4) & 1) << (j + 16);
+    }
+    std::memcpy(p + (q51 ? 4 : 2), &qh, 4);
+  }
+}
+void quantize_row_q5_0(const float* x, void* dst, int n) { quantize_q5(x, dst, n, false); }
+void quantize_row_q5_1(const float* x, void* dst, int n) { quantize_q5(x, dst, n, true); }
 
 void matmul_q_simd(QType t, float* Y, int64_t ldy, const float* X, int64_t ldx, const void* W, int T, int n, int r0,
                    int r1, float* scratch) {

@@ -11,7 +11,15 @@ namespace qkv {
 //   Q8_0: blocks of 32: f16 scale d, 32 x int8 q;         x = d * q
 //   Q4_0: blocks of 32: f16 scale d, 16 bytes of nibbles; x = d * (nibble - 8), element j of a
 //         block is the low nibble of byte j (j < 16) or the high nibble of byte j - 16.
-enum class QType { F32, F16, BF16, Q8_0, Q4_0 };
+//   Q4_1: f16 d, f16 m, 16 bytes of nibbles;              x = d * nibble + m
+//   Q5_0: f16 d, u32 high bits, 16 bytes of nibbles;      x = d * (nibble | high << 4) - 16 d
+//   Q5_1: f16 d, f16 m, u32 high bits, nibbles;           x = d * (nibble | high << 4) + m
+//         (element j takes high bit j of the u32, element j + 16 bit j + 16)
+//   Q4_K: super-blocks of 256: f16 d, f16 dmin, 12 bytes of 6-bit scales and mins for 8
+//         sub-blocks of 32, 128 bytes of nibbles;      x = d * sc * q - dmin * m
+//   Q5_K: as Q4_K plus 32 bytes of fifth bits.
+//   Q6_K: 128 bytes low nibbles, 64 bytes 2-bit highs, 16 int8 scales, f16 d; x = d * sc * (q - 32)
+enum class QType { F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
 
 // Bytes of one row of n elements (n a multiple of the block size for Q types).
 size_t qtype_row_bytes(QType t, int n);
@@ -33,6 +41,9 @@ float dot_row_simd(QType t, const void* row, const float* x, int n);
 // Quantizers (reference; for conversion and tests): n a multiple of 32.
 void quantize_row_q8_0(const float* x, void* dst, int n);
 void quantize_row_q4_0(const float* x, void* dst, int n);
+void quantize_row_q4_1(const float* x, void* dst, int n);
+void quantize_row_q5_0(const float* x, void* dst, int n);
+void quantize_row_q5_1(const float* x, void* dst, int n);
 
 // Y = X W^T over rows [r0, r1) of a stored matrix W (d, n): one row is decoded once into
 // `scratch` (n floats) and reused for all T tokens.

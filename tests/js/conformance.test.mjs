@@ -51,10 +51,10 @@ for (const [model, tok, prompt] of [
   ['aidreams260K.bin', 'aidreams-tok512.bin', 'I dream of electric sheep and quiet circuits'],
   ['stories260K.bin', 'aidreams-tok512.bin', 'Once upon a time there was a dream'],
 ]) {
-  test(`native vs WASM logits within ${LOGIT_TOL} on ${model} (f32 .bin and Q8_0 / Q4_0 / F16 GGUF)`, { skip: !haveNative && 'no native build' }, () => {
+  test(`native vs WASM logits within ${LOGIT_TOL} on ${model} (f32 .bin and Q8_0 / Q4_0 / Q5_1 / F16 GGUF)`, { skip: !haveNative && 'no native build' }, () => {
     const dir = mkdtempSync(join(tmpdir(), 'qkv-logits-'));
     try {
-      for (const type of ['q8_0', 'q4_0', 'f16']) {
+      for (const type of ['q8_0', 'q4_0', 'q5_1', 'f16']) {
         const out = join(dir, `${type}.gguf`);
         const r = runNative(['convert', join(models, model), '-z', join(models, tok), '-o', out, '--type', type]);
         assert.equal(r.status, 0, r.stderr);

@@ -334,6 +334,6 @@ TEST_P(StoredTypes, QuantizedEngineEqualsDequantizeThenF32) {
   for (int i = 0; i < V; i++) ASSERT_NEAR(tq1.logits()[i], tq.logits()[(size_t)(n - 1) * V + i], 1e-4 * 20);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, StoredTypes, ::testing::Values("f16", "bf16", "q8_0", "q4_0"));
+INSTANTIATE_TEST_SUITE_P(Types, StoredTypes, ::testing::Values("f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"));
 
 }  // namespace

@@ -33,6 +33,20 @@ std::vector<uint8_t> stored_row(QType t, const std::vector<float>& x, int offset
     case QType::BF16: for (int i = 0; i < n; i++) { uint32_t b; std::memcpy(&b, &x[i], 4); uint16_t h = b >> 16; std::memcpy(p + 2 * i, &h, 2); } break;
     case QType::Q8_0: quantize_row_q8_0(x.data(), p, n); break;
     case QType::Q4_0: quantize_row_q4_0(x.data(), p, n); break;
+    case QType::Q4_1: quantize_row_q4_1(x.data(), p, n); break;
+    case QType::Q5_0: quantize_row_q5_0(x.data(), p, n); break;
+    case QType::Q5_1: quantize_row_q5_1(x.data(), p, n); break;
+    default: {  // K-quants: random blocks with small half scales
+      std::mt19937 rng(n + offset);
+      const size_t bb = qtype_row_bytes(t, 256);
+      for (size_t i = 0; i < qtype_row_bytes(t, n); i++) p[i] = (uint8_t)rng();
+      for (int b = 0; b < n / 256; b++) {
+        uint8_t* blk = p + b * bb;
+        const uint16_t d = f32_to_f16(0.001f * (1 + rng() % 50)), dm = f32_to_f16(0.0005f * (rng() % 50));
+        if (t == QType::Q6_K) std::memcpy(blk + 208, &d, 2);
+        else { std::memcpy(blk, &d, 2); std::memcpy(blk + 2, &dm, 2); }
+      }
+    }
   }
   return buf;
 }
@@ -63,9 +77,12 @@ std::vector<Case> cases() {
   for (QType t : {QType::F32, QType::F16, QType::BF16})
     for (int n : {1, 3, 15, 16, 17, 63, 64, 65, 200, 769})
       for (int off : {0, 2}) v.push_back({t, n, off});
-  for (QType t : {QType::Q8_0, QType::Q4_0})
+  for (QType t : {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1})
     for (int n : {32, 64, 96, 768, 2048})
       for (int off : {0, 1, 3}) v.push_back({t, n, off});
+  for (QType t : {QType::Q4_K, QType::Q5_K, QType::Q6_K})
+    for (int n : {256, 512, 2048})
+      for (int off : {0, 1}) v.push_back({t, n, off});
   return v;
 }
 INSTANTIATE_TEST_SUITE_P(Sweep, QuantKernel, ::testing::ValuesIn(cases()));
@@ -120,12 +137,47 @@ TEST(QuantBlocks, QuantizersStayWithinHalfAStep) {
   }
 }
 
+// One hand-built block per K type, decoded by the layout documented in quant.h.
+TEST(QuantK, DocumentedLayoutDecodes) {
+  std::vector<uint8_t> q4k(144, 0);
+  uint16_t one = f32_to_f16(1.0f), half = f32_to_f16(0.5f);
+  std::memcpy(q4k.data(), &one, 2);
+  std::memcpy(q4k.data() + 2, &half, 2);
+  uint8_t* sc = q4k.data() + 4;
+  sc[0] = 3;      // sub-block 0: scale 3
+  sc[4] = 2;      //              min 2
+  sc[8] = 0x21;   // sub-block 4: scale 1 (low nibble), min 2 (high nibble)
+  uint8_t* qs = q4k.data() + 16;
+  qs[0] = 0x5A;   // element 0 (sub-block 0) = 10; element 32 (sub-block 1, scale 0) = 5
+  qs[64] = 0x07;  // element 128 (sub-block 4) = 7
+  std::vector<float> y(256);
+  dequantize_row_ref(QType::Q4_K, q4k.data(), y.data(), 256);
+  EXPECT_EQ(y[0], 3 * 10 - 0.5f * 2);
+  EXPECT_EQ(y[32], 0.0f);
+  EXPECT_EQ(y[128], 1 * 7 - 0.5f * 2);
+  EXPECT_EQ(y[1], -1.0f);  // q = 0 in sub-block 0: just the min
+
+  std::vector<uint8_t> q6k(210, 0);
+  std::memcpy(q6k.data() + 208, &half, 2);
+  q6k[192] = 2;            // scale of elements 0..15
+  q6k[192 + 2] = (uint8_t)-1;  // scale of elements 32..47
+  q6k[0] = 0x0F;           // low 4 bits of element 0 (and 64's are 0)
+  q6k[128] = 0x03;         // top 2 bits of element 0 = 3; of 32, 64, 96 = 0
+  q6k[32] = 0x01;          // element 32's low bits
+  dequantize_row_ref(QType::Q6_K, q6k.data(), y.data(), 256);
+  EXPECT_EQ(y[0], 0.5f * 2 * (63 - 32));
+  EXPECT_EQ(y[32], 0.5f * -1 * (1 - 32));
+  EXPECT_EQ(y[64], 0.5f * 0 * (0 - 32));
+}
+
 TEST(QuantMatmul, BatchedEqualsRowByRow) {
-  const int d = 37, n = 96;
-  for (QType t : {QType::F16, QType::BF16, QType::Q8_0, QType::Q4_0}) {
+  const int d = 37, n = 256;
+  for (QType t : {QType::F16, QType::BF16, QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1, QType::Q4_K,
+                  QType::Q5_K, QType::Q6_K}) {
     std::vector<uint8_t> W;
     for (int r = 0; r < d; r++) {
-      std::vector<uint8_t> row = stored_row(t, randn(n, 50 + r, 0.1f), 0);
+      std::vector<uint8_t> row = stored_row(t, randn(n, 50 + r, 0.1f), r % 2);
+      row.erase(row.begin(), row.begin() + r % 2);
       W.insert(W.end(), row.begin(), row.end());
     }
     for (int T : {1, 2, 5}) {
@@ -134,8 +186,13 @@ TEST(QuantMatmul, BatchedEqualsRowByRow) {
       for (int tok = 0; tok < T; tok++)
         for (int r = 0; r < d; r++) {
           if (r < 3) { ASSERT_EQ(Y[tok * d + r], -1.0f) << "row outside the range was written"; continue; }
-          const float want = dot_row_ref(t, W.data() + r * qtype_row_bytes(t, n), X.data() + tok * n, n);
-          ASSERT_NEAR(Y[tok * d + r], want, 1e-4f) << "type " << (int)t << " T " << T << " row " << r;
+          const uint8_t* row = W.data() + r * qtype_row_bytes(t, n);
+          const float want = dot_row_ref(t, row, X.data() + tok * n, n);
+          std::vector<float> wr(n);
+          dequantize_row_ref(t, row, wr.data(), n);
+          double mag = 0;
+          for (int k = 0; k < n; k++) mag += std::fabs(wr[k] * X[tok * n + k]);
+          ASSERT_NEAR(Y[tok * d + r], want, 1e-5 * mag + 1e-6) << "type " << (int)t << " T " << T << " row " << r;
         }
     }
   }
