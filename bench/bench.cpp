@@ -21,6 +21,7 @@
 //   cmake -S . -B build-bench -DBUILD_TESTING=OFF && cmake --build build-bench --target qkv_bench
 //   ./build-bench/qkv_bench [--quick] [--threads N] [--model PATH]...
 //     --quick      skip the 110M model and the big buffers (a smoke run of a few seconds)
+//     --no-types   skip the 110M model's GGUF f16 / q8_0 / q4_0 variants
 //     --threads N  the multi-thread figures use N threads (default: all hardware threads)
 //     --model PATH benchmark this llama2.c checkpoint instead of the shared models (repeatable)
 // Only std::chrono and the project's own wrappers (map_file) touch the platform, so the same
@@ -42,7 +43,9 @@
 #include "common.h"
 #include "formats/file.h"
 #include "formats/llama2c.h"
+#include "formats/gguf_writer.h"
 #include "formats/loader.h"
+#include "tokenizer/tokenizer.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/simd.h"
@@ -254,6 +257,7 @@ struct Options {
   bool quick = false;
   int threads = 0;
   std::vector<std::string> models;
+  std::vector<const char*> types = {"f16", "q8_0", "q4_0"};  // GGUF variants of the 110M model
 };
 
 Options parse_args(int argc, char** argv) {
@@ -275,6 +279,8 @@ Options parse_args(int argc, char** argv) {
       o.threads = (int)n;
     } else if (a == "--model") {
       o.models.push_back(value("--model"));
+    } else if (a == "--no-types") {
+      o.types.clear();
     } else if (a == "-h" || a == "--help") {
       std::printf("usage: qkv_bench [--quick] [--threads N] [--model PATH]...\n");
       std::exit(0);
@@ -521,6 +527,16 @@ int run(int argc, char** argv) {
     qkv::LoadedModel m = qkv::load_llama2c(blob);
     std::printf("\n  (random 110M-shape checkpoint generated in memory in %.2f s)", t_gen);
     bench_model("random-110M (llama2.c shape)", m, pools, bw, true);
+    // The same weights stored as GGUF types (converted in memory; the classifier and all
+    // matrices take the type, norms stay f32).
+    std::vector<std::string> pieces;
+    for (int i = 0; i < m.config.vocab_size; i++) pieces.push_back("<t" + std::to_string(i) + ">");
+    qkv::Tokenizer tok = qkv::Tokenizer::from_spm_pieces(pieces, std::vector<float>(pieces.size(), 0.0f), {}, 1, 2, 0, true);
+    for (const char* type : opt.types) {
+      auto gb = std::make_shared<qkv::VectorBlob>(qkv::llama2c_to_gguf(m, tok, "bench", qkv::parse_qtype(type)));
+      qkv::LoadedModel gm = qkv::load_model(gb);
+      bench_model(std::string("random-110M as GGUF ") + type, gm, pools, bw, true);
+    }
   }
   if (pools.back()->size() > 1) {
     // Other processes may have started meanwhile; say so, since fork-join figures collapse then.
