@@ -91,7 +91,7 @@ test('the tarball holds the WASM builds, the JS API, the CLI and the types', (t)
 test('the tarball holds no tests, build outputs, dependencies, C++ sources or model files', () => {
   const forbidden = [
     [/^tests?\//, 'tests'], [/^build[^/]*\//, 'a build folder'], [/(^|\/)\.deps\//, '.deps'], [/(^|\/)node_modules\//, 'node_modules'],
-    [/\.(c|cc|cpp|cxx|h|hh|hpp|inl)$/, 'C/C++ sources'], [/^src\/(?!js\/)/, 'engine sources'], [/(^|\/)CMakeLists\.txt$/, 'CMake files'],
+    [/\.(c|cc|cpp|cxx|h|hh|hpp|inl)$/, 'C/C++ sources'], [/^src\/(?!js\/|webgpu\/[^/]+\.wgsl$)/, 'engine sources'], [/(^|\/)CMakeLists\.txt$/, 'CMake files'],
     [/^(bindings|bench|scripts|models)\//, 'repository tooling'], [/\.bin$/, 'model files'], [/\.(o|a|so|wasm\.map)$/, 'object files'],
     [/(^|\/)\.git/, 'git metadata'],
   ];
