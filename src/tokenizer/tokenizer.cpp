@@ -128,7 +128,7 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos) 
   return spm_marker_ ? encode_spm(text, bos, eos) : encode_llama2c(text, bos, eos);
 }
 
-std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym) const {
+std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym, std::vector<int>* origin) const {
   const int m = (int)sym.size();
   std::vector<int> prev(m), next(m);
   std::vector<char> alive(m, 1);
@@ -165,8 +165,12 @@ std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym) const {
     consider(c.left, next[c.left]);
   }
   std::vector<std::string> out;
+  if (origin) origin->clear();
   for (int i = 0; i < m; i++)
-    if (alive[i]) out.push_back(std::move(sym[i]));
+    if (alive[i]) {
+      out.push_back(std::move(sym[i]));
+      if (origin) origin->push_back(version[i] == 0 ? i : -1);
+    }
   return out;
 }
 
@@ -232,51 +236,18 @@ std::vector<int> Tokenizer::encode_llama2c(const std::string& text, bool bos, bo
     buf.clear();
   }
 
-  // Merges: repeatedly the best-scoring adjacent pair, leftmost among equals (run.c's order),
-  // found with a heap over a linked list instead of rescanning, so long texts stay fast.
-  // BOS takes part in the merges, as in run.c.
-  const int m = (int)ids.size();
-  std::vector<int> prev(m), next(m);
-  std::vector<char> alive(m, 1);
-  for (int i = 0; i < m; i++) {
-    prev[i] = i - 1;
-    next[i] = i + 1 < m ? i + 1 : -1;
-  }
-  struct Cand {
-    float score;
-    int left, right, left_id, right_id, merged;
-  };
-  auto worse = [](const Cand& a, const Cand& b) {
-    if (a.score != b.score) return a.score < b.score;
-    return a.left > b.left;
-  };
-  std::priority_queue<Cand, std::vector<Cand>, decltype(worse)> heap(worse);
-  auto consider = [&](int l, int r) {
-    if (l < 0 || r < 0) return;
-    int id = lookup(pieces_[ids[l]] + pieces_[ids[r]]);
-    if (id < 0) return;
-    float s = scores_[id];
-    if (!(s > -1e10f)) return;  // run.c starts from best = -1e10 with a strict '>'
-    heap.push({s, l, r, ids[l], ids[r], id});
-  };
-  for (int i = 0; i + 1 < m; i++) consider(i, i + 1);
-  while (!heap.empty()) {
-    Cand c = heap.top();
-    heap.pop();
-    if (!alive[c.left] || !alive[c.right] || next[c.left] != c.right || ids[c.left] != c.left_id ||
-        ids[c.right] != c.right_id)
-      continue;  // stale
-    ids[c.left] = c.merged;
-    alive[c.right] = 0;
-    next[c.left] = next[c.right];
-    if (next[c.right] >= 0) prev[next[c.right]] = c.left;
-    consider(prev[c.left], c.left);
-    consider(c.left, next[c.left]);
-  }
+  // Merges: repeatedly the best-scoring adjacent pair, leftmost among equals (run.c's order).
+  // Every symbol is a vocabulary piece here, so merging their strings and looking the results
+  // up gives run.c's ids.
+  std::vector<std::string> sym;
+  sym.reserve(ids.size());
+  for (int id : ids) sym.push_back(pieces_[id]);
+  std::vector<int> origin;
+  std::vector<std::string> merged = merge(std::move(sym), &origin);
   std::vector<int> out;
-  out.reserve(m + 1);
-  for (int i = 0; i < m; i++)
-    if (alive[i]) out.push_back(ids[i]);
+  out.reserve(merged.size() + 1);
+  for (size_t i = 0; i < merged.size(); i++)  // unmerged symbols keep their id (duplicate pieces)
+    out.push_back(origin[i] >= 0 ? ids[origin[i]] : lookup(merged[i]));
   if (eos) out.push_back(eos_id());
   return out;
 }

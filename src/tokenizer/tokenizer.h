@@ -49,8 +49,9 @@ class Tokenizer {
   }
   int fallback_id(unsigned char byte) const;
 
-  // Merges of adjacent symbols by score (leftmost among equals); symbols are strings.
-  std::vector<std::string> merge(std::vector<std::string> symbols) const;
+  // Merges of adjacent symbols by score (leftmost among equals); symbols are strings. For each
+  // result, *origin (if given) holds the input index of a symbol never merged, else -1.
+  std::vector<std::string> merge(std::vector<std::string> symbols, std::vector<int>* origin = nullptr) const;
 
   bool spm_marker_ = false;  // GGUF mode: U+2581 stands for a space
   bool add_space_prefix_ = true;
