@@ -65,13 +65,13 @@ static inline float dot_simd(const float* x, const float* y, int n) {
   return s;
 }
 
-// y = y * c + p * v   (y, v: (n,))
-static inline void scale_axpy(float* y, float c, float p, const float* v, int n) {
-  fbatch cb(c), pb(p);
+// y += p * v   (y, v: (n,))
+static inline void axpy(float* y, float p, const float* v, int n) {
+  fbatch pb(p);
   int d = 0;
   for (; d + kLanes <= n; d += kLanes)
-    xsimd::fma(pb, fbatch::load_unaligned(v + d), fbatch::load_unaligned(y + d) * cb).store_unaligned(y + d);
-  for (; d < n; d++) y[d] = y[d] * c + p * v[d];
+    xsimd::fma(pb, fbatch::load_unaligned(v + d), fbatch::load_unaligned(y + d)).store_unaligned(y + d);
+  for (; d < n; d++) y[d] += p * v[d];
 }
 
 void attention_flash(const AttentionArgs& a, int h0, int h1) {
@@ -135,7 +135,7 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
         for (int jj = 0; jj < nk; jj++) {
           const float* v = a.v + (j0 + jj) * a.kv_stride + g * hd;
           for (int i = 0; i < nq; i++)
-            if (s[i][jj] != 0.0f) scale_axpy(acc + i * hd, 1.0f, s[i][jj], v, hd);
+            if (s[i][jj] != 0.0f) axpy(acc + i * hd, s[i][jj], v, hd);
         }
       }
       for (int i = 0; i < nq; i++) {
