@@ -64,8 +64,10 @@ function fail(code, message) {
 }
 
 async function main(argv) {
-  const threadsArg = process.argv.includes("--threads") ? Number(process.argv[process.argv.indexOf("--threads") + 1]) : "auto";
-  const { mod } = await loadWasmModule({ threads: threadsArg === 1 ? 1 : "auto" });
+  // The single-thread module parses the flags (and prints usage); the engine build is chosen
+  // from the parsed --threads.
+  const { mod: parser } = await loadWasmModule({ threads: 1 });
+  let mod = parser;
   const [cmd, ...rest] = argv;
   if (!cmd) { usage(mod, process.stderr); return 1; }
   if (cmd === '-h' || cmd === '--help' || cmd === 'help') { usage(mod, process.stdout); return 0; }
@@ -77,7 +79,11 @@ async function main(argv) {
   }
   let args, engine, modelBuf, tokBuf;
   try {
-    args = mod.RunArgs.parse(rest);
+    args = parser.RunArgs.parse(rest);
+    if (args.threads() !== 1) {
+      ({ mod } = await loadWasmModule({ threads: 'auto' }));
+      if (mod !== parser) { args.delete(); args = mod.RunArgs.parse(rest); }  // Embind objects stay in their module
+    }
     // Same order as the native CLI: the model is read and validated before the tokenizer.
     modelBuf = await readIntoHeap(mod, args.modelPath());
     engine = new mod.Model(modelBuf, args.threads());
