@@ -139,6 +139,10 @@ val byte_array(const std::string& s) {
 }
 
 class JsSession {
+  val step_view(float* p, int width) {
+    return val(typed_memory_view((size_t)s_.transformer().step_rows() * width, p));
+  }
+
  public:
   JsSession(const LoadedModel& m, int context, std::shared_ptr<ThreadPool> pool) : s_(m, context, std::move(pool)) {}
 
@@ -175,6 +179,57 @@ class JsSession {
   int context() const { return s_.context(); }
   val tokens() const { return int_array(s_.tokens()); }
   double kvCacheBytes() { return (double)s_.transformer().kv_cache_bytes(); }
+
+  // External attention (WebGPU, driven from src/js/gpu-session.js): see Transformer's step API.
+  void setExternalAttention(bool on) { s_.transformer().set_external_attention(on); }
+  int feedBegin(val ids, bool all_logits) {
+    return guard([&] {
+      std::vector<int> v = vecFromJSArray<int>(ids);
+      return s_.feed_begin(v.data(), (int)v.size(), all_logits);
+    });
+  }
+  int stepChunk(int c) {
+    return guard([&] {
+      s_.transformer().step_chunk(c);
+      return s_.transformer().step_rows();
+    });
+  }
+  int stepPos() { return s_.transformer().step_pos(); }
+  void stepQkv(int l) {
+    guard([&] {
+      s_.transformer().step_qkv(l);
+      return 0;
+    });
+  }
+  void stepLayerEnd(int l) {
+    guard([&] {
+      s_.transformer().step_layer_end(l);
+      return 0;
+    });
+  }
+  void stepChunkEnd() {
+    guard([&] {
+      s_.transformer().step_chunk_end();
+      return 0;
+    });
+  }
+  void feedEnd() {
+    guard([&] {
+      s_.feed_end();
+      return 0;
+    });
+  }
+  // Views into the heap for this chunk (invalid once the heap grows: use them at once).
+  val stepQ() { return step_view(s_.transformer().step_q(), s_.config().q_dim()); }
+  val stepK() { return step_view(s_.transformer().step_k(), s_.config().kv_dim()); }
+  val stepV() { return step_view(s_.transformer().step_v(), s_.config().kv_dim()); }
+  val stepOut() { return step_view(s_.transformer().step_out(), s_.config().q_dim()); }
+  val stepProbs() {
+    Transformer& t = s_.transformer();
+    if (!t.capture_attention()) return val::null();
+    return val(typed_memory_view((size_t)s_.config().n_heads * t.step_rows() * (t.step_pos() + t.step_rows()),
+                                 t.step_probs()));
+  }
   void setCaptureAttention(bool on) { s_.set_capture_attention(on); }
   val attention(int layer, int head) const {
     return guard([&] {
@@ -335,7 +390,20 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("tokens", &JsSession::tokens)
       .function("kvCacheBytes", &JsSession::kvCacheBytes)
       .function("setCaptureAttention", &JsSession::setCaptureAttention)
-      .function("attention", &JsSession::attention);
+      .function("attention", &JsSession::attention)
+      .function("setExternalAttention", &JsSession::setExternalAttention)
+      .function("feedBegin", &JsSession::feedBegin)
+      .function("stepChunk", &JsSession::stepChunk)
+      .function("stepPos", &JsSession::stepPos)
+      .function("stepQkv", &JsSession::stepQkv)
+      .function("stepLayerEnd", &JsSession::stepLayerEnd)
+      .function("stepChunkEnd", &JsSession::stepChunkEnd)
+      .function("feedEnd", &JsSession::feedEnd)
+      .function("stepQ", &JsSession::stepQ)
+      .function("stepK", &JsSession::stepK)
+      .function("stepV", &JsSession::stepV)
+      .function("stepOut", &JsSession::stepOut)
+      .function("stepProbs", &JsSession::stepProbs);
   class_<JsModel>("Model")
       .constructor<const JsBuffer&, int>()
       .function("setTokenizer", &JsModel::setTokenizer)

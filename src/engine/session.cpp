@@ -10,18 +10,43 @@ namespace qkv {
 Session::Session(const LoadedModel& model, int context, std::shared_ptr<ThreadPool> pool)
     : t_(model, context, std::move(pool)) {}
 
-void Session::feed(const int* ids, int n, bool all_logits) {
+void Session::check_feed(int n) const {
   if (n <= 0) fail(ErrorCode::BadArgument, "feed needs at least one token");
   if ((int64_t)position() + n > context())
     fail(ErrorCode::BadArgument, "feeding " + std::to_string(n) + " tokens after " + std::to_string(position()) +
                                      " would pass the context of " + std::to_string(context()) +
                                      " tokens; start a new session or truncate");
-  has_logits_ = false;
-  t_.forward(ids, n, position(), all_logits);
+}
+
+void Session::record_feed(const int* ids, int n, bool all_logits) {
   tokens_.insert(tokens_.end(), ids, ids + n);
   has_logits_ = true;
   fed_ = n;
   fed_all_ = all_logits ? n : 1;
+}
+
+void Session::feed(const int* ids, int n, bool all_logits) {
+  check_feed(n);
+  has_logits_ = false;
+  t_.forward(ids, n, position(), all_logits);
+  record_feed(ids, n, all_logits);
+}
+
+int Session::feed_begin(const int* ids, int n, bool all_logits) {
+  check_feed(n);
+  has_logits_ = false;
+  pending_.clear();
+  int chunks = t_.step_begin(ids, n, position(), all_logits);
+  pending_.assign(ids, ids + n);
+  pending_all_ = all_logits;
+  return chunks;
+}
+
+void Session::feed_end() {
+  if (pending_.empty()) fail(ErrorCode::BadArgument, "feed_end without feed_begin");
+  if (t_.step_pending()) fail(ErrorCode::BadArgument, "feed_end before every chunk of the feed was computed");
+  record_feed(pending_.data(), (int)pending_.size(), pending_all_);
+  pending_.clear();
 }
 
 const float* Session::logits_at(int i) const {

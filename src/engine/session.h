@@ -32,6 +32,13 @@ class Session {
   // Forgets cached tokens from position n on.
   void truncate(int n);
 
+  // Feeds under external attention (WebGPU): feed_begin checks and starts the transformer's step
+  // API (returns its chunk count); the caller drives the steps; feed_end then records the tokens
+  // as fed. A feed that is abandoned midway (feed_begin without feed_end) leaves the session as
+  // before it.
+  int feed_begin(const int* ids, int n, bool all_logits = false);
+  void feed_end();
+
   bool has_logits() const { return has_logits_; }
   const float* logits() const;
   // Samples the next token from the current logits (the sampler sees this session's tokens for
@@ -51,6 +58,10 @@ class Session {
   std::vector<float> work_;
   bool has_logits_ = false;
   int fed_ = 0, fed_all_ = 0;  // tokens in the last feed; how many of them have logits
+  std::vector<int> pending_;   // a stepped feed in flight
+  bool pending_all_ = false;
+  void check_feed(int n) const;
+  void record_feed(const int* ids, int n, bool all_logits);
 };
 
 }  // namespace qkv

@@ -97,7 +97,7 @@ void Transformer::norm(float* y, const float* x, const float* w, const float* b,
   }
 }
 
-const float* Transformer::forward(const int* tokens, int n, int pos, bool all_logits) {
+void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits) {
   const ModelConfig& c = m_.config;
   if (n <= 0) fail(ErrorCode::BadArgument, "forward needs at least one token");
   if (pos < 0 || (int64_t)pos + n > ctx_)
@@ -107,11 +107,21 @@ const float* Transformer::forward(const int* tokens, int n, int pos, bool all_lo
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
       fail(ErrorCode::BadArgument, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary (0.." +
                                        std::to_string(c.vocab_size - 1) + ")");
-  reserve_cache(pos + n);
+  if (external_) {
+    try {
+      kx_.resize((size_t)kMaxBatch * c.kv_dim());
+      vx_.resize((size_t)kMaxBatch * c.kv_dim());
+    } catch (const std::bad_alloc&) {
+      fail(ErrorCode::OutOfMemory, "not enough memory for this chunk's keys and values");
+    }
+  } else {
+    reserve_cache(pos + n);
+  }
   if (all_logits) logits_.resize((size_t)n * c.vocab_size);
   else logits_.resize(c.vocab_size);
   if (!capture_) {
     std::vector<float>().swap(attn_);  // no stale maps from an earlier captured call
+    std::vector<float>().swap(chunk_probs_);
     attn_n_q_ = attn_n_kv_ = 0;
   }
   if (capture_) {
@@ -124,6 +134,13 @@ const float* Transformer::forward(const int* tokens, int n, int pos, bool all_lo
     attn_n_kv_ = pos + n;
     attn_.assign((size_t)c.n_layers * c.n_heads * n * (pos + n), 0.0f);
   }
+}
+
+const float* Transformer::forward(const int* tokens, int n, int pos, bool all_logits) {
+  const ModelConfig& c = m_.config;
+  if (external_)
+    fail(ErrorCode::BadArgument, "this transformer runs attention externally (WebGPU): drive it with the step API");
+  prepare(tokens, n, pos, all_logits);
   for (int i = 0; i < n; i += kMaxBatch) {
     int b = std::min(kMaxBatch, n - i);
     bool last = i + b == n;
@@ -132,6 +149,47 @@ const float* Transformer::forward(const int* tokens, int n, int pos, bool all_lo
     else forward_chunk(tokens + i, b, pos + i, nullptr, false);
   }
   return all_logits ? logits_.data() + (size_t)(n - 1) * c.vocab_size : logits_.data();
+}
+
+int Transformer::step_begin(const int* tokens, int n, int pos, bool all_logits) {
+  if (!external_) fail(ErrorCode::BadArgument, "the step API needs external attention");
+  prepare(tokens, n, pos, all_logits);
+  step_tokens_.assign(tokens, tokens + n);
+  step_n_ = n;
+  step_pos0_ = pos;
+  step_all_ = all_logits;
+  return (n + kMaxBatch - 1) / kMaxBatch;
+}
+
+void Transformer::step_chunk(int chunk) {
+  if (!external_ || step_n_ <= 0) fail(ErrorCode::BadArgument, "step_chunk without step_begin");
+  const int i = chunk * kMaxBatch;
+  if (chunk < 0 || i >= step_n_) fail(ErrorCode::BadArgument, "chunk " + std::to_string(chunk) + " out of range");
+  chunk_embed(step_tokens_.data() + i, std::min(kMaxBatch, step_n_ - i), step_pos0_ + i);
+  if (capture_) chunk_probs_.assign((size_t)m_.config.n_heads * cur_b_ * (cur_pos_ + cur_b_), 0.0f);
+}
+
+static void check_layer(int l, int n_layers) {
+  if (l < 0 || l >= n_layers) fail(ErrorCode::BadArgument, "layer " + std::to_string(l) + " out of range");
+}
+
+void Transformer::step_qkv(int layer) {
+  check_layer(layer, m_.config.n_layers);
+  layer_qkv(layer);
+}
+
+void Transformer::step_layer_end(int layer) {
+  check_layer(layer, m_.config.n_layers);
+  layer_rest(layer);
+}
+
+void Transformer::step_chunk_end() {
+  const ModelConfig& c = m_.config;
+  const int i = cur_pos_ - step_pos0_;
+  const bool last = i + cur_b_ == step_n_;
+  if (step_all_) chunk_logits(logits_.data() + (size_t)i * c.vocab_size, true);
+  else if (last) chunk_logits(logits_.data(), false);
+  if (last) step_n_ = 0;
 }
 
 // Sinusoidal encoding of "Attention Is All You Need": PE(p, 2i) = sin(p / 10000^(2i/d)),
@@ -145,111 +203,137 @@ static void add_sinusoidal(float* x, int dim, int pos) {
 }
 
 void Transformer::forward_chunk(const int* tokens, int B, int pos0, float* logits_out, bool all_logits) {
+  chunk_embed(tokens, B, pos0);
+  for (int l = 0; l < m_.config.n_layers; l++) {
+    layer_qkv(l);
+    layer_attention(l);
+    layer_rest(l);
+  }
+  if (logits_out) chunk_logits(logits_out, all_logits);
+}
+
+void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
   const ModelConfig& c = m_.config;
   const ModelWeights& w = m_.weights;
-  const int dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, hid = c.hidden_dim;
-  const int half = c.rot_dims() / 2;
-  const bool rope = c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves;
+  const int dim = c.dim, half = c.rot_dims() / 2;
+  cur_b_ = B;
+  cur_pos_ = pos0;
   float* x = x_.data();
-
   // Embeddings (+ absolute positions).
   for (int t = 0; t < B; t++) {
     dequantize_row_simd(w.tok_embed.type, w.tok_embed.row(tokens[t]), x + (int64_t)t * dim, dim);
     if (c.pos == PosKind::Learned) add_f32_simd(x + (int64_t)t * dim, w.pos_embed + (int64_t)(pos0 + t) * dim, dim);
     if (c.pos == PosKind::Sinusoidal) add_sinusoidal(x + (int64_t)t * dim, dim, pos0 + t);
   }
-  if (rope)
+  if (c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves)
     for (int t = 0; t < B; t++)
       rope_angles(rope_cos_.data() + t * half, rope_sin_.data() + t * half, c.rot_dims(), pos0 + t, c.rope_theta,
                   c.rope_freq_scale);
+}
 
-  for (int l = 0; l < c.n_layers; l++) {
-    const LayerWeights& L = w.layers[l];
-    float* kc = key_cache_[l].data() + (int64_t)pos0 * kvd;
-    float* vc = value_cache_[l].data() + (int64_t)pos0 * kvd;
-
-    // Attention block: q for this chunk; k and v straight into the cache rows.
-    norm(xb_.data(), x, L.attn_norm, L.attn_norm_b, B);
-    matmul(q_.data(), qd, xb_.data(), dim, L.wq, B);
-    matmul(kc, kvd, xb_.data(), dim, L.wk, B);
-    matmul(vc, kvd, xb_.data(), dim, L.wv, B);
-    for (int t = 0; t < B; t++) {
-      if (L.bq) add_f32_simd(q_.data() + (int64_t)t * qd, L.bq, qd);
-      if (L.bk) add_f32_simd(kc + (int64_t)t * kvd, L.bk, kvd);
-      if (L.bv) add_f32_simd(vc + (int64_t)t * kvd, L.bv, kvd);
-      if (rope) {
-        const float* cs = rope_cos_.data() + t * half;
-        const float* sn = rope_sin_.data() + t * half;
-        auto f = c.pos == PosKind::RopeAdjacent ? rope_adjacent_simd : rope_halves_simd;
-        f(q_.data() + (int64_t)t * qd, c.n_heads, hd, c.rot_dims(), cs, sn);
-        f(kc + (int64_t)t * kvd, c.n_kv_heads, hd, c.rot_dims(), cs, sn);
-      }
-    }
-    AttentionArgs a;
-    a.n_q = B;
-    a.n_kv = pos0 + B;
-    a.n_heads = c.n_heads;
-    a.n_kv_heads = c.n_kv_heads;
-    a.head_dim = hd;
-    a.q = q_.data();
-    a.q_stride = qd;
-    a.k = key_cache_[l].data();
-    a.v = value_cache_[l].data();
-    a.kv_stride = kvd;
-    a.out = xb2_.data();
-    a.out_stride = qd;
-    a.scale = 1.0f / std::sqrt((float)hd);
-    a.q_pos0 = pos0;
-    a.causal = true;
-    a.window = c.sliding_window;
-    std::vector<float> chunk_probs;
-    if (capture_) {
-      chunk_probs.assign((size_t)c.n_heads * B * a.n_kv, 0.0f);
-      a.probs = chunk_probs.data();
-    }
-    if ((int64_t)c.n_heads * B * a.n_kv * hd < kMinParallelWork) attention_flash(a, 0, c.n_heads);
-    else pool_->parallel_for(c.n_heads, 1, [&](int h0, int h1, int) { attention_flash(a, h0, h1); });
-    if (capture_) {
-      // Place this chunk's rows into the (layer, head, query, key) record of the whole call.
-      const int nq = attn_n_q_, nk = attn_n_kv_, q_off = pos0 - (attn_n_kv_ - attn_n_q_);
-      for (int h = 0; h < c.n_heads; h++)
-        for (int i = 0; i < B; i++)
-          std::memcpy(attn_.data() + (((int64_t)l * c.n_heads + h) * nq + q_off + i) * nk,
-                      chunk_probs.data() + ((int64_t)h * B + i) * a.n_kv, a.n_kv * sizeof(float));
-    }
-    matmul(xb_.data(), dim, xb2_.data(), qd, L.wo, B);
-    for (int t = 0; t < B; t++) {
-      if (L.bo) add_f32_simd(xb_.data() + (int64_t)t * dim, L.bo, dim);
-      add_f32_simd(x + (int64_t)t * dim, xb_.data() + (int64_t)t * dim, dim);
-    }
-
-    // Feed-forward block.
-    norm(xb_.data(), x, L.ffn_norm, L.ffn_norm_b, B);
-    matmul(hb2_.data(), hid, xb_.data(), dim, L.w_up, B);
-    if (c.ffn == FfnKind::SwiGLU) {
-      matmul(hb_.data(), hid, xb_.data(), dim, L.w_gate, B);
-      for (int t = 0; t < B; t++) swiglu_simd(hb_.data() + (int64_t)t * hid, hb2_.data() + (int64_t)t * hid, hid);
-    } else {
-      for (int t = 0; t < B; t++) {
-        float* h = hb2_.data() + (int64_t)t * hid;
-        if (L.b_up) add_f32_simd(h, L.b_up, hid);
-        if (c.ffn == FfnKind::GELU) gelu_simd(h, hid);
-        else relu_simd(h, hid);
-      }
-      std::swap(hb_, hb2_);
-    }
-    matmul(xb_.data(), dim, hb_.data(), hid, L.w_down, B);
-    for (int t = 0; t < B; t++) {
-      if (L.b_down) add_f32_simd(xb_.data() + (int64_t)t * dim, L.b_down, dim);
-      add_f32_simd(x + (int64_t)t * dim, xb_.data() + (int64_t)t * dim, dim);
+// Attention inputs: q for this chunk; k and v straight into the cache rows (or, under external
+// attention, into this chunk's own buffers for the caller to take).
+void Transformer::layer_qkv(int l) {
+  const ModelConfig& c = m_.config;
+  const LayerWeights& L = m_.weights.layers[l];
+  const int B = cur_b_, dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, half = c.rot_dims() / 2;
+  float* kc = external_ ? kx_.data() : key_cache_[l].data() + (int64_t)cur_pos_ * kvd;
+  float* vc = external_ ? vx_.data() : value_cache_[l].data() + (int64_t)cur_pos_ * kvd;
+  norm(xb_.data(), x_.data(), L.attn_norm, L.attn_norm_b, B);
+  matmul(q_.data(), qd, xb_.data(), dim, L.wq, B);
+  matmul(kc, kvd, xb_.data(), dim, L.wk, B);
+  matmul(vc, kvd, xb_.data(), dim, L.wv, B);
+  const bool rope = c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves;
+  for (int t = 0; t < B; t++) {
+    if (L.bq) add_f32_simd(q_.data() + (int64_t)t * qd, L.bq, qd);
+    if (L.bk) add_f32_simd(kc + (int64_t)t * kvd, L.bk, kvd);
+    if (L.bv) add_f32_simd(vc + (int64_t)t * kvd, L.bv, kvd);
+    if (rope) {
+      const float* cs = rope_cos_.data() + t * half;
+      const float* sn = rope_sin_.data() + t * half;
+      auto f = c.pos == PosKind::RopeAdjacent ? rope_adjacent_simd : rope_halves_simd;
+      f(q_.data() + (int64_t)t * qd, c.n_heads, hd, c.rot_dims(), cs, sn);
+      f(kc + (int64_t)t * kvd, c.n_kv_heads, hd, c.rot_dims(), cs, sn);
     }
   }
+}
 
-  if (!logits_out) return;
-  // Final norm and classifier: every token when all logits are wanted, else only the last.
-  const int first = all_logits ? 0 : B - 1, count = B - first;
-  norm(xb_.data(), x + (int64_t)first * dim, w.final_norm, w.final_norm_b, count);
-  matmul(logits_out, c.vocab_size, xb_.data(), dim, w.classifier, count);
+void Transformer::layer_attention(int l) {
+  const ModelConfig& c = m_.config;
+  const int B = cur_b_, qd = c.q_dim(), hd = c.head_dim;
+  AttentionArgs a;
+  a.n_q = B;
+  a.n_kv = cur_pos_ + B;
+  a.n_heads = c.n_heads;
+  a.n_kv_heads = c.n_kv_heads;
+  a.head_dim = hd;
+  a.q = q_.data();
+  a.q_stride = qd;
+  a.k = key_cache_[l].data();
+  a.v = value_cache_[l].data();
+  a.kv_stride = c.kv_dim();
+  a.out = xb2_.data();
+  a.out_stride = qd;
+  a.scale = 1.0f / std::sqrt((float)hd);
+  a.q_pos0 = cur_pos_;
+  a.causal = true;
+  a.window = c.sliding_window;
+  if (capture_) {
+    chunk_probs_.assign((size_t)c.n_heads * B * a.n_kv, 0.0f);
+    a.probs = chunk_probs_.data();
+  }
+  if ((int64_t)c.n_heads * B * a.n_kv * hd < kMinParallelWork) attention_flash(a, 0, c.n_heads);
+  else pool_->parallel_for(c.n_heads, 1, [&](int h0, int h1, int) { attention_flash(a, h0, h1); });
+}
+
+// After attention (its output in xb2_): record probabilities, output projection, residual,
+// feed-forward block, residual.
+void Transformer::layer_rest(int l) {
+  const ModelConfig& c = m_.config;
+  const LayerWeights& L = m_.weights.layers[l];
+  const int B = cur_b_, dim = c.dim, qd = c.q_dim(), hid = c.hidden_dim;
+  float* x = x_.data();
+  if (capture_) {
+    // Place this chunk's rows into the (layer, head, query, key) record of the whole call.
+    const int nq = attn_n_q_, nk = attn_n_kv_, q_off = cur_pos_ - (attn_n_kv_ - attn_n_q_), n_kv = cur_pos_ + B;
+    for (int h = 0; h < c.n_heads; h++)
+      for (int i = 0; i < B; i++)
+        std::memcpy(attn_.data() + (((int64_t)l * c.n_heads + h) * nq + q_off + i) * nk,
+                    chunk_probs_.data() + ((int64_t)h * B + i) * n_kv, n_kv * sizeof(float));
+  }
+  matmul(xb_.data(), dim, xb2_.data(), qd, L.wo, B);
+  for (int t = 0; t < B; t++) {
+    if (L.bo) add_f32_simd(xb_.data() + (int64_t)t * dim, L.bo, dim);
+    add_f32_simd(x + (int64_t)t * dim, xb_.data() + (int64_t)t * dim, dim);
+  }
+
+  norm(xb_.data(), x, L.ffn_norm, L.ffn_norm_b, B);
+  matmul(hb2_.data(), hid, xb_.data(), dim, L.w_up, B);
+  if (c.ffn == FfnKind::SwiGLU) {
+    matmul(hb_.data(), hid, xb_.data(), dim, L.w_gate, B);
+    for (int t = 0; t < B; t++) swiglu_simd(hb_.data() + (int64_t)t * hid, hb2_.data() + (int64_t)t * hid, hid);
+  } else {
+    for (int t = 0; t < B; t++) {
+      float* h = hb2_.data() + (int64_t)t * hid;
+      if (L.b_up) add_f32_simd(h, L.b_up, hid);
+      if (c.ffn == FfnKind::GELU) gelu_simd(h, hid);
+      else relu_simd(h, hid);
+    }
+    std::swap(hb_, hb2_);
+  }
+  matmul(xb_.data(), dim, hb_.data(), hid, L.w_down, B);
+  for (int t = 0; t < B; t++) {
+    if (L.b_down) add_f32_simd(xb_.data() + (int64_t)t * dim, L.b_down, dim);
+    add_f32_simd(x + (int64_t)t * dim, xb_.data() + (int64_t)t * dim, dim);
+  }
+}
+
+// Final norm and classifier: every token of the chunk when all logits are wanted, else the last.
+void Transformer::chunk_logits(float* logits_out, bool all_logits) {
+  const ModelConfig& c = m_.config;
+  const int B = cur_b_, dim = c.dim, first = all_logits ? 0 : B - 1, count = B - first;
+  norm(xb_.data(), x_.data() + (int64_t)first * dim, m_.weights.final_norm, m_.weights.final_norm_b, count);
+  matmul(logits_out, c.vocab_size, xb_.data(), dim, m_.weights.classifier, count);
 }
 
 }  // namespace qkv

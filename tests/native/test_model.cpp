@@ -12,6 +12,7 @@
 #include "common.h"
 #include "formats/file.h"
 #include "formats/loader.h"
+#include "kernels/attention.h"
 #include "model/transformer.h"
 #include "sampler/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -80,6 +81,69 @@ TEST_P(ModelTest, PrefillInChunksContinuesTheCache) {
   two->forward(toks.data(), 41, 0);
   const float* b = two->forward(toks.data() + 41, n - 41, 41);
   EXPECT_LE(max_rel_diff(a.data(), b, V), kPrefillTol);
+}
+
+// The step API with the caller holding the KV cache (as the WebGPU path does, here with the
+// reference attention): same logits and same captured probabilities as forward(), over a feed
+// longer than one chunk followed by single-token decodes.
+TEST_P(ModelTest, ExternalAttentionStepsMatchForward) {
+  auto ref = open_model(GetParam());
+  auto ext = open_model(GetParam());
+  const ModelConfig& c = ref->config();
+  ext->set_external_attention(true);
+  const int n0 = std::min(Transformer::kMaxBatch + 9, c.seq_len - 4), V = c.vocab_size, kvd = c.kv_dim();
+  // The caller's cache, one (seq_len, kv_dim) pair per layer.
+  std::vector<std::vector<float>> K(c.n_layers, std::vector<float>((size_t)c.seq_len * kvd)), V2 = K;
+  std::vector<int> toks(n0 + 3);
+  for (size_t i = 0; i < toks.size(); i++) toks[i] = 1 + (int)(i * 29) % (V - 1);
+  auto run_ext = [&](const int* t, int n, int pos, bool capture) {
+    ext->set_capture_attention(capture);
+    const int chunks = ext->step_begin(t, n, pos, false);
+    for (int ch = 0; ch < chunks; ch++) {
+      ext->step_chunk(ch);
+      const int B = ext->step_rows(), p0 = ext->step_pos();
+      for (int l = 0; l < c.n_layers; l++) {
+        ext->step_qkv(l);
+        std::copy(ext->step_k(), ext->step_k() + (size_t)B * kvd, K[l].begin() + (size_t)p0 * kvd);
+        std::copy(ext->step_v(), ext->step_v() + (size_t)B * kvd, V2[l].begin() + (size_t)p0 * kvd);
+        AttentionArgs a;
+        a.n_q = B;
+        a.n_kv = p0 + B;
+        a.n_heads = c.n_heads;
+        a.n_kv_heads = c.n_kv_heads;
+        a.head_dim = c.head_dim;
+        a.q = ext->step_q();
+        a.q_stride = c.q_dim();
+        a.k = K[l].data();
+        a.v = V2[l].data();
+        a.kv_stride = kvd;
+        a.out = ext->step_out();
+        a.out_stride = c.q_dim();
+        a.scale = 1.0f / std::sqrt((float)c.head_dim);
+        a.q_pos0 = p0;
+        if (capture) a.probs = ext->step_probs();
+        attention_ref(a);
+        ext->step_layer_end(l);
+      }
+      ext->step_chunk_end();
+    }
+    EXPECT_FALSE(ext->step_pending());
+    return ext->logits();
+  };
+  const float* a = ref->forward(toks.data(), n0, 0);
+  const float* b = run_ext(toks.data(), n0, 0, false);
+  EXPECT_LE(max_rel_diff(a, b, V), kPrefillTol);
+  for (int i = 0; i < 3; i++) {
+    const bool capture = i == 2;
+    ref->set_capture_attention(capture);
+    a = ref->forward(&toks[n0 + i], 1, n0 + i);
+    b = run_ext(&toks[n0 + i], 1, n0 + i, capture);
+    EXPECT_LE(max_rel_diff(a, b, V), kPrefillTol) << "decode step " << i;
+  }
+  ASSERT_EQ(ref->attention().size(), ext->attention().size());
+  for (size_t i = 0; i < ref->attention().size(); i++) ASSERT_NEAR(ref->attention()[i], ext->attention()[i], 1e-5);
+  // forward() is refused while attention is external, with a clear error.
+  EXPECT_THROW(ext->forward(toks.data(), 1, 0), Error);
 }
 
 TEST_P(ModelTest, ThreadCountDoesNotChangeLogits) {
