@@ -38,6 +38,34 @@ export interface LoadOptions {
    * are available (Node; pages served with COOP/COEP), else 1. At most 8.
    */
   threads?: 'auto' | number;
+  /**
+   * Where attention runs. 'wasm': always the WASM kernels. 'webgpu': WGSL kernels with the KV
+   * cache on the GPU (the rest of each layer stays in WASM); if WebGPU is missing or fails, the
+   * model falls back to WASM with a warning. 'auto' (default): WebGPU only when a measurement at
+   * load time (one layer's decode attention at half the context, transfers included) shows it
+   * faster than WASM for this model; info.device.reason gives the figures.
+   */
+  device?: 'auto' | 'webgpu' | 'wasm';
+  /** The WebGPU entry point; default navigator.gpu. In Node pass `create([])` from the 'webgpu' package. */
+  gpu?: object;
+  /** Called with each warning (WebGPU unavailable or lost, and the fallback taken); default console.warn. */
+  onWarning?: (warning: QkvWarning) => void;
+}
+
+/** A non-fatal problem: the work goes on, on a fallback. */
+export interface QkvWarning {
+  code: 'webgpu_unavailable' | 'webgpu_limits' | 'webgpu_failed';
+  message: string;
+}
+
+/** Where attention runs for a model, and why. */
+export interface DeviceInfo {
+  kind: 'webgpu' | 'wasm';
+  requested: 'auto' | 'webgpu' | 'wasm';
+  reason: string;
+  adapter?: { vendor: string; architecture: string; device: string; description: string };
+  /** The 'auto' measurement: one layer's decode attention over `keys` cached keys. */
+  measured?: { keys: number; webgpuMs: number; wasmMs: number };
 }
 
 export interface SamplingOptions {
@@ -119,9 +147,11 @@ export interface ModelInfo {
   eosId: number;
   threads: number;
   simd: string;
-  backend: 'wasm';
+  /** Where attention runs now (after any fallback). */
+  backend: 'webgpu' | 'wasm';
+  device: DeviceInfo;
   threading: { mode: 'pthreads' | 'single'; reason: string; threads: number };
-  memory: { weightBytes: number; kvCacheBytes: number; heapBytes: number };
+  memory: { weightBytes: number; kvCacheBytes: number; gpuKvCacheBytes: number; heapBytes: number };
 }
 
 /** A conversation with its own KV cache. */
@@ -141,10 +171,19 @@ export declare class Session {
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   /** Generates and returns the whole text. */
   complete(prompt: string, options?: GenerateOptions): Promise<string>;
-  /** Appends token ids to the cache and computes them in one pass; allLogits keeps every token's logits. */
-  feed(tokens: ArrayLike<number>, options?: { allLogits?: boolean }): void;
-  /** Makes the cache hold exactly `tokens`, reusing the cached prefix. Returns tokens computed. */
-  prefill(tokens: ArrayLike<number>): number;
+  /** Where this session's attention runs. */
+  readonly backend: 'webgpu' | 'wasm';
+  /**
+   * Appends token ids to the cache and computes them in one pass; allLogits keeps every token's
+   * logits. On a WebGPU session it returns a Promise (the GPU is asynchronous): `await` it, which
+   * works on both backends.
+   */
+  feed(tokens: ArrayLike<number>, options?: { allLogits?: boolean }): void | Promise<void>;
+  /**
+   * Makes the cache hold exactly `tokens`, reusing the cached prefix. Returns tokens computed
+   * (a Promise of it on a WebGPU session: `await` it).
+   */
+  prefill(tokens: ArrayLike<number>): number | Promise<number>;
   /** Logits of the last token fed, or of token i of the last allLogits feed: Float32Array(vocabSize). */
   logits(i?: number): Float32Array;
   /** Picks the next token from the current logits (does not feed it). */
@@ -165,6 +204,8 @@ export declare class Session {
 export declare class Model {
   private constructor();
   readonly info: ModelInfo;
+  /** Warnings so far (WebGPU unavailable or lost, with the fallback taken). */
+  readonly warnings: QkvWarning[];
   /** The default session used by generate()/complete(). */
   readonly session: Session;
   createSession(options?: { contextLength?: number }): Session;

@@ -2,6 +2,8 @@
 // Entry points (node.js, browser.js) supply the module loader and path reading.
 import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
 import { readSource } from './source.js';
+import { DEVICES, chooseDevice, gpuFeed } from './gpu-backend.js';
+import { createKvCache } from './webgpu.js';
 
 export { QkvError } from './errors.js';
 
@@ -113,8 +115,65 @@ export class Session {
     this._model = model;
     this._h = handle;
     this._capture = false;
+    this._gpu = null;  // the GPU KV cache when attention runs on WebGPU
+    this._busy = false;
     /** Figures of the last generate() call. */
     this.lastGeneration = null;
+    const gpu = model._gpu;
+    if (gpu) {
+      try {
+        const i = model._info;
+        this._gpu = createKvCache(gpu.device, gpu.attention, {
+          layers: i.layers, heads: i.heads, kvHeads: i.kvHeads, headDim: i.headDim, context: handle.context(),
+        });
+        handle.setExternalAttention(true);
+      } catch (e) {
+        model._gpuFailed(e);
+      }
+    }
+  }
+
+  /** Where this session's attention runs: 'webgpu' or 'wasm'. */
+  get backend() { this._live(); return this._gpu ? 'webgpu' : 'wasm'; }
+
+  /**
+   * Moves this session's attention back to WASM after a GPU failure: the CPU cache is rebuilt
+   * from the tokens fed so far, so generation continues where it was.
+   * @internal
+   */
+  _toWasm() {
+    const h = this._h;
+    this._gpu?.dispose();
+    this._gpu = null;
+    if (!h) return;
+    const toks = Array.from(h.tokens());
+    h.setExternalAttention(false);
+    h.truncate(0);
+    if (toks.length) call(() => h.feed(toks, false));
+  }
+
+  /** A feed through the GPU path, falling back to WASM (with a warning) if the GPU fails. */
+  async _feedGpu(ids, allLogits) {
+    const h = this._live();
+    check(!this._busy, 'another feed is running on this session: await it first');
+    this._busy = true;
+    try {
+      await gpuFeed(h, this._gpu, ids, allLogits, {
+        layers: this._model._info.layers, capture: this._capture, alive: () => this._live(),
+      });
+    } catch (e) {
+      const err = toQkvError(e);
+      if (!this._h || !this._gpu || err.code === 'bad_argument' || err.code === 'disposed') throw err;
+      this._model._gpuFailed(e);  // warns once and moves every session of the model to WASM
+      if (this._gpu) this._toWasm();
+      call(() => this._h.feed(Array.from(ids), !!allLogits));
+    } finally {
+      this._busy = false;
+    }
+  }
+
+  _checkIdle() {
+    check(!this._busy, 'a feed is running on this session (WebGPU): await it first');
   }
 
   _live() {
@@ -138,7 +197,10 @@ export class Session {
     const h = this._live();
     checkIds(tokens, 'feed');
     check(tokens.length > 0, 'feed needs at least one token');
+    this._checkIdle();
+    if (this._gpu) return this._feedGpu(Array.from(tokens), !!allLogits);
     call(() => h.feed(Array.from(tokens), !!allLogits));
+    return undefined;
   }
 
   /** Makes the cache hold exactly `tokens`, reusing the longest cached prefix. Returns tokens computed. */
@@ -146,7 +208,14 @@ export class Session {
     const h = this._live();
     checkIds(tokens, 'prefill');
     check(tokens.length > 0, 'prefill needs at least one token');
-    return call(() => h.prefill(Array.from(tokens)));
+    this._checkIdle();
+    if (!this._gpu) return call(() => h.prefill(Array.from(tokens)));
+    const ids = Array.from(tokens), cached = h.tokens();
+    let common = 0;
+    while (common < ids.length && common < cached.length && ids[common] === cached[common]) common++;
+    if (common === ids.length) common--;  // recompute the last token for its logits
+    call(() => h.truncate(common));
+    return this._feedGpu(ids.slice(common), false).then(() => ids.length - common);
   }
 
   /** Logits of the last token fed, or of the i-th token of an allLogits feed: Float32Array(vocabSize). */
@@ -165,7 +234,12 @@ export class Session {
   }
 
   /** Forgets cached tokens from position n on. */
-  truncate(n) { const h = this._live(); check(Number.isInteger(n), 'truncate takes an integer'); call(() => h.truncate(n)); }
+  truncate(n) {
+    const h = this._live();
+    check(Number.isInteger(n), 'truncate takes an integer');
+    this._checkIdle();
+    call(() => h.truncate(n));
+  }
   /** Empties the cache. */
   reset() { this.truncate(0); }
 
@@ -212,7 +286,7 @@ export class Session {
     const stops = new StopMatcher(opts.stop);
     try {
       let t0 = now();
-      const computed = call(() => h.prefill(Array.from(ids)));
+      const computed = await this.prefill(ids);
       stats.reusedTokens = ids.length - computed;
       stats.prefillMs = now() - t0;
       let prev = ids[ids.length - 1];
@@ -238,7 +312,8 @@ export class Session {
           stats.finishReason = 'context';
           break;
         }
-        call(() => h.feedOne(next));
+        if (this._gpu) await this.feed([next]);
+        else call(() => h.feedOne(next));
         stats.decodeMs = now() - t0;
         yield { token: next, text: emit };
         // Let the event loop run (abort signals, UI) about every 10 ms of engine time.
@@ -260,8 +335,10 @@ export class Session {
     return out;
   }
 
-  /** Frees the session's KV cache. Safe to call twice. */
+  /** Frees the session's KV cache (in WASM and on the GPU). Safe to call twice. */
   dispose() {
+    this._gpu?.dispose();
+    this._gpu = null;
     if (this._h) { this._h.delete(); this._h = null; this._model._sessions.delete(this); }
   }
 }
@@ -269,13 +346,46 @@ export class Session {
 /** A loaded model: weights and tokenizer in the WASM heap, shared by its sessions. */
 export class Model {
   /** @internal */
-  constructor(mod, handle, runtime) {
+  constructor(mod, handle, runtime, device = { kind: 'wasm', requested: 'wasm', reason: 'requested' }, onWarning) {
     this._mod = mod;
     this._h = handle;
     this._runtime = runtime;
     this._sessions = new Set();
     this._info = call(() => handle.info());
     this._default = null;
+    const { gpu, warning, ...deviceInfo } = device;
+    this._device = deviceInfo;
+    this._gpu = gpu ?? null;
+    this._onWarning = onWarning;
+    /** Warnings so far ({code, message}): WebGPU unavailable or lost, with the fallback taken. */
+    this.warnings = [];
+    if (warning) this._warn(warning);
+    gpu?.device.lost?.then((lost) => {
+      if (this._gpu === gpu && lost?.reason !== 'destroyed') {
+        this._gpuFailed(new QkvError('unsupported', `the WebGPU device was lost (${lost?.message || lost?.reason || 'unknown'})`));
+      }
+    });
+  }
+
+  _warn(w) {
+    this.warnings.push(w);
+    if (this._onWarning) {
+      try { this._onWarning(w); } catch { /* a throwing handler must not break generation */ }
+    } else if (typeof console !== 'undefined') {
+      console.warn(`qkv: ${w.message}`);
+    }
+  }
+
+  /** A WebGPU failure: warn once, then run every session's attention in WASM. @internal */
+  _gpuFailed(e) {
+    const gpu = this._gpu;
+    if (!gpu) return;
+    this._gpu = null;
+    const message = e?.message ?? String(e);
+    this._device = { ...this._device, kind: 'wasm', reason: `WebGPU failed, moved to WASM: ${message}` };
+    this._warn({ code: 'webgpu_failed', message: `WebGPU failed, attention now runs in WASM: ${message}` });
+    for (const s of this._sessions) if (s._gpu && !s._busy) s._toWasm();
+    try { gpu.attention.dispose(); gpu.device.destroy?.(); } catch { /* already gone */ }
   }
 
   _live() {
@@ -287,13 +397,20 @@ export class Model {
   get info() {
     this._live();
     const i = this._info;
-    let kv = 0;
-    for (const s of this._sessions) kv += s._h ? s._h.kvCacheBytes() : 0;
+    let kv = 0, gpuKv = 0;
+    for (const s of this._sessions) {
+      kv += s._h ? s._h.kvCacheBytes() : 0;
+      gpuKv += s._gpu ? s._gpu.bytes : 0;
+    }
     return {
       ...i,
-      backend: 'wasm',
+      backend: this._device.kind,
+      device: { ...this._device },
       threading: { ...this._runtime.threading, threads: i.threads },
-      memory: { weightBytes: i.weightBytes, kvCacheBytes: kv, heapBytes: this._mod.HEAPU8 ? this._mod.HEAPU8.byteLength : 0 },
+      memory: {
+        weightBytes: i.weightBytes, kvCacheBytes: kv, gpuKvCacheBytes: gpuKv,
+        heapBytes: this._mod.HEAPU8 ? this._mod.HEAPU8.byteLength : 0,
+      },
     };
   }
 
@@ -335,6 +452,9 @@ export class Model {
   dispose() {
     if (!this._h) return;
     for (const s of [...this._sessions]) s.dispose();
+    const gpu = this._gpu;
+    this._gpu = null;
+    if (gpu) { gpu.attention.dispose(); gpu.device.destroy?.(); }
     this._h.delete();
     this._h = null;
   }
@@ -346,8 +466,11 @@ export class Model {
  */
 export async function loadModelWith(env, source, options = {}) {
   check(options !== null && typeof options === 'object', 'options must be an object');
-  const { tokenizer, onProgress, signal } = options;
+  const { tokenizer, onProgress, signal, onWarning } = options;
   check(onProgress === undefined || typeof onProgress === 'function', 'onProgress must be a function');
+  check(onWarning === undefined || typeof onWarning === 'function', 'onWarning must be a function');
+  check(options.device === undefined || DEVICES.includes(options.device),
+    `device must be one of ${DEVICES.map((d) => `'${d}'`).join(', ')}, got ${String(options.device)}`);
   check(signal === undefined || signal === null || typeof signal.aborted === 'boolean', 'signal must be an AbortSignal');
   if (options.threads !== undefined && options.threads !== 'auto') {
     check(Number.isInteger(options.threads) && options.threads >= 1 && options.threads <= 256,
@@ -370,7 +493,10 @@ export async function loadModelWith(env, source, options = {}) {
       tokBuf.delete(); tokBuf = null;
     }
     throwIfAborted(signal);
-    return new Model(mod, handle, runtime);
+    const device = await chooseDevice(handle, call(() => handle.info()), options);
+    if (signal?.aborted) device.gpu?.device.destroy?.();
+    throwIfAborted(signal);
+    return new Model(mod, handle, runtime, device, onWarning);
   } catch (e) {
     modelBuf?.delete();
     tokBuf?.delete();

@@ -144,6 +144,11 @@ export function createAttention(device) {
     return pipelines.get(key);
   }
 
+  const withDefaults = (args) => ({
+    scale: 1 / Math.sqrt(args.headDim), qPos0: 0, causal: true, window: 0, wantProbs: false, mode: 'auto',
+    ...args,
+  });
+
   function validate(a) {
     const ints = ['nQ', 'nKv', 'nHeads', 'nKvHeads', 'headDim', 'qPos0', 'window'];
     for (const n of ints) {
@@ -165,6 +170,70 @@ export function createAttention(device) {
   }
 
   /**
+   * Plans one attention call: kernel choice, split sizes and compiled pipelines.
+   * @internal
+   */
+  async function plan(a) {
+    const { nQ, nKv, nHeads, headDim: hd } = a;
+    const mode = a.mode === 'auto' ? (nQ === 1 && nKv >= 256 ? 'decode' : 'prefill') : a.mode;
+    if (mode !== 'prefill' && mode !== 'decode') throw new QkvError('bad_argument', `attention: unknown mode ${a.mode}`);
+    // Key range any query can see (decode splits only this range).
+    const kvBegin = a.window > 0 ? Math.max(0, a.qPos0 - a.window + 1) : 0;
+    const kvEnd = a.causal ? Math.min(nKv, a.qPos0 + nQ) : nKv;
+    const range = Math.max(0, kvEnd - kvBegin);
+    // Chunk so that a long cache gives ~32 chunks per (head, query), 64..1024 keys each.
+    const chunk = Math.min(1024, Math.max(64, 2 ** Math.ceil(Math.log2(Math.max(1, Math.ceil(range / 32))))));
+    const nSplits = Math.max(1, Math.ceil(range / chunk));
+    const maxGroups = limits.maxComputeWorkgroupsPerDimension;
+    const tiles = mode === 'prefill' ? choosePrefillTiles(hd, limits) : null;
+    if ((tiles && Math.ceil(nQ / tiles.bq) > maxGroups) || nQ > maxGroups || nSplits > maxGroups || nHeads > maxGroups) {
+      throw new QkvError('unsupported', 'attention: too many queries or keys for one dispatch');
+    }
+    const [mainPipe, reducePipe, probsPipe] = await Promise.all([
+      mode === 'prefill'
+        ? pipeline('attention_prefill.wgsl', { WG: tiles.wg, BQ: tiles.bq, BK: tiles.bk, HD: hd })
+        : pipeline('attention_decode.wgsl', { WG: redWg, CHUNK: chunk, HD: hd }),
+      mode === 'decode' ? pipeline('attention_decode_reduce.wgsl', { WG: redWg, HD: hd }) : null,
+      a.wantProbs ? pipeline('attention_probs.wgsl', { WG: redWg, HD: hd }) : null,
+    ]);
+    return {
+      a, mode, tiles, nSplits, mainPipe, reducePipe, probsPipe,
+      params: new Uint32Array(writeParams(a, { nSplits, kvBegin, kvEnd })),
+      partialBytes: mode === 'decode' ? nQ * nHeads * nSplits * (2 + hd) * 4 : 0,
+    };
+  }
+
+  const bind = (pipe, list) => device.createBindGroup({
+    layout: pipe.getBindGroupLayout(0),
+    entries: list.map((buffer, binding) => ({ binding, resource: { buffer } })),
+  });
+
+  /**
+   * Records a planned call into a compute pass. `b`: {params, q, k, v, valid, out, partial?, probs?}.
+   * @internal
+   */
+  function encode(pass, p, b) {
+    const { nQ, nHeads } = p.a;
+    if (p.mode === 'prefill') {
+      pass.setPipeline(p.mainPipe);
+      pass.setBindGroup(0, bind(p.mainPipe, [b.params, b.q, b.k, b.v, b.valid, b.out]));
+      pass.dispatchWorkgroups(Math.ceil(nQ / p.tiles.bq), nHeads, 1);
+    } else {
+      pass.setPipeline(p.mainPipe);
+      pass.setBindGroup(0, bind(p.mainPipe, [b.params, b.q, b.k, b.v, b.valid, b.partial]));
+      pass.dispatchWorkgroups(p.nSplits, nHeads, nQ);
+      pass.setPipeline(p.reducePipe);
+      pass.setBindGroup(0, bind(p.reducePipe, [b.params, b.partial, b.out]));
+      pass.dispatchWorkgroups(nHeads, nQ, 1);
+    }
+    if (p.probsPipe) {
+      pass.setPipeline(p.probsPipe);
+      pass.setBindGroup(0, bind(p.probsPipe, [b.params, b.q, b.k, b.valid, b.probs]));
+      pass.dispatchWorkgroups(nQ, nHeads, 1);
+    }
+  }
+
+  /**
    * Runs attention with the CPU contract of src/kernels/attention.h.
    * @param {object} args
    * @param {number} args.nQ @param {number} args.nKv @param {number} args.nHeads @param {number} args.nKvHeads
@@ -181,40 +250,14 @@ export function createAttention(device) {
    */
   async function run(args) {
     if (disposed) throw new QkvError('disposed', 'attention runner was disposed');
-    const a = {
-      scale: 1 / Math.sqrt(args.headDim), qPos0: 0, causal: true, window: 0, wantProbs: false, mode: 'auto',
-      ...args,
-    };
+    const a = withDefaults(args);
     validate(a);
     const { nQ, nKv, nHeads, nKvHeads, headDim: hd } = a;
     const outLen = nQ * nHeads * hd;
     if (nKv === 0) {
       return { out: new Float32Array(outLen), ...(a.wantProbs ? { probs: new Float32Array(0) } : {}), mode: 'empty' };
     }
-    const mode = a.mode === 'auto' ? (nQ === 1 && nKv >= 256 ? 'decode' : 'prefill') : a.mode;
-    if (mode !== 'prefill' && mode !== 'decode') throw new QkvError('bad_argument', `attention: unknown mode ${a.mode}`);
-
-    // Key range any query can see (decode splits only this range).
-    const kvBegin = a.window > 0 ? Math.max(0, a.qPos0 - a.window + 1) : 0;
-    const kvEnd = a.causal ? Math.min(nKv, a.qPos0 + nQ) : nKv;
-    const range = Math.max(0, kvEnd - kvBegin);
-    // Chunk so that a long cache gives ~32 chunks per (head, query), 64..1024 keys each.
-    const chunk = Math.min(1024, Math.max(64, 2 ** Math.ceil(Math.log2(Math.max(1, Math.ceil(range / 32))))));
-    const nSplits = Math.max(1, Math.ceil(range / chunk));
-
-    const maxGroups = limits.maxComputeWorkgroupsPerDimension;
-    const tiles = mode === 'prefill' ? choosePrefillTiles(hd, limits) : null;
-    if ((tiles && Math.ceil(nQ / tiles.bq) > maxGroups) || nQ > maxGroups || nSplits > maxGroups || nHeads > maxGroups) {
-      throw new QkvError('unsupported', 'attention: too many queries or keys for one dispatch');
-    }
-    const [mainPipe, reducePipe, probsPipe] = await Promise.all([
-      mode === 'prefill'
-        ? pipeline('attention_prefill.wgsl', { WG: tiles.wg, BQ: tiles.bq, BK: tiles.bk, HD: hd })
-        : pipeline('attention_decode.wgsl', { WG: redWg, CHUNK: chunk, HD: hd }),
-      mode === 'decode' ? pipeline('attention_decode_reduce.wgsl', { WG: redWg, HD: hd }) : null,
-      a.wantProbs ? pipeline('attention_probs.wgsl', { WG: redWg, HD: hd }) : null,
-    ]);
-
+    const p = await plan(a);
     const buffers = [];
     const S = BufferUsage;
     const make = (size, usage, label) => {
@@ -230,48 +273,29 @@ export function createAttention(device) {
     try {
       device.pushErrorScope('validation');
       device.pushErrorScope('out-of-memory');
-      const params = upload(new Uint32Array(writeParams(a, { nSplits, kvBegin, kvEnd })), S.UNIFORM, 'params');
-      const qBuf = upload(a.q.subarray(0, outLen), S.STORAGE, 'q');
       const kvLen = nKv * nKvHeads * hd;
-      const kBuf = upload(a.k.subarray(0, kvLen), S.STORAGE, 'k');
-      const vBuf = upload(a.v.subarray(0, kvLen), S.STORAGE, 'v');
       const valid = new Uint32Array(nKv);
       if (a.keyValid) for (let j = 0; j < nKv; j++) valid[j] = a.keyValid[j] ? 1 : 0;
       else valid.fill(1);
-      const validBuf = upload(valid, S.STORAGE, 'key_valid');
-      const outBuf = make(outLen * 4, S.STORAGE | S.COPY_SRC, 'out');
-      const outRead = make(outLen * 4, S.MAP_READ | S.COPY_DST, 'out-read');
       const probsLen = a.wantProbs ? nHeads * nQ * nKv : 0;
-      const probsBuf = probsLen ? make(probsLen * 4, S.STORAGE | S.COPY_SRC, 'probs') : null;
+      const b = {
+        params: upload(p.params, S.UNIFORM, 'params'),
+        q: upload(a.q.subarray(0, outLen), S.STORAGE, 'q'),
+        k: upload(a.k.subarray(0, kvLen), S.STORAGE, 'k'),
+        v: upload(a.v.subarray(0, kvLen), S.STORAGE, 'v'),
+        valid: upload(valid, S.STORAGE, 'key_valid'),
+        out: make(outLen * 4, S.STORAGE | S.COPY_SRC, 'out'),
+        partial: p.partialBytes ? make(p.partialBytes, S.STORAGE, 'partial') : null,
+        probs: probsLen ? make(probsLen * 4, S.STORAGE | S.COPY_SRC, 'probs') : null,
+      };
+      const outRead = make(outLen * 4, S.MAP_READ | S.COPY_DST, 'out-read');
       const probsRead = probsLen ? make(probsLen * 4, S.MAP_READ | S.COPY_DST, 'probs-read') : null;
-
-      const bind = (pipe, list) => device.createBindGroup({
-        layout: pipe.getBindGroupLayout(0),
-        entries: list.map((buffer, binding) => ({ binding, resource: { buffer } })),
-      });
       const enc = device.createCommandEncoder({ label: 'attention' });
       const pass = enc.beginComputePass();
-      if (mode === 'prefill') {
-        pass.setPipeline(mainPipe);
-        pass.setBindGroup(0, bind(mainPipe, [params, qBuf, kBuf, vBuf, validBuf, outBuf]));
-        pass.dispatchWorkgroups(Math.ceil(nQ / tiles.bq), nHeads, 1);
-      } else {
-        const partial = make(nQ * nHeads * nSplits * (2 + hd) * 4, S.STORAGE, 'partial');
-        pass.setPipeline(mainPipe);
-        pass.setBindGroup(0, bind(mainPipe, [params, qBuf, kBuf, vBuf, validBuf, partial]));
-        pass.dispatchWorkgroups(nSplits, nHeads, nQ);
-        pass.setPipeline(reducePipe);
-        pass.setBindGroup(0, bind(reducePipe, [params, partial, outBuf]));
-        pass.dispatchWorkgroups(nHeads, nQ, 1);
-      }
-      if (probsPipe) {
-        pass.setPipeline(probsPipe);
-        pass.setBindGroup(0, bind(probsPipe, [params, qBuf, kBuf, validBuf, probsBuf]));
-        pass.dispatchWorkgroups(nQ, nHeads, 1);
-      }
+      encode(pass, p, b);
       pass.end();
-      enc.copyBufferToBuffer(outBuf, 0, outRead, 0, outLen * 4);
-      if (probsLen) enc.copyBufferToBuffer(probsBuf, 0, probsRead, 0, probsLen * 4);
+      enc.copyBufferToBuffer(b.out, 0, outRead, 0, outLen * 4);
+      if (probsLen) enc.copyBufferToBuffer(b.probs, 0, probsRead, 0, probsLen * 4);
       device.queue.submit([enc.finish()]);
       // Both popped before any await, so a concurrent run() cannot interleave its scopes.
       const [oom, verr] = await Promise.all([device.popErrorScope(), device.popErrorScope()]);
@@ -280,18 +304,140 @@ export function createAttention(device) {
 
       await Promise.all([outRead.mapAsync(MapMode.READ), probsRead?.mapAsync(MapMode.READ)]);
       const out = new Float32Array(outRead.getMappedRange(0, outLen * 4).slice(0));
-      const res = { out, mode };
+      const res = { out, mode: p.mode };
       if (probsLen) res.probs = new Float32Array(probsRead.getMappedRange(0, probsLen * 4).slice(0));
       return res;
     } finally {
-      for (const b of buffers) b.destroy();
+      for (const buf of buffers) buf.destroy();
     }
   }
 
   return {
     run,
+    /** @internal */ plan: (args) => plan(withDefaults(args)),
+    /** @internal */ encode,
     /** Tile sizes the prefill kernel would use for a head dim on this device. */
     prefillTiles: (headDim) => choosePrefillTiles(headDim, limits),
     dispose() { disposed = true; pipelines.clear(); sources.clear(); },
+  };
+}
+
+/**
+ * A session's KV cache on the GPU, and the per-layer attention the engine asks of it: the
+ * chunk's keys/values go up into the cache, its queries go up, attention runs there, and the
+ * output (and, when capturing, the probabilities) comes back. One submit per layer.
+ * @param {GPUDevice} device
+ * @param {ReturnType<typeof createAttention>} attention
+ * @param {{layers: number, heads: number, kvHeads: number, headDim: number, context: number,
+ *   window?: number, maxRows?: number}} shape
+ * @throws {QkvError} 'unsupported' when the cache does not fit the device's buffer limits.
+ */
+export function createKvCache(device, attention, shape) {
+  const { layers, heads, kvHeads, headDim, context } = shape;
+  const window = shape.window ?? 0, maxRows = shape.maxRows ?? 64;
+  const kvd = kvHeads * headDim, qd = heads * headDim;
+  const limit = Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize);
+  if (context * kvd * 4 > limit) {
+    throw new QkvError('unsupported', `a ${context}-token KV cache needs ${context * kvd * 4} bytes per layer, ` +
+      `more than this GPU's ${limit}-byte buffer limit`);
+  }
+  const S = BufferUsage;
+  const own = new Set();
+  const make = (size, usage, label) => {
+    const b = device.createBuffer({ size: Math.max(16, Math.ceil(size / 4) * 4), usage, label });
+    own.add(b);
+    return b;
+  };
+  const drop = (b) => { if (b) { own.delete(b); b.destroy(); } };
+  let cap = 0, K = [], V = [], valid = null;
+  const params = make(PARAMS_BYTES, S.UNIFORM | S.COPY_DST, 'params');
+  const qBuf = make(maxRows * qd * 4, S.STORAGE | S.COPY_DST, 'q');
+  const outBuf = make(maxRows * qd * 4, S.STORAGE | S.COPY_SRC, 'out');
+  const outRead = make(maxRows * qd * 4, S.MAP_READ | S.COPY_DST, 'out-read');
+  let partial = null, partialBytes = 0, probs = null, probsRead = null, probsBytes = 0;
+  let disposed = false;
+
+  // Capacity grows by doubling (as the CPU cache does), copying what is cached.
+  function grow(n) {
+    if (n <= cap) return;
+    const next = Math.min(context, Math.max(n, 2 * cap, Math.min(context, 256)));
+    const enc = device.createCommandEncoder({ label: 'kv-grow' });
+    const nk = [], nv = [];
+    for (let l = 0; l < layers; l++) {
+      nk.push(make(next * kvd * 4, S.STORAGE | S.COPY_DST | S.COPY_SRC, `k${l}`));
+      nv.push(make(next * kvd * 4, S.STORAGE | S.COPY_DST | S.COPY_SRC, `v${l}`));
+      if (cap) {
+        enc.copyBufferToBuffer(K[l], 0, nk[l], 0, cap * kvd * 4);
+        enc.copyBufferToBuffer(V[l], 0, nv[l], 0, cap * kvd * 4);
+      }
+    }
+    device.queue.submit([enc.finish()]);
+    K.forEach(drop); V.forEach(drop); drop(valid);
+    K = nk; V = nv;
+    valid = make(next * 4, S.STORAGE | S.COPY_DST, 'key_valid');
+    device.queue.writeBuffer(valid, 0, new Uint32Array(next).fill(1));
+    cap = next;
+  }
+
+  /**
+   * Attention for one layer of a chunk: `rows` queries at positions pos.., their keys/values.
+   * `write(out, probs)` receives views of the mapped results (valid only during the call).
+   */
+  async function layer(l, { q, k, v, rows, pos, wantProbs = false }, write) {
+    if (disposed) throw new QkvError('disposed', 'the GPU KV cache was disposed');
+    if (rows < 1 || rows > maxRows || pos < 0 || pos + rows > context) {
+      throw new QkvError('bad_argument', `GPU attention: ${rows} rows at ${pos} do not fit (context ${context})`);
+    }
+    const nKv = pos + rows;
+    const p = await attention.plan({
+      nQ: rows, nKv, nHeads: heads, nKvHeads: kvHeads, headDim, qPos0: pos, window, wantProbs,
+    });
+    grow(nKv);
+    if (p.partialBytes > partialBytes) { drop(partial); partialBytes = p.partialBytes; partial = make(partialBytes, S.STORAGE, 'partial'); }
+    const pBytes = wantProbs ? heads * rows * nKv * 4 : 0;
+    if (pBytes > probsBytes) {
+      drop(probs); drop(probsRead);
+      probsBytes = pBytes;
+      probs = make(pBytes, S.STORAGE | S.COPY_SRC, 'probs');
+      probsRead = make(pBytes, S.MAP_READ | S.COPY_DST, 'probs-read');
+    }
+    const q_ = device.queue;
+    q_.writeBuffer(K[l], pos * kvd * 4, k.buffer, k.byteOffset, rows * kvd * 4);
+    q_.writeBuffer(V[l], pos * kvd * 4, v.buffer, v.byteOffset, rows * kvd * 4);
+    q_.writeBuffer(qBuf, 0, q.buffer, q.byteOffset, rows * qd * 4);
+    q_.writeBuffer(params, 0, p.params);
+    device.pushErrorScope('validation');
+    const enc = device.createCommandEncoder({ label: `attention-layer${l}` });
+    const pass = enc.beginComputePass();
+    attention.encode(pass, p, { params, q: qBuf, k: K[l], v: V[l], valid, out: outBuf, partial, probs });
+    pass.end();
+    const outBytes = rows * qd * 4;
+    enc.copyBufferToBuffer(outBuf, 0, outRead, 0, outBytes);
+    if (pBytes) enc.copyBufferToBuffer(probs, 0, probsRead, 0, pBytes);
+    q_.submit([enc.finish()]);
+    const [err] = await Promise.all([
+      device.popErrorScope(), outRead.mapAsync(MapMode.READ, 0, outBytes),
+      pBytes ? probsRead.mapAsync(MapMode.READ, 0, pBytes) : null,
+    ]);
+    try {
+      if (err) throw new QkvError('internal', `WebGPU attention: ${err.message}`);
+      write(new Float32Array(outRead.getMappedRange(0, outBytes)),
+        pBytes ? new Float32Array(probsRead.getMappedRange(0, pBytes)) : null);
+    } finally {
+      outRead.unmap();
+      if (pBytes) probsRead.unmap();
+    }
+  }
+
+  return {
+    layer,
+    /** Bytes of GPU memory the cache holds now. */
+    get bytes() { return cap * kvd * 4 * 2 * layers; },
+    get capacity() { return cap; },
+    dispose() {
+      disposed = true;
+      for (const b of own) b.destroy();
+      own.clear();
+    },
   };
 }

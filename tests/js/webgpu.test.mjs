@@ -5,14 +5,10 @@
 // Dawn needs its Vulkan driver chosen before it loads (VK_ICD_FILENAMES, and LD_LIBRARY_PATH for
 // the libvulkan.so.1 that Debian's chromium ships), so the GPU work runs in a child process
 // (this file with --child) that prints one JSON result per case; the parent checks them.
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { dawnGpu, gpuSkipReason, runGpuChild } from './gpu-env.mjs';
 
 const TOL = 1e-4;
-const ICD = process.env.QKV_VK_ICD || '/usr/lib/chromium/vk_swiftshader_icd.json';
-const CHROMIUM_LIB = '/usr/lib/chromium';
 
 // ---------------------------------------------------------------- reference (double precision)
 
@@ -133,10 +129,9 @@ function buildInputs(c) {
 // ---------------------------------------------------------------- child: runs on the GPU
 
 async function child() {
-  const { create, globals } = await import('webgpu');
-  Object.assign(globalThis, globals);
+  const gpu = await dawnGpu();
   const { requestQkvDevice, createAttention } = await import('../../src/js/webgpu.js');
-  const { device, adapterInfo } = await requestQkvDevice({ gpu: create([]) });
+  const { device, adapterInfo } = await requestQkvDevice({ gpu });
   const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
   emit({ adapter: adapterInfo });
   const att = createAttention(device);
@@ -195,13 +190,7 @@ if (process.argv.includes('--child')) {
   const { test } = await import('node:test');
   const assert = (await import('node:assert/strict')).default;
 
-  let skipReason = null;
-  try {
-    createRequire(import.meta.url).resolve('webgpu');
-  } catch {
-    skipReason = "npm package 'webgpu' is not installed (npm install)";
-  }
-  if (!skipReason && !existsSync(ICD)) skipReason = `SwiftShader Vulkan ICD ${ICD} is missing (apt-get install chromium)`;
+  const skipReason = gpuSkipReason();
 
   test('requestQkvDevice reports unsupported without WebGPU', async () => {
     const { requestQkvDevice } = await import('../../src/js/webgpu.js');
@@ -214,17 +203,8 @@ if (process.argv.includes('--child')) {
 
   test('WebGPU attention matches the double-precision reference (SwiftShader)', { timeout: 180000 }, async (t) => {
     if (skipReason) { t.skip(skipReason); return; }
-    const env = {
-      ...process.env, VK_ICD_FILENAMES: ICD,
-      LD_LIBRARY_PATH: [process.env.LD_LIBRARY_PATH, CHROMIUM_LIB].filter(Boolean).join(':'),
-    };
     const t0 = performance.now();
-    const proc = spawn(process.execPath, [fileURLToPath(import.meta.url), '--child'], { env });
-    let stdout = '', stderr = '';
-    proc.stdout.on('data', (d) => { stdout += d; });
-    proc.stderr.on('data', (d) => { stderr += d; });
-    const code = await new Promise((res) => proc.on('close', res));
-    const lines = stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const { code, lines, stderr } = await runGpuChild(fileURLToPath(import.meta.url));
     assert.equal(code, 0, `child exited ${code}\n${stderr}`);
     const [{ adapter }, ...results] = lines;
     t.diagnostic(`adapter: ${adapter.vendor} ${adapter.architecture}; ${results.length} cases in ` +

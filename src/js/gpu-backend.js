@@ -1,0 +1,120 @@
+// Where attention runs: device selection for loadModel({device}) and the WebGPU feed that drives
+// the engine's step API (src/model/transformer.h) layer by layer, with the KV cache on the GPU.
+import { QkvError } from './errors.js';
+import { createAttention, createKvCache, requestQkvDevice } from './webgpu.js';
+
+export const DEVICES = Object.freeze(['auto', 'webgpu', 'wasm']);
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const clock = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
+
+function shapeOf(info, context) {
+  return {
+    layers: info.layers, heads: info.heads, kvHeads: info.kvHeads, headDim: info.headDim, context,
+  };
+}
+
+/**
+ * Milliseconds of one decode-step attention for one layer on the GPU, transfers included
+ * (keys/values/query up, output back), at `nKv` cached keys: median of a few runs.
+ */
+async function timeGpuLayer(gpu, info, nKv) {
+  const cache = createKvCache(gpu.device, gpu.attention, shapeOf(info, nKv));
+  try {
+    const qd = info.heads * info.headDim, kvd = info.kvHeads * info.headDim;
+    const k = new Float32Array(nKv * kvd).map((_, i) => Math.sin(0.37 * i));
+    // Fill the cache in chunks of at most 64 rows (the engine's batch).
+    for (let p = 0; p < nKv - 1; p += 64) {
+      const rows = Math.min(64, nKv - 1 - p);
+      await cache.layer(0, {
+        q: new Float32Array(rows * qd), k: k.subarray(p * kvd), v: k.subarray(p * kvd), rows, pos: p,
+      }, () => {});
+    }
+    const q = new Float32Array(qd).fill(0.1), one = k.subarray((nKv - 1) * kvd);
+    const times = [];
+    for (let r = 0; r < 7; r++) {
+      const t0 = clock();
+      await cache.layer(0, { q, k: one, v: one, rows: 1, pos: nKv - 1 }, () => {});
+      if (r >= 2) times.push(clock() - t0);  // the first runs compile pipelines and warm caches
+    }
+    return median(times);
+  } finally {
+    cache.dispose();
+  }
+}
+
+/**
+ * Decides where attention runs for a model. Returns {kind, requested, reason, adapter?, gpu?,
+ * measured?, warning?}. Never throws for a missing or failing GPU: that becomes kind 'wasm' with
+ * the reason (and a warning when WebGPU was asked for explicitly).
+ */
+export async function chooseDevice(handle, info, options) {
+  const requested = options.device ?? 'auto';
+  if (!DEVICES.includes(requested)) {
+    throw new QkvError('bad_argument', `device must be one of ${DEVICES.map((d) => `'${d}'`).join(', ')}, got ${String(requested)}`);
+  }
+  if (requested === 'wasm') return { kind: 'wasm', requested, reason: 'requested' };
+  const wasm = (reason, code) => ({
+    kind: 'wasm', requested, reason,
+    ...(requested === 'webgpu' ? { warning: { code, message: `WebGPU not used, attention runs in WASM: ${reason}` } } : {}),
+  });
+  let gpu;
+  try {
+    const { device, adapterInfo } = await requestQkvDevice({ gpu: options.gpu });
+    gpu = { device, adapter: adapterInfo, attention: createAttention(device) };
+  } catch (e) {
+    return wasm(e.message, 'webgpu_unavailable');
+  }
+  const kvBytes = info.contextLength * info.kvHeads * info.headDim * 4;
+  const limit = Math.min(gpu.device.limits.maxStorageBufferBindingSize, gpu.device.limits.maxBufferSize);
+  if (kvBytes > limit) {
+    gpu.device.destroy?.();
+    return wasm(`a layer's KV cache (${kvBytes} bytes) exceeds this GPU's buffer limit (${limit} bytes)`, 'webgpu_limits');
+  }
+  if (requested === 'webgpu') return { kind: 'webgpu', requested, reason: 'requested', adapter: gpu.adapter, gpu };
+
+  // auto: compare one layer's decode attention at the average position of a full context
+  // (half the context length, at least 64 keys), WebGPU (transfers included) vs the WASM kernel.
+  try {
+    const nKv = Math.max(64, Math.min(info.contextLength, 8192) >> 1);
+    const gpuMs = await timeGpuLayer(gpu, info, nKv);
+    const wasmMs = handle.benchAttention(nKv, 1, 5);
+    const measured = { keys: nKv, webgpuMs: +gpuMs.toFixed(4), wasmMs: +wasmMs.toFixed(4) };
+    const figures = `one layer's decode attention over ${nKv} keys: WebGPU ${measured.webgpuMs} ms ` +
+      `(with transfers) vs WASM ${measured.wasmMs} ms`;
+    if (gpuMs < wasmMs) {
+      return { kind: 'webgpu', requested, reason: `auto: WebGPU is faster (${figures})`, adapter: gpu.adapter, gpu, measured };
+    }
+    gpu.device.destroy?.();
+    return { kind: 'wasm', requested, reason: `auto: WASM is faster (${figures})`, adapter: gpu.adapter, measured };
+  } catch (e) {
+    gpu.device.destroy?.();
+    return { kind: 'wasm', requested, reason: `auto: the WebGPU probe failed (${e.message})` };
+  }
+}
+
+/**
+ * Feeds tokens through a session whose attention runs on the GPU: the engine computes each
+ * layer's q/k/v in WASM, the GPU cache takes k/v and returns the attention output.
+ * @param {object} h the Embind session (external attention on)
+ * @param {ReturnType<typeof createKvCache>} cache
+ */
+export async function gpuFeed(h, cache, ids, allLogits, { layers, capture, alive }) {
+  const chunks = h.feedBegin(ids, allLogits);
+  for (let c = 0; c < chunks; c++) {
+    const rows = h.stepChunk(c), pos = h.stepPos();
+    for (let l = 0; l < layers; l++) {
+      h.stepQkv(l);
+      await cache.layer(l, { q: h.stepQ(), k: h.stepK(), v: h.stepV(), rows, pos, wantProbs: capture }, (out, probs) => {
+        alive();  // the session may have been disposed while the GPU worked
+        // Fresh views: the heap may have grown while this layer was on the GPU.
+        h.stepOut().set(out);
+        if (probs) h.stepProbs().set(probs);
+      });
+      alive();
+      h.stepLayerEnd(l);
+    }
+    h.stepChunkEnd();
+  }
+  h.feedEnd();
+}
