@@ -3,6 +3,8 @@
 #include <emscripten/bind.h>
 #include <emscripten/val.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 
@@ -11,6 +13,7 @@
 #include "engine/generate.h"
 #include "engine/session.h"
 #include "formats/loader.h"
+#include "kernels/attention.h"
 #include "kernels/simd.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
@@ -334,6 +337,41 @@ class JsModel {
     });
   }
 
+  // Milliseconds per call of this model's CPU attention for one layer: n_q queries (the last
+  // positions) over n_kv cached keys, all heads, on the model's threads (best of `reps`). For
+  // device: 'auto', which compares it with the WebGPU path.
+  double benchAttention(int n_kv, int n_q, int reps) {
+    return guard([&] {
+      const ModelConfig& c = model_.config;
+      if (n_kv < 1 || n_kv > (1 << 20) || n_q < 1 || n_q > n_kv || reps < 1 || reps > 1000)
+        fail(ErrorCode::BadArgument, "benchAttention: 1 <= nQ <= nKv <= 2^20 and 1 <= reps <= 1000");
+      std::vector<float> k((size_t)n_kv * c.kv_dim()), q((size_t)n_q * c.q_dim()), out(q.size());
+      for (size_t i = 0; i < k.size(); i++) k[i] = std::sin(0.37f * (float)i);
+      for (size_t i = 0; i < q.size(); i++) q[i] = std::cos(0.11f * (float)i);
+      AttentionArgs a;
+      a.n_q = n_q;
+      a.n_kv = n_kv;
+      a.n_heads = c.n_heads;
+      a.n_kv_heads = c.n_kv_heads;
+      a.head_dim = c.head_dim;
+      a.q = q.data();
+      a.q_stride = c.q_dim();
+      a.k = a.v = k.data();
+      a.kv_stride = c.kv_dim();
+      a.out = out.data();
+      a.out_stride = c.q_dim();
+      a.scale = 1.0f / std::sqrt((float)c.head_dim);
+      a.q_pos0 = n_kv - n_q;
+      double best = 1e30;
+      for (int r = 0; r < reps; r++) {
+        auto t0 = std::chrono::steady_clock::now();
+        pool_->parallel_for(c.n_heads, 1, [&](int h0, int h1, int) { attention_flash(a, h0, h1); });
+        best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return best;
+    });
+  }
+
   // run.c's generation for the CLI; onPiece(Uint8Array) gets each printed piece (a view: copy it).
   val run(const JsRunArgs& a, val on_piece) {
     return guard([&] {
@@ -414,5 +452,6 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("detokenize", &JsModel::detokenize)
       .function("createSession", &JsModel::createSession, allow_raw_pointers())
       .function("allLogits", &JsModel::allLogits)
+      .function("benchAttention", &JsModel::benchAttention)
       .function("run", &JsModel::run);
 }

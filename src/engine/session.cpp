@@ -28,6 +28,7 @@ void Session::record_feed(const int* ids, int n, bool all_logits) {
 void Session::feed(const int* ids, int n, bool all_logits) {
   check_feed(n);
   has_logits_ = false;
+  pending_.clear();
   t_.forward(ids, n, position(), all_logits);
   record_feed(ids, n, all_logits);
 }

@@ -45,7 +45,10 @@ class Transformer {
   //     capturing), step_layer_end(l); then step_chunk_end()
   // and logits() holds the result as after forward(). Switching it clears nothing: the caller
   // re-feeds its tokens when it moves a session back to the CPU cache.
-  void set_external_attention(bool on) { external_ = on; }
+  void set_external_attention(bool on) {
+    external_ = on;
+    step_n_ = 0;
+  }
   bool external_attention() const { return external_; }
   int step_begin(const int* tokens, int n, int pos, bool all_logits);
   void step_chunk(int chunk);
