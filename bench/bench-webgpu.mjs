@@ -1,53 +1,34 @@
-// WebGPU attention benchmark (not a test): attention-only wall time of src/js/webgpu.js (including
-// upload and readback, one submit per call) against a plain JS flash-style CPU baseline, for
-// prefill (nQ = nKv = 512, 2048) and decode (nQ = 1 at context 512, 2048, 8192).
+// WebGPU attention benchmark (not a test). Attention only: WebGPU (src/js/webgpu.js) against the
+// WASM kernel (attention_flash, the engine's own) at 1 and 2 threads, for prefill (nQ = nKv = 512,
+// 2048, 8192; WebGPU time includes the upload and readback of one call) and decode (nQ = 1 at
+// context 512, 2048, 8192, with the keys/values already in the GPU KV cache as the engine keeps
+// them: one layer's step, q/k/v up and the output back). Then end to end: tokens/s of a model
+// with device 'wasm' and device 'webgpu'.
 // Shape: 32 query heads, 8 kv heads, head_dim 128 (Llama-3-8B-like), causal, f32.
-// Usage: node bench/bench-webgpu.mjs [--quick] [--heads H --kv-heads K --dim D]
+// Usage: node bench/bench-webgpu.mjs [--quick] [--full] [--heads H --kv-heads K --dim D]
+//                                    [--model PATH [--tokenizer PATH]] [--tokens N]
 // In Node without a GPU it re-runs itself on SwiftShader (VK_ICD_FILENAMES); SwiftShader is a CPU
-// emulation: its timings check that the code runs, they say nothing about GPU speed.
+// emulation: its timings check that the code runs, they say nothing about GPU speed (8192-token
+// prefill is skipped there unless --full).
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const argv = process.argv.slice(2);
-const opt = (name, def) => (argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : def);
-const quick = argv.includes('--quick');
-const nHeads = opt('--heads', 32), nKvHeads = opt('--kv-heads', 8), headDim = opt('--dim', 128);
+const opt = (name, def) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : def);
+const quick = argv.includes('--quick'), full = argv.includes('--full');
+const nHeads = Number(opt('--heads', 32)), nKvHeads = Number(opt('--kv-heads', 8)), headDim = Number(opt('--dim', 128));
 const ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+const here = fileURLToPath(import.meta.url);
 
 if (!process.env.VK_ICD_FILENAMES && !process.env.QKV_BENCH_CHILD && existsSync(ICD)) {
   const env = {
     ...process.env, QKV_BENCH_CHILD: '1', VK_ICD_FILENAMES: ICD,
     LD_LIBRARY_PATH: [process.env.LD_LIBRARY_PATH, '/usr/lib/chromium'].filter(Boolean).join(':'),
   };
-  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), ...argv], { env, stdio: 'inherit' });
+  const r = spawnSync(process.execPath, [here, ...argv], { env, stdio: 'inherit' });
   process.exit(r.status ?? 1);
-}
-
-/** CPU baseline: tiled online-softmax attention in plain JS (one thread), causal, f32 arrays. */
-function attentionJs(a) {
-  const { nQ, nKv, nHeads: H, nKvHeads: KH, headDim: D, q, k, v, scale, qPos0 } = a;
-  const out = new Float32Array(nQ * H * D), acc = new Float32Array(D), group = H / KH;
-  for (let h = 0; h < H; h++) {
-    const g = (h / group) | 0;
-    for (let i = 0; i < nQ; i++) {
-      const qo = i * H * D + h * D, end = Math.min(nKv, qPos0 + i + 1);
-      let m = -Infinity, l = 0;
-      acc.fill(0);
-      for (let j = 0; j < end; j++) {
-        const ko = j * KH * D + g * D;
-        let s = 0;
-        for (let d = 0; d < D; d++) s += q[qo + d] * k[ko + d];
-        s *= scale;
-        if (s > m) { const c = Math.exp(m - s); l *= c; for (let d = 0; d < D; d++) acc[d] *= c; m = s; }
-        const p = Math.exp(s - m);
-        l += p;
-        for (let d = 0; d < D; d++) acc[d] += p * v[ko + d];
-      }
-      for (let d = 0; d < D; d++) out[qo + d] = l > 0 ? acc[d] / l : 0;
-    }
-  }
-  return out;
 }
 
 function inputs(nQ, nKv) {
@@ -71,43 +52,73 @@ async function time(fn, reps) {
   return ts.sort((a, b) => a - b)[ts.length >> 1];
 }
 
-let gpuLabel = 'unavailable', att = null;
+let gpuLabel = 'unavailable', att = null, device = null, gpu = null;
+const { createKvCache } = await import('../src/js/webgpu.js');
 try {
   const { create, globals } = await import('webgpu');
   Object.assign(globalThis, globals);
   const { requestQkvDevice, createAttention } = await import('../src/js/webgpu.js');
-  const { device, adapterInfo } = await requestQkvDevice({ gpu: create([]) });
+  gpu = create([]);
+  let adapterInfo;
+  ({ device, adapterInfo } = await requestQkvDevice({ gpu }));
   gpuLabel = `${adapterInfo.vendor} ${adapterInfo.architecture} ${adapterInfo.description}`.trim();
   att = createAttention(device);
 } catch (e) {
   console.log(`WebGPU unavailable: ${e.message}`);
 }
+const { loadWasmModule } = await import('../src/js/wasm-node.mjs');
+const { mod } = await loadWasmModule({ threads: 2 });
 const swiftshader = /swiftshader/i.test(gpuLabel);
 console.log(`qkv WebGPU attention benchmark, node ${process.version}; adapter: ${gpuLabel}`);
-console.log(`shape: ${nHeads} heads / ${nKvHeads} kv heads, head_dim ${headDim}, causal, f32; median wall ms ` +
-  '(WebGPU includes upload + readback)');
+console.log(`shape: ${nHeads} heads / ${nKvHeads} kv heads, head_dim ${headDim}, causal, f32; median wall ms`);
 if (swiftshader) console.log('NOTE: SwiftShader is a CPU emulation of a GPU: these WebGPU timings are for correctness only.');
 
 const cases = [
-  ['prefill', 512, 512], ['prefill', 2048, 2048],
+  ['prefill', 512, 512], ['prefill', 2048, 2048], ['prefill', 8192, 8192],
   ['decode', 1, 512], ['decode', 1, 2048], ['decode', 1, 8192],
-].filter(([, nQ]) => !(quick && nQ === 2048));
-console.log(`${'case'.padEnd(22)}${'JS CPU ms'.padStart(12)}${'WebGPU ms'.padStart(12)}${'max diff'.padStart(11)}  kernel`);
+].filter(([kind, nQ]) => !(quick && nQ >= 2048) && !(kind === 'prefill' && nQ === 8192 && swiftshader && !full));
+console.log(`${'case'.padEnd(24)}${'WASM 1T'.padStart(10)}${'WASM 2T'.padStart(10)}${'WebGPU'.padStart(10)}${'2T/GPU'.padStart(9)}`);
 for (const [kind, nQ, nKv] of cases) {
-  const a = inputs(nQ, nKv);
-  // SwiftShader is very slow on big prefill: one rep there.
-  const reps = kind === 'prefill' && nQ >= 2048 ? 1 : 3;
-  let ref;
-  const cpu = await time(async () => { ref = attentionJs(a); }, kind === 'prefill' && nQ >= 2048 ? 0 : reps);
-  let gpu = NaN, diff = NaN, mode = '-';
+  const big = nQ >= 2048;
+  const wasm = (threads) => mod.benchAttention(threads, nHeads, nKvHeads, headDim, nKv, nQ, big ? 1 : 3);
+  const w1 = wasm(1), w2 = wasm(2);
+  let g = NaN;
   if (att) {
-    let res;
-    gpu = await time(async () => { res = await att.run(a); }, reps);
-    mode = res.mode;
-    diff = 0;
-    for (let i = 0; i < ref.length; i++) diff = Math.max(diff, Math.abs(ref[i] - res.out[i]));
+    const a = inputs(nQ, nKv);
+    if (kind === 'prefill') {
+      g = await time(() => att.run(a), big && swiftshader ? 0 : 3);
+    } else {
+      const cache = createKvCache(device, att, { layers: 1, heads: nHeads, kvHeads: nKvHeads, headDim, context: nKv });
+      cache.write(0, a.k, a.v, 0, nKv - 1);
+      const kvd = nKvHeads * headDim, last = a.k.subarray((nKv - 1) * kvd);
+      g = await time(() => cache.layer(0, { q: a.q, k: last, v: last, rows: 1, pos: nKv - 1 }, () => {}), 5);
+      cache.dispose();
+    }
   }
-  console.log(`${`${kind} nQ=${nQ} ctx=${nKv}`.padEnd(22)}${cpu.toFixed(1).padStart(12)}${gpu.toFixed(1).padStart(12)}` +
-    `${diff.toExponential(1).padStart(11)}  ${mode}`);
+  console.log(`${`${kind} nQ=${nQ} ctx=${nKv}`.padEnd(24)}${w1.toFixed(2).padStart(10)}${w2.toFixed(2).padStart(10)}` +
+    `${g.toFixed(2).padStart(10)}${(w2 / g).toFixed(2).padStart(8)}x`);
+}
+
+// End to end: the same model and prompt with attention in WASM and on WebGPU.
+const modelPath = opt('--model', join(here, '..', '..', '..', 'shared', 'models', 'stories260K.bin'));
+const tokPath = opt('--tokenizer', modelPath.endsWith('.bin') ? join(modelPath, '..', 'aidreams-tok512.bin') : undefined);
+const nTok = Number(opt('--tokens', 128));
+if (existsSync(modelPath)) {
+  const { loadModel } = await import('../src/js/node.js');
+  console.log(`\nend to end: ${modelPath}, greedy, ${nTok} tokens, 2 threads`);
+  console.log(`${'device'.padEnd(10)}${'prefill tok/s'.padStart(15)}${'decode tok/s'.padStart(15)}`);
+  for (const dev of ['wasm', 'webgpu']) {
+    if (dev === 'webgpu' && !att) continue;
+    const m = await loadModel(modelPath, { tokenizer: tokPath, threads: 2, device: dev, gpu, onWarning: (w) => console.log(w.message) });
+    const s = m.createSession();
+    const prompt = 'Once upon a time, '.repeat(8);
+    await s.complete(prompt, { temperature: 0, maxTokens: 4 });  // warm-up
+    s.reset();
+    await s.complete(prompt, { temperature: 0, maxTokens: nTok, stopTokens: [] });
+    const g = s.lastGeneration;
+    console.log(`${m.info.backend.padEnd(10)}${(g.promptTokens / (g.prefillMs / 1000)).toFixed(1).padStart(15)}` +
+      `${(g.generatedTokens / (g.decodeMs / 1000)).toFixed(1).padStart(15)}`);
+    m.dispose();
+  }
 }
 process.exit(0);

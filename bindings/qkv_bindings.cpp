@@ -141,6 +141,50 @@ val byte_array(const std::string& s) {
   return val::global("Uint8Array").new_(val(typed_memory_view(s.size(), reinterpret_cast<const uint8_t*>(s.data()))));
 }
 
+// Milliseconds per call (best of `reps`) of the WASM attention kernel: n_q causal queries (the
+// last positions) over n_kv keys, all heads split over the pool's threads.
+double bench_attention(ThreadPool& pool, int heads, int kv_heads, int head_dim, int n_kv, int n_q, int reps) {
+  return guard([&] {
+    if (heads < 1 || kv_heads < 1 || heads % kv_heads || head_dim < 1 || head_dim > 1024 || heads > 1024)
+      fail(ErrorCode::BadArgument, "benchAttention: heads a multiple of kvHeads, head_dim 1..1024");
+    if (n_kv < 1 || n_kv > (1 << 20) || n_q < 1 || n_q > n_kv || reps < 1 || reps > 1000)
+      fail(ErrorCode::BadArgument, "benchAttention: 1 <= nQ <= nKv <= 2^20 and 1 <= reps <= 1000");
+    const int qd = heads * head_dim, kvd = kv_heads * head_dim;
+    if ((uint64_t)n_kv * kvd > (1ull << 28) || (uint64_t)n_q * qd > (1ull << 28))
+      fail(ErrorCode::OutOfMemory, "benchAttention: shape too large");
+    std::vector<float> k((size_t)n_kv * kvd), q((size_t)n_q * qd), out(q.size());
+    for (size_t i = 0; i < k.size(); i++) k[i] = std::sin(0.37f * (float)i);
+    for (size_t i = 0; i < q.size(); i++) q[i] = std::cos(0.11f * (float)i);
+    AttentionArgs a;
+    a.n_q = n_q;
+    a.n_kv = n_kv;
+    a.n_heads = heads;
+    a.n_kv_heads = kv_heads;
+    a.head_dim = head_dim;
+    a.q = q.data();
+    a.q_stride = qd;
+    a.k = a.v = k.data();
+    a.kv_stride = kvd;
+    a.out = out.data();
+    a.out_stride = qd;
+    a.scale = 1.0f / std::sqrt((float)head_dim);
+    a.q_pos0 = n_kv - n_q;
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+      auto t0 = std::chrono::steady_clock::now();
+      pool.parallel_for(heads, 1, [&](int h0, int h1, int) { attention_flash(a, h0, h1); });
+      best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  });
+}
+
+double bench_attention_threads(int threads, int heads, int kv_heads, int head_dim, int n_kv, int n_q, int reps) {
+  if (threads < 1 || threads > 256) throw_js("bad_argument", "benchAttention: threads 1..256");
+  ThreadPool pool(threads);
+  return bench_attention(pool, heads, kv_heads, head_dim, n_kv, n_q, reps);
+}
+
 class JsSession {
   val step_view(float* p, int width) {
     return val(typed_memory_view((size_t)s_.transformer().step_rows() * width, p));
@@ -337,39 +381,11 @@ class JsModel {
     });
   }
 
-  // Milliseconds per call of this model's CPU attention for one layer: n_q queries (the last
-  // positions) over n_kv cached keys, all heads, on the model's threads (best of `reps`). For
-  // device: 'auto', which compares it with the WebGPU path.
+  // Milliseconds per call of this model's CPU attention for one layer (see bench_attention),
+  // on the model's threads. For device: 'auto', which compares it with the WebGPU path.
   double benchAttention(int n_kv, int n_q, int reps) {
-    return guard([&] {
-      const ModelConfig& c = model_.config;
-      if (n_kv < 1 || n_kv > (1 << 20) || n_q < 1 || n_q > n_kv || reps < 1 || reps > 1000)
-        fail(ErrorCode::BadArgument, "benchAttention: 1 <= nQ <= nKv <= 2^20 and 1 <= reps <= 1000");
-      std::vector<float> k((size_t)n_kv * c.kv_dim()), q((size_t)n_q * c.q_dim()), out(q.size());
-      for (size_t i = 0; i < k.size(); i++) k[i] = std::sin(0.37f * (float)i);
-      for (size_t i = 0; i < q.size(); i++) q[i] = std::cos(0.11f * (float)i);
-      AttentionArgs a;
-      a.n_q = n_q;
-      a.n_kv = n_kv;
-      a.n_heads = c.n_heads;
-      a.n_kv_heads = c.n_kv_heads;
-      a.head_dim = c.head_dim;
-      a.q = q.data();
-      a.q_stride = c.q_dim();
-      a.k = a.v = k.data();
-      a.kv_stride = c.kv_dim();
-      a.out = out.data();
-      a.out_stride = c.q_dim();
-      a.scale = 1.0f / std::sqrt((float)c.head_dim);
-      a.q_pos0 = n_kv - n_q;
-      double best = 1e30;
-      for (int r = 0; r < reps; r++) {
-        auto t0 = std::chrono::steady_clock::now();
-        pool_->parallel_for(c.n_heads, 1, [&](int h0, int h1, int) { attention_flash(a, h0, h1); });
-        best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return best;
-    });
+    const ModelConfig& c = model_.config;
+    return bench_attention(*pool_, c.n_heads, c.n_kv_heads, c.head_dim, n_kv, n_q, reps);
   }
 
   // run.c's generation for the CLI; onPiece(Uint8Array) gets each printed piece (a view: copy it).
@@ -406,6 +422,7 @@ std::string usage() { return run_usage(); }
 EMSCRIPTEN_BINDINGS(qkv) {
   function("simdArch", &simd_arch);
   function("runUsage", &usage);
+  function("benchAttention", &bench_attention_threads);
   class_<JsBuffer>("Buffer").constructor<double>().function("view", &JsBuffer::view).function("size", &JsBuffer::size);
   class_<JsRunArgs>("RunArgs")
       .class_function("parse", &JsRunArgs::parse, allow_raw_pointers())

@@ -23,13 +23,8 @@ async function timeGpuLayer(gpu, info, nKv) {
   try {
     const qd = info.heads * info.headDim, kvd = info.kvHeads * info.headDim;
     const k = new Float32Array(nKv * kvd).map((_, i) => Math.sin(0.37 * i));
-    // Fill the cache in chunks of at most 64 rows (the engine's batch).
-    for (let p = 0; p < nKv - 1; p += 64) {
-      const rows = Math.min(64, nKv - 1 - p);
-      await cache.layer(0, {
-        q: new Float32Array(rows * qd), k: k.subarray(p * kvd), v: k.subarray(p * kvd), rows, pos: p,
-      }, () => {});
-    }
+    // Fill the cache (keys/values only), then time single-row decode steps.
+    cache.write(0, k, k, 0, nKv - 1);
     const q = new Float32Array(qd).fill(0.1), one = k.subarray((nKv - 1) * kvd);
     const times = [];
     for (let r = 0; r < 7; r++) {

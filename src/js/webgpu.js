@@ -381,9 +381,9 @@ export function createKvCache(device, attention, shape) {
 
   /**
    * Attention for one layer of a chunk: `rows` queries at positions pos.., their keys/values.
-   * `write(out, probs)` receives views of the mapped results (valid only during the call).
+   * `sink(out, probs)` receives views of the mapped results (valid only during the call).
    */
-  async function layer(l, { q, k, v, rows, pos, wantProbs = false }, write) {
+  async function layer(l, { q, k, v, rows, pos, wantProbs = false }, sink) {
     if (disposed) throw new QkvError('disposed', 'the GPU KV cache was disposed');
     if (rows < 1 || rows > maxRows || pos < 0 || pos + rows > context) {
       throw new QkvError('bad_argument', `GPU attention: ${rows} rows at ${pos} do not fit (context ${context})`);
@@ -392,7 +392,7 @@ export function createKvCache(device, attention, shape) {
     const p = await attention.plan({
       nQ: rows, nKv, nHeads: heads, nKvHeads: kvHeads, headDim, qPos0: pos, window, wantProbs,
     });
-    grow(nKv);
+    write(l, k, v, pos, rows);
     if (p.partialBytes > partialBytes) { drop(partial); partialBytes = p.partialBytes; partial = make(partialBytes, S.STORAGE, 'partial'); }
     const pBytes = wantProbs ? heads * rows * nKv * 4 : 0;
     if (pBytes > probsBytes) {
@@ -402,8 +402,6 @@ export function createKvCache(device, attention, shape) {
       probsRead = make(pBytes, S.MAP_READ | S.COPY_DST, 'probs-read');
     }
     const q_ = device.queue;
-    q_.writeBuffer(K[l], pos * kvd * 4, k.buffer, k.byteOffset, rows * kvd * 4);
-    q_.writeBuffer(V[l], pos * kvd * 4, v.buffer, v.byteOffset, rows * kvd * 4);
     q_.writeBuffer(qBuf, 0, q.buffer, q.byteOffset, rows * qd * 4);
     q_.writeBuffer(params, 0, p.params);
     device.pushErrorScope('validation');
@@ -421,7 +419,7 @@ export function createKvCache(device, attention, shape) {
     ]);
     try {
       if (err) throw new QkvError('internal', `WebGPU attention: ${err.message}`);
-      write(new Float32Array(outRead.getMappedRange(0, outBytes)),
+      sink(new Float32Array(outRead.getMappedRange(0, outBytes)),
         pBytes ? new Float32Array(probsRead.getMappedRange(0, pBytes)) : null);
     } finally {
       outRead.unmap();
@@ -429,8 +427,18 @@ export function createKvCache(device, attention, shape) {
     }
   }
 
+  /** Writes `rows` keys/values at positions pos.. of layer l, with no attention (tools, probes). */
+  function write(l, k, v, pos, rows) {
+    if (disposed) throw new QkvError('disposed', 'the GPU KV cache was disposed');
+    if (rows < 0 || pos < 0 || pos + rows > context) throw new QkvError('bad_argument', 'GPU KV write out of range');
+    grow(pos + rows);
+    device.queue.writeBuffer(K[l], pos * kvd * 4, k.buffer, k.byteOffset, rows * kvd * 4);
+    device.queue.writeBuffer(V[l], pos * kvd * 4, v.buffer, v.byteOffset, rows * kvd * 4);
+  }
+
   return {
     layer,
+    write,
     /** Bytes of GPU memory the cache holds now. */
     get bytes() { return cap * kvd * 4 * 2 * layers; },
     get capacity() { return cap; },

@@ -23,10 +23,10 @@ let browser;
 before(async () => { if (haveChromium) browser = await launchBrowser(); });
 after(async () => { await browser?.close(); });
 
-async function runPage(serverOpts) {
+async function runPage(serverOpts, extraQuery = '') {
   const srv = await startServer(top, serverOpts);
   try {
-    const { page, context, errors } = await openPage(browser, `${srv.url}${repo}/tests/js/pages/api.html${query}`);
+    const { page, context, errors } = await openPage(browser, `${srv.url}${repo}/tests/js/pages/api.html${query}${extraQuery}`);
     try {
       await page.waitForFunction(() => window.__result !== undefined || window.__error !== undefined, null, { timeout: 60000 });
       const r = await page.evaluate(() => ({ result: window.__result, error: window.__error }));
@@ -67,3 +67,21 @@ for (const [name, serverOpts, mode] of [
     assert.ok(page.progressCalls >= 2);
   });
 }
+
+// Attention on WebGPU (Chromium's SwiftShader adapter, the flags of TOOLCHAIN.md): the KV cache on
+// the GPU, in the page and in a Worker, and still run.c's exact text.
+test('browser: device webgpu gives the reference text in the page and in a Worker', { skip: !haveChromium && `no Chromium at ${chromiumPath}` }, async () => {
+  const { result, error, errors } = await runPage({ coopCoep: true }, '&device=webgpu');
+  assert.equal(error, undefined, error);
+  const real = errors.filter((e) => !/^requestfailed: \S+\/models\/\S+\.bin net::ERR_ABORTED$/.test(e));
+  assert.deepEqual(real, [], 'console or page errors');
+  assert.deepEqual(result.warnings, [], 'WebGPU should be available on SwiftShader');
+  const { page, worker } = result;
+  for (const [where, info] of [['page', page.info], ['worker', worker.info]]) {
+    assert.equal(info.backend, 'webgpu', `${where}: ${JSON.stringify(info.device)}`);
+    assert.equal(info.device.requested, 'webgpu');
+  }
+  assert.equal(page.text, want, 'in-page WebGPU text differs from run.c');
+  assert.equal(page.again, want, 'the WebGPU session gave a different text after a break');
+  assert.equal(worker.text, want, 'worker WebGPU text differs from run.c');
+});

@@ -1,6 +1,6 @@
 // Imports the package's browser entry, loads a model over HTTP, streams text, in the page and
 // through the Worker wrapper; reports through window.__result (or window.__error).
-// Query: ?model=URL&tokenizer=URL&maxTokens=N
+// Query: ?model=URL&tokenizer=URL&maxTokens=N[&device=auto|webgpu|wasm]
 import { loadModel } from '../../../src/js/browser.js';
 import { createWorker } from '../../../src/js/worker-client.js';
 
@@ -8,12 +8,14 @@ const violations = [];
 document.addEventListener('securitypolicyviolation', (e) => violations.push(`${e.violatedDirective}: ${e.blockedURI}`));
 const q = new URLSearchParams(location.search);
 const model = q.get('model'), tokenizer = q.get('tokenizer'), maxTokens = Number(q.get('maxTokens'));
+const device = q.get('device') ?? undefined;
+const warnings = [];
 const opts = { temperature: 1, topP: 0.9, seed: 42, maxTokens, stopTokens: [1] };
 const out = document.getElementById('out');
 
 async function inPage() {
   const progress = [];
-  const m = await loadModel(model, { tokenizer, onProgress: (p) => progress.push(p) });
+  const m = await loadModel(model, { tokenizer, device, onWarning: (w) => warnings.push(w), onProgress: (p) => progress.push(p) });
   const items = [];
   for await (const t of m.generate('I dream of', opts)) items.push(t.text);
   // Break out early: the session must stay usable.
@@ -27,7 +29,7 @@ async function inPage() {
 async function inWorker() {
   const w = await createWorker();
   try {
-    const m = await w.loadModel(new URL(model, location.href), { tokenizer: new URL(tokenizer, location.href) });
+    const m = await w.loadModel(new URL(model, location.href), { tokenizer: new URL(tokenizer, location.href), device });
     const items = [];
     for await (const t of m.generate('I dream of', opts)) items.push(t.text);
     const info = m.info;
@@ -41,7 +43,7 @@ async function inWorker() {
 try {
   const page = await inPage();
   const worker = await inWorker();
-  window.__result = { page, worker, crossOriginIsolated: self.crossOriginIsolated, violations };
+  window.__result = { page, worker, crossOriginIsolated: self.crossOriginIsolated, violations, warnings };
   out.textContent = JSON.stringify(window.__result, null, 2);
 } catch (e) {
   window.__error = `${e?.code ?? ''} ${e?.stack ?? e}`;
