@@ -3,6 +3,7 @@
 #
 #   web/dist/index.html, app.js, *.js, style.css, _headers   the page (from web/)
 #   web/dist/qkv/src/js/*.js                                  the npm package's JS API
+#   web/dist/qkv/src/webgpu/*.wgsl                            its WebGPU shaders (fetched relative to src/js)
 #   web/dist/qkv/dist/qkv{,-mt}.{mjs,wasm}, qkv-mt.worker.js  the WASM builds (src/js -> ../../dist)
 #   web/dist/models/default.json + the default model and its tokenizer
 #
@@ -68,6 +69,7 @@ for f in web/*.html web/*.js web/*.css web/_headers; do
   [ -f "$f" ] && put "$f" "$(basename "$f")"
 done
 for f in src/js/*.js; do put "$f" "qkv/src/js/$(basename "$f")"; done
+for f in src/webgpu/*.wgsl; do put "$f" "qkv/src/webgpu/$(basename "$f")"; done
 for f in qkv.mjs qkv.wasm qkv-mt.mjs qkv-mt.wasm qkv-mt.worker.js package.json; do put "dist/$f" "qkv/dist/$f"; done
 put package.json qkv/package.json
 

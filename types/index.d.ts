@@ -46,6 +46,12 @@ export interface LoadOptions {
    * faster than WASM for this model; info.device.reason gives the figures.
    */
   device?: 'auto' | 'webgpu' | 'wasm';
+  /**
+   * Element type of the GPU KV cache. 'auto' (default): f16 where the device has shader-f16 (half
+   * the memory and bandwidth; attention within 1e-2 of f32), else f32. 'f32': the WASM kernel's
+   * exact inputs, for bit-level agreement with the CPU path.
+   */
+  gpuPrecision?: 'auto' | 'f32' | 'f16';
   /** The WebGPU entry point; default navigator.gpu. In Node pass `create([])` from the 'webgpu' package. */
   gpu?: object;
   /** Called with each warning (WebGPU unavailable or lost, and the fallback taken); default console.warn. */
@@ -54,7 +60,7 @@ export interface LoadOptions {
 
 /** A non-fatal problem: the work goes on, on a fallback. */
 export interface QkvWarning {
-  code: 'webgpu_unavailable' | 'webgpu_limits' | 'webgpu_failed';
+  code: 'webgpu_unavailable' | 'webgpu_limits' | 'webgpu_failed' | 'webgpu_f16_unavailable';
   message: string;
 }
 
@@ -64,6 +70,8 @@ export interface DeviceInfo {
   requested: 'auto' | 'webgpu' | 'wasm';
   reason: string;
   adapter?: { vendor: string; architecture: string; device: string; description: string };
+  /** Element type of the GPU KV cache (WebGPU only). */
+  kvType?: 'f32' | 'f16';
   /** The 'auto' measurement: one layer's decode attention over `keys` cached keys. */
   measured?: { keys: number; webgpuMs: number; wasmMs: number };
 }

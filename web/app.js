@@ -66,12 +66,17 @@ function showBackend(info) {
   if (!info) { b.textContent = '–'; b.dataset.mode = ''; return; }
   const { mode, reason, threads } = info.threading;
   b.dataset.mode = mode;
-  b.textContent = mode === 'pthreads' ? 'WASM · pthreads' : 'WASM · single thread';
+  const device = info.device ?? { kind: 'wasm', reason: '' };
+  b.dataset.device = device.kind;
+  b.textContent = (mode === 'pthreads' ? 'WASM · pthreads' : 'WASM · single thread') +
+    (device.kind === 'webgpu' ? ' · attention on WebGPU' : '');
   b.title = `${info.simd}; ${reason}`;
   $('threads').textContent = String(threads);
-  const gpu = typeof navigator !== 'undefined' && 'gpu' in navigator;
+  const where = device.kind === 'webgpu'
+    ? `attention runs on the GPU${device.adapter?.vendor ? ` (${device.adapter.vendor})` : ''}, KV cache ${device.kvType ?? 'f32'}`
+    : 'attention runs in WASM';
   $('backend-reason').textContent = `${mode === 'pthreads' ? 'Threads' : 'One thread'}: ${reason}. ` +
-    `SIMD: ${info.simd}. WebGPU: not used yet (qkv has no WebGPU backend yet${gpu ? '; this browser offers WebGPU' : ''}).`;
+    `SIMD: ${info.simd}. WebGPU: ${where} (${device.reason}).`;
 }
 
 async function refreshMemory() {

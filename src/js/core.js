@@ -2,7 +2,7 @@
 // Entry points (node.js, browser.js) supply the module loader and path reading.
 import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
 import { readSource } from './source.js';
-import { DEVICES, chooseDevice, gpuFeed } from './gpu-backend.js';
+import { DEVICES, GPU_PRECISIONS, chooseDevice, gpuFeed, shapeOf } from './gpu-backend.js';
 import { createKvCache } from './webgpu.js';
 
 export { QkvError } from './errors.js';
@@ -122,10 +122,7 @@ export class Session {
     const gpu = model._gpu;
     if (gpu) {
       try {
-        const i = model._info;
-        this._gpu = createKvCache(gpu.device, gpu.attention, {
-          layers: i.layers, heads: i.heads, kvHeads: i.kvHeads, headDim: i.headDim, context: handle.context(),
-        });
+        this._gpu = createKvCache(gpu.device, gpu.attention, shapeOf(model._info, handle.context(), model._device.kvType));
         handle.setExternalAttention(true);
       } catch (e) {
         model._gpuFailed(e);
@@ -471,6 +468,8 @@ export async function loadModelWith(env, source, options = {}) {
   check(onWarning === undefined || typeof onWarning === 'function', 'onWarning must be a function');
   check(options.device === undefined || DEVICES.includes(options.device),
     `device must be one of ${DEVICES.map((d) => `'${d}'`).join(', ')}, got ${String(options.device)}`);
+  check(options.gpuPrecision === undefined || GPU_PRECISIONS.includes(options.gpuPrecision),
+    `gpuPrecision must be one of ${GPU_PRECISIONS.map((d) => `'${d}'`).join(', ')}, got ${String(options.gpuPrecision)}`);
   check(signal === undefined || signal === null || typeof signal.aborted === 'boolean', 'signal must be an AbortSignal');
   if (options.threads !== undefined && options.threads !== 'auto') {
     check(Number.isInteger(options.threads) && options.threads >= 1 && options.threads <= 256,

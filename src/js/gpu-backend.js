@@ -1,16 +1,18 @@
 // Where attention runs: device selection for loadModel({device}) and the WebGPU feed that drives
 // the engine's step API (src/model/transformer.h) layer by layer, with the KV cache on the GPU.
 import { QkvError } from './errors.js';
-import { createAttention, createKvCache, requestQkvDevice } from './webgpu.js';
+import { createAttention, createKvCache, hasShaderF16, requestQkvDevice } from './webgpu.js';
 
 export const DEVICES = Object.freeze(['auto', 'webgpu', 'wasm']);
+export const GPU_PRECISIONS = Object.freeze(['auto', 'f32', 'f16']);
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const clock = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
 
-function shapeOf(info, context) {
+export function shapeOf(info, context, kvType) {
   return {
     layers: info.layers, heads: info.heads, kvHeads: info.kvHeads, headDim: info.headDim, context,
+    f16: kvType === 'f16',
   };
 }
 
@@ -18,8 +20,8 @@ function shapeOf(info, context) {
  * Milliseconds of one decode-step attention for one layer on the GPU, transfers included
  * (keys/values/query up, output back), at `nKv` cached keys: median of a few runs.
  */
-async function timeGpuLayer(gpu, info, nKv) {
-  const cache = createKvCache(gpu.device, gpu.attention, shapeOf(info, nKv));
+async function timeGpuLayer(gpu, info, nKv, kvType) {
+  const cache = createKvCache(gpu.device, gpu.attention, shapeOf(info, nKv, kvType));
   try {
     const qd = info.heads * info.headDim, kvd = info.kvHeads * info.headDim;
     const k = new Float32Array(nKv * kvd).map((_, i) => Math.sin(0.37 * i));
@@ -60,28 +62,38 @@ export async function chooseDevice(handle, info, options) {
   } catch (e) {
     return wasm(e.message, 'webgpu_unavailable');
   }
-  const kvBytes = info.contextLength * info.kvHeads * info.headDim * 4;
+  // KV element type: f16 where the device can (half the memory and bandwidth), unless f32 is asked
+  // for (bit-for-bit the WASM kernel's inputs).
+  const precision = options.gpuPrecision ?? 'auto';
+  const canF16 = hasShaderF16(gpu.device) && (info.kvHeads * info.headDim) % 2 === 0;
+  const kvType = precision === 'f32' || !canF16 ? 'f32' : 'f16';
+  const precisionWarning = precision === 'f16' && !canF16
+    ? { code: 'webgpu_f16_unavailable', message: 'this WebGPU device has no shader-f16: the KV cache is f32' }
+    : undefined;
+  const kvBytes = info.contextLength * info.kvHeads * info.headDim * (kvType === 'f16' ? 2 : 4);
   const limit = Math.min(gpu.device.limits.maxStorageBufferBindingSize, gpu.device.limits.maxBufferSize);
   if (kvBytes > limit) {
     gpu.device.destroy?.();
     return wasm(`a layer's KV cache (${kvBytes} bytes) exceeds this GPU's buffer limit (${limit} bytes)`, 'webgpu_limits');
   }
-  if (requested === 'webgpu') return { kind: 'webgpu', requested, reason: 'requested', adapter: gpu.adapter, gpu };
+  const common = { requested, adapter: gpu.adapter, kvType, ...(precisionWarning ? { warning: precisionWarning } : {}) };
+  if (requested === 'webgpu') return { kind: 'webgpu', reason: 'requested', gpu, ...common };
 
   // auto: compare one layer's decode attention at the average position of a full context
   // (half the context length, at least 64 keys), WebGPU (transfers included) vs the WASM kernel.
   try {
     const nKv = Math.max(64, Math.min(info.contextLength, 8192) >> 1);
-    const gpuMs = await timeGpuLayer(gpu, info, nKv);
+    const gpuMs = await timeGpuLayer(gpu, info, nKv, kvType);
     const wasmMs = handle.benchAttention(nKv, 1, 5);
     const measured = { keys: nKv, webgpuMs: +gpuMs.toFixed(4), wasmMs: +wasmMs.toFixed(4) };
     const figures = `one layer's decode attention over ${nKv} keys: WebGPU ${measured.webgpuMs} ms ` +
       `(with transfers) vs WASM ${measured.wasmMs} ms`;
     if (gpuMs < wasmMs) {
-      return { kind: 'webgpu', requested, reason: `auto: WebGPU is faster (${figures})`, adapter: gpu.adapter, gpu, measured };
+      return { kind: 'webgpu', reason: `auto: WebGPU is faster (${figures})`, gpu, measured, ...common };
     }
     gpu.device.destroy?.();
-    return { kind: 'wasm', requested, reason: `auto: WASM is faster (${figures})`, adapter: gpu.adapter, measured };
+    const { kvType: _, ...wasmCommon } = common;
+    return { kind: 'wasm', reason: `auto: WASM is faster (${figures})`, measured, ...wasmCommon };
   } catch (e) {
     gpu.device.destroy?.();
     return { kind: 'wasm', requested, reason: `auto: the WebGPU probe failed (${e.message})` };

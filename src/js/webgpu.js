@@ -54,9 +54,11 @@ export async function requestQkvDevice(options = {}) {
     'maxComputeWorkgroupsPerDimension'];
   const requiredLimits = {};
   for (const name of want) if (adapter.limits[name] !== undefined) requiredLimits[name] = adapter.limits[name];
+  // shader-f16 (half-precision KV caches) where the adapter has it.
+  const requiredFeatures = adapter.features?.has?.('shader-f16') ? ['shader-f16'] : [];
   let device;
   try {
-    device = await adapter.requestDevice({ requiredLimits });
+    device = await adapter.requestDevice({ requiredLimits, requiredFeatures });
   } catch (e) {
     throw new QkvError('unsupported', `WebGPU requestDevice() failed: ${e?.message ?? e}`, { cause: e });
   }
@@ -70,6 +72,45 @@ export async function requestQkvDevice(options = {}) {
   keepAlive.set(device, { gpu, adapter });
   device.lost?.then(() => keepAlive.delete(device));
   return { device, adapterInfo };
+}
+
+/** Can this device store keys/values in f16 (WGSL `enable f16`)? */
+export const hasShaderF16 = (device) => !!device.features?.has?.('shader-f16');
+
+/**
+ * IEEE half-precision bits of each float (round to nearest, ties to even; overflow to infinity),
+ * as the GPU would store them: dst[i] = f16(src[i]).
+ * @param {Float32Array} src @param {Uint16Array} dst (at least src.length)
+ */
+export function toHalf(src, dst) {
+  const u = new Uint32Array(src.buffer, src.byteOffset, src.length);
+  for (let i = 0; i < u.length; i++) {
+    const b = u[i], sign = (b >>> 16) & 0x8000, e = (b >>> 23) & 0xff, m = b & 0x7fffff;
+    let h;
+    if (e === 0xff) {
+      h = 0x7c00 | (m ? 0x200 : 0);  // infinity, or a quiet NaN
+    } else {
+      const exp = e - 112;  // rebias 127 -> 15
+      if (exp >= 0x1f) {
+        h = 0x7c00;
+      } else if (exp <= 0) {  // subnormal half (or zero)
+        if (exp < -10) {
+          h = 0;
+        } else {
+          const mm = m | 0x800000, shift = 14 - exp;
+          h = mm >>> shift;
+          const rem = mm & ((1 << shift) - 1), half = 1 << (shift - 1);
+          if (rem > half || (rem === half && (h & 1))) h++;
+        }
+      } else {
+        h = (exp << 10) | (m >>> 13);
+        const rem = m & 0x1fff;
+        if (rem > 0x1000 || (rem === 0x1000 && (h & 1))) h++;  // may carry into the exponent: right
+      }
+    }
+    dst[i] = sign | h;
+  }
+  return dst;
 }
 
 // Params uniform (common.wgsl): 12 x 4 bytes, padded to 64.
@@ -118,18 +159,22 @@ export function createAttention(device) {
   const pipelines = new Map();  // key -> Promise<GPUComputePipeline>
   let disposed = false;
 
-  function source(file) {
-    if (!sources.has(file)) {
-      sources.set(file, Promise.all([loadShader('common.wgsl'), loadShader(file)]).then(([c, s]) => `${c}\n${s}`));
+  // The f16 variant: `enable f16;` first, and k/v declared as array<f16> through kv_t.
+  function source(file, f16) {
+    const key = `${file}|${f16}`;
+    if (!sources.has(key)) {
+      sources.set(key, Promise.all([loadShader('common.wgsl'), loadShader(file)]).then(([c, s]) => (f16
+        ? `enable f16;\n${c.replace('alias kv_t = f32;', 'alias kv_t = f16;')}\n${s}`
+        : `${c}\n${s}`)));
     }
-    return sources.get(file);
+    return sources.get(key);
   }
 
-  function pipeline(file, constants) {
-    const key = `${file}|${JSON.stringify(constants)}`;
+  function pipeline(file, constants, f16 = false) {
+    const key = `${file}|${JSON.stringify(constants)}|${f16 ? 'f16' : 'f32'}`;
     if (!pipelines.has(key)) {
       pipelines.set(key, (async () => {
-        const code = await source(file);
+        const code = await source(file, f16);
         const module = device.createShaderModule({ code, label: file });
         try {
           return await device.createComputePipelineAsync({
@@ -175,6 +220,8 @@ export function createAttention(device) {
    */
   async function plan(a) {
     const { nQ, nKv, nHeads, headDim: hd } = a;
+    const f16 = !!a.kvF16;
+    if (f16 && !hasShaderF16(device)) throw new QkvError('unsupported', 'this WebGPU device has no shader-f16');
     const mode = a.mode === 'auto' ? (nQ === 1 && nKv >= 256 ? 'decode' : 'prefill') : a.mode;
     if (mode !== 'prefill' && mode !== 'decode') throw new QkvError('bad_argument', `attention: unknown mode ${a.mode}`);
     // Key range any query can see (decode splits only this range).
@@ -191,10 +238,10 @@ export function createAttention(device) {
     }
     const [mainPipe, reducePipe, probsPipe] = await Promise.all([
       mode === 'prefill'
-        ? pipeline('attention_prefill.wgsl', { WG: tiles.wg, BQ: tiles.bq, BK: tiles.bk, HD: hd })
-        : pipeline('attention_decode.wgsl', { WG: redWg, CHUNK: chunk, HD: hd }),
+        ? pipeline('attention_prefill.wgsl', { WG: tiles.wg, BQ: tiles.bq, BK: tiles.bk, HD: hd }, f16)
+        : pipeline('attention_decode.wgsl', { WG: redWg, CHUNK: chunk, HD: hd }, f16),
       mode === 'decode' ? pipeline('attention_decode_reduce.wgsl', { WG: redWg, HD: hd }) : null,
-      a.wantProbs ? pipeline('attention_probs.wgsl', { WG: redWg, HD: hd }) : null,
+      a.wantProbs ? pipeline('attention_probs.wgsl', { WG: redWg, HD: hd }, f16) : null,
     ]);
     return {
       a, mode, tiles, nSplits, mainPipe, reducePipe, probsPipe,
@@ -246,6 +293,7 @@ export function createAttention(device) {
    * @param {boolean} [args.wantProbs] also return probs (nHeads, nQ, nKv)
    * @param {'auto'|'prefill'|'decode'} [args.mode] kernel choice; 'auto' uses split-K decode for nQ == 1
    *   over a long cache
+   * @param {boolean} [args.kvF16] store k/v as f16 on the GPU (needs shader-f16)
    * @returns {Promise<{out: Float32Array, probs?: Float32Array, mode: string}>}
    */
   async function run(args) {
@@ -258,6 +306,7 @@ export function createAttention(device) {
       return { out: new Float32Array(outLen), ...(a.wantProbs ? { probs: new Float32Array(0) } : {}), mode: 'empty' };
     }
     const p = await plan(a);
+    const kvData = (x) => (a.kvF16 ? toHalf(x, new Uint16Array(x.length)) : x);
     const buffers = [];
     const S = BufferUsage;
     const make = (size, usage, label) => {
@@ -281,8 +330,8 @@ export function createAttention(device) {
       const b = {
         params: upload(p.params, S.UNIFORM, 'params'),
         q: upload(a.q.subarray(0, outLen), S.STORAGE, 'q'),
-        k: upload(a.k.subarray(0, kvLen), S.STORAGE, 'k'),
-        v: upload(a.v.subarray(0, kvLen), S.STORAGE, 'v'),
+        k: upload(kvData(a.k.subarray(0, kvLen)), S.STORAGE, 'k'),
+        v: upload(kvData(a.v.subarray(0, kvLen)), S.STORAGE, 'v'),
         valid: upload(valid, S.STORAGE, 'key_valid'),
         out: make(outLen * 4, S.STORAGE | S.COPY_SRC, 'out'),
         partial: p.partialBytes ? make(p.partialBytes, S.STORAGE, 'partial') : null,
@@ -329,18 +378,25 @@ export function createAttention(device) {
  * @param {GPUDevice} device
  * @param {ReturnType<typeof createAttention>} attention
  * @param {{layers: number, heads: number, kvHeads: number, headDim: number, context: number,
- *   window?: number, maxRows?: number}} shape
+ *   window?: number, maxRows?: number, f16?: boolean}} shape  f16: keys/values stored as f16
+ *   (needs shader-f16; halves the cache's memory and the bandwidth attention reads)
  * @throws {QkvError} 'unsupported' when the cache does not fit the device's buffer limits.
  */
 export function createKvCache(device, attention, shape) {
   const { layers, heads, kvHeads, headDim, context } = shape;
   const window = shape.window ?? 0, maxRows = shape.maxRows ?? 64;
   const kvd = kvHeads * headDim, qd = heads * headDim;
+  const f16 = !!shape.f16;
+  if (f16 && (!hasShaderF16(device) || kvd % 2)) {
+    throw new QkvError('unsupported', 'an f16 KV cache needs shader-f16 and an even kv width');
+  }
+  const eb = f16 ? 2 : 4;  // bytes per cached element
   const limit = Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize);
-  if (context * kvd * 4 > limit) {
-    throw new QkvError('unsupported', `a ${context}-token KV cache needs ${context * kvd * 4} bytes per layer, ` +
+  if (context * kvd * eb > limit) {
+    throw new QkvError('unsupported', `a ${context}-token KV cache needs ${context * kvd * eb} bytes per layer, ` +
       `more than this GPU's ${limit}-byte buffer limit`);
   }
+  let half = null;  // f16 staging for one chunk's keys or values
   const S = BufferUsage;
   const own = new Set();
   const make = (size, usage, label) => {
@@ -364,11 +420,11 @@ export function createKvCache(device, attention, shape) {
     const enc = device.createCommandEncoder({ label: 'kv-grow' });
     const nk = [], nv = [];
     for (let l = 0; l < layers; l++) {
-      nk.push(make(next * kvd * 4, S.STORAGE | S.COPY_DST | S.COPY_SRC, `k${l}`));
-      nv.push(make(next * kvd * 4, S.STORAGE | S.COPY_DST | S.COPY_SRC, `v${l}`));
+      nk.push(make(next * kvd * eb, S.STORAGE | S.COPY_DST | S.COPY_SRC, `k${l}`));
+      nv.push(make(next * kvd * eb, S.STORAGE | S.COPY_DST | S.COPY_SRC, `v${l}`));
       if (cap) {
-        enc.copyBufferToBuffer(K[l], 0, nk[l], 0, cap * kvd * 4);
-        enc.copyBufferToBuffer(V[l], 0, nv[l], 0, cap * kvd * 4);
+        enc.copyBufferToBuffer(K[l], 0, nk[l], 0, cap * kvd * eb);
+        enc.copyBufferToBuffer(V[l], 0, nv[l], 0, cap * kvd * eb);
       }
     }
     device.queue.submit([enc.finish()]);
@@ -390,7 +446,7 @@ export function createKvCache(device, attention, shape) {
     }
     const nKv = pos + rows;
     const p = await attention.plan({
-      nQ: rows, nKv, nHeads: heads, nKvHeads: kvHeads, headDim, qPos0: pos, window, wantProbs,
+      nQ: rows, nKv, nHeads: heads, nKvHeads: kvHeads, headDim, qPos0: pos, window, wantProbs, kvF16: f16,
     });
     write(l, k, v, pos, rows);
     if (p.partialBytes > partialBytes) { drop(partial); partialBytes = p.partialBytes; partial = make(partialBytes, S.STORAGE, 'partial'); }
@@ -432,15 +488,25 @@ export function createKvCache(device, attention, shape) {
     if (disposed) throw new QkvError('disposed', 'the GPU KV cache was disposed');
     if (rows < 0 || pos < 0 || pos + rows > context) throw new QkvError('bad_argument', 'GPU KV write out of range');
     grow(pos + rows);
-    device.queue.writeBuffer(K[l], pos * kvd * 4, k.buffer, k.byteOffset, rows * kvd * 4);
-    device.queue.writeBuffer(V[l], pos * kvd * 4, v.buffer, v.byteOffset, rows * kvd * 4);
+    const n = rows * kvd;
+    for (const [buf, x] of [[K[l], k], [V[l], v]]) {
+      if (f16) {
+        if (!half || half.length < n) half = new Uint16Array(n);
+        toHalf(x.subarray(0, n), half);
+        device.queue.writeBuffer(buf, pos * kvd * 2, half.buffer, 0, n * 2);
+      } else {
+        device.queue.writeBuffer(buf, pos * kvd * 4, x.buffer, x.byteOffset, n * 4);
+      }
+    }
   }
 
   return {
     layer,
     write,
     /** Bytes of GPU memory the cache holds now. */
-    get bytes() { return cap * kvd * 4 * 2 * layers; },
+    get bytes() { return cap * kvd * eb * 2 * layers; },
+    /** Element type of the cached keys/values. */
+    kvType: f16 ? 'f16' : 'f32',
     get capacity() { return cap; },
     dispose() {
       disposed = true;

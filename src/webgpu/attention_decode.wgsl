@@ -6,8 +6,8 @@
 // Bindings (group 0):
 //   0 params    uniform Params (n_splits, kv_begin, kv_end used here)
 //   1 q         storage read  array<f32>  (n_q,  n_heads    * HD)
-//   2 k         storage read  array<f32>  (n_kv, n_kv_heads * HD)
-//   3 v         storage read  array<f32>  (n_kv, n_kv_heads * HD)
+//   2 k         storage read  array<kv_t>  (n_kv, n_kv_heads * HD)
+//   3 v         storage read  array<kv_t>  (n_kv, n_kv_heads * HD)
 //   4 key_valid storage read  array<u32>  (n_kv,)
 //   5 partial   storage rw    array<f32>  (n_q, n_heads, n_splits, 2 + HD):
 //                 [m = max score (NEG_BIG if none visible), l = sum exp(s - m), acc[HD] = sum exp(s - m) v]
@@ -20,8 +20,8 @@ override HD: u32 = 64;
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<kv_t>;
+@group(0) @binding(3) var<storage, read> v: array<kv_t>;
 @group(0) @binding(4) var<storage, read> key_valid: array<u32>;
 @group(0) @binding(5) var<storage, read_write> partial: array<f32>;
 
@@ -51,7 +51,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (jj < nk && pos_visible(p, qpos, i32(j)) && key_valid[j] != 0u) {
       var dot = 0.0;
       let kb = j * kv_stride + g * HD;
-      for (var d = 0u; d < HD; d++) { dot += qs[d] * k[kb + d]; }
+      for (var d = 0u; d < HD; d++) { dot += qs[d] * f32(k[kb + d]); }
       s = dot * p.scale;
     }
     sc[jj] = s;
@@ -84,7 +84,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var d = lid; d < HD; d += WG) {
     var a = 0.0;
     for (var jj = 0u; jj < nk; jj++) {
-      a += sc[jj] * v[(j0 + jj) * kv_stride + g * HD + d];
+      a += sc[jj] * f32(v[(j0 + jj) * kv_stride + g * HD + d]);
     }
     partial[base + 2u + d] = a;
   }

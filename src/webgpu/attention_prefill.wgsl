@@ -5,8 +5,8 @@
 // Bindings (group 0):
 //   0 params    uniform Params
 //   1 q         storage read  array<f32>  (n_q,  n_heads    * HD)
-//   2 k         storage read  array<f32>  (n_kv, n_kv_heads * HD)
-//   3 v         storage read  array<f32>  (n_kv, n_kv_heads * HD)
+//   2 k         storage read  array<kv_t>  (n_kv, n_kv_heads * HD)
+//   3 v         storage read  array<kv_t>  (n_kv, n_kv_heads * HD)
 //   4 key_valid storage read  array<u32>  (n_kv,)
 //   5 out       storage rw    array<f32>  (n_q,  n_heads    * HD); queries with no visible key get 0
 // Dispatch: (ceil(n_q / BQ), n_heads, 1).
@@ -23,8 +23,8 @@ const MAX_ACC: u32 = 32u;
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<kv_t>;
+@group(0) @binding(3) var<storage, read> v: array<kv_t>;
 @group(0) @binding(4) var<storage, read> key_valid: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
@@ -75,8 +75,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let d = idx % HD;
       let src = (u32(j0) + jj) * kv_stride + g * HD + d;
       let ok = jj < nk;
-      ks[idx] = select(0.0, k[select(0u, src, ok)], ok);
-      vs[idx] = select(0.0, v[select(0u, src, ok)], ok);
+      ks[idx] = select(0.0, f32(k[select(0u, src, ok)]), ok);
+      vs[idx] = select(0.0, f32(v[select(0u, src, ok)]), ok);
     }
     workgroupBarrier();
     for (var idx = lid; idx < BQ * BK; idx += WG) {

@@ -6,7 +6,7 @@
 // Bindings (group 0):
 //   0 params    uniform Params
 //   1 q         storage read  array<f32>  (n_q,  n_heads    * HD)
-//   2 k         storage read  array<f32>  (n_kv, n_kv_heads * HD)
+//   2 k         storage read  array<kv_t>  (n_kv, n_kv_heads * HD)
 //   3 key_valid storage read  array<u32>  (n_kv,)
 //   4 probs     storage rw    array<f32>  (n_heads, n_q, n_kv)
 // Dispatch: (n_q, n_heads, 1). Overrides: WG threads (a power of two), HD.
@@ -16,7 +16,7 @@ override HD: u32 = 64;
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<kv_t>;
 @group(0) @binding(3) var<storage, read> key_valid: array<u32>;
 @group(0) @binding(4) var<storage, read_write> probs: array<f32>;
 
@@ -44,7 +44,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (pos_visible(p, qpos, i32(j)) && key_valid[j] != 0u) {
       var dot = 0.0;
       let kb = j * kv_stride + g * HD;
-      for (var d = 0u; d < HD; d++) { dot += qs[d] * k[kb + d]; }
+      for (var d = 0u; d < HD; d++) { dot += qs[d] * f32(k[kb + d]); }
       s = dot * p.scale;
       let mnew = max(m, s);
       l = l * masked_exp(m, mnew) + exp(s - mnew);

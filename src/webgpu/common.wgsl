@@ -8,6 +8,11 @@
 //   key_valid: (n_kv,) u32, 0 = padding (masked), anything else = visible
 //   query head h reads kv head h / (n_heads / n_kv_heads)  (grouped-query attention)
 
+// Element type of the k and v buffers: f32, or f16 when the device has shader-f16 and the host
+// asked for a half-precision KV cache (it then also prepends `enable f16;` and rewrites this
+// line). Kernels read k/v through f32(...) and compute in f32 either way.
+alias kv_t = f32;
+
 struct Params {
   n_q: u32,
   n_kv: u32,

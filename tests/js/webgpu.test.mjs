@@ -192,6 +192,30 @@ if (process.argv.includes('--child')) {
 
   const skipReason = gpuSkipReason();
 
+  test('toHalf: exact on every half value, ties to even, overflow to infinity', async () => {
+    const { toHalf } = await import('../../src/js/webgpu.js');
+    // Decode every finite half by formula, encode it back: must give the same bits.
+    const halfValue = (h) => {
+      const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+      return s * (e === 0 ? m * 2 ** -24 : (1 + m / 1024) * 2 ** (e - 15));
+    };
+    const finite = [];
+    for (let h = 0; h < 0x10000; h++) if (((h >> 10) & 0x1f) !== 0x1f) finite.push(h);
+    const back = toHalf(new Float32Array(finite.map(halfValue)), new Uint16Array(finite.length));
+    let bad = 0;
+    for (let i = 0; i < finite.length; i++) if (back[i] !== finite[i] && !(finite[i] === 0x8000 && back[i] === 0x8000)) bad++;
+    assert.equal(bad, 0, `${bad} half values do not round-trip`);
+    // Midpoints between neighbours round to the even one; just above rounds up.
+    const cases = [
+      [1 + 2 ** -11, 0x3c00], [1 + 3 * 2 ** -11, 0x3c02], [1 + 2 ** -11 + 2 ** -20, 0x3c01],
+      [2 ** -25, 0x0000], [3 * 2 ** -25, 0x0002], [65504, 0x7bff], [65519, 0x7bff], [65520, 0x7c00],
+      [-Infinity, 0xfc00], [1e30, 0x7c00], [-0, 0x8000],
+    ];
+    const got = toHalf(new Float32Array(cases.map((c) => c[0])), new Uint16Array(cases.length));
+    cases.forEach(([x, want], i) => assert.equal(got[i], want, `toHalf(${x}) = ${got[i].toString(16)}, want ${want.toString(16)}`));
+    assert.equal(toHalf(new Float32Array([NaN]), new Uint16Array(1))[0] & 0x7e00, 0x7e00, 'NaN stays NaN');
+  });
+
   test('requestQkvDevice reports unsupported without WebGPU', async () => {
     const { requestQkvDevice } = await import('../../src/js/webgpu.js');
     if (!globalThis.navigator?.gpu) {
@@ -201,7 +225,7 @@ if (process.argv.includes('--child')) {
       (e) => e.code === 'unsupported' && /no GPU adapter/.test(e.message));
   });
 
-  test('WebGPU attention matches the double-precision reference (SwiftShader)', { timeout: 180000 }, async (t) => {
+  test('WebGPU attention matches the double-precision reference (SwiftShader)', { timeout: 420000 }, async (t) => {
     if (skipReason) { t.skip(skipReason); return; }
     const t0 = performance.now();
     const { code, lines, stderr } = await runGpuChild(fileURLToPath(import.meta.url));

@@ -50,7 +50,7 @@ async function child() {
       const gpuTokens = await tokensOf(g, c.prompt, c.opts);
       const wasmTokens = await tokensOf(w, c.prompt, c.opts);
       const r = {
-        gpuTokens, wasmTokens, backend: g.info.backend, sessionBackend: g.session.backend,
+        gpuTokens, wasmTokens, backend: g.info.backend, sessionBackend: g.session.backend, kvType: g.info.device.kvType,
         gpuKv: g.info.memory.gpuKvCacheBytes, cpuKv: g.info.memory.kvCacheBytes, warnings,
       };
       g.dispose(); w.dispose();
@@ -111,6 +111,14 @@ async function child() {
     return r;
   });
 
+  await run("gpuPrecision 'f16' without shader-f16", async () => {
+    const warnings = [];
+    const m = await load('aidreams260K.bin', { device: 'webgpu', gpuPrecision: 'f16', onWarning: (x) => warnings.push(x) });
+    const r = { warnings, device: m.info.device, f16: gpu !== null && [...(m._gpu?.device.features ?? [])].includes('shader-f16') };
+    m.dispose();
+    return r;
+  });
+
   await run('webgpu without an adapter falls back with a warning', async () => {
     const warnings = [];
     const m = await loadModel(join(models, 'aidreams260K.bin'), {
@@ -153,6 +161,7 @@ if (process.argv.includes('--child')) {
         assert.equal(r.backend, 'webgpu');
         assert.equal(r.sessionBackend, 'webgpu');
         assert.deepEqual(r.warnings, []);
+        assert.equal(r.kvType, 'f32', 'SwiftShader has no shader-f16: an f32 cache, exact tokens');
         assert.ok(r.wasmTokens.length >= 20, `only ${r.wasmTokens.length} tokens generated`);
         assert.deepEqual(r.gpuTokens, r.wasmTokens);
         assert.ok(r.gpuKv > 0, 'the KV cache lives on the GPU');
@@ -185,6 +194,13 @@ if (process.argv.includes('--child')) {
       assert.match(r.device.reason, /^auto: (WebGPU|WASM) is faster/);
       assert.ok(r.text.length > 0);
       t.diagnostic(r.device.reason);
+    });
+    await t.test("gpuPrecision 'f16' on a device without shader-f16: f32 cache and a warning", (tt) => {
+      const r = get("gpuPrecision 'f16' without shader-f16");
+      if (r.f16) { tt.skip('this adapter has shader-f16'); return; }
+      assert.equal(r.device.kind, 'webgpu');
+      assert.equal(r.device.kvType, 'f32');
+      assert.deepEqual(r.warnings.map((w) => w.code), ['webgpu_f16_unavailable']);
     });
     await t.test("'webgpu' without an adapter: WASM and a typed warning", () => {
       const r = get('webgpu without an adapter falls back with a warning');
