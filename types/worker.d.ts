@@ -1,7 +1,8 @@
 // qkv/worker: the same API with the engine in a Web Worker (Node: a worker thread). Every
 // method is async because it crosses postMessage.
 import type {
-  AttentionMap, GenerateOptions, GeneratedToken, GenerationStats, LoadOptions, ModelInfo, ModelSource, SamplingOptions,
+  AttentionMap, GenerateOptions, GeneratedToken, GenerationStats, LoadOptions, ModelInfo, ModelSource, QkvWarning,
+  SamplingOptions,
 } from './index.js';
 
 export { QkvError, ErrorCode } from './index.js';
@@ -26,6 +27,8 @@ export interface RemoteSession {
 export interface RemoteModel {
   /** Info as of loading; refreshInfo() fetches current memory figures. */
   info: ModelInfo;
+  /** Warnings so far, as the worker reported them (also passed to options.onWarning). */
+  warnings: QkvWarning[];
   refreshInfo(): Promise<ModelInfo>;
   tokenize(text: string, options?: { bos?: boolean }): Promise<number[]>;
   detokenize(ids: ArrayLike<number>): Promise<string>;
@@ -37,7 +40,10 @@ export interface RemoteModel {
 }
 
 export interface QkvWorker {
-  /** Async iterables are gathered on this side; ArrayBuffers, Blobs and URLs go to the worker as they are. */
+  /**
+   * Async iterables are gathered on this side; ArrayBuffers, Blobs and URLs go to the worker as they
+   * are. options.gpu is ignored (the worker uses its own navigator.gpu); onWarning runs here.
+   */
   loadModel(source: ModelSource, options?: LoadOptions): Promise<RemoteModel>;
   terminate(): Promise<number> | void;
 }

@@ -21,9 +21,12 @@ class Connection {
     this.w = w;
     this.nextId = 1;
     this.pending = new Map();  // id -> {onMessage}
+    this.warnings = new Map();  // warnKey -> handler of a model's warnings (they come at any time)
+    this.nextWarnKey = 1;
     this.ready = new Promise((resolve) => { this.markReady = resolve; });
     w.on((msg) => {
       if (msg.type === 'ready') return this.markReady();
+      if (msg.type === 'warning') return this.warnings.get(msg.warnKey)?.(msg.value);
       this.pending.get(msg.id)?.(msg);
     });
     w.onError((e) => {
@@ -157,7 +160,10 @@ class RemoteModel {
     return (async function* () { yield* (await self.session()).generate(prompt, options); })();
   }
   async complete(prompt, options) { return (await this.session()).complete(prompt, options); }
-  dispose() { return this._c.request({ op: 'dispose', handle: this._h }); }
+  dispose() {
+    if (this._warnKey) this._c.warnings.delete(this._warnKey);
+    return this._c.request({ op: 'dispose', handle: this._h });
+  }
 }
 
 /**
@@ -169,7 +175,18 @@ export async function createWorker(url = new URL('./worker.js', import.meta.url)
   const conn = new Connection(w);
   return {
     async loadModel(source, options = {}) {
-      const { onProgress, signal, ...rest } = options ?? {};
+      // gpu: the worker uses its own navigator.gpu (a GPU object cannot cross postMessage).
+      const { onProgress, signal, onWarning, gpu: _gpu, ...rest } = options ?? {};
+      const warnKey = conn.nextWarnKey++;
+      const warnings = [];
+      conn.warnings.set(warnKey, (w) => {
+        warnings.push(w);
+        if (onWarning) {
+          try { onWarning(w); } catch { /* a throwing handler must not break the engine */ }
+        } else {
+          console.warn(`qkv: ${w.message}`);
+        }
+      });
       const pack = async (s) => {
         // Async iterables cannot cross postMessage: gather them here, then transfer the bytes.
         if (s && typeof s === 'object' && !(s instanceof URL) && !ArrayBuffer.isView(s) && !(s instanceof ArrayBuffer) &&
@@ -187,9 +204,19 @@ export async function createWorker(url = new URL('./worker.js', import.meta.url)
       };
       const source2 = await pack(source);
       const tok2 = await pack(rest.tokenizer);
-      const { handle, info } = await conn.request({ op: 'load', source: source2, options: { ...rest, tokenizer: tok2 } },
-        { signal, onProgress });
-      return new RemoteModel(conn, handle, info);
+      let loaded;
+      try {
+        loaded = await conn.request({ op: 'load', source: source2, options: { ...rest, tokenizer: tok2, warnKey } },
+          { signal, onProgress });
+      } catch (e) {
+        conn.warnings.delete(warnKey);
+        throw e;
+      }
+      const model = new RemoteModel(conn, loaded.handle, loaded.info);
+      model._warnKey = warnKey;
+      /** Warnings so far (WebGPU unavailable or lost, with the fallback taken). */
+      model.warnings = warnings;
+      return model;
     },
     terminate() { return w.terminate(); },
   };

@@ -33,7 +33,11 @@ async function handle(msg) {
   try {
     let value;
     if (op === 'load') {
-      const options = { ...msg.options, signal: ac.signal, onProgress: (p) => post({ id, type: 'progress', value: p }) };
+      const { warnKey, ...rest } = msg.options ?? {};
+      const options = {
+        ...rest, signal: ac.signal, onProgress: (p) => post({ id, type: 'progress', value: p }),
+        onWarning: (w) => post({ type: 'warning', warnKey, value: w }),
+      };
       const model = await api.loadModel(msg.source, options);
       value = { handle: register(model), info: model.info };
     } else if (op === 'info') {

@@ -84,4 +84,20 @@ test('browser: device webgpu gives the reference text in the page and in a Worke
   assert.equal(page.text, want, 'in-page WebGPU text differs from run.c');
   assert.equal(page.again, want, 'the WebGPU session gave a different text after a break');
   assert.equal(worker.text, want, 'worker WebGPU text differs from run.c');
+  assert.deepEqual(worker.warnings, []);
+});
+
+// An adapter that cannot be had in the page (WebGPU disabled): 'webgpu' falls back to WASM with a
+// typed warning, delivered from inside the Worker to the page's onWarning, and the text is exact.
+test('browser: device webgpu without WebGPU warns and falls back, in the page and in a Worker', { skip: !haveChromium && `no Chromium at ${chromiumPath}` }, async () => {
+  const { result, error } = await runPage({ coopCoep: true }, '&device=webgpu&disableGpu=1');
+  assert.equal(error, undefined, error);
+  const { page, worker } = result;
+  for (const [where, info, warnings] of [['page', page.info, result.warnings], ['worker', worker.info, worker.warnings]]) {
+    assert.equal(info.backend, 'wasm', where);
+    assert.deepEqual(warnings.map((w) => w.code), ['webgpu_unavailable'], where);
+  }
+  assert.deepEqual(worker.modelWarnings.map((w) => w.code), ['webgpu_unavailable']);
+  assert.equal(page.text, want);
+  assert.equal(worker.text, want);
 });

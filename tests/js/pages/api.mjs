@@ -9,6 +9,9 @@ document.addEventListener('securitypolicyviolation', (e) => violations.push(`${e
 const q = new URLSearchParams(location.search);
 const model = q.get('model'), tokenizer = q.get('tokenizer'), maxTokens = Number(q.get('maxTokens'));
 const device = q.get('device') ?? undefined;
+// disableGpu=1: behave as a browser without WebGPU (page and worker).
+const noGpu = q.get('disableGpu') === '1';
+if (noGpu) Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined, configurable: true });
 const warnings = [];
 const opts = { temperature: 1, topP: 0.9, seed: 42, maxTokens, stopTokens: [1] };
 const out = document.getElementById('out');
@@ -27,14 +30,17 @@ async function inPage() {
 }
 
 async function inWorker() {
-  const w = await createWorker();
+  const w = await createWorker(noGpu ? new URL('./no-gpu-worker.mjs', import.meta.url) : undefined);
   try {
-    const m = await w.loadModel(new URL(model, location.href), { tokenizer: new URL(tokenizer, location.href), device });
+    const workerWarnings = [];
+    const m = await w.loadModel(new URL(model, location.href), {
+      tokenizer: new URL(tokenizer, location.href), device, onWarning: (x) => workerWarnings.push(x),
+    });
     const items = [];
     for await (const t of m.generate('I dream of', opts)) items.push(t.text);
     const info = m.info;
     await m.dispose();
-    return { text: items.join(''), items: items.length, info };
+    return { text: items.join(''), items: items.length, info, warnings: workerWarnings, modelWarnings: m.warnings };
   } finally {
     w.terminate();
   }
