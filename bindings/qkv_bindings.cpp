@@ -228,7 +228,13 @@ class JsSession {
   double kvCacheBytes() { return (double)s_.transformer().kv_cache_bytes(); }
 
   // External attention (WebGPU, driven from src/js/gpu-session.js): see Transformer's step API.
-  void setExternalAttention(bool on) { s_.transformer().set_external_attention(on); }
+  void setExternalAttention(bool on) {
+    guard([&] {
+      s_.transformer().set_external_attention(on);
+      return 0;
+    });
+  }
+  int stepWindow(int l) const { return s_.config().window_of(l); }
   int feedBegin(val ids, bool all_logits) {
     return guard([&] {
       std::vector<int> v = vecFromJSArray<int>(ids);
@@ -450,6 +456,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("feedBegin", &JsSession::feedBegin)
       .function("stepChunk", &JsSession::stepChunk)
       .function("stepPos", &JsSession::stepPos)
+      .function("stepWindow", &JsSession::stepWindow)
       .function("stepQkv", &JsSession::stepQkv)
       .function("stepLayerEnd", &JsSession::stepLayerEnd)
       .function("stepChunkEnd", &JsSession::stepChunkEnd)

@@ -112,7 +112,8 @@ export async function gpuFeed(h, cache, ids, allLogits, { layers, capture, alive
     const rows = h.stepChunk(c), pos = h.stepPos();
     for (let l = 0; l < layers; l++) {
       h.stepQkv(l);
-      await cache.layer(l, { q: h.stepQ(), k: h.stepK(), v: h.stepV(), rows, pos, wantProbs: capture }, (out, probs) => {
+      const window = h.stepWindow(l);
+      await cache.layer(l, { q: h.stepQ(), k: h.stepK(), v: h.stepV(), rows, pos, window, wantProbs: capture }, (out, probs) => {
         alive();  // the session may have been disposed while the GPU worked
         // Fresh views: the heap may have grown while this layer was on the GPU.
         h.stepOut().set(out);

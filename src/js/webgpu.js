@@ -436,17 +436,18 @@ export function createKvCache(device, attention, shape) {
   }
 
   /**
-   * Attention for one layer of a chunk: `rows` queries at positions pos.., their keys/values.
+   * Attention for one layer of a chunk: `rows` queries at positions pos.., their keys/values
+   * (`window`: this layer's sliding window, default the cache's).
    * `sink(out, probs)` receives views of the mapped results (valid only during the call).
    */
-  async function layer(l, { q, k, v, rows, pos, wantProbs = false }, sink) {
+  async function layer(l, { q, k, v, rows, pos, wantProbs = false, window: w = window }, sink) {
     if (disposed) throw new QkvError('disposed', 'the GPU KV cache was disposed');
     if (rows < 1 || rows > maxRows || pos < 0 || pos + rows > context) {
       throw new QkvError('bad_argument', `GPU attention: ${rows} rows at ${pos} do not fit (context ${context})`);
     }
     const nKv = pos + rows;
     const p = await attention.plan({
-      nQ: rows, nKv, nHeads: heads, nKvHeads: kvHeads, headDim, qPos0: pos, window, wantProbs, kvF16: f16,
+      nQ: rows, nKv, nHeads: heads, nKvHeads: kvHeads, headDim, qPos0: pos, window: w, wantProbs, kvF16: f16,
     });
     write(l, k, v, pos, rows);
     if (p.partialBytes > partialBytes) { drop(partial); partialBytes = p.partialBytes; partial = make(partialBytes, S.STORAGE, 'partial'); }

@@ -1,6 +1,7 @@
 // Attention: the direct reference and the tiled online-softmax (flash) kernel.
 #include "attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -150,6 +151,105 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
           }
         }
       }
+    }
+  }
+}
+
+// ---- linear attention ---------------------------------------------------------------------
+
+static inline float phi(float x) { return x > 0.0f ? x + 1.0f : std::exp(x); }  // elu(x) + 1
+
+static void phi_row(float* y, const float* x, int n) {
+  for (int d = 0; d < n; d++) y[d] = phi(x[d]);
+}
+
+void attention_linear_ref(const AttentionArgs& a) {
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
+  std::vector<float> w(a.n_kv > 0 ? a.n_kv : 1);
+  for (int h = 0; h < a.n_heads; h++) {
+    const int g = h / group;
+    for (int i = 0; i < a.n_q; i++) {
+      const float* q = a.q + i * a.q_stride + h * hd;
+      float* o = a.out + i * a.out_stride + h * hd;
+      const int qpos = a.q_pos0 + i;
+      double sum = 0.0;
+      for (int j = 0; j < a.n_kv; j++) {
+        w[j] = 0.0f;
+        if (!visible(a, qpos, j)) continue;
+        const float* k = a.k + j * a.kv_stride + g * hd;
+        double s = 0.0;
+        for (int d = 0; d < hd; d++) s += (double)phi(q[d]) * phi(k[d]);
+        w[j] = (float)s;
+        sum += s;
+      }
+      for (int d = 0; d < hd; d++) o[d] = 0.0f;
+      for (int j = 0; j < a.n_kv; j++) {
+        w[j] = sum > 0.0 ? (float)(w[j] / sum) : 0.0f;
+        if (w[j] == 0.0f) continue;
+        const float* v = a.v + j * a.kv_stride + g * hd;
+        for (int d = 0; d < hd; d++) o[d] += w[j] * v[d];
+      }
+      if (a.probs)
+        for (int j = 0; j < a.n_kv; j++) a.probs[((int64_t)h * a.n_q + i) * a.n_kv + j] = w[j];
+    }
+  }
+}
+
+void attention_linear(const AttentionArgs& a, int h0, int h1) {
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
+  thread_local std::vector<float> buf;
+  const size_t need = (size_t)hd * hd + 3 * (size_t)hd;
+  if (buf.size() < need) buf.resize(need);
+  float* S = buf.data();   // (hd, hd): S[d][e] = sum phi(k)[d] v[e]
+  float* z = S + hd * hd;  // (hd,): sum phi(k)
+  float* fq = z + hd;      // phi(q)
+  float* fk = fq + hd;     // phi(k)
+  const bool recurrent = a.causal && a.window == 0 && !a.key_valid && !a.probs;
+  for (int h = h0; h < h1; h++) {
+    const int g = h / group;
+    if (!recurrent) {  // direct form: weights per visible key
+      for (int i = 0; i < a.n_q; i++) {
+        const int qpos = a.q_pos0 + i;
+        float* o = a.out + i * a.out_stride + h * hd;
+        phi_row(fq, a.q + i * a.q_stride + h * hd, hd);
+        for (int d = 0; d < hd; d++) o[d] = 0.0f;
+        float sum = 0.0f;
+        float* pr = a.probs ? a.probs + ((int64_t)h * a.n_q + i) * a.n_kv : nullptr;
+        for (int j = 0; j < a.n_kv; j++) {
+          if (pr) pr[j] = 0.0f;
+          if (!visible(a, qpos, j)) continue;
+          phi_row(fk, a.k + j * a.kv_stride + g * hd, hd);
+          const float w = dot_simd(fq, fk, hd);
+          if (pr) pr[j] = w;
+          sum += w;
+          axpy(o, w, a.v + j * a.kv_stride + g * hd, hd);
+        }
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        for (int d = 0; d < hd; d++) o[d] *= inv;
+        if (pr)
+          for (int j = 0; j < a.n_kv; j++) pr[j] *= inv;
+      }
+      continue;
+    }
+    // Recurrent form: keys enter the state in position order; query i reads it once every key up
+    // to its position is in.
+    for (int d = 0; d < hd * hd + hd; d++) S[d] = 0.0f;
+    int next = 0;  // first key not yet in the state
+    for (int i = 0; i < a.n_q; i++) {
+      const int upto = std::min(a.n_kv, a.q_pos0 + i + 1);
+      for (; next < upto; next++) {
+        phi_row(fk, a.k + next * a.kv_stride + g * hd, hd);
+        const float* v = a.v + next * a.kv_stride + g * hd;
+        for (int d = 0; d < hd; d++) axpy(S + d * hd, fk[d], v, hd);
+        axpy(z, 1.0f, fk, hd);
+      }
+      float* o = a.out + i * a.out_stride + h * hd;
+      phi_row(fq, a.q + i * a.q_stride + h * hd, hd);
+      for (int e = 0; e < hd; e++) o[e] = 0.0f;
+      for (int d = 0; d < hd; d++) axpy(o, fq[d], S + d * hd, hd);
+      const float den = dot_simd(fq, z, hd);
+      const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+      for (int e = 0; e < hd; e++) o[e] *= inv;
     }
   }
 }

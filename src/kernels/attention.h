@@ -38,4 +38,15 @@ void attention_ref(const AttentionArgs& a);
 // whatever the sequence length. Computes query heads [h0, h1) (callers split heads over threads).
 void attention_flash(const AttentionArgs& a, int h0, int h1);
 
+// Linear attention (Katharopoulos et al., 2020): the softmax kernel exp(q.k) replaced by the
+// feature map phi(x) = elu(x) + 1, so out_i = sum_j (phi(q_i).phi(k_j)) v_j / sum_j phi(q_i).phi(k_j)
+// over the visible keys j (same masks as above; `scale` is not used). probs, if set, receives the
+// normalised weights. The reference computes that sum directly.
+void attention_linear_ref(const AttentionArgs& a);
+// The same result through the running state S = sum phi(k) v^T (head_dim^2) and z = sum phi(k),
+// advanced key by key in position order: O(n head_dim^2) instead of O(n^2 head_dim) for causal
+// attention without window or padding (and without probs); other masks take the direct form.
+// Query heads [h0, h1).
+void attention_linear(const AttentionArgs& a, int h0, int h1);
+
 }  // namespace qkv

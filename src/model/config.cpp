@@ -27,6 +27,8 @@ const char* ffn_kind_name(FfnKind k) {
   return "?";
 }
 
+const char* attn_kind_name(AttnKind k) { return k == AttnKind::Softmax ? "softmax" : "linear"; }
+
 static void need(bool ok, const std::string& msg) {
   if (!ok) fail(ErrorCode::BadModel, "invalid model header: " + msg);
 }
@@ -46,6 +48,11 @@ void ModelConfig::validate() const {
   need(vocab_size > 0 && vocab_size <= (1 << 22), "vocab_size = " + s(vocab_size) + " (must be 1..4194304)");
   need(seq_len > 0 && seq_len <= (1 << 20), "seq_len = " + s(seq_len) + " (must be 1..1048576)");
   need(sliding_window >= 0, "sliding_window = " + s(sliding_window));
+  need(layer_attn.empty() || (int)layer_attn.size() == n_layers,
+       "per-layer attention kinds: " + s((int)layer_attn.size()) + " entries for " + s(n_layers) + " layers");
+  need(layer_window.empty() || (int)layer_window.size() == n_layers,
+       "per-layer windows: " + s((int)layer_window.size()) + " entries for " + s(n_layers) + " layers");
+  for (int w : layer_window) need(w >= 0, "per-layer window = " + s(w));
   if (pos == PosKind::RopeAdjacent || pos == PosKind::RopeHalves) {
     int r = rot_dims();
     need(r % 2 == 0 && r <= head_dim, "rotary dims = " + s(r) + " (must be even and <= head_dim = " + s(head_dim) + ")");

@@ -3,16 +3,20 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace qkv {
 
 enum class NormKind { RMSNorm, LayerNorm };
 enum class PosKind { None, RopeAdjacent, RopeHalves, Learned, Sinusoidal };
 enum class FfnKind { SwiGLU, GELU, ReLU };
+// Softmax: scaled dot-product attention. Linear: the elu+1 feature-map kernel (linear attention).
+enum class AttnKind { Softmax, Linear };
 
 const char* norm_kind_name(NormKind k);
 const char* pos_kind_name(PosKind k);
 const char* ffn_kind_name(FfnKind k);
+const char* attn_kind_name(AttnKind k);
 
 struct ModelConfig {
   std::string arch = "llama";  // family name, for messages and model info
@@ -34,6 +38,12 @@ struct ModelConfig {
   FfnKind ffn = FfnKind::SwiGLU;
   bool tied_classifier = true;  // classifier shares the token embedding matrix
   int sliding_window = 0;       // > 0: attend only to the last `sliding_window` positions
+  // Per layer, when not empty (n_layers entries): attention kind and sliding window (0 = full),
+  // overriding Softmax and sliding_window.
+  std::vector<AttnKind> layer_attn;
+  std::vector<int> layer_window;
+  AttnKind attn_of(int l) const { return layer_attn.empty() ? AttnKind::Softmax : layer_attn[l]; }
+  int window_of(int l) const { return layer_window.empty() ? sliding_window : layer_window[l]; }
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

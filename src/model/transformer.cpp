@@ -151,6 +151,16 @@ const float* Transformer::forward(const int* tokens, int n, int pos, bool all_lo
   return all_logits ? logits_.data() + (size_t)(n - 1) * c.vocab_size : logits_.data();
 }
 
+void Transformer::set_external_attention(bool on) {
+  const ModelConfig& c = m_.config;
+  for (int l = 0; on && l < c.n_layers; l++)
+    if (c.attn_of(l) != AttnKind::Softmax)
+      fail(ErrorCode::Unsupported, std::string("external (WebGPU) attention runs softmax layers only; layer ") +
+                                       std::to_string(l) + " is " + attn_kind_name(c.attn_of(l)));
+  external_ = on;
+  step_n_ = 0;
+}
+
 int Transformer::step_begin(const int* tokens, int n, int pos, bool all_logits) {
   if (!external_) fail(ErrorCode::BadArgument, "the step API needs external attention");
   prepare(tokens, n, pos, all_logits);
@@ -277,13 +287,14 @@ void Transformer::layer_attention(int l) {
   a.scale = 1.0f / std::sqrt((float)hd);
   a.q_pos0 = cur_pos_;
   a.causal = true;
-  a.window = c.sliding_window;
+  a.window = c.window_of(l);
   if (capture_) {
     chunk_probs_.assign((size_t)c.n_heads * B * a.n_kv, 0.0f);
     a.probs = chunk_probs_.data();
   }
-  if ((int64_t)c.n_heads * B * a.n_kv * hd < kMinParallelWork) attention_flash(a, 0, c.n_heads);
-  else pool_->parallel_for(c.n_heads, 1, [&](int h0, int h1, int) { attention_flash(a, h0, h1); });
+  auto kernel = c.attn_of(l) == AttnKind::Linear ? attention_linear : attention_flash;
+  if ((int64_t)c.n_heads * B * a.n_kv * hd < kMinParallelWork) kernel(a, 0, c.n_heads);
+  else pool_->parallel_for(c.n_heads, 1, [&](int h0, int h1, int) { kernel(a, h0, h1); });
 }
 
 // After attention (its output in xb2_): record probabilities, output projection, residual,

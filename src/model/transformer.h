@@ -45,10 +45,8 @@ class Transformer {
   //     capturing), step_layer_end(l); then step_chunk_end()
   // and logits() holds the result as after forward(). Switching it clears nothing: the caller
   // re-feeds its tokens when it moves a session back to the CPU cache.
-  void set_external_attention(bool on) {
-    external_ = on;
-    step_n_ = 0;
-  }
+  // Refused (Unsupported) for models with linear-attention layers: external kernels do softmax.
+  void set_external_attention(bool on);
   bool external_attention() const { return external_; }
   int step_begin(const int* tokens, int n, int pos, bool all_logits);
   void step_chunk(int chunk);
@@ -63,6 +61,7 @@ class Transformer {
   float* step_v() { return vx_.data(); }     // (rows, kv_dim)
   float* step_out() { return xb2_.data(); }  // (rows, q_dim): the caller's attention output
   float* step_probs() { return chunk_probs_.data(); }  // (n_heads, rows, step_pos()+rows) when capturing
+  int step_window(int layer) const { return m_.config.window_of(layer); }  // the layer's sliding window
 
  private:
   void prepare(const int* tokens, int n, int pos, bool all_logits);

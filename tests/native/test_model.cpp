@@ -146,6 +146,55 @@ TEST_P(ModelTest, ExternalAttentionStepsMatchForward) {
   EXPECT_THROW(ext->forward(toks.data(), 1, 0), Error);
 }
 
+// Per-layer attention options: linear-attention layers and per-layer sliding windows through the
+// same forward pass. Batched prefill (chunks of 64, linear layers in recurrent form) must equal
+// token-by-token decoding; a per-layer window equal for all layers equals the global option; the
+// options change the logits; external (WebGPU) attention refuses linear layers by name.
+TEST_P(ModelTest, PerLayerAttentionOptions) {
+  LoadedModel base = load_model(map_file(kModels + GetParam()));
+  const int L = base.config.n_layers, V = base.config.vocab_size;
+  auto make = [&](auto edit) {
+    LoadedModel m = base;
+    edit(m.config);
+    return std::make_unique<Transformer>(m, 0, std::make_shared<ThreadPool>(2));
+  };
+  auto mixed_cfg = [&](ModelConfig& c) {
+    c.layer_attn.assign(L, AttnKind::Softmax);
+    c.layer_window.assign(L, 0);
+    for (int l = 0; l < L; l += 2) c.layer_attn[l] = AttnKind::Linear;
+    c.layer_window[L - 1] = 5;
+  };
+  auto batched = make(mixed_cfg), stepwise = make(mixed_cfg), plain = make([](ModelConfig&) {});
+  const int n = std::min(90, base.config.seq_len);
+  std::vector<int> toks(n);
+  for (int i = 0; i < n; i++) toks[i] = 1 + (i * 31) % (V - 1);
+  batched->forward(toks.data(), n, 0, true);
+  std::vector<float> all(batched->logits(), batched->logits() + (size_t)n * V);
+  double worst = 0;
+  for (int p = 0; p < n; p++) worst = std::max(worst, max_rel_diff(all.data() + (size_t)p * V, stepwise->forward(&toks[p], 1, p), V));
+  EXPECT_LE(worst, 1e-4) << "linear/windowed layers: batched vs token-by-token";
+  const float* a = plain->forward(toks.data(), n, 0);
+  EXPECT_GT(max_rel_diff(a, all.data() + (size_t)(n - 1) * V, V), 1e-3) << "the options must change the result";
+
+  auto per_layer = make([&](ModelConfig& c) { c.layer_window.assign(L, 7); });
+  auto global = make([&](ModelConfig& c) { c.sliding_window = 7; });
+  const float* x = per_layer->forward(toks.data(), n, 0);
+  std::vector<float> xv(x, x + V);
+  const float* y = global->forward(toks.data(), n, 0);
+  for (int i = 0; i < V; i++) ASSERT_EQ(xv[i], y[i]);
+
+  try {
+    batched->set_external_attention(true);
+    ADD_FAILURE() << "external attention accepted a linear layer";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("linear"), std::string::npos) << e.what();
+  }
+  LoadedModel bad = base;
+  bad.config.layer_window.assign(L + 1, 0);
+  EXPECT_THROW(Transformer(bad, 0, nullptr), Error);
+}
+
 TEST_P(ModelTest, ThreadCountDoesNotChangeLogits) {
   auto t1 = open_model(GetParam(), 1);
   auto t2 = open_model(GetParam(), 2);
