@@ -91,11 +91,12 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
     else if (k == "threads") c.threads = (int)i64(0, 256);
     else if (k == "resume") c.resume = flag();
     else if (k == "quiet") c.quiet = flag();
+    else if (k == "stop_at") c.stop_at = (int)i64(0, 100000000);
     else
       fail(ErrorCode::BadArgument, where + ": unknown key '" + k +
                                        "' (known: dim n_layers n_heads n_kv_heads hidden_dim seq_len vocab tokenizer data "
                                        "val_fraction batch steps warmup lr min_lr weight_decay clip beta1 beta2 seed "
-                                       "eval_interval eval_batches log_interval out state dtype name threads resume)");
+                                       "eval_interval eval_batches log_interval out state dtype name threads resume stop_at)");
   };
   auto line_kv = [&](const std::string& raw, const std::string& where) {
     std::string line = raw.substr(0, raw.find('#'));
@@ -367,7 +368,9 @@ TrainResult run_training(const TrainConfig& cfg) {
   double train_seconds = 0.0, last_val = std::nan("");
   int64_t tokens = 0;
   const auto t_start = clk::now();
-  for (int step = st.step; step < cfg.steps; step++) {
+  const int stop = cfg.stop_at > 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;
+  int saved_at = -1;
+  for (int step = st.step; step < stop; step++) {
     const auto t0 = clk::now();
     for (int b = 0; b < B; b++) {
       const int64_t s = (int64_t)rng.below((uint64_t)(n_train - T));
@@ -410,6 +413,7 @@ TrainResult run_training(const TrainConfig& cfg) {
           step + 1, cfg.steps, loss, last_val, std::exp(last_val), h.lr, norm, tps,
           clock_text(std::chrono::duration<double>(clk::now() - t_start).count()).c_str(), clock_text(eta).c_str());
       checkpoint(step + 1);
+      saved_at = step + 1;
     } else if (tty) {
       const int w = 30, fill = (int)((double)(step + 1) / cfg.steps * w);
       fprintf(stderr, "\r\033[K[%s%s] %d/%d | loss %.4f | lr %.2e | %.0f tok/s | ETA %s", std::string(fill, '#').c_str(),
@@ -420,15 +424,16 @@ TrainResult run_training(const TrainConfig& cfg) {
           norm, tps, clock_text(eta).c_str());
     }
   }
-  if (cfg.eval_interval == 0 || res.start_step == cfg.steps) {
+  const int end = std::max(stop, res.start_step);
+  if (saved_at != end) {
     last_val = evaluate();
-    checkpoint(cfg.steps);
+    checkpoint(end);
   }
-  res.end_step = cfg.steps;
+  res.end_step = end;
   res.val_loss = last_val;
   res.seconds = train_seconds;
   res.tokens_per_s = tokens / std::max(train_seconds, 1e-9);
-  say("done: %d steps in %s (%.0f tok/s) | final val loss %.4f (ppl %.2f) | wrote %s and %s\n", cfg.steps - res.start_step,
+  say("done: %d steps in %s (%.0f tok/s) | final val loss %.4f (ppl %.2f) | wrote %s and %s\n", end - res.start_step,
       clock_text(train_seconds).c_str(), res.tokens_per_s, last_val, std::exp(last_val), cfg.out.c_str(), cfg.state.c_str());
   return res;
 }

@@ -27,6 +27,7 @@ struct TrainConfig {
   std::string name;                // general.name in the GGUF (default: out's file name)
   int threads = 0;                 // 0 = all cores
   bool resume = false;             // continue from `state` if it exists
+  int stop_at = 0;                 // > 0: stop (with a checkpoint) after this step; resume later
   bool quiet = false;              // no progress output (tests)
 };
 

@@ -4,6 +4,7 @@
 // determinism and exact resume; checkpoints that load and generate; the BPE tokenizer learner.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -15,6 +16,9 @@
 #include "common.h"
 #include "engine/generate.h"
 #include "formats/file.h"
+#include "formats/gguf.h"
+#include "formats/gguf_model.h"
+#include "formats/gguf_writer.h"
 #include "formats/loader.h"
 #include "kernels/activation_backward.h"
 #include "kernels/attention.h"
@@ -536,6 +540,260 @@ TEST(TrainModel, RefusesWhatItCannotTrain) {
   EXPECT_THROW(m.forward(bad.data(), ok.data(), 1, 3), Error);
   std::vector<int> long_in(20, 0);
   EXPECT_THROW(m.forward(long_in.data(), long_in.data(), 1, 20), Error);  // > seq_len
+}
+
+// ---- export: the checkpoint is the same function for the inference engine ---------------
+
+Tokenizer toy_tokenizer(int vocab) {
+  std::string text;
+  for (int i = 0; i < 200; i++) text += "in the beginning was the word and the word was with god. ";
+  return bpe_tokenizer(train_bpe(text, vocab));
+}
+
+TEST(TrainExport, GgufCheckpointGivesTheSameLossThroughTheInferenceEngine) {
+  Tokenizer tok = toy_tokenizer(300);
+  ModelConfig c = tiny_config(tok.vocab_size());
+  ThreadPool pool(2);
+  qkv::TrainModel m(c, &pool);
+  m.init(3);
+  for (auto& p : m.params()) p *= 10.0f;  // a sharper function than the init's
+  const int T = 7;
+  std::mt19937 g(11);
+  std::vector<int> in(T), tg(T);
+  for (int t = 0; t < T; t++) in[t] = (int)(g() % c.vocab_size);
+  for (int t = 0; t + 1 < T; t++) tg[t] = in[t + 1];
+  tg[T - 1] = 5;
+  const double loss = m.forward(in.data(), tg.data(), 1, T);
+  for (QType type : {QType::F32, QType::F16}) {
+    std::vector<uint8_t> bytes = llama2c_to_gguf(m.view(), tok, "test", type);
+    auto blob = std::make_shared<VectorBlob>(bytes);
+    auto tr = std::make_unique<Transformer>(load_model(blob), 0, std::make_shared<ThreadPool>(1));
+    auto etok = embedded_tokenizer(blob);
+    ASSERT_TRUE(etok);
+    EXPECT_EQ(etok->encode("the word was god", true, false), tok.encode("the word was god", true, false));
+    tr->forward(in.data(), T, 0, true);
+    double l = 0;
+    for (int t = 0; t < T; t++) {
+      std::vector<float> row(tr->logits() + (size_t)t * c.vocab_size, tr->logits() + (size_t)(t + 1) * c.vocab_size);
+      l += cross_entropy_ref(row.data(), c.vocab_size, tg[t], 1.0f);
+    }
+    l /= T;
+    EXPECT_NEAR(l, loss, type == QType::F32 ? 1e-4 * loss : 2e-2 * loss) << (type == QType::F32 ? "f32" : "f16");
+  }
+}
+
+// ---- the trainer -------------------------------------------------------------------------
+
+std::string write_temp(const std::string& name, const std::string& content) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream f(path, std::ios::binary);
+  f << content;
+  return path;
+}
+
+// Short sentences in a seeded random order: structure a small model learns in a few dozen steps.
+std::string toy_corpus() {
+  const char* s[] = {"the cat sat on the mat.", "the dog ran to the park.", "a bird sang in the tree.",
+                     "the sun rose over the hill.", "we walked along the river.", "she read a book by the fire."};
+  std::mt19937 g(12);
+  std::string text;
+  for (int i = 0; i < 1500; i++) {
+    text += s[g() % 6];
+    text += (i % 8 == 7) ? "\n\n" : " ";
+  }
+  return text;
+}
+
+TrainConfig toy_train_config(const std::string& tag) {
+  static const std::string data = write_temp("qkv_train_corpus.txt", toy_corpus());
+  std::string conf = "dim = 32\nn_layers = 2\nn_heads = 4\nn_kv_heads = 2\nhidden_dim = 64\nseq_len = 32\n"
+                     "vocab = 300\nbatch = 4\nsteps = 40\nwarmup = 5\nlr = 1e-2\neval_interval = 20\n"
+                     "eval_batches = 2\nseed = 7\nquiet = true\nval_fraction = 0.1\n";
+  return parse_train_config(conf, {"data=" + data, "out=" + ::testing::TempDir() + "qkv_train_" + tag + ".gguf"});
+}
+
+TEST(Trainer, LossFallsOnAShortText) {
+  TrainConfig c = toy_train_config("falls");
+  c.threads = 2;
+  TrainResult r = run_training(c);
+  ASSERT_EQ(r.losses.size(), 40u);
+  double last = 0;
+  for (int i = 35; i < 40; i++) last += r.losses[i] / 5;
+  EXPECT_LT(last, 0.7 * r.losses[0]) << "first " << r.losses[0] << " last five " << last;
+  EXPECT_LT(r.val_loss, 0.7 * r.losses[0]);
+  // The checkpoint loads through the normal loader and generates text.
+  auto blob = map_file(c.out);
+  Transformer tr(load_model(blob), 0, std::make_shared<ThreadPool>(1));
+  auto tok = embedded_tokenizer(blob);
+  ASSERT_TRUE(tok);
+  RunOptions o;
+  o.prompt = "the cat";
+  o.steps = 20;
+  o.sampler.temperature = 0.0f;
+  std::string out;
+  run_generate(tr, *tok, o, [&](const std::string& p) { out += p; });
+  EXPECT_EQ(out.rfind("the cat", 0), 0u) << out;
+  EXPECT_GT(out.size(), std::string("the cat").size() + 5) << out;
+}
+
+TEST(Trainer, SameSeedSameLossesForAnyThreadCount) {
+  TrainConfig a = toy_train_config("det_a"), b = toy_train_config("det_b"), c1 = toy_train_config("det_c");
+  a.steps = b.steps = c1.steps = 8;
+  a.warmup = b.warmup = c1.warmup = 2;
+  a.threads = b.threads = 2;
+  c1.threads = 1;
+  TrainResult ra = run_training(a), rb = run_training(b), rc = run_training(c1);
+  EXPECT_EQ(ra.losses, rb.losses);
+  EXPECT_EQ(ra.losses, rc.losses);
+  TrainConfig d = toy_train_config("det_d");
+  d.steps = 8;
+  d.warmup = 2;
+  d.seed = 8;
+  EXPECT_NE(run_training(d).losses, ra.losses);
+}
+
+TEST(Trainer, ResumeContinuesExactly) {
+  TrainConfig full = toy_train_config("resume_full");
+  full.steps = 12;
+  full.eval_interval = 0;
+  TrainResult rf = run_training(full);
+  TrainConfig part = toy_train_config("resume_part");
+  part.steps = 12;
+  part.eval_interval = 0;
+  part.stop_at = 5;
+  std::remove(part.state.c_str());
+  TrainResult r1 = run_training(part);
+  part.stop_at = 0;
+  part.resume = true;
+  TrainResult r2 = run_training(part);
+  EXPECT_EQ(r1.end_step, 5);
+  EXPECT_EQ(r2.start_step, 5);
+  std::vector<double> joined = r1.losses;
+  joined.insert(joined.end(), r2.losses.begin(), r2.losses.end());
+  EXPECT_EQ(joined, rf.losses);
+  EXPECT_EQ(r2.val_loss, rf.val_loss);
+  // A state from another configuration is refused, not silently mixed in.
+  TrainConfig other = part;
+  other.model.hidden_dim = 48;
+  EXPECT_THROW(run_training(other), Error);
+}
+
+TEST(Trainer, BadConfigsAreRefusedClearly) {
+  auto msg = [](const std::string& text, std::vector<std::string> ov = {}) {
+    try {
+      parse_train_config(text, ov, "t.conf");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::string ok = "dim=32\nn_layers=1\nn_heads=4\nhidden_dim=64\nseq_len=16\nvocab=300\ndata=x.txt\n";
+  EXPECT_EQ(msg(ok), "(accepted)");
+  EXPECT_NE(msg(ok + "dimm = 3\n").find("unknown key 'dimm'"), std::string::npos);
+  EXPECT_NE(msg(ok + "lr = fast\n").find("t.conf line 8: lr = 'fast': not a number"), std::string::npos);
+  EXPECT_NE(msg(ok + "n_heads = 5\n").find("not a multiple of n_heads"), std::string::npos);
+  EXPECT_NE(msg(ok + "batch 4\n").find("expected key = value"), std::string::npos);
+  EXPECT_NE(msg("n_layers=1\n").find("dim is missing"), std::string::npos);
+  EXPECT_NE(msg(ok, {"steps=0"}).find("steps = '0': must be 1.."), std::string::npos);
+  EXPECT_EQ(parse_train_config(ok, {"dim=64"}).model.dim, 64);  // overrides win
+  TrainConfig c = parse_train_config(ok, {"data=/nonexistent/qkv.txt", "quiet=1"});
+  EXPECT_THROW(run_training(c), Error);
+}
+
+TEST(Trainer, ScheduleWarmsUpThenFollowsACosine) {
+  TrainConfig c;
+  c.lr = 1.0f;
+  c.min_lr = 0.1f;
+  c.warmup = 10;
+  c.steps = 110;
+  EXPECT_FLOAT_EQ(lr_at(c, 0), 0.1f);
+  EXPECT_FLOAT_EQ(lr_at(c, 9), 1.0f);
+  EXPECT_FLOAT_EQ(lr_at(c, 10), 1.0f);
+  EXPECT_NEAR(lr_at(c, 60), 0.55f, 1e-6);
+  EXPECT_NEAR(lr_at(c, 110), 0.1f, 1e-6);
+}
+
+// ---- BPE tokenizer learning --------------------------------------------------------------
+
+std::string decode_all(const Tokenizer& t, const std::vector<int>& ids) {
+  std::string s;
+  for (size_t i = 1; i < ids.size(); i++) s += t.decode(ids[i - 1], ids[i]);
+  return s;
+}
+
+// Valid UTF-8 of any script round-trips, through merged pieces, character pieces and byte
+// fallback alike. (U+2581 itself is the space marker and decodes as a space, as in SentencePiece.)
+TEST(Bpe, RoundTripsArbitraryUtf8) {
+  Tokenizer t = toy_tokenizer(320);
+  const std::vector<std::string> texts = {
+      "the word was god", "  two  spaces  ", "tabs\tand\nnewlines\r\n", "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80",
+      std::string("nul\0byte", 8), "\xFF\xFE invalid bytes", "<0x41> <s> </s> <unk>"};
+  for (const auto& s : texts) EXPECT_EQ(decode_all(t, t.encode(s, true, false)), s) << s;
+  std::mt19937 g(13);
+  auto utf8 = [](uint32_t cp) {
+    std::string o;
+    if (cp < 0x80) o += (char)cp;
+    else if (cp < 0x800) o += (char)(0xC0 | cp >> 6), o += (char)(0x80 | (cp & 63));
+    else if (cp < 0x10000) o += (char)(0xE0 | cp >> 12), o += (char)(0x80 | (cp >> 6 & 63)), o += (char)(0x80 | (cp & 63));
+    else o += (char)(0xF0 | cp >> 18), o += (char)(0x80 | (cp >> 12 & 63)), o += (char)(0x80 | (cp >> 6 & 63)), o += (char)(0x80 | (cp & 63));
+    return o;
+  };
+  const uint32_t ranges[][2] = {{1, 0x7F}, {0x80, 0x7FF}, {0x800, 0xD7FF}, {0xE000, 0xFFFD}, {0x10000, 0x10FFFF}};
+  for (int k = 0; k < 200; k++) {
+    std::string s;
+    for (int i = 0; i < 30; i++) {
+      const auto& r = ranges[g() % 5];
+      uint32_t cp = r[0] + g() % (r[1] - r[0] + 1);
+      if (cp == 0x2581) cp = 'x';
+      s += g() % 3 == 0 ? std::string("the ") : utf8(cp);
+    }
+    ASSERT_EQ(decode_all(t, t.encode(s, true, false)), s);
+  }
+}
+
+TEST(Bpe, LearnedMergesShortenHeldOutTextAndReplayInScoreOrder) {
+  const std::string text = toy_corpus();
+  const std::string train = text.substr(0, text.size() * 3 / 4), held = text.substr(text.size() * 3 / 4);
+  BpeVocab v = train_bpe(train, 400);  // the toy text runs out of repeated pairs before 400
+  EXPECT_GT(v.n_merges, 50);
+  EXPECT_EQ((int)v.pieces.size(), 259 + v.n_chars + v.n_merges);
+  Tokenizer t = bpe_tokenizer(v);
+  // Without merges every character (ASCII here: every byte) is a token; with them the held-out
+  // text takes far fewer.
+  const size_t tokens = t.encode(held, false, false).size();
+  EXPECT_LT(tokens, held.size() / 3) << tokens << " tokens for " << held.size() << " characters";
+  // Scores: minus the merge rank (later merges lower), every merge piece made of two pieces.
+  const int first = 259 + v.n_chars;
+  for (int i = first; i < (int)v.pieces.size(); i++) {
+    EXPECT_EQ(v.scores[i], -(float)(i - first));
+    bool split = false;
+    for (size_t cut = 1; cut < v.pieces[i].size() && !split; cut++) {
+      auto a = std::find(v.pieces.begin(), v.pieces.end(), v.pieces[i].substr(0, cut));
+      auto b = std::find(v.pieces.begin(), v.pieces.end(), v.pieces[i].substr(cut));
+      split = a != v.pieces.end() && b != v.pieces.end() && a - v.pieces.begin() < i && b - v.pieces.begin() < i;
+    }
+    EXPECT_TRUE(split) << v.pieces[i];
+  }
+  // The most frequent word of the text is one token.
+  EXPECT_EQ(t.encode("the", false, false).size(), 1u);
+}
+
+TEST(Bpe, FilesLoadBackAsTheSameTokenizer) {
+  BpeVocab v = train_bpe(toy_corpus(), 350);
+  Tokenizer t = bpe_tokenizer(v);
+  const std::string probe = "the dog sang over the river by the fire.";
+  auto gg = std::make_shared<VectorBlob>(bpe_to_gguf(v, "tok"));
+  Tokenizer from_gguf = load_gguf_tokenizer(GgufFile::parse(gg));
+  EXPECT_EQ(from_gguf.encode(probe, true, false), t.encode(probe, true, false));
+  std::vector<uint8_t> bin = bpe_to_llama2c(v);
+  Tokenizer from_bin = Tokenizer::from_llama2c(bin.data(), bin.size(), (int)v.pieces.size());
+  EXPECT_EQ(from_bin.encode(probe, true, false), t.encode(probe, true, false));
+}
+
+TEST(Bpe, RefusesImpossibleRequests) {
+  EXPECT_THROW(train_bpe("", 300), Error);
+  EXPECT_THROW(train_bpe("abc", 259), Error);
+  EXPECT_THROW(train_bpe("abc", 70000), Error);
 }
 
 }  // namespace
