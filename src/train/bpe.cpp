@@ -191,20 +191,12 @@ std::vector<uint8_t> bpe_to_gguf(const BpeVocab& v, const std::string& name) {
 }
 
 std::vector<uint8_t> bpe_to_llama2c(const BpeVocab& v) {
+  const Tokenizer tok = bpe_tokenizer(v);
   std::vector<std::string> pieces;
   size_t max_len = 1;
-  for (const auto& p : v.pieces) {
-    std::string o;
-    for (size_t i = 0; i < p.size();) {
-      if (p.compare(i, 3, kSpace) == 0) {
-        o += ' ';
-        i += 3;
-      } else {
-        o += p[i++];
-      }
-    }
-    max_len = std::max(max_len, o.size());
-    pieces.push_back(std::move(o));
+  for (int i = 0; i < (int)v.pieces.size(); i++) {  // U+2581 -> ' '; byte pieces keep their <0xXX> names
+    pieces.push_back(v.types[i] == 6 ? v.pieces[i] : tok.decode(-1, i));
+    max_len = std::max(max_len, pieces.back().size());
   }
   std::vector<uint8_t> out;
   auto put = [&](const void* p, size_t n) { out.insert(out.end(), (const uint8_t*)p, (const uint8_t*)p + n); };

@@ -130,8 +130,38 @@ void TrainModel::matmul_back(float* dx, bool acc_dx, const float* dy, const floa
   pool_->parallel_for(rows, 4, [&](int r0, int r1, int) { matmul_dw_simd(dW, dy, rows, x, cols, n_tok, cols, r0, r1); });
 }
 
+// The fields the forward and backward attention arguments share, for sequence b of the batch.
+template <class Args>
+static void sequence_args(Args& a, const ModelConfig& c, const float* q, const float* k, const float* v, int b, int T) {
+  const int qd = c.q_dim(), kvd = c.kv_dim();
+  a.n_heads = c.n_heads;
+  a.n_kv_heads = c.n_kv_heads;
+  a.head_dim = c.head_dim;
+  a.q = q + (size_t)b * T * qd;
+  a.q_stride = qd;
+  a.k = k + (size_t)b * T * kvd;
+  a.v = v + (size_t)b * T * kvd;
+  a.kv_stride = kvd;
+  a.out_stride = qd;
+  a.scale = 1.0f / std::sqrt((float)c.head_dim);
+  a.causal = true;
+}
+
 static void grow(std::vector<float>& v, size_t n) {
   if (v.size() != n) v.assign(n, 0.0f);
+}
+
+void TrainModel::norm_rows(std::vector<float>& y, const std::vector<float>& x, int64_t w_off, int n_tok) {
+  const int D = c_.dim;
+  grow(y, (size_t)n_tok * D);
+  for (int i = 0; i < n_tok; i++) rmsnorm_simd(&y[(size_t)i * D], &x[(size_t)i * D], &params_[w_off], D, c_.norm_eps);
+}
+
+void TrainModel::norm_rows_back(const std::vector<float>& x, int64_t w_off, int n_tok) {
+  const int D = c_.dim;
+  for (int i = 0; i < n_tok; i++)
+    rmsnorm_backward_simd(&dx_[(size_t)i * D], &grads_[w_off], &dxn_[(size_t)i * D], &x[(size_t)i * D], &params_[w_off], D,
+                          c_.norm_eps);
 }
 
 double TrainModel::forward(const int* inputs, const int* targets, int B, int T) {
@@ -164,8 +194,7 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
     const auto& L = lay_.layers[l];
     LayerActs& A = acts_[l];
     A.x_in = x;
-    grow(A.xn1, (size_t)N * D);
-    for (int i = 0; i < N; i++) rmsnorm_simd(&A.xn1[(size_t)i * D], &x[(size_t)i * D], &params_[L.attn_norm], D, c.norm_eps);
+    norm_rows(A.xn1, x, L.attn_norm, N);
     grow(A.q, (size_t)N * qd);
     grow(A.k, (size_t)N * kvd);
     grow(A.v, (size_t)N * kvd);
@@ -183,19 +212,9 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
       for (int u = u0; u < u1; u++) {
         const int b = u / c.n_heads, h = u % c.n_heads;
         AttentionArgs a;
+        sequence_args(a, c, A.q.data(), A.k.data(), A.v.data(), b, T);
         a.n_q = a.n_kv = T;
-        a.n_heads = c.n_heads;
-        a.n_kv_heads = c.n_kv_heads;
-        a.head_dim = hd;
-        a.q = A.q.data() + (size_t)b * T * qd;
-        a.q_stride = qd;
-        a.k = A.k.data() + (size_t)b * T * kvd;
-        a.v = A.v.data() + (size_t)b * T * kvd;
-        a.kv_stride = kvd;
         a.out = A.att.data() + (size_t)b * T * qd;
-        a.out_stride = qd;
-        a.scale = 1.0f / std::sqrt((float)hd);
-        a.causal = true;
         a.probs = A.probs.data() + (size_t)b * c.n_heads * T * T;
         attention_flash(a, h, h + 1);
       }
@@ -204,11 +223,9 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
     matmul(tmp.data(), A.att.data(), L.wo, D, qd, N);
     for (size_t i = 0; i < x.size(); i++) x[i] += tmp[i];
     A.x_mid = x;
-    grow(A.xn2, (size_t)N * D);
-    for (int i = 0; i < N; i++) rmsnorm_simd(&A.xn2[(size_t)i * D], &x[(size_t)i * D], &params_[L.ffn_norm], D, c.norm_eps);
+    norm_rows(A.xn2, x, L.ffn_norm, N);
     grow(A.g, (size_t)N * H);
     grow(A.u, (size_t)N * H);
-    grow(A.h, (size_t)N * H);
     matmul(A.g.data(), A.xn2.data(), L.w_gate, H, D, N);
     matmul(A.u.data(), A.xn2.data(), L.w_up, H, D, N);
     A.h = A.g;
@@ -217,8 +234,7 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
     for (size_t i = 0; i < x.size(); i++) x[i] += tmp[i];
   }
   x_final_ = x;
-  grow(xf_, (size_t)N * D);
-  for (int i = 0; i < N; i++) rmsnorm_simd(&xf_[(size_t)i * D], &x[(size_t)i * D], &params_[lay_.final_norm], D, c.norm_eps);
+  norm_rows(xf_, x, lay_.final_norm, N);
   grow(dlogits_, (size_t)N * V);
   matmul(dlogits_.data(), xf_.data(), lay_.tok_embed, V, D, N);
   // Logits -> per-row loss, and the rows become d(mean loss)/d(logits).
@@ -243,9 +259,7 @@ void TrainModel::backward() {
   // Classifier (tied to the embedding) and final norm.
   matmul_back(dxn_.data(), false, dlogits_.data(), xf_.data(), lay_.tok_embed, V, D, N);
   std::memset(dx_.data(), 0, dx_.size() * sizeof(float));
-  for (int i = 0; i < N; i++)
-    rmsnorm_backward_simd(&dx_[(size_t)i * D], G + lay_.final_norm, &dxn_[(size_t)i * D], &x_final_[(size_t)i * D],
-                          &params_[lay_.final_norm], D, c.norm_eps);
+  norm_rows_back(x_final_, lay_.final_norm, N);
   grow(dh_, (size_t)N * H);
   grow(dg_, (size_t)N * H);
   grow(du_, (size_t)N * H);
@@ -263,32 +277,21 @@ void TrainModel::backward() {
                            &A.u[(size_t)i * H], H);
     matmul_back(dxn_.data(), false, dg_.data(), A.xn2.data(), L.w_gate, H, D, N);
     matmul_back(dxn_.data(), true, du_.data(), A.xn2.data(), L.w_up, H, D, N);
-    for (int i = 0; i < N; i++)
-      rmsnorm_backward_simd(&dx_[(size_t)i * D], G + L.ffn_norm, &dxn_[(size_t)i * D], &A.x_mid[(size_t)i * D],
-                            &params_[L.ffn_norm], D, c.norm_eps);
+    norm_rows_back(A.x_mid, L.ffn_norm, N);
     // Attention: x_mid = x_in + W_o attention(rope(W_q xn1), rope(W_k xn1), W_v xn1).
     matmul_back(datt_.data(), false, dx_.data(), A.att.data(), L.wo, D, qd, N);
     pool_->parallel_for(B * c.n_kv_heads, 1, [&](int u0, int u1, int) {
       for (int u = u0; u < u1; u++) {
         const int b = u / c.n_kv_heads, g = u % c.n_kv_heads;
         AttentionBackwardArgs a;
+        sequence_args(a, c, A.q.data(), A.k.data(), A.v.data(), b, T);
         a.n = T;
-        a.n_heads = c.n_heads;
-        a.n_kv_heads = c.n_kv_heads;
-        a.head_dim = hd;
-        a.q = A.q.data() + (size_t)b * T * qd;
-        a.q_stride = qd;
-        a.k = A.k.data() + (size_t)b * T * kvd;
-        a.v = A.v.data() + (size_t)b * T * kvd;
-        a.kv_stride = kvd;
         a.probs = A.probs.data() + (size_t)b * c.n_heads * T * T;
         a.out = A.att.data() + (size_t)b * T * qd;
         a.dout = datt_.data() + (size_t)b * T * qd;
-        a.out_stride = qd;
         a.dq = dq_.data() + (size_t)b * T * qd;
         a.dk = dk_.data() + (size_t)b * T * kvd;
         a.dv = dv_.data() + (size_t)b * T * kvd;
-        a.scale = 1.0f / std::sqrt((float)hd);
         attention_backward_simd(a, g, g + 1);
       }
     });
@@ -300,9 +303,7 @@ void TrainModel::backward() {
     matmul_back(dxn_.data(), false, dq_.data(), A.xn1.data(), L.wq, qd, D, N);
     matmul_back(dxn_.data(), true, dk_.data(), A.xn1.data(), L.wk, kvd, D, N);
     matmul_back(dxn_.data(), true, dv_.data(), A.xn1.data(), L.wv, kvd, D, N);
-    for (int i = 0; i < N; i++)
-      rmsnorm_backward_simd(&dx_[(size_t)i * D], G + L.attn_norm, &dxn_[(size_t)i * D], &A.x_in[(size_t)i * D],
-                            &params_[L.attn_norm], D, c.norm_eps);
+    norm_rows_back(A.x_in, L.attn_norm, N);
   }
   // Embedding rows, in token order (a fixed summation order for repeated tokens).
   for (int i = 0; i < N; i++) {

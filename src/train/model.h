@@ -58,6 +58,8 @@ class TrainModel {
  private:
   void matmul(float* y, const float* x, int64_t w_off, int rows, int cols, int n_tok);  // y = x W^T
   void transpose_weights();
+  void norm_rows(std::vector<float>& y, const std::vector<float>& x, int64_t w_off, int n_tok);  // y = rmsnorm(x)
+  void norm_rows_back(const std::vector<float>& x, int64_t w_off, int n_tok);  // dx_ += ..., grads += ... from dxn_
   void matmul_back(float* dx, bool acc_dx, const float* dy, const float* x, int64_t w_off, int rows, int cols,
                    int n_tok);  // dx (+)= dy W; dW += dy^T x
 
