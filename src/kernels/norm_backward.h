@@ -9,4 +9,11 @@ namespace qkv {
 void rmsnorm_backward_ref(float* dx, float* dw, const float* dy, const float* x, const float* w, int n, float eps);
 void rmsnorm_backward_simd(float* dx, float* dw, const float* dy, const float* x, const float* w, int n, float eps);
 
+// LayerNorm: y = w * xh + b, xh = (x - mean) * r, r = 1 / sqrt(var + eps); with g = w * dy:
+// dx += r * (g - mean(g) - xh * mean(g * xh));  dw += dy * xh;  db += dy (db may be null)
+void layernorm_backward_ref(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
+                            float eps);
+void layernorm_backward_simd(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int n,
+                             float eps);
+
 }  // namespace qkv

@@ -192,6 +192,68 @@ TEST(TrainKernels, RmsnormBackwardMatchesFiniteDifferences) {
   }
 }
 
+TEST(TrainKernels, LayernormBackwardMatchesFiniteDifferences) {
+  std::mt19937 g(14);
+  for (int n : sizes()) {
+    if (n == 1) continue;  // one element: LayerNorm's output is the bias alone
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const float eps = 1e-5f;
+    auto x = randv(g, n, -2, 3), w = randv(g, n, 0.5f, 1.5f), R = randv(g, n);
+    auto L = [&](const std::vector<double>& xx, const std::vector<double>& ww, const std::vector<double>& bb) {
+      double mean = 0, var = 0;
+      for (double v : xx) mean += v / n;
+      for (double v : xx) var += (v - mean) * (v - mean) / n;
+      double s = 0;
+      for (int i = 0; i < n; i++) s += R[i] * (ww[i] * (xx[i] - mean) / std::sqrt(var + eps) + bb[i]);
+      return s;
+    };
+    const std::vector<double> b0(n, 0.25);
+    auto fdx = fd_grad(to_d(x), [&](const std::vector<double>& v) { return L(v, to_d(w), b0); });
+    auto fdw = fd_grad(to_d(w), [&](const std::vector<double>& v) { return L(to_d(x), v, b0); });
+    auto fdb = fd_grad(b0, [&](const std::vector<double>& v) { return L(to_d(x), to_d(w), v); });
+    for (int simd = 0; simd < 2; simd++) {
+      std::vector<float> dx(n, 0.0f), dw(n, 0.0f), db(n, 0.0f);
+      (simd ? layernorm_backward_simd : layernorm_backward_ref)(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), n, eps);
+      EXPECT_TRUE(GradNear(simd ? "dx simd" : "dx ref", dx, fdx));
+      EXPECT_TRUE(GradNear(simd ? "dw simd" : "dw ref", dw, fdw));
+      EXPECT_TRUE(GradNear(simd ? "db simd" : "db ref", db, fdb));
+    }
+  }
+}
+
+TEST(TrainKernels, GeluAndReluBackwardMatchFiniteDifferences) {
+  std::mt19937 g(15);
+  for (int n : sizes()) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    auto x = randv(g, n, -4, 4), R = randv(g, n);
+    for (float& v : x)
+      if (std::fabs(v) < 1e-3f) v = 0.5f;  // keep ReLU's kink out of the difference quotient
+    auto gelu = [&](const std::vector<double>& xx) {
+      double s = 0;
+      for (int i = 0; i < n; i++)
+        s += R[i] * 0.5 * xx[i] * (1 + std::tanh(0.7978845608028654 * (xx[i] + 0.044715 * xx[i] * xx[i] * xx[i])));
+      return s;
+    };
+    auto relu = [&](const std::vector<double>& xx) {
+      double s = 0;
+      for (int i = 0; i < n; i++) s += R[i] * (xx[i] > 0 ? xx[i] : 0.0);
+      return s;
+    };
+    auto fg = fd_grad(to_d(x), gelu), fr = fd_grad(to_d(x), relu);
+    std::vector<float> a(n), b(n), c(n), d(n);
+    gelu_backward_ref(a.data(), R.data(), x.data(), n);
+    gelu_backward_simd(b.data(), R.data(), x.data(), n);
+    relu_backward_ref(c.data(), R.data(), x.data(), n);
+    relu_backward_simd(d.data(), R.data(), x.data(), n);
+    EXPECT_TRUE(GradNear("gelu ref", a, fg));
+    EXPECT_TRUE(GradNear("gelu simd", b, fg));
+    if (std::count_if(x.begin(), x.end(), [](float v) { return v > 0; }) > 0) {
+      EXPECT_TRUE(GradNear("relu ref", c, fr));
+      EXPECT_TRUE(GradNear("relu simd", d, fr));
+    }
+  }
+}
+
 // ---- SwiGLU ------------------------------------------------------------------------------
 
 TEST(TrainKernels, SwigluBackwardMatchesFiniteDifferences) {
