@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces models/kjv-2m.gguf, the demo's default model, from nothing but Debian's public-domain
 # King James Bible (package bible-kjv): text -> BPE tokenizer (2048 pieces) -> 1800 training steps.
-# About 35-45 minutes on the 2-core development machine. Extra key=value arguments override
+# About 45 minutes on the 2-core development machine (shared with other work; 1,400 tokens/s). Extra key=value arguments override
 # models/recipes/kjv.conf (e.g. steps=100 out=/tmp/kjv-test.gguf state=/tmp/kjv-test.state).
 # An interrupted run resumes from its state file (build/kjv/kjv-2m.state) where it stopped.
 set -euo pipefail
