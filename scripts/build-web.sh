@@ -7,10 +7,12 @@
 #   web/dist/qkv/dist/qkv{,-mt}.{mjs,wasm}, qkv-mt.worker.js  the WASM builds (src/js -> ../../dist)
 #   web/dist/models/default.json + the default model and its tokenizer
 #
-# The default model is the first models/NAME.bin of the repository that has a tokenizer beside
-# it (models/NAME.tokenizer.bin, models/NAME-tokenizer.bin or models/tokenizer.bin); otherwise
+# The default model is the first models/*.gguf of the repository (qkv's own, e.g. models/kjv-2m.gguf:
+# a GGUF carries its tokenizer), else the first models/NAME.bin that has a tokenizer beside it
+# (models/NAME.tokenizer.bin, models/NAME-tokenizer.bin or models/tokenizer.bin); otherwise
 # the test fixture ../shared/models/aidreams260K.bin with aidreams-tok512.bin (copied into this
-# ignored build output only). QKV_MODEL=... QKV_TOKENIZER=... override both.
+# ignored build output only). A models/NAME.json beside the model gives its name, description,
+# licence and prompt. QKV_MODEL=... (and QKV_TOKENIZER=... for a .bin) override the choice.
 #
 # Idempotent: files are copied only when their content changed, and files that no longer
 # belong to the site are removed. Set QKV_SKIP_WASM_BUILD=1 to reuse dist/ as it is.
@@ -30,6 +32,14 @@ done
 # --- the default model -------------------------------------------------------------
 model="${QKV_MODEL:-}" tok="${QKV_TOKENIZER:-}" desc="" license="" prompt="" sidecar=""
 if [ -z "$model" ]; then
+  for m in models/*.gguf; do
+    [ -f "$m" ] || continue
+    model="$m"
+    if [ -f "${m%.gguf}.json" ]; then sidecar="${m%.gguf}.json"; fi
+    break
+  done
+fi
+if [ -z "$model" ]; then
   for m in models/*.bin; do
     [ -f "$m" ] || continue
     case "$(basename "$m")" in *tok*) continue ;; esac
@@ -47,9 +57,12 @@ if [ -z "$model" ]; then
   license='Not stated by its source (the public ai-dreamer-esp32-s3 project); see ../shared/models/README.md. For trying the engine only.'
   prompt='I dream of'
 fi
-[ -n "$tok" ] || { log "error: QKV_MODEL is set but QKV_TOKENIZER is not"; exit 1; }
+case "$model" in
+  *.gguf) ;;  # carries its tokenizer
+  *) [ -n "$tok" ] || { log "error: QKV_MODEL is set but QKV_TOKENIZER is not (a .bin model needs its tokenizer)"; exit 1; } ;;
+esac
 [ -f "$model" ] || { log "error: default model $model not found"; exit 1; }
-[ -f "$tok" ] || { log "error: tokenizer $tok not found"; exit 1; }
+[ -z "$tok" ] || [ -f "$tok" ] || { log "error: tokenizer $tok not found"; exit 1; }
 
 # --- copy with change detection ---------------------------------------------------------
 declare -A keep=()
@@ -73,10 +86,13 @@ for f in src/webgpu/*.wgsl; do put "$f" "qkv/src/webgpu/$(basename "$f")"; done
 for f in qkv.mjs qkv.wasm qkv-mt.mjs qkv-mt.wasm qkv-mt.worker.js package.json; do put "dist/$f" "qkv/dist/$f"; done
 put package.json qkv/package.json
 
-mname="$(basename "$model")" tname="$(basename "$tok")"
-[ "$mname" != "$tname" ] || tname="tokenizer-$tname"
+mname="$(basename "$model")" tname=""
 put "$model" "models/$mname"
-put "$tok" "models/$tname"
+if [ -n "$tok" ]; then
+  tname="$(basename "$tok")"
+  [ "$mname" != "$tname" ] || tname="tokenizer-$tname"
+  put "$tok" "models/$tname"
+fi
 
 manifest="$(mktemp)"
 trap 'rm -f "$manifest"' EXIT
@@ -86,18 +102,18 @@ const crypto = require('node:crypto');
 const [model, tok, mname, tname, desc, license, prompt, sidecar] = process.argv.slice(2);
 const extra = sidecar ? JSON.parse(fs.readFileSync(sidecar, 'utf8')) : {};
 const sha = (p) => crypto.createHash('sha256').update(fs.readFileSync(p)).digest('hex');
-const name = extra.name || mname.replace(/\.bin$/, '');
+const name = extra.name || mname.replace(/\.(bin|gguf)$/, '');
 const manifest = {
   name,
   model: mname,
-  tokenizer: tname,
+  tokenizer: tname || null,  // null: the model file carries its tokenizer (GGUF)
   description: extra.description || desc || `${name} (from ${model})`,
   license: extra.license || license || 'see the model\'s source',
   prompt: extra.prompt || prompt || 'Once upon a time',
   modelBytes: fs.statSync(model).size,
-  tokenizerBytes: fs.statSync(tok).size,
+  tokenizerBytes: tok ? fs.statSync(tok).size : 0,
   modelSha256: sha(model),
-  tokenizerSha256: sha(tok),
+  tokenizerSha256: tok ? sha(tok) : null,
 };
 process.stdout.write(JSON.stringify(manifest, null, 2) + '\n');
 EOF

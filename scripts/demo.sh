@@ -18,6 +18,12 @@ if [ "${1:-}" = cli ] || [[ "${1:-}" =~ ^-[inptskz]$ ]] || [ "${1:-}" = --min-p 
   [ "${1:-}" != cli ] || shift
   bash scripts/setup.sh
   bash scripts/build.sh native >/dev/null
+  # The default: qkv's own model (models/*.gguf, tokenizer inside), else the test fixture.
+  gguf="$(ls models/*.gguf 2>/dev/null | head -n 1)"
+  if [ -z "${QKV_MODEL:-}" ] && [ -n "$gguf" ]; then
+    if [ $# -eq 0 ]; then set -- -i "In the beginning" -n 128 -t 0.8; fi
+    exec ./build/qkv run "$gguf" "$@"
+  fi
   model="${QKV_MODEL:-../shared/models/aidreams260K.bin}"
   tok="${QKV_TOKENIZER:-../shared/models/aidreams-tok512.bin}"
   if [ $# -eq 0 ]; then set -- -i "I dream of" -n 128 -t 0.8; fi

@@ -194,7 +194,7 @@ function abs(url) { return new URL(url, location.href).href; }
 function loadDefault(opts) {
   const m = state.manifest;
   if (!m) return;
-  return load(async () => ({ model: abs(`models/${m.model}`), tokenizer: abs(`models/${m.tokenizer}`) }),
+  return load(async () => ({ model: abs(`models/${m.model}`), tokenizer: m.tokenizer ? abs(`models/${m.tokenizer}`) : undefined }),
     { name: m.name, description: m.description, license: m.license, prompt: m.prompt, source: 'default' }, opts);
 }
 

@@ -12,6 +12,7 @@
 #include "../formats/loader.h"
 #include "../kernels/simd.h"
 #include "../threadpool.h"
+#include "../train/cli_train.h"
 #include "args.h"
 
 using namespace qkv;
@@ -21,8 +22,8 @@ static int usage(FILE* f) {
              "  qkv run MODEL [options]          generate text (llama2.c run.c flags)\n"
              "  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt's logits\n"
              "  qkv convert MODEL.bin -z TOK.bin -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1]\n"
-             "                                   llama2.c checkpoint to GGUF\n\n%s",
-          run_usage());
+             "                                   llama2.c checkpoint to GGUF\n%s\n%s",
+          train_usage(), run_usage());
   return f == stderr ? 1 : 0;
 }
 
@@ -99,6 +100,8 @@ int main(int argc, char** argv) {
     if (cmd == "run") return cmd_run(parse_run_args(args));
     if (cmd == "logits") return cmd_logits(parse_run_args(args));
     if (cmd == "convert") return cmd_convert(parse_run_args(args));
+    if (cmd == "train") return cmd_train(args);
+    if (cmd == "train-tokenizer") return cmd_train_tokenizer(args);
     fprintf(stderr, "qkv: unknown command '%s'\n\n", cmd.c_str());
     return usage(stderr);
   } catch (const Error& e) {

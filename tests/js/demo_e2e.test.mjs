@@ -18,8 +18,8 @@ const artifacts = join(root, 'test-artifacts');
 const skip = !haveChromium && `no Chromium at ${chromiumPath}`;
 const DESKTOP = { width: 1280, height: 900 };
 const PHONE = { width: 390, height: 844 };
-const PROMPT = 'I dream of';
-const PROMPT_TOKENS = 7;  // BOS + 6 with the default model's tokenizer
+const PROMPT = 'In the beginning';
+const PROMPT_TOKENS = 6;  // BOS + 5 with the default model's tokenizer (models/kjv-2m.gguf)
 
 let browser;
 before(async () => {
@@ -35,7 +35,7 @@ after(async () => { await browser?.close(); });
  * body was read to its end is sometimes reported as ERR_ABORTED (see browser_api.test.mjs).
  */
 function realErrors(errors) {
-  return errors.filter((e) => !/^requestfailed: \S+\/models\/\S+\.bin net::ERR_ABORTED$/.test(e));
+  return errors.filter((e) => !/^requestfailed: \S+\/models\/\S+\.(bin|gguf) net::ERR_ABORTED$/.test(e));
 }
 
 async function openDemo(url, { viewport = DESKTOP, beforeLoad } = {}) {
@@ -145,7 +145,7 @@ test('web demo with COOP/COEP: default model, threads, stream, stop, attention e
     const { page, errors } = opened;
     const readyMs = Date.now() - t0;
     const data = await appData(page);
-    assert.equal(data.model, 'aidreams260K');
+    assert.equal(data.model, 'kjv-2m');
     assert.equal(data.isolated, 'true');
     const backend = await page.evaluate(() => ({
       mode: document.getElementById('backend').dataset.mode, text: document.getElementById('backend').textContent,
@@ -439,7 +439,7 @@ test("README's main command (bash scripts/demo.sh) prints the URL of the page, s
     assert.equal(res.headers.get('cross-origin-embedder-policy'), 'require-corp');
     const opened = await openDemo(url);
     context = opened.context;
-    assert.equal((await appData(opened.page)).model, 'aidreams260K');
+    assert.equal((await appData(opened.page)).model, 'kjv-2m');
     assert.equal(await opened.page.getAttribute('#backend', 'data-mode'), 'pthreads');
     assert.equal(await opened.page.isEnabled('#generate'), true);
     assert.deepEqual(realErrors(opened.errors), [], 'console or page errors');

@@ -1,0 +1,355 @@
+// Training forward and backward of the llama-style decoder. Token rows are (batch, position)
+// flattened: N = B*T rows through every matmul at once.
+#include "model.h"
+
+#include <cmath>
+#include <cstring>
+#include <tuple>
+
+#include "../common.h"
+#include "../kernels/activation.h"
+#include "../kernels/activation_backward.h"
+#include "../kernels/attention.h"
+#include "../kernels/attention_backward.h"
+#include "../kernels/matmul.h"
+#include "../kernels/matmul_backward.h"
+#include "../kernels/norm.h"
+#include "../kernels/norm_backward.h"
+#include "../kernels/optim.h"
+#include "../kernels/rope.h"
+#include "../kernels/rope_backward.h"
+#include "rng.h"
+
+namespace qkv {
+
+ParamLayout::ParamLayout(const ModelConfig& c) {
+  const int64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim;
+  int64_t off = 0;
+  auto take = [&](int64_t n) { int64_t o = off; off += n; return o; };
+  auto norm = [&]() { int64_t o = take(d); norms.push_back({o, o + d}); return o; };
+  tok_embed = take((int64_t)c.vocab_size * d);
+  for (int l = 0; l < c.n_layers; l++) {
+    Layer L;
+    L.attn_norm = norm();
+    L.wq = take(q * d);
+    L.wk = take(kv * d);
+    L.wv = take(kv * d);
+    L.wo = take(d * q);
+    L.ffn_norm = norm();
+    L.w_gate = take(h * d);
+    L.w_down = take(d * h);
+    L.w_up = take(h * d);
+    layers.push_back(L);
+  }
+  final_norm = norm();
+  total = off;
+}
+
+TrainModel::TrainModel(const ModelConfig& c, ThreadPool* pool) : c_(c), lay_(c), pool_(pool) {
+  c_.validate();
+  if (c_.norm != NormKind::RMSNorm) fail(ErrorCode::Unsupported, "training supports RMSNorm only");
+  if (c_.pos != PosKind::RopeAdjacent) fail(ErrorCode::Unsupported, "training supports RoPE (adjacent pairs) only");
+  if (c_.ffn != FfnKind::SwiGLU) fail(ErrorCode::Unsupported, "training supports the SwiGLU feed-forward only");
+  if (!c_.tied_classifier) fail(ErrorCode::Unsupported, "training supports a tied classifier only");
+  if (c_.sliding_window != 0) fail(ErrorCode::Unsupported, "training does not support sliding-window attention");
+  if (c_.q_dim() != c_.dim) fail(ErrorCode::Unsupported, "training needs n_heads * head_dim == dim");
+  params_.assign(lay_.total, 0.0f);
+  grads_.assign(lay_.total, 0.0f);
+}
+
+void TrainModel::init(uint64_t seed) {
+  Rng rng(seed);
+  for (float& p : params_) p = 0.0f;
+  for (auto [b, e] : lay_.norms)
+    for (int64_t i = b; i < e; i++) params_[i] = 1.0f;
+  const int64_t d = c_.dim, q = c_.q_dim(), kv = c_.kv_dim(), h = c_.hidden_dim;
+  const float std = 0.02f, res_std = 0.02f / std::sqrt(2.0f * c_.n_layers);
+  auto fill = [&](int64_t off, int64_t n, float s) {
+    for (int64_t i = 0; i < n; i++) params_[off + i] = (float)(rng.normal() * s);
+  };
+  fill(lay_.tok_embed, (int64_t)c_.vocab_size * d, std);
+  for (const auto& L : lay_.layers) {
+    fill(L.wq, q * d, std);
+    fill(L.wk, kv * d, std);
+    fill(L.wv, kv * d, std);
+    fill(L.wo, d * q, res_std);
+    fill(L.w_gate, h * d, std);
+    fill(L.w_down, d * h, res_std);
+    fill(L.w_up, h * d, std);
+  }
+}
+
+void TrainModel::zero_grads() { std::memset(grads_.data(), 0, grads_.size() * sizeof(float)); }
+
+// Below this many multiply-adds a product runs on the calling thread.
+static constexpr int64_t kMinParallelWork = 1 << 15;
+
+void TrainModel::matmul(float* y, const float* x, int64_t w_off, int rows, int cols, int n_tok) {
+  const float* WT = wt_.data() + w_off;  // (cols, rows)
+  if ((int64_t)rows * cols * n_tok < kMinParallelWork) return matmul_dx_simd(y, rows, x, cols, WT, cols, rows, 0, n_tok, false);
+  pool_->parallel_for(n_tok, 4, [&](int t0, int t1, int) { matmul_dx_simd(y, rows, x, cols, WT, cols, rows, t0, t1, false); });
+}
+
+void TrainModel::transpose_weights() {
+  if (wt_.size() != params_.size()) wt_.assign(params_.size(), 0.0f);
+  std::vector<std::tuple<int64_t, int, int>> mats;  // offset, rows, cols
+  const int d = c_.dim, q = c_.q_dim(), kv = c_.kv_dim(), h = c_.hidden_dim;
+  mats.emplace_back(lay_.tok_embed, c_.vocab_size, d);
+  for (const auto& L : lay_.layers) {
+    mats.emplace_back(L.wq, q, d);
+    mats.emplace_back(L.wk, kv, d);
+    mats.emplace_back(L.wv, kv, d);
+    mats.emplace_back(L.wo, d, q);
+    mats.emplace_back(L.w_gate, h, d);
+    mats.emplace_back(L.w_down, d, h);
+    mats.emplace_back(L.w_up, h, d);
+  }
+  pool_->parallel_for((int)mats.size(), 1, [&](int m0, int m1, int) {
+    for (int m = m0; m < m1; m++) {
+      auto [off, rows, cols] = mats[m];
+      const float* src = params_.data() + off;
+      float* dst = wt_.data() + off;
+      constexpr int kB = 32;  // tiles keep both sides in cache
+      for (int r0 = 0; r0 < rows; r0 += kB)
+        for (int c0 = 0; c0 < cols; c0 += kB)
+          for (int r = r0; r < std::min(rows, r0 + kB); r++)
+            for (int cc = c0; cc < std::min(cols, c0 + kB); cc++) dst[(int64_t)cc * rows + r] = src[(int64_t)r * cols + cc];
+    }
+  });
+}
+
+void TrainModel::matmul_back(float* dx, bool acc_dx, const float* dy, const float* x, int64_t w_off, int rows,
+                             int cols, int n_tok) {
+  const float* W = params_.data() + w_off;
+  float* dW = grads_.data() + w_off;
+  if (dx) {
+    pool_->parallel_for(n_tok, 4, [&](int t0, int t1, int) {
+      matmul_dx_simd(dx, cols, dy, rows, W, rows, cols, t0, t1, acc_dx);
+    });
+  }
+  pool_->parallel_for(rows, 4, [&](int r0, int r1, int) { matmul_dw_simd(dW, dy, rows, x, cols, n_tok, cols, r0, r1); });
+}
+
+// The fields the forward and backward attention arguments share, for sequence b of the batch.
+template <class Args>
+static void sequence_args(Args& a, const ModelConfig& c, const float* q, const float* k, const float* v, int b, int T) {
+  const int qd = c.q_dim(), kvd = c.kv_dim();
+  a.n_heads = c.n_heads;
+  a.n_kv_heads = c.n_kv_heads;
+  a.head_dim = c.head_dim;
+  a.q = q + (size_t)b * T * qd;
+  a.q_stride = qd;
+  a.k = k + (size_t)b * T * kvd;
+  a.v = v + (size_t)b * T * kvd;
+  a.kv_stride = kvd;
+  a.out_stride = qd;
+  a.scale = 1.0f / std::sqrt((float)c.head_dim);
+  a.causal = true;
+}
+
+static void grow(std::vector<float>& v, size_t n) {
+  if (v.size() != n) v.assign(n, 0.0f);
+}
+
+void TrainModel::norm_rows(std::vector<float>& y, const std::vector<float>& x, int64_t w_off, int n_tok) {
+  const int D = c_.dim;
+  grow(y, (size_t)n_tok * D);
+  for (int i = 0; i < n_tok; i++) rmsnorm_simd(&y[(size_t)i * D], &x[(size_t)i * D], &params_[w_off], D, c_.norm_eps);
+}
+
+void TrainModel::norm_rows_back(const std::vector<float>& x, int64_t w_off, int n_tok) {
+  const int D = c_.dim;
+  for (int i = 0; i < n_tok; i++)
+    rmsnorm_backward_simd(&dx_[(size_t)i * D], &grads_[w_off], &dxn_[(size_t)i * D], &x[(size_t)i * D], &params_[w_off], D,
+                          c_.norm_eps);
+}
+
+double TrainModel::forward(const int* inputs, const int* targets, int B, int T) {
+  const ModelConfig& c = c_;
+  if (B <= 0 || T <= 0) fail(ErrorCode::BadArgument, "forward needs at least one sequence of one token");
+  if (T > c.seq_len)
+    fail(ErrorCode::BadArgument, "sequence length " + std::to_string(T) + " exceeds the model's " + std::to_string(c.seq_len));
+  const int N = B * T, D = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), H = c.hidden_dim, V = c.vocab_size;
+  const int hd = c.head_dim, half = c.rot_dims() / 2;
+  for (int i = 0; i < N; i++)
+    if (inputs[i] < 0 || inputs[i] >= V || targets[i] < 0 || targets[i] >= V)
+      fail(ErrorCode::BadArgument, "token id outside the vocabulary of " + std::to_string(V));
+  B_ = B;
+  T_ = T;
+  transpose_weights();
+  inputs_.assign(inputs, inputs + N);
+  targets_.assign(targets, targets + N);
+  acts_.resize(c.n_layers);
+  rope_cos_.resize((size_t)T * half);
+  rope_sin_.resize((size_t)T * half);
+  for (int t = 0; t < T; t++)
+    rope_angles(rope_cos_.data() + t * half, rope_sin_.data() + t * half, c.rot_dims(), t, c.rope_theta,
+                c.rope_freq_scale);
+
+  std::vector<float> x((size_t)N * D);
+  for (int i = 0; i < N; i++)
+    std::memcpy(x.data() + (size_t)i * D, params_.data() + lay_.tok_embed + (int64_t)inputs[i] * D, D * sizeof(float));
+
+  for (int l = 0; l < c.n_layers; l++) {
+    const auto& L = lay_.layers[l];
+    LayerActs& A = acts_[l];
+    A.x_in = x;
+    norm_rows(A.xn1, x, L.attn_norm, N);
+    grow(A.q, (size_t)N * qd);
+    grow(A.k, (size_t)N * kvd);
+    grow(A.v, (size_t)N * kvd);
+    matmul(A.q.data(), A.xn1.data(), L.wq, qd, D, N);
+    matmul(A.k.data(), A.xn1.data(), L.wk, kvd, D, N);
+    matmul(A.v.data(), A.xn1.data(), L.wv, kvd, D, N);
+    for (int i = 0; i < N; i++) {
+      const int t = i % T;
+      rope_adjacent_simd(&A.q[(size_t)i * qd], c.n_heads, hd, c.rot_dims(), &rope_cos_[t * half], &rope_sin_[t * half]);
+      rope_adjacent_simd(&A.k[(size_t)i * kvd], c.n_kv_heads, hd, c.rot_dims(), &rope_cos_[t * half], &rope_sin_[t * half]);
+    }
+    grow(A.probs, (size_t)B * c.n_heads * T * T);
+    grow(A.att, (size_t)N * qd);
+    pool_->parallel_for(B * c.n_heads, 1, [&](int u0, int u1, int) {
+      for (int u = u0; u < u1; u++) {
+        const int b = u / c.n_heads, h = u % c.n_heads;
+        AttentionArgs a;
+        sequence_args(a, c, A.q.data(), A.k.data(), A.v.data(), b, T);
+        a.n_q = a.n_kv = T;
+        a.out = A.att.data() + (size_t)b * T * qd;
+        a.probs = A.probs.data() + (size_t)b * c.n_heads * T * T;
+        attention_flash(a, h, h + 1);
+      }
+    });
+    std::vector<float> tmp((size_t)N * D);
+    matmul(tmp.data(), A.att.data(), L.wo, D, qd, N);
+    for (size_t i = 0; i < x.size(); i++) x[i] += tmp[i];
+    A.x_mid = x;
+    norm_rows(A.xn2, x, L.ffn_norm, N);
+    grow(A.g, (size_t)N * H);
+    grow(A.u, (size_t)N * H);
+    matmul(A.g.data(), A.xn2.data(), L.w_gate, H, D, N);
+    matmul(A.u.data(), A.xn2.data(), L.w_up, H, D, N);
+    A.h = A.g;
+    for (int i = 0; i < N; i++) swiglu_simd(&A.h[(size_t)i * H], &A.u[(size_t)i * H], H);
+    matmul(tmp.data(), A.h.data(), L.w_down, D, H, N);
+    for (size_t i = 0; i < x.size(); i++) x[i] += tmp[i];
+  }
+  x_final_ = x;
+  norm_rows(xf_, x, lay_.final_norm, N);
+  grow(dlogits_, (size_t)N * V);
+  matmul(dlogits_.data(), xf_.data(), lay_.tok_embed, V, D, N);
+  // Logits -> per-row loss, and the rows become d(mean loss)/d(logits).
+  row_loss_.assign(N, 0.0);
+  const float scale = 1.0f / N;
+  pool_->parallel_for(N, 8, [&](int i0, int i1, int) {
+    for (int i = i0; i < i1; i++) row_loss_[i] = cross_entropy_simd(&dlogits_[(size_t)i * V], V, targets_[i], scale);
+  });
+  double loss = 0.0;
+  for (double r : row_loss_) loss += r;
+  return loss / N;
+}
+
+void TrainModel::backward() {
+  const ModelConfig& c = c_;
+  QKV_CHECK(B_ > 0, "backward() before forward()");
+  const int B = B_, T = T_, N = B * T, D = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), H = c.hidden_dim, V = c.vocab_size;
+  const int hd = c.head_dim, half = c.rot_dims() / 2;
+  float* G = grads_.data();
+  grow(dx_, (size_t)N * D);
+  grow(dxn_, (size_t)N * D);
+  // Classifier (tied to the embedding) and final norm.
+  matmul_back(dxn_.data(), false, dlogits_.data(), xf_.data(), lay_.tok_embed, V, D, N);
+  std::memset(dx_.data(), 0, dx_.size() * sizeof(float));
+  norm_rows_back(x_final_, lay_.final_norm, N);
+  grow(dh_, (size_t)N * H);
+  grow(dg_, (size_t)N * H);
+  grow(du_, (size_t)N * H);
+  grow(datt_, (size_t)N * qd);
+  grow(dq_, (size_t)N * qd);
+  grow(dk_, (size_t)N * kvd);
+  grow(dv_, (size_t)N * kvd);
+  for (int l = c.n_layers - 1; l >= 0; l--) {
+    const auto& L = lay_.layers[l];
+    LayerActs& A = acts_[l];
+    // Feed-forward: x_out = x_mid + W_down (silu(W_gate xn2) * W_up xn2).
+    matmul_back(dh_.data(), false, dx_.data(), A.h.data(), L.w_down, D, H, N);
+    for (int i = 0; i < N; i++)
+      swiglu_backward_simd(&dg_[(size_t)i * H], &du_[(size_t)i * H], &dh_[(size_t)i * H], &A.g[(size_t)i * H],
+                           &A.u[(size_t)i * H], H);
+    matmul_back(dxn_.data(), false, dg_.data(), A.xn2.data(), L.w_gate, H, D, N);
+    matmul_back(dxn_.data(), true, du_.data(), A.xn2.data(), L.w_up, H, D, N);
+    norm_rows_back(A.x_mid, L.ffn_norm, N);
+    // Attention: x_mid = x_in + W_o attention(rope(W_q xn1), rope(W_k xn1), W_v xn1).
+    matmul_back(datt_.data(), false, dx_.data(), A.att.data(), L.wo, D, qd, N);
+    pool_->parallel_for(B * c.n_kv_heads, 1, [&](int u0, int u1, int) {
+      for (int u = u0; u < u1; u++) {
+        const int b = u / c.n_kv_heads, g = u % c.n_kv_heads;
+        AttentionBackwardArgs a;
+        sequence_args(a, c, A.q.data(), A.k.data(), A.v.data(), b, T);
+        a.n = T;
+        a.probs = A.probs.data() + (size_t)b * c.n_heads * T * T;
+        a.out = A.att.data() + (size_t)b * T * qd;
+        a.dout = datt_.data() + (size_t)b * T * qd;
+        a.dq = dq_.data() + (size_t)b * T * qd;
+        a.dk = dk_.data() + (size_t)b * T * kvd;
+        a.dv = dv_.data() + (size_t)b * T * kvd;
+        attention_backward_simd(a, g, g + 1);
+      }
+    });
+    for (int i = 0; i < N; i++) {
+      const int t = i % T;
+      rope_adjacent_backward_simd(&dq_[(size_t)i * qd], c.n_heads, hd, c.rot_dims(), &rope_cos_[t * half], &rope_sin_[t * half]);
+      rope_adjacent_backward_simd(&dk_[(size_t)i * kvd], c.n_kv_heads, hd, c.rot_dims(), &rope_cos_[t * half], &rope_sin_[t * half]);
+    }
+    matmul_back(dxn_.data(), false, dq_.data(), A.xn1.data(), L.wq, qd, D, N);
+    matmul_back(dxn_.data(), true, dk_.data(), A.xn1.data(), L.wk, kvd, D, N);
+    matmul_back(dxn_.data(), true, dv_.data(), A.xn1.data(), L.wv, kvd, D, N);
+    norm_rows_back(A.x_in, L.attn_norm, N);
+  }
+  // Embedding rows, in token order (a fixed summation order for repeated tokens).
+  for (int i = 0; i < N; i++) {
+    float* ge = G + lay_.tok_embed + (int64_t)inputs_[i] * D;
+    add_f32_simd(ge, &dx_[(size_t)i * D], D);
+  }
+}
+
+LoadedModel TrainModel::view() const {
+  LoadedModel m;
+  m.config = c_;
+  const float* P = params_.data();
+  auto t = [&](int64_t off, int64_t rows, int64_t cols) {
+    Tensor w;
+    w.type = DType::F32;
+    w.data = P + off;
+    w.rows = rows;
+    w.cols = cols;
+    return w;
+  };
+  const int64_t d = c_.dim, q = c_.q_dim(), kv = c_.kv_dim(), h = c_.hidden_dim;
+  ModelWeights& w = m.weights;
+  w.tok_embed = t(lay_.tok_embed, c_.vocab_size, d);
+  for (const auto& L : lay_.layers) {
+    LayerWeights lw;
+    lw.attn_norm = P + L.attn_norm;
+    lw.wq = t(L.wq, q, d);
+    lw.wk = t(L.wk, kv, d);
+    lw.wv = t(L.wv, kv, d);
+    lw.wo = t(L.wo, d, q);
+    lw.ffn_norm = P + L.ffn_norm;
+    lw.w_gate = t(L.w_gate, h, d);
+    lw.w_down = t(L.w_down, d, h);
+    lw.w_up = t(L.w_up, h, d);
+    w.layers.push_back(lw);
+  }
+  w.final_norm = P + lay_.final_norm;
+  w.classifier = w.tok_embed;
+  return m;
+}
+
+double TrainModel::forward_flops(const ModelConfig& c, int B, int T) {
+  const double N = (double)B * T, d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim;
+  const double per_tok = d * (q + 2 * kv) + q * d + 3 * d * h;
+  const double attn = (double)B * c.n_heads * c.head_dim * 2.0 * T * (T + 1) / 2.0;  // QK^T and PV, causal half
+  return 2.0 * (c.n_layers * (N * per_tok) + c.n_layers * attn + N * d * c.vocab_size);
+}
+
+}  // namespace qkv

@@ -1,0 +1,91 @@
+// The trainable decoder-only model: parameters in one flat f32 array (so the optimizer and the
+// gradient clipping are single loops), a training forward pass over (batch x seq) tokens that
+// keeps the activations its backward pass needs, and the backward pass itself.
+// Separate from the inference Transformer, whose weights are read-only views into a file.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "../model/weights.h"
+#include "../threadpool.h"
+
+namespace qkv {
+
+// Offsets of each tensor in the flat parameter array (llama layout, tied classifier).
+struct ParamLayout {
+  struct Layer {
+    int64_t attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_down, w_up;
+  };
+  int64_t tok_embed = 0;  // (vocab, dim)
+  std::vector<Layer> layers;
+  int64_t final_norm = 0;  // (dim,)
+  int64_t total = 0;
+  // [begin, end) ranges of norm weights: no weight decay there.
+  std::vector<std::pair<int64_t, int64_t>> norms;
+  explicit ParamLayout(const ModelConfig& c);
+};
+
+class TrainModel {
+ public:
+  // Supported: RMSNorm, RoPE (adjacent pairs), SwiGLU, tied classifier, no biases; anything else
+  // is refused with Error(Unsupported). pool may be shared with other work.
+  TrainModel(const ModelConfig& c, ThreadPool* pool);
+
+  const ModelConfig& config() const { return c_; }
+  const ParamLayout& layout() const { return lay_; }
+  std::vector<float>& params() { return params_; }
+  const std::vector<float>& params() const { return params_; }
+  std::vector<float>& grads() { return grads_; }
+
+  // Norm weights 1; matrices N(0, 0.02), residual projections (wo, w_down) scaled by
+  // 1/sqrt(2 n_layers) (GPT-2's scheme). Deterministic for a seed.
+  void init(uint64_t seed);
+
+  // Mean cross-entropy of predicting targets[i] after inputs[0..i] within each of the B
+  // sequences of T tokens (inputs, targets: (B, T)). Keeps the activations for backward().
+  double forward(const int* inputs, const int* targets, int B, int T);
+  // grads += d(mean loss)/d(params) for the last forward(). Call zero_grads() first.
+  void backward();
+  void zero_grads();
+
+  // The parameters as a LoadedModel whose tensors point into params() (valid while this
+  // object lives and params() is not resized), for export and for inference checks.
+  LoadedModel view() const;
+
+  // Multiply-adds of one forward pass over B x T tokens (matmuls and attention), for FLOP/s.
+  static double forward_flops(const ModelConfig& c, int B, int T);
+
+ private:
+  void matmul(float* y, const float* x, int64_t w_off, int rows, int cols, int n_tok);  // y = x W^T
+  void transpose_weights();
+  void norm_rows(std::vector<float>& y, const std::vector<float>& x, int64_t w_off, int n_tok);  // y = rmsnorm(x)
+  void norm_rows_back(const std::vector<float>& x, int64_t w_off, int n_tok);  // dx_ += ..., grads += ... from dxn_
+  void matmul_back(float* dx, bool acc_dx, const float* dy, const float* x, int64_t w_off, int rows, int cols,
+                   int n_tok);  // dx (+)= dy W; dW += dy^T x
+
+  ModelConfig c_;
+  ParamLayout lay_;
+  ThreadPool* pool_;
+  std::vector<float> params_, grads_;
+  // Transposed copies of the weight matrices (same offsets as params_), refreshed by forward():
+  // the forward then runs the outer-product kernel of matmul_backward.h (Y = X W^T = X (W^T)),
+  // which needs no horizontal reductions and is about twice as fast as the dot-product form
+  // at training's small widths.
+  std::vector<float> wt_;
+
+  // Activations of the last forward, N = B*T tokens.
+  int B_ = 0, T_ = 0;
+  std::vector<int> inputs_, targets_;
+  struct LayerActs {
+    std::vector<float> x_in, xn1, q, k, v, probs, att, x_mid, xn2, g, u, h;
+    // (N,dim) (N,dim) (N,q_dim) (N,kv_dim) (N,kv_dim) (B,heads,T,T) (N,q_dim) (N,dim) (N,dim) (N,hidden) x3
+  };
+  std::vector<LayerActs> acts_;
+  std::vector<float> x_final_, xf_, dlogits_;  // (N,dim) (N,dim) (N,vocab)
+  std::vector<float> rope_cos_, rope_sin_;     // (T, n_rot/2)
+  std::vector<double> row_loss_;
+  // Backward scratch.
+  std::vector<float> dx_, dxn_, dq_, dk_, dv_, datt_, dh_, dg_, du_;
+};
+
+}  // namespace qkv
