@@ -75,6 +75,7 @@ function showBackend(info) {
   const where = device.kind === 'webgpu'
     ? `attention runs on the GPU${device.adapter?.vendor ? ` (${device.adapter.vendor})` : ''}, KV cache ${device.kvType ?? 'f32'}`
     : 'attention runs in WASM';
+  $('webgpu').textContent = device.kind === 'webgpu' ? 'WebGPU' : 'WASM';
   $('backend-reason').textContent = `${mode === 'pthreads' ? 'Threads' : 'One thread'}: ${reason}. ` +
     `SIMD: ${info.simd}. WebGPU: ${where} (${device.reason}).`;
 }
