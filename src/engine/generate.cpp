@@ -42,6 +42,8 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
     fail(ErrorCode::BadArgument, "the prompt is " + std::to_string(prompt.size()) +
                                      " tokens, longer than the context of " + std::to_string(model.context()) +
                                      " tokens; shorten it");
+  if (prompt.empty())
+    fail(ErrorCode::BadArgument, "the prompt is empty and this model's tokenizer adds no BOS token: give a prompt (-i)");
   RunStats st;
   st.prompt_tokens = (int)prompt.size();
   std::vector<int> seq = prompt;  // every token so far, for the repetition penalty
@@ -55,6 +57,11 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
 
   int token = prompt[0];
   int pos = 0;
+  // Without a BOS in front (BPE models that add none), the prompt's first token is text too.
+  if (token != tok.bos_id()) {
+    std::string first = runc_printable(tok.decode(-1, token));
+    if (!first.empty()) emit(first);
+  }
   double t1 = now_ms();
   std::vector<float> work(c.vocab_size);
   while (pos < steps) {
@@ -69,7 +76,9 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
       seq.push_back(next);
     }
     pos++;
-    if (next == tok.bos_id()) break;
+    // run.c stops at BOS (kept for SentencePiece models, whose GGUF conversions must print run.c's
+    // bytes); byte-level BPE models stop at their end-of-generation ids, as llama.cpp does.
+    if (next == tok.bos_id() || (tok.is_bpe() && tok.is_eog(next))) break;
     std::string piece = runc_printable(tok.decode(token, next));
     if (!piece.empty()) emit(piece);
     token = next;
