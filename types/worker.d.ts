@@ -1,7 +1,7 @@
 // qkv/worker: the same API with the engine in a Web Worker (Node: a worker thread). Every
 // method is async because it crosses postMessage.
 import type {
-  AttentionMap, GenerateOptions, GeneratedToken, GenerationStats, LoadOptions, ModelInfo, ModelSource, SamplingOptions,
+  AttentionMap, ChatMessage, GenerateOptions, GeneratedToken, GenerationStats, LoadOptions, ModelInfo, ModelSource, SamplingOptions,
 } from './index.js';
 
 export { QkvError, ErrorCode } from './index.js';
@@ -20,6 +20,7 @@ export interface RemoteSession {
   attention(layer: number, head: number): Promise<AttentionMap>;
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   complete(prompt: string, options?: GenerateOptions): Promise<string>;
+  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   dispose(): Promise<void>;
 }
 
@@ -27,12 +28,13 @@ export interface RemoteModel {
   /** Info as of loading; refreshInfo() fetches current memory figures. */
   info: ModelInfo;
   refreshInfo(): Promise<ModelInfo>;
-  tokenize(text: string, options?: { bos?: boolean }): Promise<number[]>;
+  tokenize(text: string, options?: { bos?: boolean; special?: boolean }): Promise<number[]>;
   detokenize(ids: ArrayLike<number>): Promise<string>;
   createSession(options?: { contextLength?: number }): Promise<RemoteSession>;
   session(): Promise<RemoteSession>;
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   complete(prompt: string, options?: GenerateOptions): Promise<string>;
+  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   dispose(): Promise<void>;
 }
 

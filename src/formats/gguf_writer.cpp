@@ -133,22 +133,7 @@ std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {
   return o;
 }
 
-std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name, QType type) {
-  const ModelConfig& c = m.config;
-  if (c.arch != "llama") fail(ErrorCode::Unsupported, "only llama models can be converted");
-  if (m.weights.tok_embed.type != QType::F32) fail(ErrorCode::Unsupported, "only f32 models can be converted");
-  GgufWriter w;
-  w.add_string("general.architecture", "llama");
-  w.add_string("general.name", name);
-  w.add_u32("llama.context_length", c.seq_len);
-  w.add_u32("llama.embedding_length", c.dim);
-  w.add_u32("llama.feed_forward_length", c.hidden_dim);
-  w.add_u32("llama.block_count", c.n_layers);
-  w.add_u32("llama.attention.head_count", c.n_heads);
-  w.add_u32("llama.attention.head_count_kv", c.n_kv_heads);
-  w.add_u32("llama.rope.dimension_count", c.rot_dims());
-  w.add_f32("llama.rope.freq_base", c.rope_theta);
-  w.add_f32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
+void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok) {
   // llama2.c's tokenizer.bin spells spaces as ' '; SentencePiece in GGUF as U+2581.
   std::vector<std::string> pieces;
   std::vector<float> scores;
@@ -167,6 +152,25 @@ std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok,
   w.add_u32("tokenizer.ggml.bos_token_id", tok.bos_id());
   w.add_u32("tokenizer.ggml.eos_token_id", tok.eos_id());
   w.add_u32("tokenizer.ggml.unknown_token_id", 0);
+}
+
+std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name, QType type) {
+  const ModelConfig& c = m.config;
+  if (c.arch != "llama") fail(ErrorCode::Unsupported, "only llama models can be converted");
+  if (m.weights.tok_embed.type != QType::F32) fail(ErrorCode::Unsupported, "only f32 models can be converted");
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_string("general.name", name);
+  w.add_u32("llama.context_length", c.seq_len);
+  w.add_u32("llama.embedding_length", c.dim);
+  w.add_u32("llama.feed_forward_length", c.hidden_dim);
+  w.add_u32("llama.block_count", c.n_layers);
+  w.add_u32("llama.attention.head_count", c.n_heads);
+  w.add_u32("llama.attention.head_count_kv", c.n_kv_heads);
+  w.add_u32("llama.rope.dimension_count", c.rot_dims());
+  w.add_f32("llama.rope.freq_base", c.rope_theta);
+  w.add_f32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
+  add_spm_tokenizer(w, tok);
   const ModelWeights& W = m.weights;
   const uint64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;
   // Block types need rows that split into whole blocks; other matrices fall back to f16.
