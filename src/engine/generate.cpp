@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "../common.h"
+#include "../tokenizer/chat.h"
 
 namespace qkv {
 
@@ -37,7 +38,15 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
   if (steps < 0) steps = 0;
   if (steps == 0 || steps > model.context()) steps = model.context();
 
-  std::vector<int> prompt = tok.encode(opt.prompt, true, false);
+  std::vector<int> prompt;
+  if (opt.chat) {
+    std::vector<ChatMessage> msgs;
+    if (!opt.system.empty()) msgs.push_back({"system", opt.system});
+    msgs.push_back({"user", opt.prompt});
+    prompt = tok.encode(render_chat(detect_chat_template(tok.chat_template()), msgs, true), true, false, true);
+  } else {
+    prompt = tok.encode(opt.prompt, true, false);
+  }
   if ((int)prompt.size() > model.context())
     fail(ErrorCode::BadArgument, "the prompt is " + std::to_string(prompt.size()) +
                                      " tokens, longer than the context of " + std::to_string(model.context()) +
@@ -58,7 +67,7 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
   int token = prompt[0];
   int pos = 0;
   // Without a BOS in front (BPE models that add none), the prompt's first token is text too.
-  if (token != tok.bos_id()) {
+  if (token != tok.bos_id() && !opt.chat) {
     std::string first = runc_printable(tok.decode(-1, token));
     if (!first.empty()) emit(first);
   }
@@ -66,7 +75,8 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
   std::vector<float> work(c.vocab_size);
   while (pos < steps) {
     int next;
-    if (pos < (int)prompt.size() - 1) {
+    const bool forced = pos < (int)prompt.size() - 1;
+    if (forced) {
       next = prompt[pos + 1];
     } else {
       if (pos >= k) logits = model.forward(&token, 1, pos);
@@ -78,7 +88,11 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
     pos++;
     // run.c stops at BOS (kept for SentencePiece models, whose GGUF conversions must print run.c's
     // bytes); byte-level BPE models stop at their end-of-generation ids, as llama.cpp does.
-    if (next == tok.bos_id() || (tok.is_bpe() && tok.is_eog(next))) break;
+    if (next == tok.bos_id() || (!forced && (tok.is_bpe() || opt.chat) && tok.is_eog(next))) break;
+    if (opt.chat && forced) {  // chat prints the reply only
+      token = next;
+      continue;
+    }
     std::string piece = runc_printable(tok.decode(token, next));
     if (!piece.empty()) emit(piece);
     token = next;

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, test } from 'node:test';
 import { loadModel, QkvError } from '../../src/js/node.js';
-import { models as sharedModels, root } from './helpers.mjs';
+import { haveNative, models as sharedModels, root, runNative, runWasm } from './helpers.mjs';
 
 const maker = join(root, 'build', 'qkv_test_models');
 const dir = join(root, 'test-artifacts', 'chat-models');
@@ -90,5 +90,28 @@ test('chat() falls back to ChatML, saying so, for a model without a template', {
   } finally {
     console.warn = warn;
     m.dispose();
+  }
+});
+
+test('the CLIs chat (--chat, --system) print the reply chat() streams', { skip }, async () => {
+  const path = join(dir, 'qwen2.gguf');
+  const m = await loadModel(path, { threads: 1 });
+  // The CLIs print run.c's way: a lone byte that is not printable text is dropped, piece by piece.
+  let want = '';
+  try {
+    for await (const { token } of m.chat(MESSAGES, { maxTokens: 30, temperature: 0 })) {
+      if (token < 0) continue;
+      const piece = m.detokenize([token]);
+      if (piece === '\uFFFD' || /^[\x00-\x08\x0e-\x1f\x7f]$/.test(piece)) continue;
+      want += piece;
+    }
+  } finally {
+    m.dispose();
+  }
+  const args = ['run', path, '--system', 'Be brief.', '--chat', 'Hello there', '-t', '0', '-n', '200'];
+  for (const [name, r] of [['native', haveNative && runNative(args)], ['wasm', runWasm(args)]]) {
+    if (!r) continue;
+    assert.equal(r.status, 0, `${name}: ${r.stderr}`);
+    assert.equal(r.stdout.toString().replace(/\n$/, ''), want, `${name} CLI reply`);
   }
 });
