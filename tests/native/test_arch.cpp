@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "common.h"
 #include "formats/gguf.h"
@@ -249,6 +251,39 @@ TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
   w.add_strings("tokenizer.ggml.tokens", {"a", "b"});
   w.add_strings("tokenizer.ggml.merges", {"ab"});
   expect_load_error(w.finish(), ErrorCode::BadTokenizer, "merge 0", true);
+}
+
+TEST(BadInputGguf, RandomCorruptionOfBpeModelsNeverCrashes) {
+  std::mt19937 rng(777);
+  for (const char* arch : {"gpt2", "qwen3"}) {
+    TestModelSpec s;
+    s.arch = arch;
+    s.pre = "llama-bpe";
+    s.merges = 30;
+    s.chat_template = "<|im_start|>";
+    const std::vector<uint8_t> full = write_test_model(s);
+    const uint64_t head = GgufFile::parse(blob_of(full)).data_offset();
+    int loaded = 0, refused = 0;
+    for (int it = 0; it < 200; it++) {
+      std::vector<uint8_t> b = full;
+      for (int f = 0, n = 1 + rng() % 4; f < n; f++) b[rng() % head] = (uint8_t)rng();
+      try {
+        auto bb = blob_of(std::move(b));
+        LoadedModel m = load_model(bb);
+        auto tok = embedded_tokenizer(bb);
+        std::vector<int> ids = tok->encode("<|im_start|>user\nthe cat 123 \xF0\x9F\x99\x82", true, false, true);
+        for (int& id : ids) id = id % m.config.vocab_size;
+        Transformer t(m, 8, nullptr);
+        t.forward(ids.data(), (int)std::min<size_t>(ids.size(), 8), 0);
+        for (size_t i = 0; i < ids.size(); i++) tok->decode(i ? ids[i - 1] : -1, ids[i] % tok->vocab_size());
+        loaded++;
+      } catch (const Error&) {
+        refused++;
+      }
+    }
+    EXPECT_EQ(loaded + refused, 200);
+    EXPECT_GT(refused, 0);
+  }
 }
 
 }  // namespace
