@@ -100,7 +100,7 @@ export interface AttentionMap {
 }
 
 /** Chat formats qkv renders by hand (detected from the GGUF's Jinja chat template). */
-export type ChatFormat = 'chatml' | 'llama3' | 'llama2' | 'gemma';
+export type ChatFormat = 'chatml' | 'llama3' | 'llama2' | 'gemma' | 'phi3';
 
 /** One turn of a conversation for chat(). */
 export interface ChatMessage {

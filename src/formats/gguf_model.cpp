@@ -1,7 +1,9 @@
-// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2: see kArchs),
+// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3: kArchs),
 // weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, kept as stored
-// (a fused QKV matrix becomes three row views). Tokenizers: SentencePiece and byte-level BPE.
+// (a fused QKV or gate+up matrix becomes row views). Tokenizers: SentencePiece and byte-level BPE.
 #include "gguf_model.h"
+
+#include <cctype>
 
 #include "../common.h"
 
@@ -69,12 +71,15 @@ struct ArchRow {
   bool qk_norm;    // attn_q_norm / attn_k_norm (per head, before RoPE)
   bool fused_qkv;  // attn_qkv (rows q, then k, then v)
   bool all_bias;   // every linear layer and norm has a bias (GPT-2)
+  bool fused_up;   // ffn_up holds the gate rows, then the up rows (Phi-3)
 };
 const ArchRow kArchs[] = {
-    {"llama", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false},
-    {"qwen2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, true, false, false, false},
-    {"qwen3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false},
-    {"gpt2", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, false, false, true, true},
+    {"llama", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false},
+    {"qwen2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, true, false, false, false, false},
+    {"qwen3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false},
+    {"gpt2", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, false, false, true, true, false},
+    // Phi-3: QKV fused or not; llama.cpp ignores its sliding window, and so does qkv.
+    {"phi3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, false, false, true},
 };
 
 const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
@@ -90,7 +95,7 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
 }
 }  // namespace
 
-const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2"; }
+const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3"; }
 
 LoadedModel load_gguf_model(const GgufFile& g) {
   const std::string arch = g.get_string("general.architecture");
@@ -138,6 +143,9 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       }
     }
   }
+  if (g.find_tensor("rope_factors_long.weight") || g.find_tensor("rope_factors_short.weight") ||
+      g.find_tensor("blk.0.rope_factors_long.weight"))
+    fail(ErrorCode::Unsupported, "GGUF: LongRoPE frequency factors (rope_factors_long/short) are not supported yet");
   const GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
   if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
   c.vocab_size = to_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
@@ -158,7 +166,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     LayerWeights& L = w.layers[l];
     L.attn_norm = vec(g, p + "attn_norm.weight", d);
     if (b) L.attn_norm_b = vec(g, p + "attn_norm.bias", d);
-    if (row->fused_qkv) {
+    if (row->fused_qkv || g.find_tensor(p + "attn_qkv.weight")) {
       const Tensor qkv = weight(g, p + "attn_qkv.weight", q + 2 * kv, d);
       L.wq = rows_of(qkv, 0, q);
       L.wk = rows_of(qkv, q, kv);
@@ -187,9 +195,15 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     if (b) L.bo = vec(g, p + "attn_output.bias", d);
     L.ffn_norm = vec(g, p + "ffn_norm.weight", d);
     if (b) L.ffn_norm_b = vec(g, p + "ffn_norm.bias", d);
-    if (c.ffn == FfnKind::SwiGLU) L.w_gate = weight(g, p + "ffn_gate.weight", h, d);
+    if (row->fused_up) {
+      const Tensor gate_up = weight(g, p + "ffn_up.weight", 2 * h, d);
+      L.w_gate = rows_of(gate_up, 0, h);
+      L.w_up = rows_of(gate_up, h, h);
+    } else {
+      if (c.ffn == FfnKind::SwiGLU) L.w_gate = weight(g, p + "ffn_gate.weight", h, d);
+      L.w_up = weight(g, p + "ffn_up.weight", h, d);
+    }
     L.w_down = weight(g, p + "ffn_down.weight", d, h);
-    L.w_up = weight(g, p + "ffn_up.weight", h, d);
     if (b) {
       L.b_up = vec(g, p + "ffn_up.bias", h);
       L.b_down = vec(g, p + "ffn_down.bias", d);
@@ -262,6 +276,21 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
                                            flag(g, "tokenizer.ggml.add_space_prefix", true));
   const int eot = token_id(g, "tokenizer.ggml.eot_token_id", -1, n);
   t.set_specials(bos, eos, flag(g, "tokenizer.ggml.add_bos_token", true), flag(g, "tokenizer.ggml.add_eos_token", false), {eot});
+  // llama.cpp strips the whitespace after Phi-3's special tokens (it goes by the model's name),
+  // except after <unk>, <s> and <|endoftext|>.
+  std::string name = g.find("general.name") && g.get("general.name").kind == GgufKind::STRING ? g.get_string("general.name") : "";
+  for (char& ch : name) ch = (char)std::tolower((unsigned char)ch);
+  if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
+    std::vector<int> rstrip;
+    for (int id = 0; id < t.vocab_size(); id++) {
+      const int ty = t.token_type(id);
+      const std::string& p = t.piece(id);
+      if ((ty == kTokControl || ty == kTokUserDefined || ty == kTokUnknown || p == "</s>") && p != "<unk>" && p != "<s>" &&
+          p != "<|endoftext|>")
+        rstrip.push_back(id);
+    }
+    t.set_rstrip(std::move(rstrip));
+  }
   return t;
 }
 

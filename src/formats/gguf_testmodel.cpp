@@ -84,16 +84,16 @@ LearnedBpe learn_bpe(const std::string& corpus, PreTokenizer pre, int n_merges) 
 
 std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
   const std::string& A = s.arch;
-  const bool gpt2 = A == "gpt2", qwen2 = A == "qwen2", qwen3 = A == "qwen3";
-  if (A != "llama" && !gpt2 && !qwen2 && !qwen3) fail(ErrorCode::BadArgument, "no test model for architecture '" + A + "'");
+  const bool gpt2 = A == "gpt2", qwen2 = A == "qwen2", qwen3 = A == "qwen3", phi3 = A == "phi3";
+  if (A != "llama" && !gpt2 && !qwen2 && !qwen3 && !phi3) fail(ErrorCode::BadArgument, "no test model for architecture '" + A + "'");
   GgufWriter w;
   w.add_string("general.architecture", A);
-  w.add_string("general.name", "qkv test " + A);
+  w.add_string("general.name", s.name.empty() ? "qkv test " + A : s.name);
   // Tokenizer.
   int V = 0;
   if (s.spm) {
-    add_spm_tokenizer(w, *s.spm);
-    V = s.spm->vocab_size();
+    add_spm_tokenizer(w, *s.spm, s.spm_specials);
+    V = s.spm->vocab_size() + (int)s.spm_specials.size();
   } else {
     const PreTokenizer pre = pre_tokenizer_from_name(s.pre);
     LearnedBpe bpe = learn_bpe(kCorpus, pre, s.merges);
@@ -171,9 +171,9 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     const std::string p = "blk." + std::to_string(l) + ".";
     vector(p + "attn_norm.weight", d, 1.0f, 0.2f);
     if (gpt2) vector(p + "attn_norm.bias", d, 0.0f, 0.1f);
-    if (gpt2) {
+    if (gpt2 || phi3) {
       matrix(p + "attn_qkv.weight", q + 2 * kv, d, 2.0f);
-      vector(p + "attn_qkv.bias", q + 2 * kv, 0.0f, 0.2f);
+      if (gpt2) vector(p + "attn_qkv.bias", q + 2 * kv, 0.0f, 0.2f);
     } else {
       matrix(p + "attn_q.weight", q, d, 2.0f);
       matrix(p + "attn_k.weight", kv, d, 2.0f);
@@ -192,8 +192,8 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     if (gpt2) vector(p + "attn_output.bias", d, 0.0f, 0.1f);
     vector(p + "ffn_norm.weight", d, 1.0f, 0.2f);
     if (gpt2) vector(p + "ffn_norm.bias", d, 0.0f, 0.1f);
-    if (!gpt2) matrix(p + "ffn_gate.weight", h, d);
-    matrix(p + "ffn_up.weight", h, d);
+    if (!gpt2 && !phi3) matrix(p + "ffn_gate.weight", h, d);
+    matrix(p + "ffn_up.weight", phi3 ? 2 * h : h, d);  // Phi-3: gate rows, then up rows
     if (gpt2) vector(p + "ffn_up.bias", h, 0.0f, 0.2f);
     matrix(p + "ffn_down.weight", d, h, 3.0f);
     if (gpt2) vector(p + "ffn_down.bias", d, 0.0f, 0.1f);

@@ -133,7 +133,7 @@ std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {
   return o;
 }
 
-void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok) {
+void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok, const std::vector<std::string>& extra_control) {
   // llama2.c's tokenizer.bin spells spaces as ' '; SentencePiece in GGUF as U+2581.
   std::vector<std::string> pieces;
   std::vector<float> scores;
@@ -144,6 +144,11 @@ void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok) {
     pieces.push_back(p);
     scores.push_back(tok.score(i));
     types.push_back(i == 0 ? 2 : (i == 1 || i == 2) ? 3 : tok.byte_value(i) >= 0 ? 6 : 1);
+  }
+  for (const std::string& e : extra_control) {
+    pieces.push_back(e);
+    scores.push_back(0.0f);
+    types.push_back(3);
   }
   w.add_string("tokenizer.ggml.model", "llama");
   w.add_strings("tokenizer.ggml.tokens", pieces);

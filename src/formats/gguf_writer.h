@@ -38,7 +38,8 @@ class GgufWriter {
 
 // A llama2.c-style SentencePiece vocabulary as tokenizer.ggml.* keys (pieces with U+2581 for
 // spaces, scores, token types).
-void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok);
+// `extra_control` pieces are appended as control tokens.
+void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok, const std::vector<std::string>& extra_control = {});
 
 // A llama2.c model and its tokenizer as a `llama` GGUF with the tokenizer embedded; weight
 // matrices stored as `type` (norms stay f32).
@@ -57,6 +58,8 @@ struct TestModelSpec {
   std::string arch = "llama";  // llama, qwen2, qwen3, gpt2
   std::string pre = "gpt-2";   // BPE pre-tokenizer name (tokenizer.ggml.pre); unused with spm
   const Tokenizer* spm = nullptr;  // a SentencePiece vocabulary to embed instead of a learned BPE one
+  std::vector<std::string> spm_specials;  // control tokens appended to it
+  std::string name;  // general.name ("qkv test ARCH" if empty)
   int dim = 64, hidden = 96, layers = 2, heads = 4, kv_heads = 2, context = 256;
   int merges = 320;  // BPE merges learned from the built-in corpus
   bool tied = true;

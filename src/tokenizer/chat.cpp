@@ -22,6 +22,7 @@ const char* chat_format_name(ChatFormat f) {
     case ChatFormat::Llama3: return "llama3";
     case ChatFormat::Llama2: return "llama2";
     case ChatFormat::Gemma: return "gemma";
+    case ChatFormat::Phi3: return "phi3";
   }
   return "?";
 }
@@ -33,6 +34,8 @@ ChatTemplate detect_chat_template(const std::string& j) {
     t.format = ChatFormat::ChatML;
   } else if (has(j, "<|start_header_id|>") && has(j, "<|eot_id|>")) {
     t.format = ChatFormat::Llama3;
+  } else if (has(j, "<|user|>") || (has(j, "<|end|>") && has(j, "'<|' + message['role']"))) {
+    t.format = ChatFormat::Phi3;
   } else if (has(j, "<start_of_turn>")) {
     t.format = ChatFormat::Gemma;
   } else if (has(j, "[INST]")) {
@@ -61,6 +64,10 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
       for (const ChatMessage& m : messages)
         o += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
       if (add_generation_prompt) o += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      break;
+    case ChatFormat::Phi3:
+      for (const ChatMessage& m : messages) o += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+      if (add_generation_prompt) o += "<|assistant|>\n";
       break;
     case ChatFormat::Gemma: {
       // No system role: the system text opens the first user turn.

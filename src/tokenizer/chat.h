@@ -6,7 +6,7 @@
 
 namespace qkv {
 
-enum class ChatFormat { ChatML, Llama3, Llama2, Gemma };
+enum class ChatFormat { ChatML, Llama3, Llama2, Gemma, Phi3 };
 
 struct ChatMessage {
   std::string role;  // system, user, assistant

@@ -2,6 +2,7 @@
 #include "tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -210,10 +211,13 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, 
         next.push_back(f);
         continue;
       }
+      const bool rstrip = std::find(rstrip_.begin(), rstrip_.end(), sid) != rstrip_.end();
       size_t p = f.b;
-      for (size_t hit; (hit = text.find(st, p)) != std::string::npos && hit + st.size() <= f.e; p = hit + st.size()) {
+      for (size_t hit; (hit = text.find(st, p)) != std::string::npos && hit + st.size() <= f.e;) {
         if (hit > p) next.push_back({-1, p, hit});
         next.push_back({sid, hit, hit + st.size()});
+        p = hit + st.size();
+        while (rstrip && p < f.e && std::isspace((unsigned char)text[p])) p++;
       }
       if (p < f.e) next.push_back({-1, p, f.e});
     }

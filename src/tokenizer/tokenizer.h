@@ -43,6 +43,9 @@ class Tokenizer {
   bool is_eog(int id) const;
   const std::vector<int>& eog_ids() const { return eog_; }
   int token_type(int id) const { return id >= 0 && id < vocab_size() && !types_.empty() ? types_[id] : kTokNormal; }
+  // Special tokens that swallow the whitespace after them when matched in text (llama.cpp
+  // gives Phi-3's special tokens this attribute).
+  void set_rstrip(std::vector<int> ids) { rstrip_ = std::move(ids); }
   // tokenizer.chat_template of a GGUF model ("" if none).
   const std::string& chat_template() const { return chat_template_; }
   void set_chat_template(std::string t) { chat_template_ = std::move(t); }
@@ -93,6 +96,7 @@ class Tokenizer {
   std::unordered_map<std::string, int> merge_rank_;  // "left right" -> rank
   std::vector<int> specials_;                        // control/user-defined/unknown ids, longest text first
   std::vector<int> eog_;
+  std::vector<int> rstrip_;
   std::string chat_template_;
   bool add_bos_ = true, add_eos_ = false;
   int bos_ = 1, eos_ = 2, unk_ = 0;

@@ -4,8 +4,8 @@
 // and each text of a varied set, both must count the same prompt tokens and continue it with
 // the same greedy text; chat prompts rendered from the model's template must continue alike.
 // llama.cpp's replies carry text, not ids, so tokens that are not whole UTF-8 text on their own
-// (byte pieces, control tokens) are banned in both engines (logit bias), which keeps every
-// reply valid UTF-8 and the comparison exact.
+// (byte pieces) and special tokens (printed as nothing) are banned in both engines (logit bias),
+// which keeps every reply valid UTF-8 and the comparison exact.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
@@ -30,6 +30,7 @@ const TEXTS = [
   "I'm sure they're here; we'll see, you've done it, she'd said DON'T and I'LL",
   'MiXeD CaSe HELLO hello_world x+=1; a<=b || c>>d',
   '<|im_start|>user\nhello<|im_end|> after',
+  '<|user|>\n  Hi there<|end|>\n<|assistant|> ok',
 ];
 const CHAT = [
   { role: 'system', content: 'You are a helpful robot.' },
@@ -96,9 +97,14 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
     try {
       const V = model.info.vocabSize;
       const banned = [];
+      const equal = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
       for (let id = 0; id < V; id++) {
         const text = model.detokenize([id]);
-        if (text === '' || text.includes('\uFFFD') || text === '<unk>') banned.push(id);
+        // Special tokens (llama.cpp prints them as nothing): their text is that one id only when
+        // control tokens are parsed.
+        const special = text !== '' && equal(model.tokenize(text, { bos: false, special: true }), [id]) &&
+          !equal(model.tokenize(text, { bos: false }), [id]);
+        if (text === '' || text.includes('\uFFFD') || text === '<unk>' || special) banned.push(id);
       }
       const bannedSet = new Set(banned);
       const requests = [], expected = [];
@@ -146,5 +152,5 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
   assert.deepEqual(failures, [], 'llama.cpp and qkv disagree');
   assert.ok(ties.length <= MAX_TIES, `${ties.length} near-tie divergences: more than chance explains`);
   assert.deepEqual(errors.filter((e) => !/favicon/.test(e)), [], 'page errors');
-  assert.ok(names.length >= 7, `only ${names.length} models`);
+  assert.ok(names.length >= 8, `only ${names.length} models`);
 });

@@ -19,6 +19,10 @@ static const char* kLlama3 =
     "message['content'] | trim + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
 
+static const char* kPhi3 =
+    "{% for message in messages %}{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}";
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: qkv_test_models OUTDIR [SHARED_MODELS_DIR]\n");
@@ -49,7 +53,12 @@ int main(int argc, char** argv) {
         {"gpt2", spec("gpt2", "gpt-2", false, 15)},
         {"gpt2-default", spec("gpt2", "default", true, 16)},
         {"smollm", spec("llama", "smollm", true, 17)},
+        {"phi3", spec("phi3", "", false, 18)},
     };
+    cases[7].spec.spm = &spm;  // Phi-3: SentencePiece plus its turn markers, whose trailing whitespace llama.cpp strips
+    cases[7].spec.spm_specials = {"<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>", "<s>", "</s>"};
+    cases[7].spec.name = "qkv test Phi-3";
+    cases[7].spec.chat_template = kPhi3;
     cases[0].spec.spm = &spm;
     cases[0].spec.rope_linear_factor = 4.0f;
     cases[1].spec.chat_template = kLlama3;

@@ -117,6 +117,11 @@ TEST(BpeTokenizer, SpecialTokensAreMatchedOnlyWhenAsked) {
   EXPECT_EQ(t.decode(-1, user), "<|user|>");
   EXPECT_TRUE(t.is_eog(t.eos_id()));
   EXPECT_TRUE(t.encode("", true, false).empty()) << "no BOS when the model adds none";
+  // Phi-3's rule: whitespace after an rstrip special token is dropped.
+  const std::vector<int> before = t.encode("<|im_start|>\n  hi", false, false, true);
+  t.set_rstrip({start});
+  EXPECT_EQ(t.encode("<|im_start|>\n  hi", false, false, true), t.encode("<|im_start|>hi", false, false, true));
+  EXPECT_NE(before, t.encode("<|im_start|>\n  hi", false, false, true));
 }
 
 TEST(BpeTokenizer, IgnoreMergesTakesVocabularyWordsWhole) {
@@ -152,6 +157,9 @@ TEST(ChatTemplates, DetectedAndRenderedAsLlamaCppRendersThem) {
   ChatTemplate l2 = detect_chat_template("{{ bos_token + '[INST] ' }} <<SYS>> {{ content.strip() }}");
   EXPECT_EQ(l2.format, ChatFormat::Llama2);
   EXPECT_EQ(render_chat(l2, m, true), "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]Hello.</s><s>[INST] Bye [/INST]");
+  ChatTemplate phi3 = detect_chat_template("{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n'}}");
+  EXPECT_EQ(phi3.format, ChatFormat::Phi3);
+  EXPECT_EQ(render_chat(phi3, {{"user", "Hi"}}, true), "<|user|>\nHi<|end|>\n<|assistant|>\n");
   ChatTemplate unknown = detect_chat_template("{{ messages }}");
   EXPECT_TRUE(unknown.guessed);
   EXPECT_EQ(unknown.format, ChatFormat::ChatML);
@@ -190,6 +198,10 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
     EXPECT_NE(d.find(s.arch == "llama" ? "rmsnorm, rope, swiglu" : "rmsnorm, rope-neox, swiglu"), std::string::npos) << d;
   }
   EXPECT_EQ(m.weights.layers[0].bq != nullptr, s.arch == "qwen2" || s.arch == "gpt2");
+  if (s.arch == "phi3") {  // fused gate+up: two row views
+    const LayerWeights& L = m.weights.layers[0];
+    EXPECT_EQ((const uint8_t*)L.w_up.data, (const uint8_t*)L.w_gate.data + L.w_gate.rows * L.w_gate.row_bytes());
+  }
   EXPECT_EQ(m.weights.layers[0].q_norm != nullptr, s.arch == "qwen3");
   if (s.arch == "qwen3") EXPECT_EQ(c.head_dim, 24) << "key_length sets the head width";
   std::unique_ptr<Tokenizer> tok = embedded_tokenizer(blob);
@@ -206,7 +218,7 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2"));
+INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3"));
 
 void expect_load_error(std::vector<uint8_t> bytes, ErrorCode code, const std::string& needle, bool tokenizer = false) {
   try {
@@ -241,7 +253,7 @@ TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
   expect_load_error(patched(gpt2, "position_embd.weight", "position_embd.weighx"), ErrorCode::BadModel,
                     "position_embd.weight is missing");
   expect_load_error(patched(gpt2, BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gptj")),
-                    ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2");
+                    ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3");
   expect_load_error(patched(gpt2, BYTES("\x05\0\0\0\0\0\0\0gpt-2"), BYTES("\x05\0\0\0\0\0\0\0bloom")), ErrorCode::Unsupported, "'bloom'", true);
   expect_load_error(patched(gpt2, "tokenizer.ggml.merges", "tokenizer.ggml.merged"), ErrorCode::BadModel, "tokenizer.ggml.merges", true);
   expect_load_error(patched(gpt2, BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0bert")), ErrorCode::Unsupported, "'bert'", true);

@@ -9,8 +9,8 @@ const wasm = new URL('../../../node_modules/@wllama/wllama/esm/wasm/wllama.wasm'
  * requests: [{prompt (string or ids), messages (chat instead of prompt), maxTokens, banned (ids)}].
  * Returns per request {tokens, promptTokens, text} or {error}.
  */
-window.__wllama = async (modelUrl, requests) => {
-  const w = new Wllama({ default: wasm }, { suppressNativeLog: true });
+window.__wllama = async (modelUrl, requests, verbose = false) => {
+  const w = new Wllama({ default: wasm }, { suppressNativeLog: !verbose });
   w.setCompat(null);
   const blob = await (await fetch(modelUrl)).blob();
   await w.loadModel([blob], { n_ctx: 512, n_threads: 1, n_gpu_layers: 0, cache_type_k: 'f32', cache_type_v: 'f32' });
