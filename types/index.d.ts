@@ -129,7 +129,7 @@ export interface ModelInfo {
   /** EOS id (-1: none). */
   eosId: number;
   /** Ids that end a generation (EOS, end-of-turn tokens); generate() stops at these, at BOS and at EOS by default. */
-  eogIds: Int32Array;
+  eogIds: number[];
   /** Whether tokenize() puts BOS first (GGUF: tokenizer.ggml.add_bos_token). */
   addBos: boolean;
   /** 'sentencepiece' (llama2.c, GGUF `llama`), 'bpe' (GGUF `gpt2`, byte-level), 'none' (not loaded yet). */

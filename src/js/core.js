@@ -312,6 +312,7 @@ export class Model {
     this._runtime = runtime;
     this._sessions = new Set();
     this._info = call(() => handle.info());
+    this._info.eogIds = Array.from(this._info.eogIds ?? []);  // a plain array (JSON, postMessage)
     this._default = null;
   }
 
