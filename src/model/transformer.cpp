@@ -177,8 +177,15 @@ void Transformer::forward_chunk(const int* tokens, int B, int pos0, float* logit
       if (L.bq) add_f32_simd(q_.data() + (int64_t)t * qd, L.bq, qd);
       if (L.bk) add_f32_simd(kc + (int64_t)t * kvd, L.bk, kvd);
       if (L.bv) add_f32_simd(vc + (int64_t)t * kvd, L.bv, kvd);
-      for (int h = 0; L.q_norm && h < c.n_heads; h++) rmsnorm_simd(q_.data() + (int64_t)t * qd + h * hd, q_.data() + (int64_t)t * qd + h * hd, L.q_norm, hd, c.norm_eps);
-      for (int h = 0; L.k_norm && h < c.n_kv_heads; h++) rmsnorm_simd(kc + (int64_t)t * kvd + h * hd, kc + (int64_t)t * kvd + h * hd, L.k_norm, hd, c.norm_eps);
+      // Per-head RMSNorm of q and k before RoPE (Qwen3), in place.
+      for (int h = 0; L.q_norm && h < c.n_heads; h++) {
+        float* v = q_.data() + (int64_t)t * qd + h * hd;
+        rmsnorm_simd(v, v, L.q_norm, hd, c.norm_eps);
+      }
+      for (int h = 0; L.k_norm && h < c.n_kv_heads; h++) {
+        float* v = kc + (int64_t)t * kvd + h * hd;
+        rmsnorm_simd(v, v, L.k_norm, hd, c.norm_eps);
+      }
       if (rope) {
         const float* cs = rope_cos_.data() + t * half;
         const float* sn = rope_sin_.data() + t * half;
