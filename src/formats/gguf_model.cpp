@@ -146,6 +146,8 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   if (g.find_tensor("rope_factors_long.weight") || g.find_tensor("rope_factors_short.weight") ||
       g.find_tensor("blk.0.rope_factors_long.weight"))
     fail(ErrorCode::Unsupported, "GGUF: LongRoPE frequency factors (rope_factors_long/short) are not supported yet");
+  if (g.find_tensor("rope_freqs.weight"))  // Llama 3.1+ rope scaling: per-frequency factors at every position
+    fail(ErrorCode::Unsupported, "GGUF: RoPE frequency factors (tensor rope_freqs.weight, Llama 3.1-style rope scaling) are not supported yet");
   const GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
   if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
   c.vocab_size = to_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");

@@ -252,6 +252,8 @@ TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
                     "blk.1.attn_qkv.weight is missing");
   expect_load_error(patched(gpt2, "position_embd.weight", "position_embd.weighx"), ErrorCode::BadModel,
                     "position_embd.weight is missing");
+  // Tensors that change RoPE in ways qkv does not implement are refused, not ignored.
+  expect_load_error(patched(gpt2, "token_embd.weight", "rope_freqs.weight"), ErrorCode::Unsupported, "rope_freqs.weight");
   expect_load_error(patched(gpt2, BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gptj")),
                     ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3");
   expect_load_error(patched(gpt2, BYTES("\x05\0\0\0\0\0\0\0gpt-2"), BYTES("\x05\0\0\0\0\0\0\0bloom")), ErrorCode::Unsupported, "'bloom'", true);
