@@ -146,8 +146,6 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   if (g.find_tensor("rope_factors_long.weight") || g.find_tensor("rope_factors_short.weight") ||
       g.find_tensor("blk.0.rope_factors_long.weight"))
     fail(ErrorCode::Unsupported, "GGUF: LongRoPE frequency factors (rope_factors_long/short) are not supported yet");
-  if (g.find_tensor("rope_freqs.weight"))  // Llama 3.1+ rope scaling: per-frequency factors at every position
-    fail(ErrorCode::Unsupported, "GGUF: RoPE frequency factors (tensor rope_freqs.weight, Llama 3.1-style rope scaling) are not supported yet");
   const GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
   if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
   c.vocab_size = to_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
@@ -162,6 +160,12 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   const bool b = row->all_bias;
   w.tok_embed = weight(g, "token_embd.weight", c.vocab_size, d);
   if (c.pos == PosKind::Learned) w.pos_embed = weight(g, "position_embd.weight", c.seq_len, d).f32();
+  if (rope && g.find_tensor("rope_freqs.weight")) {  // Llama 3.1+: each RoPE frequency divided by a factor
+    w.rope_factors = vec(g, "rope_freqs.weight", c.rot_dims() / 2);
+    for (int i = 0; i < c.rot_dims() / 2; i++)
+      if (!(w.rope_factors[i] > 0.0f && w.rope_factors[i] < 1e30f))
+        bad("tensor rope_freqs.weight holds " + std::to_string(w.rope_factors[i]) + " at " + std::to_string(i) + "; factors must be positive");
+  }
   w.layers.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; l++) {
     const std::string p = "blk." + std::to_string(l) + ".";

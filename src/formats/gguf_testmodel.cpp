@@ -163,6 +163,7 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     std::vector<float> e = r.fill((uint64_t)V * d, -0.5f, 0.5f);
     w.add_tensor_f32("token_embd.weight", {d, (uint64_t)V}, e.data());
   }
+  if (s.rope_freq_factors && !gpt2) vector("rope_freqs.weight", head_dim / 2, 4.5f, 3.5f);
   if (gpt2) {
     std::vector<float> pe = r.fill(d * s.context, -0.5f, 0.5f);
     w.add_tensor_f32("position_embd.weight", {d, (uint64_t)s.context}, pe.data());

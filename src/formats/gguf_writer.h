@@ -64,6 +64,7 @@ struct TestModelSpec {
   int merges = 320;  // BPE merges learned from the built-in corpus
   bool tied = true;
   float rope_linear_factor = 0;  // > 0: rope.scaling.type = linear with this factor
+  bool rope_freq_factors = false;  // a rope_freqs.weight tensor (Llama 3.1-style), random factors in [1, 8)
   uint32_t seed = 1;
   std::string chat_template;  // tokenizer.chat_template, if not empty
 };

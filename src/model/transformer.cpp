@@ -161,7 +161,7 @@ void Transformer::forward_chunk(const int* tokens, int B, int pos0, float* logit
   if (rope)
     for (int t = 0; t < B; t++)
       rope_angles(rope_cos_.data() + t * half, rope_sin_.data() + t * half, c.rot_dims(), pos0 + t, c.rope_theta,
-                  c.rope_freq_scale);
+                  c.rope_freq_scale, w.rope_factors);
 
   for (int l = 0; l < c.n_layers; l++) {
     const LayerWeights& L = w.layers[l];

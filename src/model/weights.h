@@ -56,6 +56,7 @@ struct LayerWeights {
 struct ModelWeights {
   Tensor tok_embed;                // (vocab, dim)
   const float* pos_embed = nullptr;  // (seq_len, dim) for PosKind::Learned
+  const float* rope_factors = nullptr;  // (n_rot/2,) optional: divides each RoPE frequency (GGUF rope_freqs)
   std::vector<LayerWeights> layers;
   const float* final_norm = nullptr;  // (dim,)
   const float* final_norm_b = nullptr;

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
     cases[0].spec.spm = &spm;
     cases[0].spec.rope_linear_factor = 4.0f;
     cases[1].spec.chat_template = kLlama3;
+    cases[1].spec.rope_freq_factors = true;  // Llama 3.1-style per-frequency RoPE factors
     cases[2].spec.chat_template = kChatml;
     cases[3].spec.kv_heads = 4;
     cases[4].spec.kv_heads = 4;

@@ -181,6 +181,7 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
   s.pre = "qwen2";
   s.merges = 60;
   s.tied = s.arch != "gpt2";
+  s.rope_freq_factors = s.arch == "llama";
   auto blob = blob_of(write_test_model(s));
   LoadedModel m = load_model(blob);
   const ModelConfig& c = m.config;
@@ -204,6 +205,7 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
   }
   EXPECT_EQ(m.weights.layers[0].q_norm != nullptr, s.arch == "qwen3");
   if (s.arch == "qwen3") EXPECT_EQ(c.head_dim, 24) << "key_length sets the head width";
+  EXPECT_EQ(m.weights.rope_factors != nullptr, s.rope_freq_factors);
   std::unique_ptr<Tokenizer> tok = embedded_tokenizer(blob);
   ASSERT_TRUE(tok && tok->is_bpe());
   EXPECT_EQ(tok->vocab_size(), c.vocab_size);
@@ -253,7 +255,7 @@ TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
   expect_load_error(patched(gpt2, "position_embd.weight", "position_embd.weighx"), ErrorCode::BadModel,
                     "position_embd.weight is missing");
   // Tensors that change RoPE in ways qkv does not implement are refused, not ignored.
-  expect_load_error(patched(gpt2, "token_embd.weight", "rope_freqs.weight"), ErrorCode::Unsupported, "rope_freqs.weight");
+  expect_load_error(patched(gpt2, "blk.1.attn_output.weight", "rope_factors_long.weight"), ErrorCode::Unsupported, "LongRoPE");
   expect_load_error(patched(gpt2, BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gptj")),
                     ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3");
   expect_load_error(patched(gpt2, BYTES("\x05\0\0\0\0\0\0\0gpt-2"), BYTES("\x05\0\0\0\0\0\0\0bloom")), ErrorCode::Unsupported, "'bloom'", true);
