@@ -16,6 +16,7 @@
 #include "kernels/attention.h"
 #include "kernels/simd.h"
 #include "model/transformer.h"
+#include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace emscripten;
@@ -343,11 +344,37 @@ class JsModel {
     o.set("simd", std::string(simd_arch_name()));
     o.set("bosId", tok_ ? tok_->bos_id() : 1);
     o.set("eosId", tok_ ? tok_->eos_id() : 2);
+    o.set("eogIds", int_array(tok_ ? tok_->eog_ids() : std::vector<int>()));
+    o.set("addBos", tok_ ? tok_->add_bos() : true);
+    o.set("tokenizer", std::string(!tok_ ? "none" : tok_->is_bpe() ? "bpe" : "sentencepiece"));
+    const ChatTemplate ct = detect_chat_template(tok_ ? tok_->chat_template() : std::string());
+    o.set("chatFormat", std::string(chat_format_name(ct.format)));
+    o.set("chatFormatGuessed", ct.guessed);
     return o;
   }
 
   val tokenize(std::string text, bool bos) const {
     return guard([&] { return int_array(tokenizer().encode(text, bos, false)); });
+  }
+  // special: control tokens spelled in the text (chat markers) become their ids.
+  val tokenizeSpecial(std::string text, bool bos, bool special) const {
+    return guard([&] { return int_array(tokenizer().encode(text, bos, false, special)); });
+  }
+  // The model's chat format applied to [{role, content}, ...] (checked by the JS layer too).
+  std::string renderChat(val messages, bool add_generation_prompt) const {
+    return guard([&] {
+      if (!messages.isArray()) fail(ErrorCode::BadArgument, "chat messages must be an array");
+      std::vector<ChatMessage> msgs;
+      const unsigned n = messages["length"].as<unsigned>();
+      for (unsigned i = 0; i < n; i++) {
+        val m = messages[i];
+        if (m.typeOf().as<std::string>() != "object" || m.isNull() || m["role"].typeOf().as<std::string>() != "string" ||
+            m["content"].typeOf().as<std::string>() != "string")
+          fail(ErrorCode::BadArgument, "chat message " + std::to_string(i) + " must be {role: string, content: string}");
+        msgs.push_back({m["role"].as<std::string>(), m["content"].as<std::string>()});
+      }
+      return render_chat(detect_chat_template(tok_ ? tok_->chat_template() : std::string()), msgs, add_generation_prompt);
+    });
   }
   // The bytes of token `id` following `prev` (may be part of a UTF-8 character).
   val piece(int prev, int id) const {
@@ -472,6 +499,8 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("hasTokenizer", &JsModel::hasTokenizer)
       .function("info", &JsModel::info)
       .function("tokenize", &JsModel::tokenize)
+      .function("tokenizeSpecial", &JsModel::tokenizeSpecial)
+      .function("renderChat", &JsModel::renderChat)
       .function("piece", &JsModel::piece)
       .function("detokenize", &JsModel::detokenize)
       .function("createSession", &JsModel::createSession, allow_raw_pointers())

@@ -135,6 +135,15 @@ export interface AttentionMap {
   probs: Float32Array;
 }
 
+/** Chat formats qkv renders by hand (detected from the GGUF's Jinja chat template). */
+export type ChatFormat = 'chatml' | 'llama3' | 'llama2' | 'gemma' | 'phi3';
+
+/** One turn of a conversation for chat(). */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
 export interface ModelInfo {
   arch: string;
   description: string;
@@ -151,8 +160,20 @@ export interface ModelInfo {
   positional: string;
   ffn: string;
   tiedClassifier: boolean;
+  /** BOS id (-1: the tokenizer has none). */
   bosId: number;
+  /** EOS id (-1: none). */
   eosId: number;
+  /** Ids that end a generation (EOS, end-of-turn tokens); generate() stops at these, at BOS and at EOS by default. */
+  eogIds: number[];
+  /** Whether tokenize() puts BOS first (GGUF: tokenizer.ggml.add_bos_token). */
+  addBos: boolean;
+  /** 'sentencepiece' (llama2.c, GGUF `llama`), 'bpe' (GGUF `gpt2`, byte-level), 'none' (not loaded yet). */
+  tokenizer: 'sentencepiece' | 'bpe' | 'none';
+  /** Chat format chat() renders, recognized from the model's tokenizer.chat_template. */
+  chatFormat: ChatFormat;
+  /** True when the model has no chat template qkv recognizes and chat() falls back to ChatML. */
+  chatFormatGuessed: boolean;
   threads: number;
   simd: string;
   /** Where attention runs now (after any fallback). */
@@ -179,6 +200,12 @@ export declare class Session {
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   /** Generates and returns the whole text. */
   complete(prompt: string, options?: GenerateOptions): Promise<string>;
+  /**
+   * Streams the assistant's reply to `messages`, rendered in the model's chat format (info.chatFormat)
+   * with its control tokens parsed; stops at the model's end-of-turn tokens. A follow-up call whose
+   * messages extend the previous conversation reuses the KV cache.
+   */
+  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   /** Where this session's attention runs. */
   readonly backend: 'webgpu' | 'wasm';
   /**
@@ -219,8 +246,10 @@ export declare class Model {
   createSession(options?: { contextLength?: number }): Session;
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   complete(prompt: string, options?: GenerateOptions): Promise<string>;
-  /** Text to token ids, BOS first unless { bos: false }. */
-  tokenize(text: string, options?: { bos?: boolean }): number[];
+  /** Streams a chat reply from the default session; see Session.chat. */
+  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
+  /** Text to token ids, BOS first (where the model adds one) unless { bos: false }; special: parse control tokens in the text. */
+  tokenize(text: string, options?: { bos?: boolean; special?: boolean }): number[];
   /**
    * Token ids to text; BOS/EOS skipped; invalid UTF-8 becomes U+FFFD. The dummy-prefix space the
    * tokenizer adds is dropped only after BOS, so detokenize(tokenize(t)) === t, while ids from

@@ -1,8 +1,8 @@
 // qkv/worker: the same API with the engine in a Web Worker (Node: a worker thread). Every
 // method is async because it crosses postMessage.
 import type {
-  AttentionMap, GenerateOptions, GeneratedToken, GenerationStats, LoadOptions, ModelInfo, ModelSource, QkvWarning,
-  SamplingOptions,
+  AttentionMap, ChatMessage, GenerateOptions, GeneratedToken, GenerationStats, LoadOptions, ModelInfo, ModelSource,
+  QkvWarning, SamplingOptions,
 } from './index.js';
 
 export { QkvError, ErrorCode } from './index.js';
@@ -21,6 +21,7 @@ export interface RemoteSession {
   attention(layer: number, head: number): Promise<AttentionMap>;
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   complete(prompt: string, options?: GenerateOptions): Promise<string>;
+  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   dispose(): Promise<void>;
 }
 
@@ -30,12 +31,13 @@ export interface RemoteModel {
   /** Warnings so far, as the worker reported them (also passed to options.onWarning). */
   warnings: QkvWarning[];
   refreshInfo(): Promise<ModelInfo>;
-  tokenize(text: string, options?: { bos?: boolean }): Promise<number[]>;
+  tokenize(text: string, options?: { bos?: boolean; special?: boolean }): Promise<number[]>;
   detokenize(ids: ArrayLike<number>): Promise<string>;
   createSession(options?: { contextLength?: number }): Promise<RemoteSession>;
   session(): Promise<RemoteSession>;
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   complete(prompt: string, options?: GenerateOptions): Promise<string>;
+  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   dispose(): Promise<void>;
 }
 

@@ -24,7 +24,10 @@ const char* run_usage() {
          "  --min-p FLOAT           min-p filter, default 0 (off)\n"
          "  --repeat-penalty FLOAT  repetition penalty, default 1 (off)\n"
          "  --threads INT           worker threads, default all cores\n"
-         "  --ctx INT               KV-cache length, default the model's\n";
+         "  --ctx INT               KV-cache length, default the model's\n"
+         "  --chat TEXT             chat: TEXT is the user's message, rendered in the model's chat\n"
+         "                          format (GGUF chat template); prints only the reply\n"
+         "  --system TEXT           chat: a system message before it\n";
 }
 
 static void bad(const std::string& m) { fail(ErrorCode::BadArgument, m); }
@@ -73,7 +76,11 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
       long long c = parse_int(f, v);
       if (c < 1 || c > (1 << 20)) bad("--ctx must be 1..1048576, got " + v);
       a.context = (int)c;
-    } else if (f == "-o") a.logits_out = v;
+    } else if (f == "--chat") {
+      a.run.chat = true;
+      a.run.prompt = v;
+    } else if (f == "--system") a.run.system = v;
+    else if (f == "-o") a.logits_out = v;
     else if (f == "--type") a.weight_type = v;
     else bad("unknown option " + f);
   }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "../common.h"
+#include "../tokenizer/chat.h"
 
 namespace qkv {
 
@@ -37,11 +38,21 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
   if (steps < 0) steps = 0;
   if (steps == 0 || steps > model.context()) steps = model.context();
 
-  std::vector<int> prompt = tok.encode(opt.prompt, true, false);
+  std::vector<int> prompt;
+  if (opt.chat) {
+    std::vector<ChatMessage> msgs;
+    if (!opt.system.empty()) msgs.push_back({"system", opt.system});
+    msgs.push_back({"user", opt.prompt});
+    prompt = tok.encode(render_chat(detect_chat_template(tok.chat_template()), msgs, true), true, false, true);
+  } else {
+    prompt = tok.encode(opt.prompt, true, false);
+  }
   if ((int)prompt.size() > model.context())
     fail(ErrorCode::BadArgument, "the prompt is " + std::to_string(prompt.size()) +
                                      " tokens, longer than the context of " + std::to_string(model.context()) +
                                      " tokens; shorten it");
+  if (prompt.empty())
+    fail(ErrorCode::BadArgument, "the prompt is empty and this model's tokenizer adds no BOS token: give a prompt (-i)");
   RunStats st;
   st.prompt_tokens = (int)prompt.size();
   std::vector<int> seq = prompt;  // every token so far, for the repetition penalty
@@ -55,11 +66,17 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
 
   int token = prompt[0];
   int pos = 0;
+  // Without a BOS in front (BPE models that add none), the prompt's first token is text too.
+  if (token != tok.bos_id() && !opt.chat) {
+    std::string first = runc_printable(tok.decode(-1, token));
+    if (!first.empty()) emit(first);
+  }
   double t1 = now_ms();
   std::vector<float> work(c.vocab_size);
   while (pos < steps) {
     int next;
-    if (pos < (int)prompt.size() - 1) {
+    const bool forced = pos < (int)prompt.size() - 1;
+    if (forced) {
       next = prompt[pos + 1];
     } else {
       if (pos >= k) logits = model.forward(&token, 1, pos);
@@ -69,7 +86,13 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
       seq.push_back(next);
     }
     pos++;
-    if (next == tok.bos_id()) break;
+    // run.c stops at BOS (kept for SentencePiece models, whose GGUF conversions must print run.c's
+    // bytes); byte-level BPE models stop at their end-of-generation ids, as llama.cpp does.
+    if (next == tok.bos_id() || (!forced && (tok.is_bpe() || opt.chat) && tok.is_eog(next))) break;
+    if (opt.chat && forced) {  // chat prints the reply only
+      token = next;
+      continue;
+    }
     std::string piece = runc_printable(tok.decode(token, next));
     if (!piece.empty()) emit(piece);
     token = next;

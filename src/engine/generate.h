@@ -15,6 +15,10 @@ struct RunOptions {
   std::string prompt;
   int steps = 256;  // 0 or > context: the whole context (run.c's override)
   SamplerOptions sampler;
+  // Chat: `prompt` is the user's message (after `system`, if any), rendered in the tokenizer's
+  // chat format; only the reply is printed, and it ends at an end-of-turn id.
+  bool chat = false;
+  std::string system;
 };
 
 struct RunStats {

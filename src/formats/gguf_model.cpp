@@ -1,13 +1,13 @@
-// GGUF architectures as rows of the layer-options table. So far: llama (RMSNorm, RoPE with
-// adjacent pairs as llama.cpp stores llama weights, SwiGLU, grouped-query heads); weights in
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, kept as stored.
+// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3: kArchs),
+// weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, kept as stored
+// (a fused QKV or gate+up matrix becomes row views). Tokenizers: SentencePiece and byte-level BPE.
 #include "gguf_model.h"
+
+#include <cctype>
 
 #include "../common.h"
 
 namespace qkv {
-
-const char* gguf_supported_archs() { return "llama"; }
 
 namespace {
 [[noreturn]] void bad(const std::string& m) { fail(ErrorCode::BadModel, "GGUF: " + m); }
@@ -59,11 +59,50 @@ Tensor weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t 
   w.cols = cols;
   return w;
 }
+
+
+// One row per supported architecture: the options it sets and the tensors it carries.
+struct ArchRow {
+  const char* name;
+  NormKind norm;
+  PosKind pos;
+  FfnKind ffn;
+  bool qkv_bias;   // attn_q/k/v.bias
+  bool qk_norm;    // attn_q_norm / attn_k_norm (per head, before RoPE)
+  bool fused_qkv;  // attn_qkv (rows q, then k, then v)
+  bool all_bias;   // every linear layer and norm has a bias (GPT-2)
+  bool fused_up;   // ffn_up holds the gate rows, then the up rows (Phi-3)
+};
+const ArchRow kArchs[] = {
+    {"llama", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false},
+    {"qwen2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, true, false, false, false, false},
+    {"qwen3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false},
+    {"gpt2", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, false, false, true, true, false},
+    // Phi-3: QKV fused or not; llama.cpp ignores its sliding window, and so does qkv.
+    {"phi3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, false, false, true},
+};
+
+const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
+  return weight(g, name, 1, n, required).f32();
+}
+
+// Rows [r0, r0 + n) of a matrix: a view, no copy (rows of any type are whole blocks).
+Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
+  Tensor v = t;
+  v.data = static_cast<const uint8_t*>(t.data) + (size_t)r0 * t.row_bytes();
+  v.rows = n;
+  return v;
+}
 }  // namespace
+
+const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3"; }
 
 LoadedModel load_gguf_model(const GgufFile& g) {
   const std::string arch = g.get_string("general.architecture");
-  if (arch != "llama")
+  const ArchRow* row = nullptr;
+  for (const ArchRow& r : kArchs)
+    if (arch == r.name) row = &r;
+  if (!row)
     fail(ErrorCode::Unsupported, "GGUF architecture '" + arch + "' is not supported; supported: " + gguf_supported_archs());
   auto key = [&](const char* k) { return arch + "." + k; };
   ModelConfig c;
@@ -74,21 +113,39 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   c.n_heads = to_int(g.get_int(key("attention.head_count")), key("attention.head_count"));
   c.n_kv_heads = to_int(g.get_int_or(key("attention.head_count_kv"), c.n_heads), key("attention.head_count_kv"));
   c.seq_len = to_int(g.get_int(key("context_length")), key("context_length"));
-  if (c.n_heads <= 0 || c.dim % c.n_heads != 0)
-    bad(key("embedding_length") + " = " + std::to_string(c.dim) + " is not divisible by head_count = " + std::to_string(c.n_heads));
-  c.head_dim = c.dim / c.n_heads;
-  c.norm = NormKind::RMSNorm;
-  c.norm_eps = (float)g.get_float_or(key("attention.layer_norm_rms_epsilon"), 1e-5);
-  c.pos = PosKind::RopeAdjacent;
-  c.rope_theta = (float)g.get_float_or(key("rope.freq_base"), 10000.0);
-  c.n_rot = to_int(g.get_int_or(key("rope.dimension_count"), c.head_dim), key("rope.dimension_count"));
-  if (const GgufValue* s = g.find(key("rope.scaling.type"))) {
-    if (s->kind == GgufKind::STRING && s->s == "linear")
-      c.rope_freq_scale = (float)(1.0 / g.get_float(key("rope.scaling.factor")));
-    else if (!(s->kind == GgufKind::STRING && s->s == "none"))
-      fail(ErrorCode::Unsupported, "GGUF: rope scaling '" + s->s + "' is not supported yet (linear and none are)");
+  if (c.n_heads <= 0) bad(key("attention.head_count") + " must be positive");
+  if (g.find(key("attention.key_length"))) {  // Qwen3, Gemma: heads need not split the width
+    c.head_dim = to_int(g.get_int(key("attention.key_length")), key("attention.key_length"));
+    if (g.get_int_or(key("attention.value_length"), c.head_dim) != c.head_dim)
+      fail(ErrorCode::Unsupported, "GGUF: " + key("attention.value_length") + " differs from the key length");
+  } else {
+    if (c.dim % c.n_heads != 0)
+      bad(key("embedding_length") + " = " + std::to_string(c.dim) + " is not divisible by head_count = " + std::to_string(c.n_heads));
+    c.head_dim = c.dim / c.n_heads;
   }
-  c.ffn = FfnKind::SwiGLU;
+  c.norm = row->norm;
+  c.norm_eps = (float)(row->norm == NormKind::RMSNorm ? g.get_float_or(key("attention.layer_norm_rms_epsilon"), 1e-5)
+                                                      : g.get_float_or(key("attention.layer_norm_epsilon"), 1e-5));
+  c.pos = row->pos;
+  c.ffn = row->ffn;
+  const bool rope = c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves;
+  if (rope) {
+    c.rope_theta = (float)g.get_float_or(key("rope.freq_base"), 10000.0);
+    c.n_rot = to_int(g.get_int_or(key("rope.dimension_count"), c.head_dim), key("rope.dimension_count"));
+    if (const GgufValue* s = g.find(key("rope.scaling.type"))) {
+      const std::string type = s->kind == GgufKind::STRING ? s->s : "?";
+      if (type == "linear") {
+        const double f = g.get_float(key("rope.scaling.factor"));
+        if (!(f > 0.0 && f < 1e6)) bad(key("rope.scaling.factor") + " = " + std::to_string(f) + " must be positive");
+        c.rope_freq_scale = (float)(1.0 / f);
+      } else if (type != "none") {
+        fail(ErrorCode::Unsupported, "GGUF: rope scaling '" + type + "' is not supported yet (linear and none are)");
+      }
+    }
+  }
+  if (g.find_tensor("rope_factors_long.weight") || g.find_tensor("rope_factors_short.weight") ||
+      g.find_tensor("blk.0.rope_factors_long.weight"))
+    fail(ErrorCode::Unsupported, "GGUF: LongRoPE frequency factors (rope_factors_long/short) are not supported yet");
   const GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
   if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
   c.vocab_size = to_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
@@ -100,51 +157,158 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   m.storage = g.blob();
   ModelWeights& w = m.weights;
   const int64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim;
+  const bool b = row->all_bias;
   w.tok_embed = weight(g, "token_embd.weight", c.vocab_size, d);
+  if (c.pos == PosKind::Learned) w.pos_embed = weight(g, "position_embd.weight", c.seq_len, d).f32();
+  if (rope && g.find_tensor("rope_freqs.weight")) {  // Llama 3.1+: each RoPE frequency divided by a factor
+    w.rope_factors = vec(g, "rope_freqs.weight", c.rot_dims() / 2);
+    for (int i = 0; i < c.rot_dims() / 2; i++)
+      if (!(w.rope_factors[i] > 0.0f && w.rope_factors[i] < 1e30f))
+        bad("tensor rope_freqs.weight holds " + std::to_string(w.rope_factors[i]) + " at " + std::to_string(i) + "; factors must be positive");
+  }
   w.layers.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; l++) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& L = w.layers[l];
-    L.attn_norm = weight(g, p + "attn_norm.weight", 1, d).f32();
-    L.wq = weight(g, p + "attn_q.weight", q, d);
-    L.wk = weight(g, p + "attn_k.weight", kv, d);
-    L.wv = weight(g, p + "attn_v.weight", kv, d);
+    L.attn_norm = vec(g, p + "attn_norm.weight", d);
+    if (b) L.attn_norm_b = vec(g, p + "attn_norm.bias", d);
+    if (row->fused_qkv || g.find_tensor(p + "attn_qkv.weight")) {
+      const Tensor qkv = weight(g, p + "attn_qkv.weight", q + 2 * kv, d);
+      L.wq = rows_of(qkv, 0, q);
+      L.wk = rows_of(qkv, q, kv);
+      L.wv = rows_of(qkv, q + kv, kv);
+      if (b) {
+        const float* bias = vec(g, p + "attn_qkv.bias", q + 2 * kv);
+        L.bq = bias;
+        L.bk = bias + q;
+        L.bv = bias + q + kv;
+      }
+    } else {
+      L.wq = weight(g, p + "attn_q.weight", q, d);
+      L.wk = weight(g, p + "attn_k.weight", kv, d);
+      L.wv = weight(g, p + "attn_v.weight", kv, d);
+      if (row->qkv_bias || b) {
+        L.bq = vec(g, p + "attn_q.bias", q);
+        L.bk = vec(g, p + "attn_k.bias", kv);
+        L.bv = vec(g, p + "attn_v.bias", kv);
+      }
+    }
+    if (row->qk_norm) {
+      L.q_norm = vec(g, p + "attn_q_norm.weight", c.head_dim);
+      L.k_norm = vec(g, p + "attn_k_norm.weight", c.head_dim);
+    }
     L.wo = weight(g, p + "attn_output.weight", d, q);
-    L.ffn_norm = weight(g, p + "ffn_norm.weight", 1, d).f32();
-    L.w_gate = weight(g, p + "ffn_gate.weight", h, d);
+    if (b) L.bo = vec(g, p + "attn_output.bias", d);
+    L.ffn_norm = vec(g, p + "ffn_norm.weight", d);
+    if (b) L.ffn_norm_b = vec(g, p + "ffn_norm.bias", d);
+    if (row->fused_up) {
+      const Tensor gate_up = weight(g, p + "ffn_up.weight", 2 * h, d);
+      L.w_gate = rows_of(gate_up, 0, h);
+      L.w_up = rows_of(gate_up, h, h);
+    } else {
+      if (c.ffn == FfnKind::SwiGLU) L.w_gate = weight(g, p + "ffn_gate.weight", h, d);
+      L.w_up = weight(g, p + "ffn_up.weight", h, d);
+    }
     L.w_down = weight(g, p + "ffn_down.weight", d, h);
-    L.w_up = weight(g, p + "ffn_up.weight", h, d);
+    if (b) {
+      L.b_up = vec(g, p + "ffn_up.bias", h);
+      L.b_down = vec(g, p + "ffn_down.bias", d);
+    }
   }
-  w.final_norm = weight(g, "output_norm.weight", 1, d).f32();
+  w.final_norm = vec(g, "output_norm.weight", d);
+  if (b) w.final_norm_b = vec(g, "output_norm.bias", d);
   w.classifier = c.tied_classifier ? w.tok_embed : weight(g, "output.weight", c.vocab_size, d);
   return m;
 }
 
-Tokenizer load_gguf_tokenizer(const GgufFile& g) {
+namespace {
+std::vector<std::string> string_array(const GgufFile& g, const std::string& key) {
+  const GgufValue& v = g.get(key);
+  if (v.kind != GgufKind::ARRAY || v.elem != GgufKind::STRING) bad(key + " must be an array of strings");
+  std::vector<std::string> out;
+  out.reserve(v.arr.size());
+  for (const GgufValue& e : v.arr) out.push_back(e.s);
+  return out;
+}
+
+bool flag(const GgufFile& g, const std::string& key, bool def) {
+  const GgufValue* v = g.find(key);
+  if (!v) return def;
+  if (v->kind != GgufKind::BOOL) bad(key + " must be a bool");
+  return v->u != 0;
+}
+
+// A token id key: absent or out of range (some files write -1 or 0xFFFFFFFF) = none.
+int token_id(const GgufFile& g, const std::string& key, int def, size_t n) {
+  const GgufValue* v = g.find(key);
+  if (!v) return def;
+  if (!v->is_int()) bad(key + " must be an integer");
+  const int64_t id = v->i;  // a huge u64 reads as negative: none
+  return id >= 0 && (uint64_t)id < n ? (int)id : -1;
+}
+
+Tokenizer load_gguf_vocab(const GgufFile& g) {
   const std::string model = g.get_string("tokenizer.ggml.model");
-  if (model != "llama")
-    fail(ErrorCode::Unsupported, "GGUF tokenizer '" + model + "' is not supported yet (SentencePiece 'llama' is)");
-  const GgufValue& toks = g.get("tokenizer.ggml.tokens");
-  if (toks.kind != GgufKind::ARRAY || toks.elem != GgufKind::STRING) bad("tokenizer.ggml.tokens must be an array of strings");
-  std::vector<std::string> pieces;
-  pieces.reserve(toks.arr.size());
-  for (const GgufValue& v : toks.arr) pieces.push_back(v.s);
-  std::vector<float> scores(pieces.size(), 0.0f);
-  if (const GgufValue* s = g.find("tokenizer.ggml.scores")) {
-    if (s->kind != GgufKind::ARRAY || s->arr.size() != pieces.size()) bad("tokenizer.ggml.scores must have one score per token");
-    for (size_t i = 0; i < pieces.size(); i++) scores[i] = (float)(s->arr[i].is_float() ? s->arr[i].f : (double)s->arr[i].i);
-  }
+  if (model != "llama" && model != "gpt2")
+    fail(ErrorCode::Unsupported, "GGUF tokenizer '" + model + "' is not supported; supported: llama (SentencePiece), gpt2 (byte-level BPE)");
+  std::vector<std::string> pieces = string_array(g, "tokenizer.ggml.tokens");
+  const size_t n = pieces.size();
   std::vector<int> types;
   if (const GgufValue* t = g.find("tokenizer.ggml.token_type")) {
-    if (t->kind != GgufKind::ARRAY || t->arr.size() != pieces.size()) bad("tokenizer.ggml.token_type must have one type per token");
+    if (t->kind != GgufKind::ARRAY || t->arr.size() != n || !(n == 0 || t->arr[0].is_int()))
+      bad("tokenizer.ggml.token_type must have one integer type per token");
     for (const GgufValue& v : t->arr) types.push_back((int)v.i);
   }
-  const int bos = (int)g.get_int_or("tokenizer.ggml.bos_token_id", 1);
-  const int eos = (int)g.get_int_or("tokenizer.ggml.eos_token_id", 2);
-  const int unk = (int)g.get_int_or("tokenizer.ggml.unknown_token_id", 0);
-  bool prefix = true;
-  if (const GgufValue* a = g.find("tokenizer.ggml.add_space_prefix")) prefix = a->u != 0;
-  return Tokenizer::from_spm_pieces(std::move(pieces), std::move(scores), std::move(types), bos, eos, unk, prefix);
+  if (model == "gpt2") {
+    const std::string pre = g.find("tokenizer.ggml.pre") ? g.get_string("tokenizer.ggml.pre") : std::string("default");
+    const PreTokenizer kind = pre_tokenizer_from_name(pre);
+    const std::vector<std::string> merges = string_array(g, "tokenizer.ggml.merges");
+    Tokenizer t = Tokenizer::from_bpe(std::move(pieces), std::move(types), merges, kind, kind == PreTokenizer::Llama3);
+    const int bos = token_id(g, "tokenizer.ggml.bos_token_id", -1, n), eos = token_id(g, "tokenizer.ggml.eos_token_id", -1, n);
+    const int eot = token_id(g, "tokenizer.ggml.eot_token_id", -1, n), eom = token_id(g, "tokenizer.ggml.eom_token_id", -1, n);
+    const bool add_bos = flag(g, "tokenizer.ggml.add_bos_token", kind == PreTokenizer::Llama3) && bos >= 0;
+    t.set_specials(bos, eos, add_bos, flag(g, "tokenizer.ggml.add_eos_token", false), {eot, eom});
+    return t;
+  }
+  std::vector<float> scores(n, 0.0f);
+  if (const GgufValue* s = g.find("tokenizer.ggml.scores")) {
+    if (s->kind != GgufKind::ARRAY || s->arr.size() != n) bad("tokenizer.ggml.scores must have one score per token");
+    for (size_t i = 0; i < n; i++) scores[i] = (float)(s->arr[i].is_float() ? s->arr[i].f : (double)s->arr[i].i);
+  }
+  const int bos = token_id(g, "tokenizer.ggml.bos_token_id", 1, n), eos = token_id(g, "tokenizer.ggml.eos_token_id", 2, n);
+  const int unk = token_id(g, "tokenizer.ggml.unknown_token_id", 0, n);
+  if (bos < 0 || eos < 0) bad("tokenizer.ggml.bos_token_id / eos_token_id are outside the vocabulary");
+  Tokenizer t = Tokenizer::from_spm_pieces(std::move(pieces), std::move(scores), std::move(types), bos, eos, unk,
+                                           flag(g, "tokenizer.ggml.add_space_prefix", true));
+  const int eot = token_id(g, "tokenizer.ggml.eot_token_id", -1, n);
+  t.set_specials(bos, eos, flag(g, "tokenizer.ggml.add_bos_token", true), flag(g, "tokenizer.ggml.add_eos_token", false), {eot});
+  // llama.cpp strips the whitespace after Phi-3's special tokens (it goes by the model's name),
+  // except after <unk>, <s> and <|endoftext|>.
+  std::string name = g.find("general.name") && g.get("general.name").kind == GgufKind::STRING ? g.get_string("general.name") : "";
+  for (char& ch : name) ch = (char)std::tolower((unsigned char)ch);
+  if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
+    std::vector<int> rstrip;
+    for (int id = 0; id < t.vocab_size(); id++) {
+      const int ty = t.token_type(id);
+      const std::string& p = t.piece(id);
+      if ((ty == kTokControl || ty == kTokUserDefined || ty == kTokUnknown || p == "</s>") && p != "<unk>" && p != "<s>" &&
+          p != "<|endoftext|>")
+        rstrip.push_back(id);
+    }
+    t.set_rstrip(std::move(rstrip));
+  }
+  return t;
+}
+
+}  // namespace
+
+Tokenizer load_gguf_tokenizer(const GgufFile& g) {
+  Tokenizer t = load_gguf_vocab(g);
+  if (const GgufValue* ct = g.find("tokenizer.chat_template")) {
+    if (ct->kind != GgufKind::STRING) bad("tokenizer.chat_template must be a string");
+    t.set_chat_template(ct->s);
+  }
+  return t;
 }
 
 }  // namespace qkv

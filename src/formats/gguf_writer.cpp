@@ -133,6 +133,32 @@ std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {
   return o;
 }
 
+void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok, const std::vector<std::string>& extra_control) {
+  // llama2.c's tokenizer.bin spells spaces as ' '; SentencePiece in GGUF as U+2581.
+  std::vector<std::string> pieces;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  for (int i = 0; i < tok.vocab_size(); i++) {
+    std::string p;
+    for (char ch : tok.piece(i)) p += ch == ' ' ? std::string("\xE2\x96\x81") : std::string(1, ch);
+    pieces.push_back(p);
+    scores.push_back(tok.score(i));
+    types.push_back(i == 0 ? 2 : (i == 1 || i == 2) ? 3 : tok.byte_value(i) >= 0 ? 6 : 1);
+  }
+  for (const std::string& e : extra_control) {
+    pieces.push_back(e);
+    scores.push_back(0.0f);
+    types.push_back(3);
+  }
+  w.add_string("tokenizer.ggml.model", "llama");
+  w.add_strings("tokenizer.ggml.tokens", pieces);
+  w.add_f32s("tokenizer.ggml.scores", scores);
+  w.add_i32s("tokenizer.ggml.token_type", types);
+  w.add_u32("tokenizer.ggml.bos_token_id", tok.bos_id());
+  w.add_u32("tokenizer.ggml.eos_token_id", tok.eos_id());
+  w.add_u32("tokenizer.ggml.unknown_token_id", 0);
+}
+
 std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name, QType type) {
   const ModelConfig& c = m.config;
   if (c.arch != "llama") fail(ErrorCode::Unsupported, "only llama models can be converted");
@@ -149,24 +175,7 @@ std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok,
   w.add_u32("llama.rope.dimension_count", c.rot_dims());
   w.add_f32("llama.rope.freq_base", c.rope_theta);
   w.add_f32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
-  // llama2.c's tokenizer.bin spells spaces as ' '; SentencePiece in GGUF as U+2581.
-  std::vector<std::string> pieces;
-  std::vector<float> scores;
-  std::vector<int32_t> types;
-  for (int i = 0; i < tok.vocab_size(); i++) {
-    std::string p;
-    for (char ch : tok.piece(i)) p += ch == ' ' ? std::string("\xE2\x96\x81") : std::string(1, ch);
-    pieces.push_back(p);
-    scores.push_back(tok.score(i));
-    types.push_back(i == 0 ? 2 : (i == 1 || i == 2) ? 3 : tok.byte_value(i) >= 0 ? 6 : 1);
-  }
-  w.add_string("tokenizer.ggml.model", "llama");
-  w.add_strings("tokenizer.ggml.tokens", pieces);
-  w.add_f32s("tokenizer.ggml.scores", scores);
-  w.add_i32s("tokenizer.ggml.token_type", types);
-  w.add_u32("tokenizer.ggml.bos_token_id", tok.bos_id());
-  w.add_u32("tokenizer.ggml.eos_token_id", tok.eos_id());
-  w.add_u32("tokenizer.ggml.unknown_token_id", 0);
+  add_spm_tokenizer(w, tok);
   const ModelWeights& W = m.weights;
   const uint64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;
   // Block types need rows that split into whole blocks; other matrices fall back to f16.

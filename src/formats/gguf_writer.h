@@ -36,11 +36,47 @@ class GgufWriter {
   std::vector<T> tensors_;
 };
 
+// A llama2.c-style SentencePiece vocabulary as tokenizer.ggml.* keys (pieces with U+2581 for
+// spaces, scores, token types).
+// `extra_control` pieces are appended as control tokens.
+void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok, const std::vector<std::string>& extra_control = {});
+
 // A llama2.c model and its tokenizer as a `llama` GGUF with the tokenizer embedded; weight
 // matrices stored as `type` (norms stay f32).
 std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name,
                                      QType type = QType::F32);
 // "f32", "f16", "bf16", "q8_0", "q4_0" -> QType; throws BadArgument otherwise.
 QType parse_qtype(const std::string& s);
+
+}  // namespace qkv
+
+namespace qkv {
+
+// Small random-weight models of each supported architecture with a tokenizer, for conformance
+// tests against other engines (llama.cpp) and for tests of the loaders.
+struct TestModelSpec {
+  std::string arch = "llama";  // llama, qwen2, qwen3, gpt2
+  std::string pre = "gpt-2";   // BPE pre-tokenizer name (tokenizer.ggml.pre); unused with spm
+  const Tokenizer* spm = nullptr;  // a SentencePiece vocabulary to embed instead of a learned BPE one
+  std::vector<std::string> spm_specials;  // control tokens appended to it
+  std::string name;  // general.name ("qkv test ARCH" if empty)
+  int dim = 64, hidden = 96, layers = 2, heads = 4, kv_heads = 2, context = 256;
+  int merges = 320;  // BPE merges learned from the built-in corpus
+  bool tied = true;
+  float rope_linear_factor = 0;  // > 0: rope.scaling.type = linear with this factor
+  bool rope_freq_factors = false;  // a rope_freqs.weight tensor (Llama 3.1-style), random factors in [1, 8)
+  uint32_t seed = 1;
+  std::string chat_template;  // tokenizer.chat_template, if not empty
+};
+std::vector<uint8_t> write_test_model(const TestModelSpec& spec);
+
+// A byte-level BPE vocabulary learned from `corpus`: the 256 byte symbols (GPT-2 spelling), then
+// one token per merge in the order learned (most frequent adjacent pair first, ties broken by
+// the pair's text), words being the pre-tokens of `pre`.
+struct LearnedBpe {
+  std::vector<std::string> tokens;
+  std::vector<std::string> merges;
+};
+LearnedBpe learn_bpe(const std::string& corpus, PreTokenizer pre, int n_merges);
 
 }  // namespace qkv

@@ -69,6 +69,30 @@ export function generationOptions(options = {}) {
   return { ...DEFAULTS, ...options, stop, seed };
 }
 
+/** Internal option: parse control tokens spelled in the prompt (chat markers). */
+const SPECIAL = Symbol('special');
+
+/** Ids that end a generation by default: BOS and EOS (run.c's rule) and the model's end-of-turn ids. */
+function defaultStopTokens(info) {
+  return [info.bosId, info.eosId, ...(info.eogIds ?? [])].filter((id) => id >= 0);
+}
+
+/** Validates chat messages and renders them in the model's chat format. */
+function chatPrompt(model, messages) {
+  check(Array.isArray(messages) && messages.length > 0, 'chat takes a non-empty array of messages');
+  messages.forEach((m, i) => {
+    check(m !== null && typeof m === 'object', `chat message ${i} must be an object {role, content}`);
+    check(['system', 'user', 'assistant'].includes(m.role), `chat message ${i}: role must be 'system', 'user' or 'assistant', got ${JSON.stringify(m.role)}`);
+    check(typeof m.content === 'string', `chat message ${i}: content must be a string, got ${typeof m.content}`);
+  });
+  const info = model.info;
+  if (info.chatFormatGuessed && !model._warnedChat) {
+    model._warnedChat = true;
+    console.warn(`qkv: this model has no chat template qkv recognizes; using ChatML`);
+  }
+  return call(() => model._h.renderChat(messages.map((m) => ({ role: m.role, content: wellFormed(m.content) })), true));
+}
+
 /** Decodes UTF-8 bytes incrementally; invalid sequences become U+FFFD, never an exception. */
 class TextStream {
   constructor() { this.decoder = new TextDecoder('utf-8', { fatal: false }); }
@@ -270,13 +294,14 @@ export class Session {
     const model = this._model;
     const h = this._live();
     const info = model.info;
-    const stopTokens = new Set(opts.stopTokens ?? [info.bosId, info.eosId]);
+    const stopTokens = new Set(opts.stopTokens ?? defaultStopTokens(info));
     const signal = opts.signal;
     throwIfAborted(signal);
     const stats = { promptTokens: 0, reusedTokens: 0, generatedTokens: 0, prefillMs: 0, decodeMs: 0, finishReason: 'length', seed: opts.seed };
     this.lastGeneration = stats;
-    const ids = call(() => model._h.tokenize(wellFormed(prompt), true));
+    const ids = call(() => model._h.tokenizeSpecial(wellFormed(prompt), true, !!opts[SPECIAL]));
     stats.promptTokens = ids.length;
+    check(ids.length > 0, 'the prompt is empty and this model adds no BOS token: give a prompt');
     check(ids.length <= h.context(), `the prompt is ${ids.length} tokens, longer than the context of ${h.context()}`);
     const sampler = call(() => new model._mod.Sampler(info.vocabSize, opts));
     const text = new TextStream();
@@ -325,6 +350,18 @@ export class Session {
     }
   }
 
+  /**
+   * Streams the assistant's reply to a conversation: `messages` ({role: 'system'|'user'|'assistant',
+   * content}) rendered in the model's chat format (model.info.chatFormat), control tokens of the
+   * format parsed as such, generation stopping at the model's end-of-turn tokens. Same items and
+   * options as generate(); a follow-up turn that extends the conversation reuses the KV cache.
+   */
+  chat(messages, options = {}) {
+    this._live();
+    const prompt = chatPrompt(this._model, messages);
+    return this._generate(prompt, { ...generationOptions(options), [SPECIAL]: true });
+  }
+
   /** Generates and returns the whole text. */
   async complete(prompt, options = {}) {
     let out = '';
@@ -349,6 +386,7 @@ export class Model {
     this._runtime = runtime;
     this._sessions = new Set();
     this._info = call(() => handle.info());
+    this._info.eogIds = Array.from(this._info.eogIds ?? []);  // a plain array (JSON, postMessage)
     this._default = null;
     const { gpu, warning, ...deviceInfo } = device;
     this._device = deviceInfo;
@@ -411,11 +449,14 @@ export class Model {
     };
   }
 
-  /** Text to token ids (with BOS first unless {bos: false}). */
-  tokenize(text, { bos = true } = {}) {
+  /**
+   * Text to token ids: BOS first where the model adds one, unless {bos: false}; with
+   * {special: true} control tokens written in the text (e.g. '<|im_start|>') become their ids.
+   */
+  tokenize(text, { bos = true, special = false } = {}) {
     const h = this._live();
     check(typeof text === 'string', `tokenize takes a string, got ${typeof text}`);
-    return Array.from(call(() => h.tokenize(wellFormed(text), !!bos)));
+    return Array.from(call(() => h.tokenizeSpecial(wellFormed(text), !!bos, !!special)));
   }
 
   /** Token ids to text (BOS/EOS skipped; invalid UTF-8 becomes U+FFFD). */
@@ -444,6 +485,8 @@ export class Model {
   generate(prompt, options) { this._live(); return this.session.generate(prompt, options); }
   /** Generates and returns the whole text from the default session. */
   async complete(prompt, options) { this._live(); return this.session.complete(prompt, options); }
+  /** Streams a chat reply from the default session; see Session.chat. */
+  chat(messages, options) { this._live(); return this.session.chat(messages, options); }
 
   /** Frees the model, its sessions and its heap memory. Safe to call twice. */
   dispose() {

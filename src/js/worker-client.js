@@ -129,6 +129,10 @@ class RemoteSession {
     const [rest, signal] = stripSignal(options);
     return this._c.stream({ op: 'generate', handle: this._h, prompt, options: rest }, signal, (s) => { this.lastGeneration = s; });
   }
+  chat(messages, options) {
+    const [rest, signal] = stripSignal(options);
+    return this._c.stream({ op: 'generate', handle: this._h, messages, options: rest }, signal, (s) => { this.lastGeneration = s; });
+  }
   async complete(prompt, options) {
     let out = '';
     for await (const t of this.generate(prompt, options)) out += t.text;
@@ -158,6 +162,10 @@ class RemoteModel {
   generate(prompt, options) {
     const self = this;
     return (async function* () { yield* (await self.session()).generate(prompt, options); })();
+  }
+  chat(messages, options) {
+    const self = this;
+    return (async function* () { yield* (await self.session()).chat(messages, options); })();
   }
   async complete(prompt, options) { return (await this.session()).complete(prompt, options); }
   dispose() {

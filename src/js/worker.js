@@ -62,7 +62,8 @@ async function handle(msg) {
       value = await o[msg.method](...args);
     } else if (op === 'generate') {
       const o = target(msg.handle);
-      const it = o.generate(msg.prompt, { ...msg.options, signal: ac.signal });
+      const opts = { ...msg.options, signal: ac.signal };
+      const it = msg.messages !== undefined ? o.chat(msg.messages, opts) : o.generate(msg.prompt, opts);
       for await (const t of it) post({ id, type: 'token', value: t });
       value = { stats: (o instanceof api.Model ? o.session : o).lastGeneration };
     } else if (op === 'dispose') {

@@ -238,7 +238,7 @@ void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
   if (c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves)
     for (int t = 0; t < B; t++)
       rope_angles(rope_cos_.data() + t * half, rope_sin_.data() + t * half, c.rot_dims(), pos0 + t, c.rope_theta,
-                  c.rope_freq_scale);
+                  c.rope_freq_scale, w.rope_factors);
 }
 
 // Attention inputs: q for this chunk; k and v straight into the cache rows (or, under external
@@ -258,6 +258,15 @@ void Transformer::layer_qkv(int l) {
     if (L.bq) add_f32_simd(q_.data() + (int64_t)t * qd, L.bq, qd);
     if (L.bk) add_f32_simd(kc + (int64_t)t * kvd, L.bk, kvd);
     if (L.bv) add_f32_simd(vc + (int64_t)t * kvd, L.bv, kvd);
+    // Per-head RMSNorm of q and k before RoPE (Qwen3), in place.
+    for (int h = 0; L.q_norm && h < c.n_heads; h++) {
+      float* v = q_.data() + (int64_t)t * qd + h * hd;
+      rmsnorm_simd(v, v, L.q_norm, hd, c.norm_eps);
+    }
+    for (int h = 0; L.k_norm && h < c.n_kv_heads; h++) {
+      float* v = kc + (int64_t)t * kvd + h * hd;
+      rmsnorm_simd(v, v, L.k_norm, hd, c.norm_eps);
+    }
     if (rope) {
       const float* cs = rope_cos_.data() + t * half;
       const float* sn = rope_sin_.data() + t * half;

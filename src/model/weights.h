@@ -46,6 +46,7 @@ struct LayerWeights {
   const float* attn_norm_b = nullptr;  // (dim,) LayerNorm only
   Tensor wq, wk, wv, wo;               // (q_dim, dim), (kv_dim, dim), (kv_dim, dim), (dim, q_dim)
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // optional biases
+  const float *q_norm = nullptr, *k_norm = nullptr;  // (head_dim,) per-head RMSNorm of q and k before RoPE (Qwen3)
   const float* ffn_norm = nullptr;     // (dim,)
   const float* ffn_norm_b = nullptr;
   Tensor w_gate, w_down, w_up;         // (hidden, dim), (dim, hidden), (hidden, dim); w_gate unused by GELU/ReLU
@@ -55,6 +56,7 @@ struct LayerWeights {
 struct ModelWeights {
   Tensor tok_embed;                // (vocab, dim)
   const float* pos_embed = nullptr;  // (seq_len, dim) for PosKind::Learned
+  const float* rope_factors = nullptr;  // (n_rot/2,) optional: divides each RoPE frequency (GGUF rope_freqs)
   std::vector<LayerWeights> layers;
   const float* final_norm = nullptr;  // (dim,)
   const float* final_norm_b = nullptr;

@@ -2,6 +2,7 @@
 #include "tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -121,14 +122,165 @@ Tokenizer Tokenizer::from_spm_pieces(std::vector<std::string> pieces, std::vecto
     t.byte_of_[i] = (int16_t)parse_byte_piece(t.pieces_[i]);
     t.index_.emplace(t.pieces_[i], i);
   }
+  t.index_specials();
+  t.set_specials(bos, eos, true, false, {});
   return t;
 }
 
-std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos) const {
-  return spm_marker_ ? encode_spm(text, bos, eos) : encode_llama2c(text, bos, eos);
+Tokenizer Tokenizer::from_bpe(std::vector<std::string> tokens, std::vector<int> types, const std::vector<std::string>& merges,
+                              PreTokenizer pre, bool ignore_merges) {
+  const int n = (int)tokens.size();
+  if (n == 0) bad("the vocabulary is empty");
+  if (!types.empty() && types.size() != tokens.size())
+    bad("has " + std::to_string(types.size()) + " token types for " + std::to_string(n) + " tokens");
+  Tokenizer t;
+  t.bpe_ = true;
+  t.pre_ = pre;
+  t.ignore_merges_ = ignore_merges;
+  t.add_space_prefix_ = false;
+  t.pieces_ = std::move(tokens);
+  t.scores_.assign(n, 0.0f);
+  t.types_ = std::move(types);
+  t.byte_of_.assign(n, -1);
+  t.unk_ = -1;
+  t.index_.reserve(n * 2);
+  for (int i = 0; i < n; i++) t.index_.emplace(t.pieces_[i], i);
+  t.merge_rank_.reserve(merges.size() * 2);
+  for (size_t r = 0; r < merges.size(); r++) {
+    const size_t sp = merges[r].find(' ', 1);
+    if (sp == std::string::npos || sp + 1 >= merges[r].size())
+      bad("merge " + std::to_string(r) + " ('" + merges[r].substr(0, 40) + "') is not two symbols separated by a space");
+    t.merge_rank_.emplace(merges[r], (int)r);  // the first of duplicate merges wins
+  }
+  t.index_specials();
+  t.set_specials(-1, -1, false, false, {});
+  return t;
 }
 
-std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym, std::vector<int>* origin) const {
+void Tokenizer::index_specials() {
+  specials_.clear();
+  for (int i = 0; i < vocab_size(); i++) {
+    const int ty = token_type(i);
+    if ((ty == kTokControl || ty == kTokUserDefined || ty == kTokUnknown) && !pieces_[i].empty()) specials_.push_back(i);
+  }
+  std::stable_sort(specials_.begin(), specials_.end(),
+                   [this](int a, int b) { return pieces_[a].size() > pieces_[b].size(); });
+}
+
+void Tokenizer::set_specials(int bos, int eos, bool add_bos, bool add_eos, std::vector<int> eog) {
+  const int n = vocab_size();
+  for (int id : {bos, eos})
+    if (id < -1 || id >= n) bad("special token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(n));
+  if (add_bos && bos < 0) bad("BOS must be added but the tokenizer has no BOS token");
+  bos_ = bos;
+  eos_ = eos;
+  add_bos_ = add_bos;
+  add_eos_ = add_eos && eos >= 0;
+  // End of generation: EOS, the given ids (EOT, ...) and the control tokens that chat formats
+  // end their turns with.
+  static const char* kEnders[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+                                  "<|end_of_text|>", "<|eom_id|>", "<EOT>"};
+  if (eos >= 0) eog.push_back(eos);
+  for (const char* e : kEnders) {
+    const int id = lookup(e);
+    if (id >= 0 && token_type(id) == kTokControl) eog.push_back(id);
+  }
+  eog_.clear();
+  for (int id : eog)
+    if (id >= 0 && id < n && !is_eog(id)) eog_.push_back(id);
+}
+
+bool Tokenizer::is_eog(int id) const { return std::find(eog_.begin(), eog_.end(), id) != eog_.end(); }
+
+std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, bool parse_special) const {
+  if (!spm_marker_ && !bpe_) return encode_llama2c(text, bos, eos);
+  std::vector<int> ids;
+  if (bos && add_bos_ && bos_ >= 0) ids.push_back(bos_);
+  // Special tokens written in the text, longest first, split it into text and token fragments.
+  struct Frag {
+    int id;  // >= 0: a special token
+    size_t b, e;
+  };
+  std::vector<Frag> frags{{-1, 0, text.size()}};
+  for (int sid : specials_) {
+    if (!parse_special && token_type(sid) != kTokUserDefined) continue;
+    const std::string& st = pieces_[sid];
+    std::vector<Frag> next;
+    for (const Frag& f : frags) {
+      if (f.id >= 0) {
+        next.push_back(f);
+        continue;
+      }
+      const bool rstrip = std::find(rstrip_.begin(), rstrip_.end(), sid) != rstrip_.end();
+      size_t p = f.b;
+      for (size_t hit; (hit = text.find(st, p)) != std::string::npos && hit + st.size() <= f.e;) {
+        if (hit > p) next.push_back({-1, p, hit});
+        next.push_back({sid, hit, hit + st.size()});
+        p = hit + st.size();
+        while (rstrip && p < f.e && std::isspace((unsigned char)text[p])) p++;
+      }
+      if (p < f.e) next.push_back({-1, p, f.e});
+    }
+    frags.swap(next);
+  }
+  bool prev_special = true;  // SentencePiece: a space prefix at the start and after each special token
+  for (const Frag& f : frags) {
+    if (f.id >= 0) {
+      ids.push_back(f.id);
+      prev_special = true;
+      continue;
+    }
+    if (f.e == f.b) continue;
+    const std::string part = text.substr(f.b, f.e - f.b);
+    if (bpe_) encode_bpe_text(part, ids);
+    else encode_spm_text(part, add_space_prefix_ && prev_special, ids);
+    prev_special = false;
+  }
+  if (eos && add_eos_) ids.push_back(eos_);
+  return ids;
+}
+
+void Tokenizer::encode_bpe_text(const std::string& text, std::vector<int>& ids) const {
+  for (const std::string& word : pre_tokenize(text, pre_)) {
+    std::vector<std::string> sym;
+    std::string whole;
+    for (unsigned char b : word) {
+      std::string c;
+      append_utf8(c, gpt2_byte_to_cp(b));
+      whole += c;
+      sym.push_back(std::move(c));
+    }
+    if (ignore_merges_) {
+      const int id = lookup(whole);
+      if (id >= 0) {
+        ids.push_back(id);
+        continue;
+      }
+    }
+    auto rank = [this](const std::string& a, const std::string& b) {
+      auto it = merge_rank_.find(a + " " + b);
+      return it == merge_rank_.end() ? -INFINITY : -(float)it->second;
+    };
+    for (const std::string& piece : merge(std::move(sym), rank)) {
+      const int id = lookup(piece);
+      if (id >= 0) {
+        ids.push_back(id);
+        continue;
+      }
+      for (uint32_t cp : utf8_to_codepoints(piece)) {  // one token per byte
+        std::string c;
+        append_utf8(c, cp);
+        const int bid = lookup(c);
+        if (bid >= 0) ids.push_back(bid);
+        else if (unk_ >= 0) ids.push_back(unk_);
+        else fail(ErrorCode::BadArgument, "cannot encode a byte: the BPE vocabulary lacks its byte token");
+      }
+    }
+  }
+}
+
+template <class Score>
+std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym, Score pair_score, std::vector<int>* origin) {
   const int m = (int)sym.size();
   std::vector<int> prev(m), next(m);
   std::vector<char> alive(m, 1);
@@ -146,9 +298,9 @@ std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym, std::vec
   std::priority_queue<Cand, std::vector<Cand>, decltype(worse)> heap(worse);
   auto consider = [&](int l, int r) {
     if (l < 0 || r < 0) return;
-    int id = lookup(sym[l] + sym[r]);
-    if (id < 0 || !(scores_[id] > -1e10f)) return;
-    heap.push({scores_[id], l, r, version[l], version[r]});
+    const float score = pair_score(sym[l], sym[r]);
+    if (!(score > -1e30f)) return;
+    heap.push({score, l, r, version[l], version[r]});
   };
   for (int i = 0; i + 1 < m; i++) consider(i, i + 1);
   while (!heap.empty()) {
@@ -174,11 +326,19 @@ std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym, std::vec
   return out;
 }
 
-std::vector<int> Tokenizer::encode_spm(const std::string& text, bool bos, bool eos) const {
-  std::vector<int> ids;
-  if (bos) ids.push_back(bos_);
-  if (!text.empty()) {
-    std::string s = add_space_prefix_ ? kSpace : std::string();
+std::vector<std::string> Tokenizer::merge_by_score(std::vector<std::string> sym, std::vector<int>* origin) const {
+  return merge(
+      std::move(sym),
+      [this](const std::string& a, const std::string& b) {
+        const int id = lookup(a + b);
+        return id >= 0 && scores_[id] > -1e10f ? scores_[id] : -INFINITY;
+      },
+      origin);
+}
+
+void Tokenizer::encode_spm_text(const std::string& text, bool prefix, std::vector<int>& ids) const {
+  {
+    std::string s = prefix ? kSpace : std::string();
     for (char ch : text) {
       if (ch == ' ') s += kSpace;
       else s += ch;
@@ -192,7 +352,7 @@ std::vector<int> Tokenizer::encode_spm(const std::string& text, bool bos, bool e
       sym.push_back(s.substr(i, len));
       i += len;
     }
-    for (const std::string& piece : merge(std::move(sym))) {
+    for (const std::string& piece : merge_by_score(std::move(sym))) {
       int id = lookup(piece);
       if (id >= 0) {
         ids.push_back(id);
@@ -208,8 +368,6 @@ std::vector<int> Tokenizer::encode_spm(const std::string& text, bool bos, bool e
       }
     }
   }
-  if (eos) ids.push_back(eos_);
-  return ids;
 }
 
 std::vector<int> Tokenizer::encode_llama2c(const std::string& text, bool bos, bool eos) const {
@@ -243,7 +401,7 @@ std::vector<int> Tokenizer::encode_llama2c(const std::string& text, bool bos, bo
   sym.reserve(ids.size());
   for (int id : ids) sym.push_back(pieces_[id]);
   std::vector<int> origin;
-  std::vector<std::string> merged = merge(std::move(sym), &origin);
+  std::vector<std::string> merged = merge_by_score(std::move(sym), &origin);
   std::vector<int> out;
   out.reserve(merged.size() + 1);
   for (size_t i = 0; i < merged.size(); i++)  // unmerged symbols keep their id (duplicate pieces)
@@ -257,6 +415,18 @@ std::string Tokenizer::decode(int prev, int id) const {
     fail(ErrorCode::BadArgument, "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
                                      std::to_string(vocab_size() - 1) + ")");
   if (byte_of_[id] >= 0) return std::string(1, (char)byte_of_[id]);
+  if (bpe_) {  // control tokens print nothing; user-defined ones are plain text
+    const int ty = token_type(id);
+    if (ty == kTokControl) return std::string();
+    if (ty == kTokUserDefined) return pieces_[id];
+    std::string o;
+    for (uint32_t cp : utf8_to_codepoints(pieces_[id])) {
+      const int b = gpt2_cp_to_byte(cp);
+      if (b >= 0) o += (char)b;
+      else append_utf8(o, cp);
+    }
+    return o;
+  }
   std::string p = pieces_[id];
   if (spm_marker_) {
     std::string o;

@@ -6,7 +6,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pretokenize.h"
+
 namespace qkv {
+
+// GGUF token types (tokenizer.ggml.token_type).
+enum TokenType { kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokUserDefined = 4, kTokUnused = 5, kTokByte = 6 };
 
 class Tokenizer {
  public:
@@ -22,7 +27,30 @@ class Tokenizer {
   static Tokenizer from_spm_pieces(std::vector<std::string> pieces, std::vector<float> scores,
                                    std::vector<int> types, int bos, int eos, int unk, bool add_space_prefix);
 
+  // Byte-level BPE as GGUF stores it (tokenizer.ggml.model = gpt2): tokens in GPT-2's
+  // byte-to-unicode spelling, merges "left right" by rank, a pre-tokenizer from tokenizer.ggml.pre.
+  // ignore_merges: a pre-token that is itself in the vocabulary is taken whole (Llama 3).
+  static Tokenizer from_bpe(std::vector<std::string> tokens, std::vector<int> types, const std::vector<std::string>& merges,
+                            PreTokenizer pre, bool ignore_merges);
+
+  // Special ids (-1 = none), whether encode(..., bos/eos = true) adds them, and the ids that end
+  // a generation (EOS, EOT and the like).
+  void set_specials(int bos, int eos, bool add_bos, bool add_eos, std::vector<int> eog);
+
   int vocab_size() const { return (int)pieces_.size(); }
+  bool is_bpe() const { return bpe_; }
+  bool add_bos() const { return add_bos_; }
+  bool is_eog(int id) const;
+  const std::vector<int>& eog_ids() const { return eog_; }
+  int token_type(int id) const { return id >= 0 && id < vocab_size() && !types_.empty() ? types_[id] : kTokNormal; }
+  // Special tokens that swallow the whitespace after them when matched in text (llama.cpp
+  // gives Phi-3's special tokens this attribute).
+  void set_rstrip(std::vector<int> ids) { rstrip_ = std::move(ids); }
+  // tokenizer.chat_template of a GGUF model ("" if none).
+  const std::string& chat_template() const { return chat_template_; }
+  void set_chat_template(std::string t) { chat_template_ = std::move(t); }
+  // The id of a vocabulary entry spelled exactly `text`, or -1.
+  int find(const std::string& text) const { return lookup(text); }
   int bos_id() const { return bos_; }
   int eos_id() const { return eos_; }
   // Whether id is a control/special token (never printed as text).
@@ -30,10 +58,11 @@ class Tokenizer {
   const std::string& piece(int id) const { return pieces_.at(id); }
   float score(int id) const { return scores_.at(id); }
 
-  // Text -> ids. The dummy prefix (" ") is added before non-empty text, as llama2.c does.
-  std::vector<int> encode(const std::string& text, bool bos, bool eos) const;
+  // Text -> ids. bos/eos: add BOS/EOS where the tokenizer asks for them (llama2.c: always BOS).
+  // parse_special: control tokens written in the text (e.g. "<|im_start|>") become their ids;
+  // user-defined tokens always do (llama.cpp's rule).
+  std::vector<int> encode(const std::string& text, bool bos, bool eos, bool parse_special = false) const;
   std::vector<int> encode_llama2c(const std::string& text, bool bos, bool eos) const;
-  std::vector<int> encode_spm(const std::string& text, bool bos, bool eos) const;
 
   // The bytes token `id` stands for when it follows `prev`: a leading space is dropped after
   // BOS, and byte tokens <0xXX> become that raw byte. May be an incomplete UTF-8 sequence.
@@ -48,13 +77,28 @@ class Tokenizer {
     return it == index_.end() ? -1 : it->second;
   }
   int fallback_id(unsigned char byte) const;
+  // One stretch of text without special tokens.
+  void encode_spm_text(const std::string& text, bool prefix, std::vector<int>& ids) const;
+  void encode_bpe_text(const std::string& text, std::vector<int>& ids) const;
+  void index_specials();
 
   // Merges of adjacent symbols by score (leftmost among equals); symbols are strings. For each
   // result, *origin (if given) holds the input index of a symbol never merged, else -1.
-  std::vector<std::string> merge(std::vector<std::string> symbols, std::vector<int>* origin = nullptr) const;
+  // pair_score(left, right) gives a merge's priority (higher first) or -inf for none.
+  template <class Score>
+  static std::vector<std::string> merge(std::vector<std::string> symbols, Score pair_score, std::vector<int>* origin = nullptr);
+  std::vector<std::string> merge_by_score(std::vector<std::string> symbols, std::vector<int>* origin = nullptr) const;
 
   bool spm_marker_ = false;  // GGUF mode: U+2581 stands for a space
   bool add_space_prefix_ = true;
+  bool bpe_ = false, ignore_merges_ = false;
+  PreTokenizer pre_ = PreTokenizer::Gpt2;
+  std::unordered_map<std::string, int> merge_rank_;  // "left right" -> rank
+  std::vector<int> specials_;                        // control/user-defined/unknown ids, longest text first
+  std::vector<int> eog_;
+  std::vector<int> rstrip_;
+  std::string chat_template_;
+  bool add_bos_ = true, add_eos_ = false;
   int bos_ = 1, eos_ = 2, unk_ = 0;
   std::vector<int> types_;  // GGUF token types (1 normal, 2 unknown, 3 control, 4 user, 5 unused, 6 byte)
   std::vector<std::string> pieces_;

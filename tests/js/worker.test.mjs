@@ -82,3 +82,17 @@ test('a stopped worker generation still reports its figures', async () => {
   assert.equal(s.lastGeneration.finishReason, 'aborted');
   await s.dispose();
 });
+
+test('worker chat equals in-process chat', async () => {
+  const msgs = [{ role: 'user', content: 'I dream of' }];
+  const opts = { temperature: 0.9, topP: 0.9, seed: 7, maxTokens: 20 };
+  const local = await loadModel(MODEL, { tokenizer: TOK, threads: 1 });
+  let want = '';
+  for await (const t of local.chat(msgs, opts)) want += t.text;
+  local.dispose();
+  let got = '';
+  for await (const t of rm.chat(msgs, opts)) got += t.text;
+  assert.equal(got, want);
+  await assert.rejects(async () => { for await (const _ of rm.chat([{ role: 'bot', content: 'x' }])) { /* none */ } },
+    (e) => e instanceof QkvError && e.code === 'bad_argument');
+});

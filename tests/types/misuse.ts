@@ -13,6 +13,10 @@ async function misuse(model: Model): Promise<void> {
   model.generate('x', { temperature: 'hot' });
   // @ts-expect-error stop takes strings
   model.generate('x', { stop: [1] });
+  // @ts-expect-error chat roles are system, user or assistant
+  model.chat([{ role: 'bot', content: 'hi' }]);
+  // @ts-expect-error chat takes messages, not a string
+  model.chat('hi');
   // @ts-expect-error info is read-only
   model.info = model.info;
   // @ts-expect-error tokenize returns ids, not a string

@@ -16,6 +16,10 @@ async function main(): Promise<void> {
   for await (const { token, text } of model.generate('Once', { maxTokens: 8, temperature: 0.7, topK: 40, topP: 0.9, minP: 0.05, repetitionPenalty: 1.1, seed: 1, stop: ['\n'], signal: ac.signal })) {
     console.log(token, text);
   }
+  const fmt: 'chatml' | 'llama3' | 'llama2' | 'gemma' | 'phi3' = info.chatFormat;
+  for await (const { text } of model.chat([{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }], { maxTokens: 8 })) {
+    console.log(fmt, text, info.eogIds.length, info.addBos);
+  }
   const s: Session = model.createSession({ contextLength: 64 });
   const text: string = await s.complete('Hi', { stop: 'x' });
   const stats: GenerationStats | null = s.lastGeneration;

@@ -1,0 +1,208 @@
+// Random-weight GGUF models of every supported architecture, with a SentencePiece vocabulary
+// or a byte-level BPE one learned here from a small built-in corpus. Deterministic per seed.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "../common.h"
+#include "gguf_writer.h"
+
+namespace qkv {
+
+namespace {
+// Text the BPE vocabularies are learned from: English, code, numbers, contractions, CJK, emoji.
+const char* kCorpus =
+    "Once upon a time, there was a little robot who dreamed of the stars. It's a dream that we'll share; "
+    "they're sure you've seen it, I'm told, and she'd agree. The quick brown fox jumps over the lazy dog.\n"
+    "In 2024, 12345 people read 3.14159 pages; 1,000,000 more will read 42 tomorrow at 10:30.\n"
+    "def main(argv):\n    for i in range(10):\n        print(f\"value {i}: {argv[i]}\")\n    return 0\n\n"
+    "int add(int a, int b) { return a + b; }  // sum\nconst x = [1, 2, 3].map((v) => v * 2);\n"
+    "Hello world! Hello again, world. HELLO WORLD? hello-world_test.\n"
+    "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE\xE3\x83\x86\xE3\x82\xAD\xE3\x82\xB9\xE3\x83\x88 "  // 日本語のテキスト
+    "\xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C "                                      // 你好，世界
+    "caf\xC3\xA9 na\xC3\xAF" "ve \xC3\xBC" "ber \xF0\x9F\x99\x82 \xF0\x9F\x9A\x80\n"                    // café naïve über 🙂 🚀
+    "the cat sat on the mat. the dog sat on the log. a bird sang in the tree, and the sun rose again.\n";
+
+const char* kSpecials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>",
+                           "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
+
+std::string byte_symbol(uint8_t b) {
+  std::string s;
+  append_utf8(s, gpt2_byte_to_cp(b));
+  return s;
+}
+
+struct Rand {
+  std::mt19937 rng;
+  explicit Rand(uint32_t seed) : rng(seed) {}
+  float uniform(float lo, float hi) { return lo + (hi - lo) * (float)((rng() >> 8) * (1.0 / 16777216.0)); }
+  std::vector<float> fill(size_t n, float lo, float hi) {
+    std::vector<float> v(n);
+    for (float& x : v) x = uniform(lo, hi);
+    return v;
+  }
+};
+}  // namespace
+
+LearnedBpe learn_bpe(const std::string& corpus, PreTokenizer pre, int n_merges) {
+  std::map<std::vector<std::string>, int> words;  // word as symbols -> count
+  for (const std::string& w : pre_tokenize(corpus, pre)) {
+    std::vector<std::string> sym;
+    for (unsigned char b : w) sym.push_back(byte_symbol(b));
+    words[sym]++;
+  }
+  LearnedBpe out;
+  for (int b = 0; b < 256; b++) out.tokens.push_back(byte_symbol((uint8_t)b));
+  std::map<std::string, bool> known;
+  for (const std::string& t : out.tokens) known[t] = true;
+  for (int m = 0; m < n_merges; m++) {
+    std::map<std::pair<std::string, std::string>, int> pairs;
+    for (const auto& [sym, count] : words)
+      for (size_t i = 0; i + 1 < sym.size(); i++) pairs[{sym[i], sym[i + 1]}] += count;
+    const std::pair<std::string, std::string>* best = nullptr;
+    int best_count = 1;  // a pair seen once is not worth a token
+    for (const auto& [p, count] : pairs)
+      if (count > best_count) best = &p, best_count = count;
+    if (!best) break;
+    const std::string a = best->first, b = best->second, ab = a + b;
+    out.merges.push_back(a + " " + b);
+    if (!known[ab]) out.tokens.push_back(ab), known[ab] = true;
+    std::map<std::vector<std::string>, int> next;
+    for (const auto& [sym, count] : words) {
+      std::vector<std::string> s;
+      for (size_t i = 0; i < sym.size(); i++) {
+        if (i + 1 < sym.size() && sym[i] == a && sym[i + 1] == b) s.push_back(ab), i++;
+        else s.push_back(sym[i]);
+      }
+      next[s] += count;
+    }
+    words.swap(next);
+  }
+  return out;
+}
+
+std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
+  const std::string& A = s.arch;
+  const bool gpt2 = A == "gpt2", qwen2 = A == "qwen2", qwen3 = A == "qwen3", phi3 = A == "phi3";
+  if (A != "llama" && !gpt2 && !qwen2 && !qwen3 && !phi3) fail(ErrorCode::BadArgument, "no test model for architecture '" + A + "'");
+  GgufWriter w;
+  w.add_string("general.architecture", A);
+  w.add_string("general.name", s.name.empty() ? "qkv test " + A : s.name);
+  // Tokenizer.
+  int V = 0;
+  if (s.spm) {
+    add_spm_tokenizer(w, *s.spm, s.spm_specials);
+    V = s.spm->vocab_size() + (int)s.spm_specials.size();
+  } else {
+    const PreTokenizer pre = pre_tokenizer_from_name(s.pre);
+    LearnedBpe bpe = learn_bpe(kCorpus, pre, s.merges);
+    std::vector<int32_t> types(bpe.tokens.size(), 1);
+    auto special = [&](const char* text) {
+      bpe.tokens.push_back(text);
+      types.push_back(3);
+      return (uint32_t)bpe.tokens.size() - 1;
+    };
+    std::map<std::string, uint32_t> id;
+    for (const char* sp : kSpecials) id[sp] = special(sp);
+    V = (int)bpe.tokens.size();
+    const bool llama3 = pre == PreTokenizer::Llama3;
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.pre", s.pre);
+    w.add_strings("tokenizer.ggml.tokens", bpe.tokens);
+    w.add_i32s("tokenizer.ggml.token_type", types);
+    w.add_strings("tokenizer.ggml.merges", bpe.merges);
+    w.add_u32("tokenizer.ggml.bos_token_id", llama3 ? id["<|begin_of_text|>"] : id["<|endoftext|>"]);
+    w.add_u32("tokenizer.ggml.eos_token_id", id["<|endoftext|>"]);
+    w.add_u32("tokenizer.ggml.eot_token_id", llama3 ? id["<|eot_id|>"] : id["<|im_end|>"]);
+    w.add_bool("tokenizer.ggml.add_bos_token", llama3);
+    w.add_bool("tokenizer.ggml.add_eos_token", false);
+  }
+  if (!s.chat_template.empty()) w.add_string("tokenizer.chat_template", s.chat_template);
+
+  // Hyperparameters.
+  const int head_dim = qwen3 ? 24 : s.dim / s.heads;  // Qwen3: heads wider than dim / heads
+  const uint64_t d = s.dim, h = s.hidden, q = (uint64_t)s.heads * head_dim, kv = (uint64_t)s.kv_heads * head_dim;
+  auto key = [&](const char* k) { return A + "." + k; };
+  w.add_u32(key("context_length"), s.context);
+  w.add_u32(key("embedding_length"), s.dim);
+  w.add_u32(key("feed_forward_length"), s.hidden);
+  w.add_u32(key("block_count"), s.layers);
+  w.add_u32(key("attention.head_count"), s.heads);
+  w.add_u32(key("attention.head_count_kv"), s.kv_heads);
+  if (gpt2) {
+    w.add_f32(key("attention.layer_norm_epsilon"), 1e-5f);
+  } else {
+    w.add_f32(key("attention.layer_norm_rms_epsilon"), 1e-6f);
+    w.add_f32(key("rope.freq_base"), qwen2 || qwen3 ? 1000000.0f : 10000.0f);
+    w.add_u32(key("rope.dimension_count"), head_dim);
+    if (s.rope_linear_factor > 0) {
+      w.add_string(key("rope.scaling.type"), "linear");
+      w.add_f32(key("rope.scaling.factor"), s.rope_linear_factor);
+    }
+  }
+  if (qwen3) {
+    w.add_u32(key("attention.key_length"), head_dim);
+    w.add_u32(key("attention.value_length"), head_dim);
+  }
+
+  // Weights: O(1) activations (matrices scaled by 1/sqrt(fan-in)), decisive logits.
+  Rand r(s.seed);
+  // Output projections are scaled up so the blocks, not the token's own embedding, dominate the
+  // residual stream: otherwise a tied classifier just repeats the last token.
+  auto matrix = [&](const std::string& name, uint64_t rows, uint64_t cols, float gain = 1.0f) {
+    const float a = gain * 1.7f / std::sqrt((float)cols);
+    std::vector<float> v = r.fill(rows * cols, -a, a);
+    w.add_tensor_f32(name, {cols, rows}, v.data());
+  };
+  auto vector = [&](const std::string& name, uint64_t n, float center, float spread) {
+    std::vector<float> v = r.fill(n, center - spread, center + spread);
+    w.add_tensor_f32(name, {n}, v.data());
+  };
+  {
+    std::vector<float> e = r.fill((uint64_t)V * d, -0.5f, 0.5f);
+    w.add_tensor_f32("token_embd.weight", {d, (uint64_t)V}, e.data());
+  }
+  if (s.rope_freq_factors && !gpt2) vector("rope_freqs.weight", head_dim / 2, 4.5f, 3.5f);
+  if (gpt2) {
+    std::vector<float> pe = r.fill(d * s.context, -0.5f, 0.5f);
+    w.add_tensor_f32("position_embd.weight", {d, (uint64_t)s.context}, pe.data());
+  }
+  for (int l = 0; l < s.layers; l++) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    vector(p + "attn_norm.weight", d, 1.0f, 0.2f);
+    if (gpt2) vector(p + "attn_norm.bias", d, 0.0f, 0.1f);
+    if (gpt2 || phi3) {
+      matrix(p + "attn_qkv.weight", q + 2 * kv, d, 2.0f);
+      if (gpt2) vector(p + "attn_qkv.bias", q + 2 * kv, 0.0f, 0.2f);
+    } else {
+      matrix(p + "attn_q.weight", q, d, 2.0f);
+      matrix(p + "attn_k.weight", kv, d, 2.0f);
+      matrix(p + "attn_v.weight", kv, d);
+      if (qwen2) {
+        vector(p + "attn_q.bias", q, 0.0f, 0.2f);
+        vector(p + "attn_k.bias", kv, 0.0f, 0.2f);
+        vector(p + "attn_v.bias", kv, 0.0f, 0.2f);
+      }
+      if (qwen3) {
+        vector(p + "attn_q_norm.weight", head_dim, 1.0f, 0.3f);
+        vector(p + "attn_k_norm.weight", head_dim, 1.0f, 0.3f);
+      }
+    }
+    matrix(p + "attn_output.weight", d, q, 3.0f);
+    if (gpt2) vector(p + "attn_output.bias", d, 0.0f, 0.1f);
+    vector(p + "ffn_norm.weight", d, 1.0f, 0.2f);
+    if (gpt2) vector(p + "ffn_norm.bias", d, 0.0f, 0.1f);
+    if (!gpt2 && !phi3) matrix(p + "ffn_gate.weight", h, d);
+    matrix(p + "ffn_up.weight", phi3 ? 2 * h : h, d);  // Phi-3: gate rows, then up rows
+    if (gpt2) vector(p + "ffn_up.bias", h, 0.0f, 0.2f);
+    matrix(p + "ffn_down.weight", d, h, 3.0f);
+    if (gpt2) vector(p + "ffn_down.bias", d, 0.0f, 0.1f);
+  }
+  vector("output_norm.weight", d, 1.0f, 0.2f);
+  if (gpt2) vector("output_norm.bias", d, 0.0f, 0.1f);
+  if (!s.tied) matrix("output.weight", (uint64_t)V, d);
+  return w.finish();
+}
+
+}  // namespace qkv

@@ -1,0 +1,107 @@
+// Chat formats: detection from the Jinja text by its distinctive markers, and rendering.
+#include "chat.h"
+
+#include "../common.h"
+
+namespace qkv {
+
+namespace {
+bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+
+std::string trim(const std::string& s) {
+  const char* ws = " \t\n\r\v\f";
+  const size_t b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return std::string();
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+}  // namespace
+
+const char* chat_format_name(ChatFormat f) {
+  switch (f) {
+    case ChatFormat::ChatML: return "chatml";
+    case ChatFormat::Llama3: return "llama3";
+    case ChatFormat::Llama2: return "llama2";
+    case ChatFormat::Gemma: return "gemma";
+    case ChatFormat::Phi3: return "phi3";
+  }
+  return "?";
+}
+
+ChatTemplate detect_chat_template(const std::string& j) {
+  ChatTemplate t;
+  t.guessed = false;
+  if (has(j, "<|im_start|>")) {
+    t.format = ChatFormat::ChatML;
+  } else if (has(j, "<|start_header_id|>") && has(j, "<|eot_id|>")) {
+    t.format = ChatFormat::Llama3;
+  } else if (has(j, "<|user|>") || (has(j, "<|end|>") && has(j, "'<|' + message['role']"))) {
+    t.format = ChatFormat::Phi3;
+  } else if (has(j, "<start_of_turn>")) {
+    t.format = ChatFormat::Gemma;
+  } else if (has(j, "[INST]")) {
+    t.format = ChatFormat::Llama2;
+    t.llama2_system = has(j, "<<SYS>>");
+    t.llama2_bos_in_history = has(j, "bos_token + '[INST]") || has(j, "bos_token + \"[INST]");
+    t.llama2_strip = has(j, "content.strip()") || has(j, "content | trim");
+  } else {
+    t.format = ChatFormat::ChatML;
+    t.guessed = true;
+  }
+  return t;
+}
+
+std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  for (const ChatMessage& m : messages)
+    if (m.role != "system" && m.role != "user" && m.role != "assistant")
+      fail(ErrorCode::BadArgument, "chat message role '" + m.role + "' is not system, user or assistant");
+  std::string o;
+  switch (t.format) {
+    case ChatFormat::ChatML:
+      for (const ChatMessage& m : messages) o += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      if (add_generation_prompt) o += "<|im_start|>assistant\n";
+      break;
+    case ChatFormat::Llama3:
+      for (const ChatMessage& m : messages)
+        o += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+      if (add_generation_prompt) o += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      break;
+    case ChatFormat::Phi3:
+      for (const ChatMessage& m : messages) o += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+      if (add_generation_prompt) o += "<|assistant|>\n";
+      break;
+    case ChatFormat::Gemma: {
+      // No system role: the system text opens the first user turn.
+      std::string system;
+      for (const ChatMessage& m : messages) {
+        if (m.role == "system") {
+          system += trim(m.content) + "\n\n";
+          continue;
+        }
+        o += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n";
+        if (m.role == "user" && !system.empty()) o += system, system.clear();
+        o += trim(m.content) + "<end_of_turn>\n";
+      }
+      if (add_generation_prompt) o += "<start_of_turn>model\n";
+      break;
+    }
+    case ChatFormat::Llama2: {
+      // [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant}</s><s>[INST] {user} [/INST]
+      bool inside = true;
+      o += "[INST] ";
+      for (const ChatMessage& m : messages) {
+        const std::string content = t.llama2_strip ? trim(m.content) : m.content;
+        if (!inside) {
+          inside = true;
+          o += t.llama2_bos_in_history ? "<s>[INST] " : "[INST] ";
+        }
+        if (m.role == "system") o += t.llama2_system ? "<<SYS>>\n" + content + "\n<</SYS>>\n\n" : content + "\n";
+        else if (m.role == "user") o += content + " [/INST]";
+        else o += content + "</s>", inside = false;
+      }
+      break;
+    }
+  }
+  return o;
+}
+
+}  // namespace qkv

@@ -1,0 +1,39 @@
+// llama.cpp compiled to WASM (@wllama/wllama) as the reference engine for
+// tests/js/wllama.test.mjs: window.__wllama(modelUrl, requests) loads a GGUF on the CPU backend
+// (f32 KV cache, one thread) and runs greedy completions, returning llama.cpp's token ids.
+import { Wllama } from '../../../node_modules/@wllama/wllama/esm/index.js';
+
+const wasm = new URL('../../../node_modules/@wllama/wllama/esm/wasm/wllama.wasm', import.meta.url).href;
+
+/**
+ * requests: [{prompt (string or ids), messages (chat instead of prompt), maxTokens, banned (ids)}].
+ * Returns per request {tokens, promptTokens, text} or {error}.
+ */
+window.__wllama = async (modelUrl, requests, verbose = false) => {
+  const w = new Wllama({ default: wasm }, { suppressNativeLog: !verbose });
+  w.setCompat(null);
+  const blob = await (await fetch(modelUrl)).blob();
+  await w.loadModel([blob], { n_ctx: 512, n_threads: 1, n_gpu_layers: 0, cache_type_k: 'f32', cache_type_v: 'f32' });
+  const out = [];
+  try {
+    for (const r of requests) {
+      const common = {
+        max_tokens: r.maxTokens, temperature: 0, return_tokens: true, cache_prompt: false,
+        logit_bias: r.banned.map((id) => [id, false]),
+      };
+      try {
+        const res = r.messages
+          ? await w.createChatCompletion({ ...common, messages: r.messages })
+          : await w.createCompletion({ ...common, prompt: r.prompt });
+        out.push({ raw: JSON.parse(JSON.stringify(res)) });
+      } catch (e) {
+        out.push({ error: String(e && e.message || e) });
+      }
+    }
+  } finally {
+    await w.exit();
+  }
+  return { out, bos: null };
+};
+window.__ready = true;
+document.getElementById('out').textContent = 'ready';

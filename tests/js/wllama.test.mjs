@@ -1,0 +1,156 @@
+// Conformance with llama.cpp: random-weight GGUF models of every supported architecture and
+// tokenizer (written by build/qkv_test_models) run in llama.cpp (@wllama/wllama, WASM, headless
+// Chromium, CPU backend, f32 KV cache) and in qkv (the WASM build under Node). For each model
+// and each text of a varied set, both must count the same prompt tokens and continue it with
+// the same greedy text; chat prompts rendered from the model's template must continue alike.
+// llama.cpp's replies carry text, not ids, so tokens that are not whole UTF-8 text on their own
+// (byte pieces) and special tokens (printed as nothing) are banned in both engines (logit bias),
+// which keeps every reply valid UTF-8 and the comparison exact.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { basename, dirname, join, relative } from 'node:path';
+import { after, before, test } from 'node:test';
+import { chromiumPath, haveChromium, launchBrowser, openPage } from './browser.mjs';
+import { models as sharedModels, root } from './helpers.mjs';
+import { startServer } from './server.mjs';
+import { loadModel } from '../../src/js/node.js';
+
+const maker = join(root, 'build', 'qkv_test_models');
+const outDir = join(root, 'test-artifacts', 'wllama-models');
+const GEN = 24;
+
+const TEXTS = [
+  'Once upon a time, the little robot dreamed of the stars.',
+  'def main(argv):\n    for i in range(10):\n        print(f"value {i}")  # loop\n    return 0\n',
+  '日本語のテキスト、你好，世界！',
+  'emoji 🙂🚀 and café naïve über',
+  '   leading spaces,\ttabs\t\tand\n\n\nnew lines   trailing  ',
+  'digits 1234567 3.14159 2024-11-22 1,000,000 and ٣٤٥',
+  "I'm sure they're here; we'll see, you've done it, she'd said DON'T and I'LL",
+  'MiXeD CaSe HELLO hello_world x+=1; a<=b || c>>d',
+  '<|im_start|>user\nhello<|im_end|> after',
+  '<|user|>\n  Hi there<|end|>\n<|assistant|> ok',
+];
+const CHAT = [
+  { role: 'system', content: 'You are a helpful robot.' },
+  { role: 'user', content: 'Hello! What is 2 + 2?' },
+  { role: 'assistant', content: 'It is 4.' },
+  { role: 'user', content: 'Thanks. Tell me a story.' },
+];
+
+const skip = !haveChromium ? `no Chromium at ${chromiumPath}` : !existsSync(maker) ? `${maker} is not built (scripts/build.sh native)` : false;
+let browser, server, names = [];
+
+before(async () => {
+  if (skip) return;
+  mkdirSync(outDir, { recursive: true });
+  const r = spawnSync(maker, [outDir, sharedModels], { encoding: 'utf8' });
+  assert.equal(r.status, 0, `qkv_test_models failed: ${r.stderr}`);
+  names = JSON.parse(r.stdout);
+  browser = await launchBrowser();
+  server = await startServer(dirname(root), { coopCoep: false });
+});
+after(async () => { await browser?.close(); await server?.close(); });
+
+/**
+ * Greedy ids from qkv, never choosing a banned id, through the step API (feed, logits, argmax),
+ * with the margin between the best and the second-best logit at every step.
+ */
+function qkvGreedy(model, ids, banned, n) {
+  const s = model.createSession();
+  try {
+    const out = [], gaps = [];
+    s.feed(ids);
+    const eog = new Set([...model.info.eogIds]);
+    for (let i = 0; i < n; i++) {
+      const l = s.logits();
+      let best = -1, second = -1;
+      for (let v = 0; v < l.length; v++) {
+        if (banned.has(v)) continue;
+        if (best < 0 || l[v] > l[best]) { second = best; best = v; } else if (second < 0 || l[v] > l[second]) second = v;
+      }
+      if (eog.has(best)) break;
+      out.push(best);
+      gaps.push(l[best] - l[second]);
+      s.feed([best]);
+    }
+    return { out, gaps };
+  } finally {
+    s.dispose();
+  }
+}
+
+// Two float engines may order a near-tie differently: where qkv's best and second-best logits
+// are closer than this (logits here span about +-3), a later divergence is reported as a tie,
+// not a failure. Prompt token counts must always agree.
+const TIE = 0.005;
+const MAX_TIES = 6;
+
+test('llama.cpp conformance: token counts and greedy text of every architecture and tokenizer', { skip, timeout: 240000 }, async (t) => {
+  const { page, errors } = await openPage(browser, `${server.url}${basename(root)}/tests/js/pages/wllama.html`);
+  await page.waitForFunction(() => window.__ready === true, null, { timeout: 30000 });
+  const summary = [], failures = [], ties = [];
+  for (const name of names) {
+    const path = join(outDir, `${name}.gguf`);
+    const model = await loadModel(path, { threads: 1 });
+    try {
+      const V = model.info.vocabSize;
+      const banned = [];
+      const equal = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+      for (let id = 0; id < V; id++) {
+        const text = model.detokenize([id]);
+        // Special tokens (llama.cpp prints them as nothing): their text is that one id only when
+        // control tokens are parsed.
+        const special = text !== '' && equal(model.tokenize(text, { bos: false, special: true }), [id]) &&
+          !equal(model.tokenize(text, { bos: false }), [id]);
+        if (text === '' || text.includes('\uFFFD') || text === '<unk>' || special) banned.push(id);
+      }
+      const bannedSet = new Set(banned);
+      const requests = [], expected = [];
+      for (const text of TEXTS) {
+        const ids = model.tokenize(text, { special: true });
+        const gen = qkvGreedy(model, ids, bannedSet, GEN);
+        requests.push({ prompt: text, maxTokens: GEN, banned });
+        expected.push({ what: JSON.stringify(text).slice(0, 40), promptTokens: ids.length, gen });
+      }
+      if (!model.info.chatFormatGuessed) {
+        const prompt = model._h.renderChat(CHAT, true);
+        const ids = model.tokenize(prompt, { special: true });
+        const gen = qkvGreedy(model, ids, bannedSet, GEN);
+        requests.push({ messages: CHAT, maxTokens: GEN, banned });
+        expected.push({ what: `chat (${model.info.chatFormat})`, promptTokens: ids.length, gen });
+      }
+      const url = `/${relative(dirname(root), path)}`;
+      const { out } = await page.evaluate(([u, reqs]) => window.__wllama(u, reqs), [url, requests]);
+      let same = 0;
+      out.forEach((r, i) => {
+        const want = expected[i];
+        const where = `${name} ${want.what}`;
+        if (r.error !== undefined) return failures.push(`${where}: llama.cpp failed: ${r.error}`);
+        const choice = r.raw.choices[0];
+        const got = choice.text ?? choice.message.content;
+        const u = r.raw.usage;
+        if (u.prompt_tokens !== want.promptTokens) return failures.push(`${where}: ${u.prompt_tokens} prompt tokens in llama.cpp, ${want.promptTokens} in qkv`);
+        const { out: ids, gaps } = want.gen;
+        const text = model.detokenize(ids);
+        if (got === text && u.completion_tokens === ids.length) return same++;
+        // The first step whose token takes qkv's text off llama.cpp's.
+        let k = 0;
+        while (k < ids.length && got.startsWith(model.detokenize(ids.slice(0, k + 1)))) k++;
+        const detail = `llama.cpp ${JSON.stringify(got)} (${u.completion_tokens} tokens), qkv ${JSON.stringify(text)} (${ids.length})`;
+        if (k < ids.length && gaps[k] < TIE) return ties.push(`${where}: step ${k}, margin ${gaps[k].toFixed(5)}`);
+        failures.push(`${where}: diverges at step ${k} (qkv margin ${k < gaps.length ? gaps[k].toFixed(4) : '-'}): ${detail}`);
+      });
+      summary.push(`${name} (${model.info.arch}, ${model.info.tokenizer}, vocab ${V}): ${same}/${out.length} identical`);
+    } finally {
+      model.dispose();
+    }
+  }
+  t.diagnostic(summary.join('; '));
+  if (ties.length) t.diagnostic(`near-ties ordered differently (same prompt tokens, same text up to there): ${ties.join('; ')}`);
+  assert.deepEqual(failures, [], 'llama.cpp and qkv disagree');
+  assert.ok(ties.length <= MAX_TIES, `${ties.length} near-tie divergences: more than chance explains`);
+  assert.deepEqual(errors.filter((e) => !/favicon/.test(e)), [], 'page errors');
+  assert.ok(names.length >= 8, `only ${names.length} models`);
+});

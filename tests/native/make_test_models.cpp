@@ -1,0 +1,85 @@
+// qkv_test_models OUTDIR [SHARED_MODELS_DIR]: writes the random-weight GGUF models that the
+// llama.cpp conformance test (tests/js/wllama.test.mjs) loads in both engines, and a JSON list.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "common.h"
+#include "formats/file.h"
+#include "formats/gguf_writer.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace qkv;
+
+static const char* kChatml =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+static const char* kLlama3 =
+    "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + "
+    "message['content'] | trim + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
+
+static const char* kPhi3 =
+    "{% for message in messages %}{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}";
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: qkv_test_models OUTDIR [SHARED_MODELS_DIR]\n");
+    return 2;
+  }
+  const std::string out = argv[1];
+  const std::string shared = argc > 2 ? argv[2] : "../shared/models";
+  try {
+    auto tb = map_file(shared + "/aidreams-tok512.bin");
+    Tokenizer spm = Tokenizer::from_llama2c(tb->data(), tb->size(), 512);
+    struct Case {
+      const char* name;
+      TestModelSpec spec;
+    };
+    auto spec = [](const char* arch, const char* pre, bool tied, uint32_t seed) {
+      TestModelSpec s;
+      s.arch = arch;
+      s.pre = pre;
+      s.tied = tied;
+      s.seed = seed;
+      return s;
+    };
+    Case cases[] = {
+        {"llama-spm", spec("llama", "", false, 11)},
+        {"llama-bpe", spec("llama", "llama-bpe", true, 12)},
+        {"qwen2", spec("qwen2", "qwen2", true, 13)},
+        {"qwen3", spec("qwen3", "qwen2", false, 14)},
+        {"gpt2", spec("gpt2", "gpt-2", false, 15)},
+        {"gpt2-default", spec("gpt2", "default", true, 16)},
+        {"smollm", spec("llama", "smollm", true, 17)},
+        {"phi3", spec("phi3", "", false, 18)},
+    };
+    cases[7].spec.spm = &spm;  // Phi-3: SentencePiece plus its turn markers, whose trailing whitespace llama.cpp strips
+    cases[7].spec.spm_specials = {"<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>", "<s>", "</s>"};
+    cases[7].spec.name = "qkv test Phi-3";
+    cases[7].spec.chat_template = kPhi3;
+    cases[0].spec.spm = &spm;
+    cases[0].spec.rope_linear_factor = 4.0f;
+    cases[1].spec.chat_template = kLlama3;
+    cases[1].spec.rope_freq_factors = true;  // Llama 3.1-style per-frequency RoPE factors
+    cases[2].spec.chat_template = kChatml;
+    cases[3].spec.kv_heads = 4;
+    cases[4].spec.kv_heads = 4;
+    cases[5].spec.kv_heads = 4;
+    std::string list = "[";
+    for (const Case& c : cases) {
+      std::vector<uint8_t> bytes = write_test_model(c.spec);
+      const std::string path = out + "/" + c.name + ".gguf";
+      FILE* f = fopen(path.c_str(), "wb");
+      if (!f || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) fail(ErrorCode::Io, "cannot write " + path);
+      fclose(f);
+      list += std::string(list.size() > 1 ? "," : "") + "\"" + c.name + "\"";
+    }
+    printf("%s]\n", list.c_str());
+  } catch (const Error& e) {
+    fprintf(stderr, "qkv_test_models: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,305 @@
+// GGUF architectures (llama, qwen2, qwen3, gpt2) as table rows, byte-level BPE tokenizers and
+// their pre-tokenizers, chat formats, and refusals of bad metadata. llama.cpp conformance of the
+// same models lives in tests/js/wllama.test.mjs; these tests pin the pieces one by one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "common.h"
+#include "formats/gguf.h"
+#include "formats/gguf_model.h"
+#include "formats/gguf_writer.h"
+#include "formats/loader.h"
+#include "model/transformer.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace qkv;
+
+namespace {
+
+std::shared_ptr<const Blob> blob_of(std::vector<uint8_t> v) { return std::make_shared<VectorBlob>(std::move(v)); }
+
+using Pieces = std::vector<std::string>;
+
+TEST(PreTokenizer, Gpt2SplitsLikeItsRegex) {
+  EXPECT_EQ(pre_tokenize("Hello world, it's 2024!", PreTokenizer::Gpt2),
+            (Pieces{"Hello", " world", ",", " it", "'s", " 2024", "!"}));
+  // A whitespace run leaves its last space to the next word; a run at the end stays whole.
+  EXPECT_EQ(pre_tokenize("a  b\n\nc ", PreTokenizer::Gpt2), (Pieces{"a", " ", " b", "\n", "\n", "c", " "}));
+  EXPECT_EQ(pre_tokenize("IT'S", PreTokenizer::Gpt2), (Pieces{"IT", "'", "S"}));  // contractions are lower case only
+  EXPECT_EQ(pre_tokenize("caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC\xEF\xBC\x8C", PreTokenizer::Gpt2),  // café 日本，
+            (Pieces{"caf\xC3\xA9", " \xE6\x97\xA5\xE6\x9C\xAC", "\xEF\xBC\x8C"}));
+  EXPECT_EQ(pre_tokenize("", PreTokenizer::Gpt2), Pieces{});
+}
+
+TEST(PreTokenizer, Llama3AndQwen2SplitLikeTheirRegexes) {
+  EXPECT_EQ(pre_tokenize("Hello world, it's 2024!", PreTokenizer::Llama3),
+            (Pieces{"Hello", " world", ",", " it", "'s", " ", "202", "4", "!"}));
+  EXPECT_EQ(pre_tokenize("IT'S", PreTokenizer::Llama3), (Pieces{"IT", "'S"}));
+  EXPECT_EQ(pre_tokenize("12345", PreTokenizer::Qwen2), (Pieces{"1", "2", "3", "4", "5"}));
+  EXPECT_EQ(pre_tokenize("\n\n  x", PreTokenizer::Llama3), (Pieces{"\n\n", " ", " x"}));
+  EXPECT_EQ(pre_tokenize("\tword", PreTokenizer::Llama3), (Pieces{"\tword"}));  // any non-letter may lead a word
+  EXPECT_EQ(pre_tokenize("a = b;\n", PreTokenizer::Llama3), (Pieces{"a", " =", " b", ";\n"}));
+}
+
+TEST(PreTokenizer, SmollmAndDefaultRunTheirStages) {
+  EXPECT_EQ(pre_tokenize("a 12", PreTokenizer::Smollm), (Pieces{"a", " ", "1", "2"}));
+  EXPECT_EQ(pre_tokenize("x+=1;", PreTokenizer::Default), (Pieces{"x", "+=", "1", ";"}));
+  EXPECT_EQ(pre_tokenize("12345", PreTokenizer::Default), (Pieces{"123", "45"}));
+}
+
+TEST(PreTokenizer, UnicodeClassesAndNames) {
+  EXPECT_EQ(unicode_class(U'é'), 1);
+  EXPECT_EQ(unicode_class(U'\u0663'), 2);   // ARABIC-INDIC DIGIT THREE
+  EXPECT_EQ(unicode_class(U'\u3001'), 3);   // IDEOGRAPHIC COMMA
+  EXPECT_EQ(unicode_class(0x1F642), 0);     // emoji: a symbol
+  EXPECT_TRUE(unicode_is_space(0x3000));
+  EXPECT_EQ(pre_tokenizer_from_name("llama-bpe"), PreTokenizer::Llama3);
+  try {
+    pre_tokenizer_from_name("bloom");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("'bloom'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("qwen2"), std::string::npos) << "the supported names are listed";
+  }
+  for (int b = 0; b < 256; b++) EXPECT_EQ(gpt2_cp_to_byte(gpt2_byte_to_cp((uint8_t)b)), b);
+  EXPECT_EQ(gpt2_byte_to_cp(' '), 0x120u);  // 'Ġ'
+}
+
+// A BPE tokenizer as a GGUF would hold it.
+Tokenizer small_bpe(PreTokenizer pre, bool ignore_merges = false) {
+  LearnedBpe l = learn_bpe("the cat sat on the mat; the cat and the hat. the cat 123 456", pre, 40);
+  std::vector<int> types(l.tokens.size(), kTokNormal);
+  l.tokens.push_back("<|im_start|>");
+  types.push_back(kTokControl);
+  l.tokens.push_back("<|user|>");
+  types.push_back(kTokUserDefined);
+  Tokenizer t = Tokenizer::from_bpe(l.tokens, types, l.merges, pre, ignore_merges);
+  t.set_specials(-1, (int)l.tokens.size() - 2, false, false, {});
+  return t;
+}
+
+std::string decode_all(const Tokenizer& t, const std::vector<int>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); i++) s += t.decode(i ? ids[i - 1] : -1, ids[i]);
+  return s;
+}
+
+TEST(BpeTokenizer, MergesByRankAndRoundTripsAnyText) {
+  Tokenizer t = small_bpe(PreTokenizer::Gpt2);
+  std::vector<int> ids = t.encode("the cat", false, false);
+  ASSERT_EQ(ids.size(), 2u) << "learned merges make 'the' and ' cat' whole";
+  EXPECT_EQ(t.piece(ids[1]), "\xC4\xA0" "cat");  // 'Ġcat'
+  for (const char* text : {"the cat sat", "  spaces\t\tand\nlines ", "caf\xC3\xA9 \xF0\x9F\x99\x82", "x", "\xFF\xFE"}) {
+    std::vector<int> e = t.encode(text, false, false);
+    std::string want = text;
+    if (want == "\xFF\xFE") want = "\xEF\xBF\xBD\xEF\xBF\xBD";  // invalid UTF-8 is read as U+FFFD, as llama.cpp does
+    EXPECT_EQ(decode_all(t, e), want) << text;
+  }
+}
+
+TEST(BpeTokenizer, SpecialTokensAreMatchedOnlyWhenAsked) {
+  Tokenizer t = small_bpe(PreTokenizer::Llama3);
+  const int start = t.find("<|im_start|>"), user = t.find("<|user|>");
+  std::vector<int> plain = t.encode("<|im_start|>hi", false, false, false);
+  std::vector<int> special = t.encode("<|im_start|>hi", false, false, true);
+  EXPECT_EQ(special.front(), start);
+  EXPECT_NE(plain.front(), start);
+  EXPECT_GT(plain.size(), special.size());
+  EXPECT_EQ(t.encode("a<|user|>b", false, false, false)[1], user) << "user-defined tokens are always matched";
+  EXPECT_EQ(t.decode(-1, start), "") << "control tokens print nothing";
+  EXPECT_EQ(t.decode(-1, user), "<|user|>");
+  EXPECT_TRUE(t.is_eog(t.eos_id()));
+  EXPECT_TRUE(t.encode("", true, false).empty()) << "no BOS when the model adds none";
+  // Phi-3's rule: whitespace after an rstrip special token is dropped.
+  const std::vector<int> before = t.encode("<|im_start|>\n  hi", false, false, true);
+  t.set_rstrip({start});
+  EXPECT_EQ(t.encode("<|im_start|>\n  hi", false, false, true), t.encode("<|im_start|>hi", false, false, true));
+  EXPECT_NE(before, t.encode("<|im_start|>\n  hi", false, false, true));
+}
+
+TEST(BpeTokenizer, IgnoreMergesTakesVocabularyWordsWhole) {
+  // 'ab' is a token but no merge makes it: only ignore_merges (Llama 3) finds it.
+  std::vector<std::string> toks;
+  for (int b = 0; b < 256; b++) {
+    std::string s;
+    append_utf8(s, gpt2_byte_to_cp((uint8_t)b));
+    toks.push_back(s);
+  }
+  toks.push_back("ab");
+  Tokenizer with = Tokenizer::from_bpe(toks, {}, {}, PreTokenizer::Llama3, true);
+  Tokenizer without = Tokenizer::from_bpe(toks, {}, {}, PreTokenizer::Llama3, false);
+  EXPECT_EQ(with.encode("ab", false, false), (std::vector<int>{256}));
+  EXPECT_EQ(without.encode("ab", false, false), (std::vector<int>{'a', 'b'}));
+}
+
+TEST(ChatTemplates, DetectedAndRenderedAsLlamaCppRendersThem) {
+  std::vector<ChatMessage> m = {{"system", "Be brief."}, {"user", " Hi "}, {"assistant", "Hello."}, {"user", "Bye"}};
+  ChatTemplate chatml = detect_chat_template("{% for m in messages %}<|im_start|>{{ m.role }}...");
+  EXPECT_EQ(chatml.format, ChatFormat::ChatML);
+  EXPECT_FALSE(chatml.guessed);
+  EXPECT_EQ(render_chat(chatml, m, true),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi <|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
+            "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+  ChatTemplate l3 = detect_chat_template("{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}...<|eot_id|>");
+  EXPECT_EQ(l3.format, ChatFormat::Llama3);
+  EXPECT_EQ(render_chat(l3, {{"user", " Hi "}}, true),
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  ChatTemplate gemma = detect_chat_template("<start_of_turn>{{ role }}");
+  EXPECT_EQ(render_chat(gemma, {{"system", "Be brief."}, {"user", "Hi"}}, true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  ChatTemplate l2 = detect_chat_template("{{ bos_token + '[INST] ' }} <<SYS>> {{ content.strip() }}");
+  EXPECT_EQ(l2.format, ChatFormat::Llama2);
+  EXPECT_EQ(render_chat(l2, m, true), "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]Hello.</s><s>[INST] Bye [/INST]");
+  ChatTemplate phi3 = detect_chat_template("{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n'}}");
+  EXPECT_EQ(phi3.format, ChatFormat::Phi3);
+  EXPECT_EQ(render_chat(phi3, {{"user", "Hi"}}, true), "<|user|>\nHi<|end|>\n<|assistant|>\n");
+  ChatTemplate unknown = detect_chat_template("{{ messages }}");
+  EXPECT_TRUE(unknown.guessed);
+  EXPECT_EQ(unknown.format, ChatFormat::ChatML);
+  EXPECT_TRUE(detect_chat_template("").guessed);
+  try {
+    render_chat(chatml, {{"tool", "x"}}, true);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::BadArgument);
+    EXPECT_NE(std::string(e.what()).find("'tool'"), std::string::npos);
+  }
+}
+
+class Arch : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
+  TestModelSpec s;
+  s.arch = GetParam();
+  s.pre = "qwen2";
+  s.merges = 60;
+  s.tied = s.arch != "gpt2";
+  s.rope_freq_factors = s.arch == "llama";
+  auto blob = blob_of(write_test_model(s));
+  LoadedModel m = load_model(blob);
+  const ModelConfig& c = m.config;
+  EXPECT_EQ(c.arch, s.arch);
+  const std::string d = c.describe();
+  if (s.arch == "gpt2") {
+    EXPECT_NE(d.find("layernorm, learned, gelu, separate"), std::string::npos) << d;
+    // The fused QKV matrix is three row views of one tensor.
+    const LayerWeights& L = m.weights.layers[0];
+    EXPECT_EQ((const uint8_t*)L.wk.data, (const uint8_t*)L.wq.data + L.wq.rows * L.wq.row_bytes());
+    EXPECT_EQ((const uint8_t*)L.wv.data, (const uint8_t*)L.wk.data + L.wk.rows * L.wk.row_bytes());
+    EXPECT_EQ(L.bk, L.bq + c.q_dim());
+    EXPECT_TRUE(L.attn_norm_b && L.ffn_norm_b && L.b_up && L.b_down && L.bo && m.weights.pos_embed);
+  } else {
+    EXPECT_NE(d.find(s.arch == "llama" ? "rmsnorm, rope, swiglu" : "rmsnorm, rope-neox, swiglu"), std::string::npos) << d;
+  }
+  EXPECT_EQ(m.weights.layers[0].bq != nullptr, s.arch == "qwen2" || s.arch == "gpt2");
+  if (s.arch == "phi3") {  // fused gate+up: two row views
+    const LayerWeights& L = m.weights.layers[0];
+    EXPECT_EQ((const uint8_t*)L.w_up.data, (const uint8_t*)L.w_gate.data + L.w_gate.rows * L.w_gate.row_bytes());
+  }
+  EXPECT_EQ(m.weights.layers[0].q_norm != nullptr, s.arch == "qwen3");
+  if (s.arch == "qwen3") EXPECT_EQ(c.head_dim, 24) << "key_length sets the head width";
+  EXPECT_EQ(m.weights.rope_factors != nullptr, s.rope_freq_factors);
+  std::unique_ptr<Tokenizer> tok = embedded_tokenizer(blob);
+  ASSERT_TRUE(tok && tok->is_bpe());
+  EXPECT_EQ(tok->vocab_size(), c.vocab_size);
+  std::vector<int> ids = tok->encode("the little robot dreamed", true, false);
+  Transformer t(m, 64, nullptr), t1(m, 64, nullptr);
+  const float* l = t.forward(ids.data(), (int)ids.size(), 0);
+  std::vector<float> batch(l, l + c.vocab_size);
+  for (size_t i = 0; i < ids.size(); i++) t1.forward(&ids[i], 1, (int)i);
+  for (int i = 0; i < c.vocab_size; i++) {
+    ASSERT_TRUE(std::isfinite(batch[i]));
+    ASSERT_NEAR(batch[i], t1.logits()[i], 1e-4) << "batched prefill and one-token decode agree";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3"));
+
+void expect_load_error(std::vector<uint8_t> bytes, ErrorCode code, const std::string& needle, bool tokenizer = false) {
+  try {
+    auto b = blob_of(std::move(bytes));
+    if (tokenizer) embedded_tokenizer(b);
+    else load_model(b);
+    ADD_FAILURE() << "loaded; expected an error naming '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+// A string literal with its NUL bytes.
+#define BYTES(lit) std::string(lit, sizeof(lit) - 1)
+
+// Overwrites the first occurrence of `from` in the file with `to` (same length).
+std::vector<uint8_t> patched(std::vector<uint8_t> v, const std::string& from, const std::string& to) {
+  auto it = std::search(v.begin(), v.end(), from.begin(), from.end());
+  EXPECT_NE(it, v.end()) << from;
+  if (it != v.end()) std::copy(to.begin(), to.end(), it);
+  return v;
+}
+
+TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
+  TestModelSpec s;
+  s.arch = "gpt2";
+  s.merges = 20;
+  const std::vector<uint8_t> gpt2 = write_test_model(s);
+  expect_load_error(patched(gpt2, "blk.1.attn_qkv.weight", "blk.1.attn_qkv.weigxt"), ErrorCode::BadModel,
+                    "blk.1.attn_qkv.weight is missing");
+  expect_load_error(patched(gpt2, "position_embd.weight", "position_embd.weighx"), ErrorCode::BadModel,
+                    "position_embd.weight is missing");
+  // Tensors that change RoPE in ways qkv does not implement are refused, not ignored.
+  expect_load_error(patched(gpt2, "blk.1.attn_output.weight", "rope_factors_long.weight"), ErrorCode::Unsupported, "LongRoPE");
+  expect_load_error(patched(gpt2, BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gptj")),
+                    ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3");
+  expect_load_error(patched(gpt2, BYTES("\x05\0\0\0\0\0\0\0gpt-2"), BYTES("\x05\0\0\0\0\0\0\0bloom")), ErrorCode::Unsupported, "'bloom'", true);
+  expect_load_error(patched(gpt2, "tokenizer.ggml.merges", "tokenizer.ggml.merged"), ErrorCode::BadModel, "tokenizer.ggml.merges", true);
+  expect_load_error(patched(gpt2, BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0bert")), ErrorCode::Unsupported, "'bert'", true);
+  // A merge that is not two symbols.
+  GgufWriter w;
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_strings("tokenizer.ggml.tokens", {"a", "b"});
+  w.add_strings("tokenizer.ggml.merges", {"ab"});
+  expect_load_error(w.finish(), ErrorCode::BadTokenizer, "merge 0", true);
+}
+
+TEST(BadInputGguf, RandomCorruptionOfBpeModelsNeverCrashes) {
+  std::mt19937 rng(777);
+  for (const char* arch : {"gpt2", "qwen3"}) {
+    TestModelSpec s;
+    s.arch = arch;
+    s.pre = "llama-bpe";
+    s.merges = 30;
+    s.chat_template = "<|im_start|>";
+    const std::vector<uint8_t> full = write_test_model(s);
+    const uint64_t head = GgufFile::parse(blob_of(full)).data_offset();
+    int loaded = 0, refused = 0;
+    for (int it = 0; it < 200; it++) {
+      std::vector<uint8_t> b = full;
+      for (int f = 0, n = 1 + rng() % 4; f < n; f++) b[rng() % head] = (uint8_t)rng();
+      try {
+        auto bb = blob_of(std::move(b));
+        LoadedModel m = load_model(bb);
+        auto tok = embedded_tokenizer(bb);
+        std::vector<int> ids = tok->encode("<|im_start|>user\nthe cat 123 \xF0\x9F\x99\x82", true, false, true);
+        for (int& id : ids) id = id % m.config.vocab_size;
+        Transformer t(m, 8, nullptr);
+        t.forward(ids.data(), (int)std::min<size_t>(ids.size(), 8), 0);
+        for (size_t i = 0; i < ids.size(); i++) tok->decode(i ? ids[i - 1] : -1, ids[i] % tok->vocab_size());
+        loaded++;
+      } catch (const Error&) {
+        refused++;
+      }
+    }
+    EXPECT_EQ(loaded + refused, 200);
+    EXPECT_GT(refused, 0);
+  }
+}
+
+}  // namespace
