@@ -74,19 +74,20 @@ void quantize_act_q8_ref(const float* x, BlockQ8A* dst, int n) {
       finite = finite && std::isfinite(v[k]);
       amax = std::fmax(amax, std::fabs(v[k]));
     }
-    o.sum = 0;
     if (!finite) {
-      o.d = NAN;
+      o.d = o.s = NAN;
       for (int k = 0; k < 32; k++) o.q[k] = 0;
       continue;
     }
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     o.d = amax / 127.0f;
+    int sum = 0;
     for (int k = 0; k < 32; k++) {
       const int q = (int)std::nearbyint(v[k] * id);
       o.q[k] = (q8a_t)q;
-      o.sum += q;
+      sum += q;
     }
+    o.s = o.d * (float)sum;
   }
 }
 
@@ -108,8 +109,7 @@ void quantize_act_q8_simd(const float* x, BlockQ8A* dst, int n) {
       amax = xsimd::max(amax, a);
     }
     if (!xsimd::all(finite)) {
-      o.d = NAN;
-      o.sum = 0;
+      o.d = o.s = NAN;
       for (int k = 0; k < 32; k++) o.q[k] = 0;
       continue;
     }
@@ -123,7 +123,7 @@ void quantize_act_q8_simd(const float* x, BlockQ8A* dst, int n) {
       sum += q;
     }
     for (int k = 0; k < 32; k++) o.q[k] = (q8a_t)qi[k];
-    o.sum = xsimd::reduce_add(sum);
+    o.s = o.d * (float)xsimd::reduce_add(sum);
   }
 }
 
@@ -207,9 +207,9 @@ float dot_q8_ref(QType t, const void* row, const BlockQ8A* x, int n, double* mag
       hi += (int64_t)w.w[k] * x[b].q[k];
       ahi += std::abs(w.w[k] * x[b].q[k]);
     }
-    s += (double)w.d * x[b].d * (double)(w.sa * lo + w.sb * hi) + (double)w.m * x[b].d * x[b].sum;
+    s += (double)w.d * x[b].d * (double)(w.sa * lo + w.sb * hi) + (double)w.m * x[b].s;
     a += std::fabs((double)w.d * x[b].d) * (double)(std::abs(w.sa) * alo + std::abs(w.sb) * ahi) +
-         std::fabs((double)w.m * x[b].d * x[b].sum);
+         std::fabs((double)w.m * x[b].s);
   }
   if (mag) *mag = a;
   return (float)s;
@@ -269,6 +269,11 @@ inline I32 dot_ss(W32 w, X32 x) { return _mm256_madd_epi16(pairs_ss(w, x), _mm25
 inline I32 dot_ss16(W32 w, X32 x, int sa, int sb) {
   const __m256i s = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)sa)), _mm_set1_epi16((short)sb), 1);
   return _mm256_madd_epi16(pairs_ss(w, x), s);
+}
+// out[0..8) = s * v[0..8) (K-quant sub-block scales).
+inline void scale_u8x8(const uint8_t* v, float s, float* out) {
+  const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(v))));
+  _mm256_storeu_ps(out, _mm256_mul_ps(f, _mm256_set1_ps(s)));
 }
 inline F fzero() { return _mm256_setzero_ps(); }
 inline F fmadd(I32 i, float s, F acc) {
@@ -333,6 +338,11 @@ inline I32 dot_ss16(W32 w, const X32& x, int sa, int sb) {
   return dot4(wasm_i16x8_mul(wasm_i16x8_extend_low_i8x16(w.lo), a), wasm_i16x8_mul(wasm_i16x8_extend_high_i8x16(w.lo), a),
               wasm_i16x8_mul(wasm_i16x8_extend_low_i8x16(w.hi), b), wasm_i16x8_mul(wasm_i16x8_extend_high_i8x16(w.hi), b), x);
 }
+inline void scale_u8x8(const uint8_t* v, float s, float* out) {
+  const v128_t w = wasm_u16x8_load8x8(v), m = wasm_f32x4_splat(s);
+  wasm_v128_store(out, wasm_f32x4_mul(wasm_f32x4_convert_u32x4(wasm_u32x4_extend_low_u16x8(w)), m));
+  wasm_v128_store(out + 4, wasm_f32x4_mul(wasm_f32x4_convert_u32x4(wasm_u32x4_extend_high_u16x8(w)), m));
+}
 inline F fzero() { return wasm_f32x4_splat(0.0f); }
 inline F fmadd(I32 i, float s, F acc) { return wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(i), wasm_f32x4_splat(s))); }
 inline float fsum(F a) {
@@ -370,6 +380,7 @@ inline I32 dot_ss16(const W32& w, const X32& x, int sa, int sb) {
   for (int k = 16; k < 32; k++) b += w.v[k] * x.v[k];
   return sa * a + sb * b;
 }
+inline void scale_u8x8(const uint8_t* v, float s, float* out) { for (int k = 0; k < 8; k++) out[k] = s * (float)v[k]; }
 inline F fzero() { return 0.0f; }
 inline F fmadd(I32 i, float s, F acc) { return acc + (float)i * s; }
 inline float fsum(F a) { return a; }
@@ -450,12 +461,18 @@ struct DecQ45_K {
   void prepare(const uint8_t* b) {
     p = b;
     const float d = half(b), dmin = half(b + 2);
-    for (int j = 0; j < 8; j++) {
-      int sc, mn;
-      kquant_scale_min(j, b + 4, &sc, &mn);
-      ds[j] = d * (float)sc;
-      ms[j] = -dmin * (float)mn;
-    }
+    // The 12 bytes as three words: low 6 bits of bytes 0-3 / 4-7 are scales / mins 0-3; bytes
+    // 8-11 hold the low 4 bits of scales / mins 4-7, whose top 2 bits are bytes 0-3 / 4-7's.
+    uint32_t a[3], v[4];
+    std::memcpy(a, b + 4, 12);
+    v[0] = a[0] & 0x3f3f3f3fu;
+    v[1] = (a[2] & 0x0f0f0f0fu) | (((a[0] >> 6) & 0x03030303u) << 4);
+    v[2] = a[1] & 0x3f3f3f3fu;
+    v[3] = ((a[2] >> 4) & 0x0f0f0f0fu) | (((a[1] >> 6) & 0x03030303u) << 4);
+    uint8_t sm[16];
+    std::memcpy(sm, v, 16);
+    scale_u8x8(sm, d, ds);
+    scale_u8x8(sm + 8, -dmin, ms);
   }
   W32 w(int j) const {
     const W32 q = load_w32(p + (K5 ? 48 : 16) + 32 * (j / 2));
@@ -485,6 +502,24 @@ struct DecQ6_K {
   int sb(int j) const { return (int8_t)p[192 + 8 * (j / 4) + 2 * (j % 4) + 1]; }
 };
 
+// a * b + c rounded the same way in every tile shape: with hardware FMA always fused (the
+// compiler would otherwise contract some instantiations and not others), else never.
+inline float fma_s(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+#if defined(__clang__)
+#define QKV_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define QKV_UNROLL _Pragma("GCC unroll 8")
+#else
+#define QKV_UNROLL
+#endif
+
 // ---- the register-blocked kernel -----------------------------------------------------------
 
 // out[r * NT + t] = row r . token t, for NR weight rows and NT tokens of nb activation blocks.
@@ -500,6 +535,7 @@ inline void dot_tile(const uint8_t* const* rows, const BlockQ8A* const* xs, int 
   D dec[NR];
   for (int s = 0; s < nb / D::kSub; s++) {
     for (int r = 0; r < NR; r++) dec[r].prepare(rows[r] + (size_t)s * D::kBytes);
+QKV_UNROLL
     for (int j = 0; j < D::kSub; j++) {
       const int b = s * D::kSub + j;
       X32 xq[NT];
@@ -517,7 +553,7 @@ inline void dot_tile(const uint8_t* const* rows, const BlockQ8A* const* xs, int 
           else if constexpr (D::kKind == Kind::Signed16) i = dot_ss16(w, xq[t], dec[r].sa(j), dec[r].sb(j));
           else i = dot_us(w, xq[t]);
           acc[r][t] = fmadd(i, dw * xd[t], acc[r][t]);
-          if constexpr (D::kKind == Kind::UnsignedMin) macc[r][t] += dec[r].min(j) * xd[t] * (float)xs[t][b].sum;
+          if constexpr (D::kKind == Kind::UnsignedMin) macc[r][t] = fma_s(dec[r].min(j), xs[t][b].s, macc[r][t]);
         }
       }
     }

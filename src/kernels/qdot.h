@@ -5,7 +5,7 @@
 // than reading f32 weights. Instead the activations x are quantized once per matrix product
 // (x[k] ~= d * q[k], q in -127..127), and each 32-element piece of a weight row is multiplied
 // with them in 8/16-bit integers, then scaled once in float:
-//   sum_k w[k] x[k] ~= sum_blocks d_w * d_x * sum_k wq[k] q[k]  (+ m_w * d_x * sum_k q[k]
+//   sum_k w[k] x[k] ~= sum_blocks d_w * d_x * sum_k wq[k] q[k]  (+ m_w * s_x, s_x = d_x * sum_k q[k],
 //   for the types whose values have a min/offset: Q4_1, Q5_1, Q4_K, Q5_K).
 // The error against f32 is at most sum_blocks d_x / 2 * sum_k |w[k]| (the activation rounding).
 #pragma once
@@ -23,10 +23,10 @@ using q8a_t = int16_t;
 using q8a_t = int8_t;
 #endif
 
-// 32 activations: x[k] ~= d * q[k]; sum = sum_k q[k].
+// 32 activations: x[k] ~= d * q[k]; s = d * sum_k q[k] (what a weight min multiplies).
 struct BlockQ8A {
   float d;
-  int32_t sum;
+  float s;
   q8a_t q[32];
 };
 
@@ -34,7 +34,7 @@ struct BlockQ8A {
 bool qtype_int_dot(QType t);
 
 // x (n,) -> n/32 blocks (n a multiple of 32): d = max|x| / 127, q = round-half-even(x / d).
-// A block holding Inf or NaN gets d = NaN (and q = 0), so products with it are NaN as in f32.
+// A block holding Inf or NaN gets d = s = NaN (and q = 0), so products with it are NaN as in f32.
 void quantize_act_q8_ref(const float* x, BlockQ8A* dst, int n);
 void quantize_act_q8_simd(const float* x, BlockQ8A* dst, int n);
 

@@ -33,7 +33,7 @@ int main() {
         quantize_act_q8_ref(x.data(), a.data(), n);
         quantize_act_q8_simd(x.data(), b.data(), n);
         for (int i = 0; i < n / 32; i++)
-          check(a[i].d == b[i].d && a[i].sum == b[i].sum && std::memcmp(a[i].q, b[i].q, sizeof a[i].q) == 0,
+          check(a[i].d == b[i].d && a[i].s == b[i].s && std::memcmp(a[i].q, b[i].q, sizeof a[i].q) == 0,
                 "activation blocks (bit-exact)", (int)t, n, b[i].d, a[i].d);
         double mag = 0;
         const float ref = dot_q8_ref(t, row, a.data(), n, &mag);
