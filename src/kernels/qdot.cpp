@@ -409,14 +409,17 @@ struct DecQ8_0 {
   float d(int) const { return s; }
 };
 
+// Q4_0 and Q5_0 multiply their unsigned codes (cheaper than moving signs onto the activations
+// for every token) and take the offset, -8 d or -16 d, as a min.
 struct DecQ4_0 {
   static constexpr int kSub = 1, kBytes = 18;
-  static constexpr Kind kKind = Kind::Signed;
+  static constexpr Kind kKind = Kind::UnsignedMin;
   const uint8_t* p;
   float s;
   void prepare(const uint8_t* b) { p = b; s = half(b); }
-  W32 w(int) const { return sub8(nibbles16(p + 2), 8); }
+  W32 w(int) const { return nibbles16(p + 2); }
   float d(int) const { return s; }
+  float min(int) const { return -8.0f * s; }
 };
 
 struct DecQ4_1 {
@@ -432,12 +435,13 @@ struct DecQ4_1 {
 
 struct DecQ5_0 {
   static constexpr int kSub = 1, kBytes = 22;
-  static constexpr Kind kKind = Kind::Signed;
+  static constexpr Kind kKind = Kind::UnsignedMin;
   const uint8_t* p;
   float s;
   void prepare(const uint8_t* b) { p = b; s = half(b); }
-  W32 w(int) const { return sub8(or8(nibbles16(p + 6), bits_to_16s(u32_at(p + 2))), 16); }
+  W32 w(int) const { return or8(nibbles16(p + 6), bits_to_16s(u32_at(p + 2))); }
   float d(int) const { return s; }
+  float min(int) const { return -16.0f * s; }
 };
 
 struct DecQ5_1 {
