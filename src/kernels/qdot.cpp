@@ -409,48 +409,24 @@ struct DecQ8_0 {
   float d(int) const { return s; }
 };
 
-// Q4_0 and Q5_0 multiply their unsigned codes (cheaper than moving signs onto the activations
-// for every token) and take the offset, -8 d or -16 d, as a min.
-struct DecQ4_0 {
-  static constexpr int kSub = 1, kBytes = 18;
-  static constexpr Kind kKind = Kind::UnsignedMin;
-  const uint8_t* p;
-  float s;
-  void prepare(const uint8_t* b) { p = b; s = half(b); }
-  W32 w(int) const { return nibbles16(p + 2); }
-  float d(int) const { return s; }
-  float min(int) const { return -8.0f * s; }
-};
-
-struct DecQ4_1 {
-  static constexpr int kSub = 1, kBytes = 20;
+// Q4_0, Q4_1, Q5_0, Q5_1: f16 d, [f16 m], [u32 fifth bits], 16 bytes of nibbles. The unsigned
+// codes are multiplied (cheaper than moving signs onto the activations for every token); the
+// stored m, or the offset -8 d / -16 d of the _0 types, is the min.
+template <bool M, bool K5>
+struct DecQ4_5 {
+  static constexpr int kSub = 1, kBytes = 18 + (M ? 2 : 0) + (K5 ? 4 : 0);
   static constexpr Kind kKind = Kind::UnsignedMin;
   const uint8_t* p;
   float s, m;
-  void prepare(const uint8_t* b) { p = b; s = half(b); m = half(b + 2); }
-  W32 w(int) const { return nibbles16(p + 4); }
-  float d(int) const { return s; }
-  float min(int) const { return m; }
-};
-
-struct DecQ5_0 {
-  static constexpr int kSub = 1, kBytes = 22;
-  static constexpr Kind kKind = Kind::UnsignedMin;
-  const uint8_t* p;
-  float s;
-  void prepare(const uint8_t* b) { p = b; s = half(b); }
-  W32 w(int) const { return or8(nibbles16(p + 6), bits_to_16s(u32_at(p + 2))); }
-  float d(int) const { return s; }
-  float min(int) const { return -16.0f * s; }
-};
-
-struct DecQ5_1 {
-  static constexpr int kSub = 1, kBytes = 24;
-  static constexpr Kind kKind = Kind::UnsignedMin;
-  const uint8_t* p;
-  float s, m;
-  void prepare(const uint8_t* b) { p = b; s = half(b); m = half(b + 2); }
-  W32 w(int) const { return or8(nibbles16(p + 8), bits_to_16s(u32_at(p + 4))); }
+  void prepare(const uint8_t* b) {
+    p = b;
+    s = half(b);
+    m = M ? half(b + 2) : (K5 ? -16.0f : -8.0f) * s;
+  }
+  W32 w(int) const {
+    const W32 codes = nibbles16(p + kBytes - 16);
+    return K5 ? or8(codes, bits_to_16s(u32_at(p + (M ? 4 : 2)))) : codes;
+  }
   float d(int) const { return s; }
   float min(int) const { return m; }
 };
@@ -612,10 +588,10 @@ void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const voi
   const uint8_t* w = static_cast<const uint8_t*>(W);
   switch (t) {
     case QType::Q8_0: return matmul_typed<DecQ8_0>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q4_0: return matmul_typed<DecQ4_0>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q4_1: return matmul_typed<DecQ4_1>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q5_0: return matmul_typed<DecQ5_0>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q5_1: return matmul_typed<DecQ5_1>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q4_0: return matmul_typed<DecQ4_5<false, false>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q4_1: return matmul_typed<DecQ4_5<true, false>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q5_0: return matmul_typed<DecQ4_5<false, true>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q5_1: return matmul_typed<DecQ4_5<true, true>>(Y, ldy, X, w, T, n, r0, r1);
     case QType::Q4_K: return matmul_typed<DecQ45_K<false>>(Y, ldy, X, w, T, n, r0, r1);
     case QType::Q5_K: return matmul_typed<DecQ45_K<true>>(Y, ldy, X, w, T, n, r0, r1);
     case QType::Q6_K: return matmul_typed<DecQ6_K>(Y, ldy, X, w, T, n, r0, r1);
