@@ -8,7 +8,9 @@
 //   2. Memory read bandwidth: an xsimd sum over a 1 GiB float buffer (256 MiB with --quick),
 //      best of several passes, with 1 thread and with N threads (ThreadPool::parallel_for).
 //   3. Kernels: matvec_f32_simd (GFLOP/s and GB/s of weights streamed), matmul_f32_simd at
-//      T=1 (the decode path) and T=64 tokens, attention_flash (prefill and decode shapes),
+//      T=1 (the decode path) and T=64 tokens, the stored-type products (f16 through
+//      matmul_q_simd, q8_0/q4_0/q4_k through matmul_q8_simd with the activation quantization
+//      included), attention_flash (prefill and decode shapes),
 //      and the fork-join cost of one empty parallel_for.
 //   4. End to end, through Transformer::forward: prefill tokens/s (the whole prompt in one
 //      forward call) and decode tokens/s (one token per call), with 1 thread and N threads, on

@@ -1,5 +1,6 @@
-// Weights kept in their stored type (F16, BF16, Q8_0, Q4_0): row dequantization and dot
-// products that decode on the fly, so no f32 copy of the model is ever made.
+// Weights kept in their stored type: row dequantization, float dot products that decode on the
+// fly (so no f32 copy of the model is ever made), and quantizers. The block types' fast path is
+// the integer one in qdot.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>
