@@ -8,7 +8,9 @@
 //   2. Memory read bandwidth: an xsimd sum over a 1 GiB float buffer (256 MiB with --quick),
 //      best of several passes, with 1 thread and with N threads (ThreadPool::parallel_for).
 //   3. Kernels: matvec_f32_simd (GFLOP/s and GB/s of weights streamed), matmul_f32_simd at
-//      T=1 (the decode path) and T=64 tokens, attention_flash (prefill and decode shapes),
+//      T=1 (the decode path) and T=64 tokens, the stored-type products (f16 through
+//      matmul_q_simd, q8_0/q4_0/q4_k through matmul_q8_simd with the activation quantization
+//      included), attention_flash (prefill and decode shapes),
 //      and the fork-join cost of one empty parallel_for.
 //   4. End to end, through Transformer::forward: prefill tokens/s (the whole prompt in one
 //      forward call) and decode tokens/s (one token per call), with 1 thread and N threads, on
@@ -21,7 +23,10 @@
 //   cmake -S . -B build-bench -DBUILD_TESTING=OFF && cmake --build build-bench --target qkv_bench
 //   ./build-bench/qkv_bench [--quick] [--threads N] [--model PATH]...
 //     --quick      skip the 110M model and the big buffers (a smoke run of a few seconds)
-//     --no-types   skip the 110M model's GGUF f16 / q8_0 / q4_0 variants
+//     --no-types   skip the 110M model's stored-type variants
+//     --types LIST the 110M model's variants to run, comma-separated (default f16,q8_0,q4_0,q4_k;
+//                  f32 always runs; q4_k is quantized in memory, the others go through GGUF)
+//     --no-f32     skip the 110M model's f32 run (its variants still run)
 //     --threads N  the multi-thread figures use N threads (default: all hardware threads)
 //     --model PATH benchmark this llama2.c checkpoint instead of the shared models (repeatable)
 // Only std::chrono and the project's own wrappers (map_file) touch the platform, so the same
@@ -48,6 +53,8 @@
 #include "tokenizer/tokenizer.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/qdot.h"
+#include "kernels/quant.h"
 #include "kernels/simd.h"
 #include "model/transformer.h"
 #include "threadpool.h"
@@ -237,6 +244,58 @@ std::vector<uint8_t> make_llama2c_checkpoint(int dim, int hidden, int layers, in
   return bytes;
 }
 
+// One row of n floats stored as `type` (the types the benchmark uses).
+void quantize_row(qkv::QType type, const float* x, void* dst, int n) {
+  switch (type) {
+    case qkv::QType::F16:
+      for (int i = 0; i < n; i++) {
+        const uint16_t h = qkv::f32_to_f16(x[i]);
+        std::memcpy(static_cast<uint8_t*>(dst) + 2 * i, &h, 2);
+      }
+      return;
+    case qkv::QType::Q8_0: return qkv::quantize_row_q8_0(x, dst, n);
+    case qkv::QType::Q4_0: return qkv::quantize_row_q4_0(x, dst, n);
+    case qkv::QType::Q4_K: return qkv::quantize_row_q4_k(x, dst, n);
+    case qkv::QType::Q6_K: return qkv::quantize_row_q6_k(x, dst, n);
+    default: qkv::fail(qkv::ErrorCode::Unsupported, "the benchmark does not quantize to this type");
+  }
+}
+
+// The f32 model's weight matrices quantized to a K type in one in-memory blob (the norms stay
+// the f32 model's, which outlives the copy). As llama2c_to_gguf stores them: every matrix and
+// the (tied) classifier take the type.
+qkv::LoadedModel requantized(const qkv::LoadedModel& src, qkv::QType type) {
+  qkv::LoadedModel m = src;
+  std::vector<qkv::Tensor*> ts = {&m.weights.tok_embed};
+  for (auto& L : m.weights.layers)
+    for (qkv::Tensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_down, &L.w_up}) ts.push_back(t);
+  if (!m.config.tied_classifier) ts.push_back(&m.weights.classifier);
+  std::vector<size_t> offset;
+  size_t total = 0;
+  for (qkv::Tensor* t : ts) {
+    offset.push_back(total);
+    total += (size_t)t->rows * qkv::qtype_row_bytes(type, (int)t->cols);
+  }
+  std::vector<uint8_t> bytes(total);
+  for (size_t i = 0; i < ts.size(); i++) {
+    qkv::Tensor& t = *ts[i];
+    const size_t rb = qkv::qtype_row_bytes(type, (int)t.cols);
+    for (int64_t r = 0; r < t.rows; r++) {
+      const float* row = t.f32() + r * t.cols;
+      uint8_t* dst = bytes.data() + offset[i] + (size_t)r * rb;
+      quantize_row(type, row, dst, (int)t.cols);
+    }
+  }
+  auto blob = std::make_shared<qkv::VectorBlob>(std::move(bytes));  // the vector's buffer moves, not its bytes
+  for (size_t i = 0; i < ts.size(); i++) {
+    ts[i]->type = type;
+    ts[i]->data = blob->data() + offset[i];
+  }
+  if (m.config.tied_classifier) m.weights.classifier = m.weights.tok_embed;
+  m.storage = blob;
+  return m;
+}
+
 // ---- printing helpers ----------------------------------------------------------------------
 
 void section(const char* title) { std::printf("\n== %s\n", title); }
@@ -257,7 +316,8 @@ struct Options {
   bool quick = false;
   int threads = 0;
   std::vector<std::string> models;
-  std::vector<const char*> types = {"f16", "q8_0", "q4_0"};  // GGUF variants of the 110M model
+  std::vector<std::string> types = {"f16", "q8_0", "q4_0", "q4_k"};  // stored-type variants of the 110M model
+  bool f32 = true;
 };
 
 Options parse_args(int argc, char** argv) {
@@ -281,8 +341,17 @@ Options parse_args(int argc, char** argv) {
       o.models.push_back(value("--model"));
     } else if (a == "--no-types") {
       o.types.clear();
+    } else if (a == "--types") {
+      o.types.clear();
+      std::string v = value("--types") + ",";
+      for (size_t at = 0, comma; (comma = v.find(',', at)) != std::string::npos; at = comma + 1)
+        if (comma > at) o.types.push_back(v.substr(at, comma - at));
+      for (const std::string& t : o.types)
+        if (t != "q4_k") qkv::parse_qtype(t);  // unknown names fail here, before any work
+    } else if (a == "--no-f32") {
+      o.f32 = false;
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: qkv_bench [--quick] [--threads N] [--model PATH]...\n");
+      std::printf("usage: qkv_bench [--quick] [--threads N] [--model PATH]... [--types f16,q8_0,q4_0,q4_k] [--no-f32]\n");
       std::exit(0);
     } else {
       qkv::fail(qkv::ErrorCode::BadArgument,
@@ -339,6 +408,38 @@ void bench_kernels(const Options& opt, const std::vector<std::shared_ptr<qkv::Th
         double flops = 2.0 * s.T * s.d * n, bytes = 4.0 * s.d * n;
         std::printf("  %-12s %4d %8d %10s %10.1f %10.1f\n", (std::to_string(s.d) + "x" + std::to_string(n)).c_str(),
                     s.T, pool->size(), time_str(t).c_str(), flops / t * 1e-9, bytes / t * 1e-9);
+      }
+    }
+  }
+
+  section("kernels: stored-type matmul, 1 thread (block types: activations quantized once per call, "
+          "included; f16: decoded in registers)");
+  std::printf("  %-6s %-12s %4s %10s %10s %10s\n", "type", "d x n", "T", "time", "GFLOP/s", "GB/s(W)");
+  {
+    const int n = 768, d = 2048;
+    const std::vector<float> Wf = random_floats((size_t)d * n, 17, 0.05f);
+    for (qkv::QType type : {qkv::QType::F16, qkv::QType::Q8_0, qkv::QType::Q4_0, qkv::QType::Q4_K}) {
+      const size_t rb = qkv::qtype_row_bytes(type, n);
+      std::vector<uint8_t> W(rb * d);
+      for (int r = 0; r < d; r++) quantize_row(type, Wf.data() + (size_t)r * n, W.data() + r * rb, n);
+      for (int T : {1, 64}) {
+        std::vector<float> X = random_floats((size_t)T * n, 5), Y((size_t)T * d), scratch((size_t)qkv::kQPanelRows * n);
+        std::vector<qkv::BlockQ8A> xq((size_t)T * n / 32);
+        double t = best_time(
+            [&] {
+              if (qkv::qtype_int_dot(type)) {
+                for (int i = 0; i < T; i++) qkv::quantize_act_q8_simd(X.data() + (size_t)i * n, xq.data() + (size_t)i * n / 32, n);
+                qkv::matmul_q8_simd(type, Y.data(), d, xq.data(), W.data(), T, n, 0, d);
+              } else {
+                qkv::matmul_q_simd(type, Y.data(), d, X.data(), n, W.data(), T, n, 0, d, scratch.data());
+              }
+              g_sink = Y[0];
+            },
+            5, kMin);
+        const char* names[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"};
+        std::printf("  %-6s %-12s %4d %10s %10.1f %10.1f\n", names[(int)type],
+                    (std::to_string(d) + "x" + std::to_string(n)).c_str(), T, time_str(t).c_str(),
+                    2.0 * T * d * n / t * 1e-9, (double)W.size() / t * 1e-9);
       }
     }
   }
@@ -468,6 +569,7 @@ int run(int argc, char** argv) {
   section("build");
   std::printf("  flags       %s\n", QKV_BUILD_FLAGS);
   std::printf("  simd        %s, %d f32 lanes (%d-bit)\n", qkv::simd_arch_name(), qkv::kLanes, qkv::kLanes * 32);
+  std::printf("  int dots    %s (quantized weights x 8-bit activations)\n", qkv::qdot_impl_name());
   std::printf("  threads     %s (hardware: %d)%s\n", nt > 1 ? ("1 and " + std::to_string(nt)).c_str() : "1", hw,
               opt.quick ? "   [--quick]" : "");
 
@@ -526,16 +628,23 @@ int run(int argc, char** argv) {
     auto blob = std::make_shared<qkv::VectorBlob>(std::move(bytes));
     qkv::LoadedModel m = qkv::load_llama2c(blob);
     std::printf("\n  (random 110M-shape checkpoint generated in memory in %.2f s)", t_gen);
-    bench_model("random-110M (llama2.c shape)", m, pools, bw, true);
+    if (opt.f32) bench_model("random-110M (llama2.c shape)", m, pools, bw, true);
     // The same weights stored as GGUF types (converted in memory; the classifier and all
     // matrices take the type, norms stay f32).
     std::vector<std::string> pieces;
     for (int i = 0; i < m.config.vocab_size; i++) pieces.push_back("<t" + std::to_string(i) + ">");
     qkv::Tokenizer tok = qkv::Tokenizer::from_spm_pieces(pieces, std::vector<float>(pieces.size(), 0.0f), {}, 1, 2, 0, true);
-    for (const char* type : opt.types) {
+    for (const std::string& type : opt.types) {
+      if (type == "q4_k") {  // the GGUF writer has no K-quant output: quantized in memory
+        t0 = now_s();
+        qkv::LoadedModel km = requantized(m, qkv::QType::Q4_K);
+        std::printf("\n  (quantized to Q4_K in %.1f s)", now_s() - t0);
+        bench_model("random-110M as Q4_K", km, pools, bw, true);
+        continue;
+      }
       auto gb = std::make_shared<qkv::VectorBlob>(qkv::llama2c_to_gguf(m, tok, "bench", qkv::parse_qtype(type)));
       qkv::LoadedModel gm = qkv::load_model(gb);
-      bench_model(std::string("random-110M as GGUF ") + type, gm, pools, bw, true);
+      bench_model("random-110M as GGUF " + type, gm, pools, bw, true);
     }
   }
   if (pools.back()->size() > 1) {

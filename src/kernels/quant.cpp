@@ -4,7 +4,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "matmul.h"
 #include "simd.h"
+#if defined(__F16C__)
+#include <immintrin.h>
+#elif defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#endif
 
 namespace qkv {
 
@@ -151,17 +157,6 @@ float dot_row_ref(QType t, const void* row, const float* x, int n) {
   return s;
 }
 
-// K-quant sub-block j's 6-bit scale and min from the 12 packed bytes.
-static inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // Decodes one whole block of any block type into `out` (qtype_block(t) values, scaled).
 static void decode_scaled(QType t, const uint8_t* p, float* out) {
   switch (t) {
@@ -209,8 +204,8 @@ static void decode_scaled(QType t, const uint8_t* p, float* out) {
       const uint8_t* q = p + (k5 ? 48 : 16);
       for (int c = 0; c < 4; c++) {  // 4 chunks of 64: two sub-blocks sharing 32 bytes
         int sc0, m0, sc1, m1;
-        scale_min_k4(2 * c, scales, &sc0, &m0);
-        scale_min_k4(2 * c + 1, scales, &sc1, &m1);
+        kquant_scale_min(2 * c, scales, &sc0, &m0);
+        kquant_scale_min(2 * c + 1, scales, &sc1, &m1);
         const float d0 = d * sc0, d1 = d * sc1, mm0 = dmin * m0, mm1 = dmin * m1;
         for (int l = 0; l < 32; l++) {
           int a = q[l] & 0x0f, b = q[l] >> 4;
@@ -264,26 +259,79 @@ static inline void decode_block(QType t, const uint8_t* p, float* out) {
   }
 }
 
-// f16 -> f32 for n values, branch-free in SIMD: the 15 magnitude bits shifted into an f32's
-// exponent/mantissa and scaled by 2^112 give every normal and subnormal exactly; Inf/NaN
-// (exponent 31) are patched; the sign is or-ed back.
+// f16 -> f32 for n values. F16C converts in hardware where the CPU has it. Otherwise,
+// branch-free in SIMD: the 15 magnitude bits shifted into an f32's exponent/mantissa and scaled
+// by 2^112 give every normal and subnormal exactly; Inf/NaN (exponent 31) are patched; the sign
+// is or-ed back. WASM widens 8 halves at a time with one instruction; other targets gather.
+using ubatch = xsimd::batch<uint32_t>;
+static inline fbatch halves_to_floats(ubatch h) {
+  const ubatch mag = h & ubatch(0x7fffu);
+  fbatch f = xsimd::bitwise_cast<float>(mag << 13) * fbatch(0x1p112f);
+  const auto special = mag >= ubatch(0x7c00u);  // Inf or NaN
+  f = xsimd::select(xsimd::batch_bool_cast<float>(special), xsimd::bitwise_cast<float>((mag << 13) | ubatch(0x7f800000u)), f);
+  return f | xsimd::bitwise_cast<float>((h & ubatch(0x8000u)) << 16);
+}
+
 static void f16_to_f32_simd(const uint8_t* src, float* dst, int n) {
-  using ubatch = xsimd::batch<uint32_t>;
-  alignas(64) uint32_t wide[kLanes];
-  const fbatch scale(std::ldexp(1.0f, 112));
-  const ubatch mag_mask(0x7fffu), sign_mask(0x8000u), inf_f16(0x7c00u), exp_all(0x7f800000u);
   int i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i))));
+#elif defined(__wasm_simd128__)
+  // The same arithmetic in raw SIMD128, its constants splatted from values the compiler cannot
+  // see (kHalfBits): as literals LLVM rematerialises every v128.const inside the loop and V8
+  // emits each as several instructions (0.85 ns per half instead of 0.2).
+  static volatile uint32_t kHalfBits[4] = {0x7fffu, 0x7c00u, 0x7f800000u, 0x77800000u /* 2^112 */};
+  const v128_t mag_mask = wasm_i32x4_splat((int32_t)kHalfBits[0]), inf = wasm_i32x4_splat((int32_t)kHalfBits[1]);
+  const v128_t exp_all = wasm_i32x4_splat((int32_t)kHalfBits[2]), scale = wasm_i32x4_splat((int32_t)kHalfBits[3]);
+  auto convert = [&](v128_t h) {  // h: 4 halves, zero-extended
+    const v128_t mag = wasm_v128_and(h, mag_mask), shifted = wasm_i32x4_shl(mag, 13);
+    const v128_t f = wasm_v128_bitselect(wasm_v128_or(shifted, exp_all), wasm_f32x4_mul(shifted, scale), wasm_i32x4_ge(mag, inf));
+    return wasm_v128_or(f, wasm_i32x4_shl(wasm_v128_xor(h, mag), 16));  // h ^ mag: the sign bit alone
+  };
+  for (; i + 8 <= n; i += 8) {
+    const v128_t h = wasm_v128_load(src + 2 * i);
+    wasm_v128_store(dst + i, convert(wasm_u32x4_extend_low_u16x8(h)));
+    wasm_v128_store(dst + i + 4, convert(wasm_u32x4_extend_high_u16x8(h)));
+  }
+#else
+  alignas(64) uint32_t wide[kLanes];
   for (; i + kLanes <= n; i += kLanes) {
     for (int j = 0; j < kLanes; j++) wide[j] = u16_at(src + 2 * (i + j));
-    const ubatch h = ubatch::load_aligned(wide);
-    const ubatch mag = h & mag_mask;
-    fbatch f = xsimd::bitwise_cast<float>(mag << 13) * scale;
-    const auto special = mag >= inf_f16;  // Inf or NaN
-    f = xsimd::select(xsimd::batch_bool_cast<float>(special), xsimd::bitwise_cast<float>((mag << 13) | exp_all), f);
-    const fbatch sign = xsimd::bitwise_cast<float>((h & sign_mask) << 16);
-    (f | sign).store_unaligned(dst + i);
+    halves_to_floats(ubatch::load_aligned(wide)).store_unaligned(dst + i);
   }
+#endif
   for (; i < n; i++) dst[i] = f16_to_f32(u16_at(src + 2 * i));
+}
+
+// sum_k f16(w[k]) * x[k]: with F16C the halves are converted in registers, four independent
+// accumulators, so decode streams the f16 row as fast as memory delivers it.
+static float dot_f16(const uint8_t* w, const float* x, int n) {
+  int k = 0;
+  float s = 0.0f;
+#if defined(__F16C__) && defined(__FMA__)
+  auto half8 = [&](int i) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i))); };
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (; k + 32 <= n; k += 32) {
+    a0 = _mm256_fmadd_ps(half8(k), _mm256_loadu_ps(x + k), a0);
+    a1 = _mm256_fmadd_ps(half8(k + 8), _mm256_loadu_ps(x + k + 8), a1);
+    a2 = _mm256_fmadd_ps(half8(k + 16), _mm256_loadu_ps(x + k + 16), a2);
+    a3 = _mm256_fmadd_ps(half8(k + 24), _mm256_loadu_ps(x + k + 24), a3);
+  }
+  for (; k + 8 <= n; k += 8) a0 = _mm256_fmadd_ps(half8(k), _mm256_loadu_ps(x + k), a0);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (float v : lanes) s += v;
+#else
+  alignas(64) float buf[64];
+  fbatch acc(0.0f);
+  for (; k + 64 <= n; k += 64) {
+    f16_to_f32_simd(w + 2 * k, buf, 64);
+    for (int j = 0; j < 64; j += kLanes) acc = xsimd::fma(fbatch::load_aligned(buf + j), fbatch::load_unaligned(x + k + j), acc);
+  }
+  s = xsimd::reduce_add(acc);
+#endif
+  for (; k < n; k++) s += f16_to_f32(u16_at(w + 2 * k)) * x[k];
+  return s;
 }
 
 void dequantize_row_simd(QType t, const void* row, float* dst, int n) {
@@ -312,13 +360,13 @@ float dot_row_simd(QType t, const void* row, const float* x, int n) {
     for (; k < n; k++) s += w[k] * x[k];
     return s;
   }
-  if (t == QType::F16 || t == QType::BF16) {
+  if (t == QType::F16) return dot_f16(p, x, n);
+  if (t == QType::BF16) {
     fbatch acc(0.0f);
     float tail = 0.0f;
     for (int k0 = 0; k0 < n; k0 += 64) {
       const int m = n - k0 < 64 ? n - k0 : 64;
-      if (t == QType::F16) f16_to_f32_simd(p + 2 * k0, buf, m);
-      else dequantize_row_ref(t, p + 2 * k0, buf, m);
+      dequantize_row_ref(t, p + 2 * k0, buf, m);
       int k = 0;
       for (; k + kLanes <= m; k += kLanes) acc = xsimd::fma(fbatch::load_aligned(buf + k), fbatch::load_unaligned(x + k0 + k), acc);
       for (; k < m; k++) tail += buf[k] * x[k0 + k];
@@ -440,18 +488,144 @@ static void quantize_q5(const float* x, void* dst, int n, bool q51) {
 void quantize_row_q5_0(const float* x, void* dst, int n) { quantize_q5(x, dst, n, false); }
 void quantize_row_q5_1(const float* x, void* dst, int n) { quantize_q5(x, dst, n, true); }
 
+// Least-squares fit of v[k] ~= scale * q[k] - offset (q in 0..nmax, offset >= 0) over one
+// sub-block, weighted towards large values; tries several rounding grids, keeps the best.
+static void fit_scale_offset(const float* v, int n, int nmax, float* scale, float* offset) {
+  float lo = 0.0f, hi = v[0], sum2 = 0.0f;
+  for (int k = 0; k < n; k++) {
+    lo = std::fmin(lo, v[k]);
+    hi = std::fmax(hi, v[k]);
+    sum2 += v[k] * v[k];
+  }
+  *scale = 0.0f;
+  *offset = -lo;
+  if (hi <= lo) return;
+  const float av = std::sqrt(sum2 / n);
+  float best = INFINITY;
+  for (int step = -10; step <= 10; step++) {
+    const float iscale = ((float)nmax + 0.1f * step) / (hi - lo);
+    double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
+    int q[256];
+    for (int k = 0; k < n; k++) {
+      const int l = (int)std::lround(iscale * (v[k] - lo));
+      q[k] = l < 0 ? 0 : l > nmax ? nmax : l;
+      const double w = av + std::fabs(v[k]);
+      sw += w, sq += w * q[k], sqq += w * q[k] * q[k], sx += w * v[k], sqx += w * q[k] * v[k];
+    }
+    const double det = sw * sqq - sq * sq;
+    if (det <= 0) continue;
+    double s = (sw * sqx - sq * sx) / det, m = (sqq * sx - sq * sqx) / det;
+    if (m > 0) {  // the offset may only lower values (it is stored as a non-negative min)
+      m = 0;
+      s = sqx / sqq;
+    }
+    if (s <= 0) continue;
+    double err = 0;
+    for (int k = 0; k < n; k++) {
+      const double e = s * q[k] + m - v[k];
+      err += (av + std::fabs(v[k])) * e * e;
+    }
+    if (err < best) {
+      best = (float)err;
+      *scale = (float)s;
+      *offset = (float)-m;
+    }
+  }
+  if (!(best < INFINITY)) *scale = (hi - lo) / nmax;  // no fit: the plain min-max grid
+}
+
+static inline int clamp_round(float v, int lo, int hi) {
+  const int q = (int)std::lround(v);
+  return q < lo ? lo : q > hi ? hi : q;
+}
+
+void quantize_row_q4_k(const float* x, void* dst, int n) {
+  uint8_t* p = static_cast<uint8_t*>(dst);
+  for (int b = 0; b < n / 256; b++, p += 144) {
+    const float* v = x + (size_t)b * 256;
+    float sc[8], off[8], max_sc = 0.0f, max_off = 0.0f;
+    for (int j = 0; j < 8; j++) {
+      fit_scale_offset(v + 32 * j, 32, 15, &sc[j], &off[j]);
+      max_sc = std::fmax(max_sc, sc[j]);
+      max_off = std::fmax(max_off, off[j]);
+    }
+    const uint16_t dh = f32_to_f16(max_sc / 63.0f), mh = f32_to_f16(max_off / 63.0f);
+    std::memcpy(p, &dh, 2);
+    std::memcpy(p + 2, &mh, 2);
+    const float d = f16_to_f32(dh), dmin = f16_to_f32(mh);
+    uint8_t* scales = p + 4;
+    std::memset(scales, 0, 12);
+    int ls[8], lm[8];
+    for (int j = 0; j < 8; j++) {
+      ls[j] = d > 0.0f ? clamp_round(sc[j] / d, 0, 63) : 0;
+      lm[j] = dmin > 0.0f ? clamp_round(off[j] / dmin, 0, 63) : 0;
+      if (j < 4) {  // the packing kquant_scale_min reads
+        scales[j] |= (uint8_t)ls[j];
+        scales[j + 4] |= (uint8_t)lm[j];
+      } else {
+        scales[j + 4] = (uint8_t)((ls[j] & 0x0f) | ((lm[j] & 0x0f) << 4));
+        scales[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
+        scales[j] |= (uint8_t)((lm[j] >> 4) << 6);
+      }
+    }
+    uint8_t* qs = p + 16;
+    for (int j = 0; j < 8; j++) {
+      const float s = d * ls[j], m = dmin * lm[j];
+      for (int k = 0; k < 32; k++) {
+        const int q = s > 0.0f ? clamp_round((v[32 * j + k] + m) / s, 0, 15) : 0;
+        uint8_t& byte = qs[32 * (j / 2) + k];
+        byte = j % 2 ? (uint8_t)((byte & 0x0f) | (q << 4)) : (uint8_t)q;
+      }
+    }
+  }
+}
+
+void quantize_row_q6_k(const float* x, void* dst, int n) {
+  uint8_t* p = static_cast<uint8_t*>(dst);
+  for (int b = 0; b < n / 256; b++, p += 210) {
+    const float* v = x + (size_t)b * 256;
+    float sc[16], max_sc = 0.0f;  // per 16: the value of largest magnitude maps to q = -32
+    for (int j = 0; j < 16; j++) {
+      float amax = 0.0f, maxv = 0.0f;
+      for (int k = 0; k < 16; k++)
+        if (std::fabs(v[16 * j + k]) > amax) { amax = std::fabs(v[16 * j + k]); maxv = v[16 * j + k]; }
+      sc[j] = maxv / -32.0f;
+      if (std::fabs(sc[j]) > std::fabs(max_sc)) max_sc = sc[j];
+    }
+    const float iscale = max_sc != 0.0f ? -128.0f / max_sc : 0.0f;
+    const uint16_t dh = f32_to_f16(iscale != 0.0f ? 1.0f / iscale : 0.0f);
+    std::memcpy(p + 208, &dh, 2);
+    const float d = f16_to_f32(dh);
+    uint8_t* ql = p;
+    uint8_t* qh = p + 128;
+    std::memset(p, 0, 192);
+    for (int j = 0; j < 16; j++) {
+      const int s = clamp_round(iscale * sc[j], -128, 127);
+      p[192 + j] = (uint8_t)(int8_t)s;
+      const float step = d * s;
+      for (int k = 0; k < 16; k++) {
+        const int e = 16 * j + k, h = e / 128, c = (e % 128) / 32, l = e % 32;
+        const int q = (step != 0.0f ? clamp_round(v[e] / step, -32, 31) : 0) + 32;
+        ql[64 * h + 32 * (c % 2) + l] |= (uint8_t)((q & 0x0f) << (c < 2 ? 0 : 4));
+        qh[32 * h + l] |= (uint8_t)((q >> 4) << (2 * c));
+      }
+    }
+  }
+}
+
 void matmul_q_simd(QType t, float* Y, int64_t ldy, const float* X, int64_t ldx, const void* W, int T, int n, int r0,
                    int r1, float* scratch) {
   const size_t rb = qtype_row_bytes(t, n);
   const uint8_t* base = static_cast<const uint8_t*>(W);
-  for (int r = r0; r < r1; r++) {
-    const uint8_t* row = base + (size_t)r * rb;
-    if (T == 1) {
-      Y[r] = dot_row_simd(t, row, X, n);
-      continue;
-    }
-    dequantize_row_simd(t, row, scratch, n);
-    for (int tok = 0; tok < T; tok++) Y[tok * ldy + r] = dot_row_simd(QType::F32, scratch, X + tok * ldx, n);
+  if (T == 1) {
+    for (int r = r0; r < r1; r++) Y[r] = dot_row_simd(t, base + (size_t)r * rb, X, n);
+    return;
+  }
+  // Prefill: a panel of rows decoded once, then the register-blocked f32 kernel over all tokens.
+  for (int r = r0; r < r1; r += kQPanelRows) {
+    const int rows = r1 - r < kQPanelRows ? r1 - r : kQPanelRows;
+    for (int i = 0; i < rows; i++) dequantize_row_simd(t, base + (size_t)(r + i) * rb, scratch + (size_t)i * n, n);
+    matmul_f32_simd(Y + r, ldy, X, ldx, scratch, T, n, 0, rows);
   }
 }
 

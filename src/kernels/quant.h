@@ -1,5 +1,6 @@
-// Weights kept in their stored type (F16, BF16, Q8_0, Q4_0): row dequantization and dot
-// products that decode on the fly, so no f32 copy of the model is ever made.
+// Weights kept in their stored type: row dequantization, float dot products that decode on the
+// fly (so no f32 copy of the model is ever made), and quantizers. The block types' fast path is
+// the integer one in qdot.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,17 @@ float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float bf16_to_f32(uint16_t h);
 
+// K-quant (Q4_K/Q5_K) sub-block j's 6-bit scale and min from the 12 packed bytes at q.
+inline void kquant_scale_min(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 // dst[0..n) = the row's values.  (scalar reference)
 void dequantize_row_ref(QType t, const void* row, float* dst, int n);
 // The same, vectorised where the layout allows.
@@ -44,9 +56,17 @@ void quantize_row_q4_0(const float* x, void* dst, int n);
 void quantize_row_q4_1(const float* x, void* dst, int n);
 void quantize_row_q5_0(const float* x, void* dst, int n);
 void quantize_row_q5_1(const float* x, void* dst, int n);
+// K-quants: n a multiple of 256. Q4_K searches each sub-block of 32 for the scale and min that
+// minimise the weighted squared error, then quantizes the 8 scales and 8 mins to 6 bits under
+// f16 super-scales. Q6_K takes per-16 scales from the largest magnitude, quantized to int8.
+void quantize_row_q4_k(const float* x, void* dst, int n);
+void quantize_row_q6_k(const float* x, void* dst, int n);
 
-// Y = X W^T over rows [r0, r1) of a stored matrix W (d, n): one row is decoded once into
-// `scratch` (n floats) and reused for all T tokens.
+// Y = X W^T over rows [r0, r1) of a stored matrix W (d, n), in f32 arithmetic (the path of
+// F16/BF16; the block types have integer kernels in qdot.h). T = 1 decodes in registers; for
+// T > 1 panels of kQPanelRows rows are decoded once into `scratch` (kQPanelRows * n floats)
+// and multiplied with all T tokens by the register-blocked f32 kernel.
+constexpr int kQPanelRows = 16;
 void matmul_q_simd(QType t, float* Y, int64_t ldy, const float* X, int64_t ldx, const void* W, int T, int n,
                    int r0, int r1, float* scratch);
 

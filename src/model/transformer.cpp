@@ -72,10 +72,20 @@ void Transformer::reserve_cache(int positions) {
 
 void Transformer::matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok) {
   const int rows = (int)w.rows, cols = (int)w.cols;
+  if (qtype_int_dot(w.type)) {  // block types: x quantized once here, integer dots in the threads
+    const size_t nb = (size_t)cols / 32;
+    if (xq_.size() < n_tok * nb) xq_.resize(n_tok * nb);
+    for (int t = 0; t < n_tok; t++) quantize_act_q8_simd(x + t * ldx, xq_.data() + t * nb, cols);
+    const BlockQ8A* xq = xq_.data();
+    auto run = [&](int r0, int r1, int) { matmul_q8_simd(w.type, y, ldy, xq, w.data, n_tok, cols, r0, r1); };
+    if ((int64_t)rows * cols * n_tok < kMinParallelWork) run(0, rows, 0);
+    else pool_->parallel_for(rows, 16, run);
+    return;
+  }
   if (w.type != DType::F32) {  // decoded on the fly; one row buffer per thread for prefill
     auto run = [&](int r0, int r1, int) {
       thread_local std::vector<float> scratch;
-      if ((int)scratch.size() < cols) scratch.resize(cols);
+      if (scratch.size() < (size_t)kQPanelRows * cols) scratch.resize((size_t)kQPanelRows * cols);
       matmul_q_simd(w.type, y, ldy, x, ldx, w.data, n_tok, cols, r0, r1, scratch.data());
     };
     if ((int64_t)rows * cols * n_tok < kMinParallelWork) run(0, rows, 0);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "../kernels/qdot.h"
 #include "../threadpool.h"
 #include "weights.h"
 
@@ -87,6 +88,7 @@ class Transformer {
   std::vector<float> x_, xb_, xb2_, q_, hb_, hb2_;  // (B, dim) / (B, q_dim) / (B, hidden)
   std::vector<float> rope_cos_, rope_sin_;        // (B, n_rot/2)
   std::vector<float> logits_;
+  std::vector<BlockQ8A> xq_;  // (B, n/32) activations quantized for the block weight types
   bool capture_ = false;
   bool external_ = false;
   std::vector<float> kx_, vx_;       // (B, kv_dim): this chunk's keys/values under external attention

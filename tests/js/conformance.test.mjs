@@ -1,5 +1,6 @@
 // The WASM engine against llama2.c's reference outputs (byte for byte) and against the native
-// engine (same stdout bytes; logits within 1e-4 relative over the first positions).
+// engine (same stdout bytes; logits within 1e-4 relative over the first positions, block types
+// within a normalised squared error, see BLOCK_NMSE_TOL).
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -47,18 +48,26 @@ test('WASM CLI reproduces every reference from converted GGUF files', { skip: !h
 });
 
 const LOGIT_TOL = 1e-4;  // relative to the largest |logit| of the position
+// Block types (Q8_0, Q4_0, Q5_1) quantize each matmul's activations to 8 bits: a 1e-7 float
+// difference between the two builds can tip one activation's rounding (one step, max/127), a
+// discontinuity no per-logit tolerance covers. For them the whole logit array must agree in
+// normalised squared error (measured here: 0 to 2e-4 when a value tips; rounding all the
+// activations to 8 bits moves these models' logits by ~1e-2) and in the argmax of nearly
+// every position. The kernels themselves are checked against their references in WASM by
+// kernels-wasm.test.mjs.
+const BLOCK_NMSE_TOL = 1e-3, BLOCK_ARGMAX_AGREE = 0.9;
 for (const [model, tok, prompt] of [
   ['aidreams260K.bin', 'aidreams-tok512.bin', 'I dream of electric sheep and quiet circuits'],
   ['stories260K.bin', 'aidreams-tok512.bin', 'Once upon a time there was a dream'],
 ]) {
-  test(`native vs WASM logits within ${LOGIT_TOL} on ${model} (f32 .bin and Q8_0 / Q4_0 / Q5_1 / F16 GGUF)`, { skip: !haveNative && 'no native build' }, () => {
+  test(`native vs WASM logits within ${LOGIT_TOL} on ${model} (f32 .bin, F16 GGUF; Q8_0 / Q4_0 / Q5_1 GGUF within NMSE ${BLOCK_NMSE_TOL})`, { skip: !haveNative && 'no native build' }, () => {
     const dir = mkdtempSync(join(tmpdir(), 'qkv-logits-'));
     try {
       for (const type of ['q8_0', 'q4_0', 'q5_1', 'f16']) {
         const out = join(dir, `${type}.gguf`);
         const r = runNative(['convert', join(models, model), '-z', join(models, tok), '-o', out, '--type', type]);
         assert.equal(r.status, 0, r.stderr);
-        compareLogits(dir, [out, '-i', prompt]);
+        compareLogits(dir, [out, '-i', prompt], type !== 'f16');
       }
       compareLogits(dir, [join(models, model), '-z', join(models, tok), '-i', prompt]);
     } finally {
@@ -67,8 +76,11 @@ for (const [model, tok, prompt] of [
   });
 }
 
-/** Native and WASM `qkv logits` on the same arguments agree within LOGIT_TOL at every position. */
-function compareLogits(dir, args) {
+/**
+ * Native and WASM `qkv logits` on the same arguments agree within LOGIT_TOL at every position
+ * (or, for block types, within BLOCK_NMSE_TOL with the same argmax almost everywhere).
+ */
+function compareLogits(dir, args, block = false) {
   const n = runNative(['logits', ...args, '-o', join(dir, 'n.f32')]);
   assert.equal(n.status, 0, n.stderr);
   const w = runWasm(['logits', ...args, '-o', join(dir, 'w.f32')]);
@@ -78,15 +90,25 @@ function compareLogits(dir, args) {
   assert.equal(a.length, b.length);
   const V = 512, positions = a.length / V;
   assert.ok(positions >= 5, `only ${positions} positions`);
-  let worst = 0;
+  let worst = 0, se = 0, ss = 0, agree = 0;
   for (let p = 0; p < positions; p++) {
-    let scale = 0, diff = 0;
+    let scale = 0, diff = 0, am = p * V, bm = p * V;
     for (let i = p * V; i < (p + 1) * V; i++) {
       scale = Math.max(scale, Math.abs(a[i]));
       diff = Math.max(diff, Math.abs(a[i] - b[i]));
+      se += (a[i] - b[i]) ** 2;
+      ss += a[i] ** 2;
+      if (a[i] > a[am]) am = i;
+      if (b[i] > b[bm]) bm = i;
     }
     assert.ok(scale > 0.1, 'logits look empty');
     worst = Math.max(worst, diff / scale);
+    if (am === bm) agree++;
   }
-  assert.ok(worst <= LOGIT_TOL, `max relative difference ${worst} (${args[0]})`);
+  if (!block) {
+    assert.ok(worst <= LOGIT_TOL, `max relative difference ${worst} (${args[0]})`);
+    return;
+  }
+  assert.ok(se / ss <= BLOCK_NMSE_TOL, `normalised squared error ${se / ss} (${args[0]})`);
+  assert.ok(agree >= BLOCK_ARGMAX_AGREE * positions, `argmax agrees at ${agree} of ${positions} positions (${args[0]})`);
 }

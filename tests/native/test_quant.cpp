@@ -8,48 +8,11 @@
 #include <vector>
 
 #include "kernels/quant.h"
+#include "quant_rows.h"
 
 using namespace qkv;
 
 namespace {
-
-std::vector<float> randn(int n, unsigned seed, float sigma = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-// A row of `type` holding quantized random values, stored at a byte offset (rows of Q4_0 are
-// 18-byte blocks and never aligned in real files).
-std::vector<uint8_t> stored_row(QType t, const std::vector<float>& x, int offset) {
-  const int n = (int)x.size();
-  std::vector<uint8_t> buf(offset + qtype_row_bytes(t, n));
-  uint8_t* p = buf.data() + offset;
-  switch (t) {
-    case QType::F32: std::memcpy(p, x.data(), n * 4); break;
-    case QType::F16: for (int i = 0; i < n; i++) { uint16_t h = f32_to_f16(x[i]); std::memcpy(p + 2 * i, &h, 2); } break;
-    case QType::BF16: for (int i = 0; i < n; i++) { uint32_t b; std::memcpy(&b, &x[i], 4); uint16_t h = b >> 16; std::memcpy(p + 2 * i, &h, 2); } break;
-    case QType::Q8_0: quantize_row_q8_0(x.data(), p, n); break;
-    case QType::Q4_0: quantize_row_q4_0(x.data(), p, n); break;
-    case QType::Q4_1: quantize_row_q4_1(x.data(), p, n); break;
-    case QType::Q5_0: quantize_row_q5_0(x.data(), p, n); break;
-    case QType::Q5_1: quantize_row_q5_1(x.data(), p, n); break;
-    default: {  // K-quants: random blocks with small half scales
-      std::mt19937 rng(n + offset);
-      const size_t bb = qtype_row_bytes(t, 256);
-      for (size_t i = 0; i < qtype_row_bytes(t, n); i++) p[i] = (uint8_t)rng();
-      for (int b = 0; b < n / 256; b++) {
-        uint8_t* blk = p + b * bb;
-        const uint16_t d = f32_to_f16(0.001f * (1 + rng() % 50)), dm = f32_to_f16(0.0005f * (rng() % 50));
-        if (t == QType::Q6_K) std::memcpy(blk + 208, &d, 2);
-        else { std::memcpy(blk, &d, 2); std::memcpy(blk + 2, &dm, 2); }
-      }
-    }
-  }
-  return buf;
-}
 
 struct Case { QType t; int n; int offset; };
 
@@ -147,6 +110,81 @@ TEST(QuantBlocks, QuantizersStayWithinHalfAStep) {
   }
 }
 
+double rms_error(QType t, const std::vector<float>& x) {
+  const int n = (int)x.size();
+  std::vector<uint8_t> q(qtype_row_bytes(t, n));
+  std::vector<float> y(n);
+  switch (t) {
+    case QType::Q4_0: quantize_row_q4_0(x.data(), q.data(), n); break;
+    case QType::Q4_1: quantize_row_q4_1(x.data(), q.data(), n); break;
+    case QType::Q4_K: quantize_row_q4_k(x.data(), q.data(), n); break;
+    case QType::Q6_K: quantize_row_q6_k(x.data(), q.data(), n); break;
+    default: ADD_FAILURE();
+  }
+  dequantize_row_ref(t, q.data(), y.data(), n);
+  double e = 0;
+  for (int i = 0; i < n; i++) e += (double)(x[i] - y[i]) * (x[i] - y[i]);
+  return std::sqrt(e / n);
+}
+
+// Q4_K: every value is the nearest point of its sub-block's grid d*sc*q - dmin*m (q 0..15),
+// read back through the documented layout; the fitted grids beat Q4_0's and Q4_1's.
+// Q6_K: within one step of its 16-value sub-block (the far end clips like Q4_0), and several
+// times more accurate than the 4-bit types.
+TEST(QuantK, QuantizersFitTheirGridsAndBeatTheBlockTypes) {
+  for (int seed = 0; seed < 12; seed++) {
+    const int n = 256 * (1 + seed % 3);
+    std::vector<float> x = randn(n, 300 + seed, seed % 2 ? 0.02f : 2.0f);
+    if (seed % 4 == 1)
+      for (int i = 0; i < n; i++) x[i] = std::fabs(x[i]) + 0.01f;  // all positive: offsets 0
+    if (seed == 4)
+      for (int i = 32; i < 64; i++) x[i] = 0.0f;  // a constant sub-block
+    std::vector<uint8_t> q(qtype_row_bytes(QType::Q4_K, n));
+    std::vector<float> y(n);
+    quantize_row_q4_k(x.data(), q.data(), n);
+    dequantize_row_ref(QType::Q4_K, q.data(), y.data(), n);
+    for (int b = 0; b < n / 256; b++) {
+      const uint8_t* blk = q.data() + 144 * b;
+      const float d = f16_to_f32((uint16_t)(blk[0] | blk[1] << 8)), dmin = f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+      for (int j = 0; j < 8; j++) {
+        int sc, m;
+        kquant_scale_min(j, blk + 4, &sc, &m);
+        const float step = d * sc, lo = -dmin * m, hi = step * 15 + lo;
+        for (int k = 0; k < 32; k++) {
+          const int i = 256 * b + 32 * j + k;
+          const float c = std::fmin(std::fmax(x[i], lo), hi);  // the grid's range
+          ASSERT_LE(std::fabs(y[i] - c), 0.5f * step * (1 + 1e-5f) + 1e-6f * std::fabs(lo)) << i;
+          ASSERT_LE(std::fabs(x[i] - y[i]), 4 * step + std::fabs(lo) + 1e-6f) << i;
+        }
+      }
+    }
+    // Quality on zero-mean data (the K formats only lower values: all-positive blocks lose
+    // the range below 0 that Q4_1's free min keeps).
+    const bool centred = seed % 4 != 1;
+    const double e4k = rms_error(QType::Q4_K, x);
+    if (centred) EXPECT_LT(e4k, rms_error(QType::Q4_0, x)) << seed;
+    if (centred) EXPECT_LT(e4k, rms_error(QType::Q4_1, x)) << seed;
+
+    std::vector<uint8_t> q6(qtype_row_bytes(QType::Q6_K, n));
+    quantize_row_q6_k(x.data(), q6.data(), n);
+    dequantize_row_ref(QType::Q6_K, q6.data(), y.data(), n);
+    for (int b = 0; b < n / 256; b++) {
+      const uint8_t* blk = q6.data() + 210 * b;
+      const float d = f16_to_f32((uint16_t)(blk[208] | blk[209] << 8));
+      for (int j = 0; j < 16; j++) {
+        const float step = std::fabs(d * (int8_t)blk[192 + j]);
+        float amax = 0;
+        for (int k = 0; k < 16; k++) amax = std::fmax(amax, std::fabs(x[256 * b + 16 * j + k]));
+        for (int k = 0; k < 16; k++) {  // one step, plus the int8 rounding of the scale (<= d/2 per step)
+          const int i = 256 * b + 16 * j + k;
+          ASSERT_LE(std::fabs(x[i] - y[i]), step + 32 * 0.5f * std::fabs(d) + amax * 1e-3f) << i;
+        }
+      }
+    }
+    if (centred) EXPECT_LT(rms_error(QType::Q6_K, x), 0.4 * e4k) << seed;
+  }
+}
+
 // One hand-built block per K type, decoded by the layout documented in quant.h.
 TEST(QuantK, DocumentedLayoutDecodes) {
   std::vector<uint8_t> q4k(144, 0);
@@ -191,7 +229,7 @@ TEST(QuantMatmul, BatchedEqualsRowByRow) {
       W.insert(W.end(), row.begin(), row.end());
     }
     for (int T : {1, 2, 5}) {
-      std::vector<float> X = randn(T * n, 9), Y(T * d, -1.0f), scratch(n);
+      std::vector<float> X = randn(T * n, 9), Y(T * d, -1.0f), scratch((size_t)kQPanelRows * n);
       matmul_q_simd(t, Y.data(), d, X.data(), n, W.data(), T, n, 3, d, scratch.data());
       for (int tok = 0; tok < T; tok++)
         for (int r = 0; r < d; r++) {

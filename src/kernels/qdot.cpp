@@ -1,0 +1,604 @@
+// Integer dot products of quantized weights with Q8 activations: a scalar reference, and one
+// generic register-blocked kernel over per-type block decoders, written against a handful of
+// integer primitives that have three implementations:
+//   AVX2 (x86): 32 bytes per register; _mm256_maddubs_epi16 (u8 x s8 -> pairs of i16) and
+//               _mm256_madd_epi16 (-> i32), which xsimd has no equivalent for;
+//   WASM SIMD128: bytes widened to i16 and i32x4.dot_i16x8 (activations are stored widened);
+//   portable: plain loops (any other target, or -DQKV_PORTABLE_QDOT).
+// The float work (quantizing activations) uses xsimd.
+#include "qdot.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "../common.h"
+#include "simd.h"
+
+#if defined(__AVX2__) && !defined(QKV_PORTABLE_QDOT)
+#define QKV_QDOT_AVX2 1
+#include <immintrin.h>
+#elif defined(__wasm_simd128__) && !defined(QKV_PORTABLE_QDOT)
+#define QKV_QDOT_WASM 1
+#include <wasm_simd128.h>
+#endif
+
+namespace qkv {
+
+bool qtype_int_dot(QType t) {
+  switch (t) {
+    case QType::Q8_0: case QType::Q4_0: case QType::Q4_1: case QType::Q5_0: case QType::Q5_1:
+    case QType::Q4_K: case QType::Q5_K: case QType::Q6_K: return true;
+    default: return false;
+  }
+}
+
+static inline uint16_t u16_at(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+static inline uint32_t u32_at(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// A block scale (f16) in the hot loop: F16C where the CPU has it, else the exact bit
+// conversion for finite values (magnitude bits into an f32, times 2^112) and the full one for
+// Inf/NaN.
+static inline float half(const uint8_t* p) {
+  const uint16_t h = u16_at(p);
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  if ((h & 0x7c00) == 0x7c00) return f16_to_f32(h);
+  const uint32_t bits = (uint32_t)(h & 0x7fff) << 13;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  f *= 0x1p112f;
+  return (h & 0x8000) ? -f : f;
+#endif
+}
+
+// ---- activations ---------------------------------------------------------------------------
+
+void quantize_act_q8_ref(const float* x, BlockQ8A* dst, int n) {
+  for (int b = 0; b < n / 32; b++) {
+    const float* v = x + 32 * b;
+    BlockQ8A& o = dst[b];
+    float amax = 0.0f;
+    bool finite = true;
+    for (int k = 0; k < 32; k++) {
+      finite = finite && std::isfinite(v[k]);
+      amax = std::fmax(amax, std::fabs(v[k]));
+    }
+    if (!finite) {
+      o.d = o.s = NAN;
+      for (int k = 0; k < 32; k++) o.q[k] = 0;
+      continue;
+    }
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    o.d = amax / 127.0f;
+    int sum = 0;
+    for (int k = 0; k < 32; k++) {
+      const int q = (int)std::nearbyint(v[k] * id);
+      o.q[k] = (q8a_t)q;
+      sum += q;
+    }
+    o.s = o.d * (float)sum;
+  }
+}
+
+void quantize_act_q8_simd(const float* x, BlockQ8A* dst, int n) {
+  using ibatch = xsimd::batch<int32_t>;
+  constexpr int L = kLanes, NV = 32 / kLanes;  // 4, 8 or 16 lanes: all divide 32
+  static_assert(32 % kLanes == 0, "a block of 32 must be whole vectors");
+  alignas(64) int32_t qi[32];
+  const fbatch fmax_v(FLT_MAX);
+  for (int b = 0; b < n / 32; b++) {
+    const float* v = x + 32 * b;
+    BlockQ8A& o = dst[b];
+    fbatch xs[NV], amax(0.0f);
+    auto finite = fbatch(0.0f) == fbatch(0.0f);
+    for (int i = 0; i < NV; i++) {
+      xs[i] = fbatch::load_unaligned(v + i * L);
+      const fbatch a = xsimd::abs(xs[i]);
+      finite = finite && (a <= fmax_v);  // false for Inf and NaN
+      amax = xsimd::max(amax, a);
+    }
+    if (!xsimd::all(finite)) {
+      o.d = o.s = NAN;
+      for (int k = 0; k < 32; k++) o.q[k] = 0;
+      continue;
+    }
+    const float a = xsimd::reduce_max(amax);
+    const float id = a != 0.0f ? 127.0f / a : 0.0f;
+    o.d = a / 127.0f;
+    ibatch sum(0);
+    for (int i = 0; i < NV; i++) {
+      const ibatch q = xsimd::batch_cast<int32_t>(xsimd::nearbyint(xs[i] * fbatch(id)));  // integral: exact cast
+      q.store_aligned(qi + i * L);
+      sum += q;
+    }
+    for (int k = 0; k < 32; k++) o.q[k] = (q8a_t)qi[k];
+    o.s = o.d * (float)xsimd::reduce_add(sum);
+  }
+}
+
+// ---- scalar reference ----------------------------------------------------------------------
+
+// Block j (of 32 elements) of the weight block at p, as integers: element k's value is
+// d * s[k] * w[k] + m, where s[k] = sa for k < 16 and sb after (1 except for Q6_K).
+struct RefBlock {
+  int w[32];
+  float d = 0.0f, m = 0.0f;
+  int sa = 1, sb = 1;
+};
+
+static RefBlock ref_block(QType t, const uint8_t* p, int j) {
+  RefBlock r;
+  switch (t) {
+    case QType::Q8_0:
+      r.d = f16_to_f32(u16_at(p));
+      for (int k = 0; k < 32; k++) r.w[k] = (int8_t)p[2 + k];
+      break;
+    case QType::Q4_0: case QType::Q4_1: {
+      const bool q41 = t == QType::Q4_1;
+      const uint8_t* qs = p + (q41 ? 4 : 2);
+      r.d = f16_to_f32(u16_at(p));
+      if (q41) r.m = f16_to_f32(u16_at(p + 2));
+      for (int k = 0; k < 32; k++) r.w[k] = (k < 16 ? qs[k] & 0x0f : qs[k - 16] >> 4) - (q41 ? 0 : 8);
+      break;
+    }
+    case QType::Q5_0: case QType::Q5_1: {
+      const bool q51 = t == QType::Q5_1;
+      const uint32_t qh = u32_at(p + (q51 ? 4 : 2));
+      const uint8_t* qs = p + (q51 ? 8 : 6);
+      r.d = f16_to_f32(u16_at(p));
+      if (q51) r.m = f16_to_f32(u16_at(p + 2));
+      for (int k = 0; k < 32; k++)
+        r.w[k] = ((k < 16 ? qs[k] & 0x0f : qs[k - 16] >> 4) | (int)(((qh >> k) & 1) << 4)) - (q51 ? 0 : 16);
+      break;
+    }
+    case QType::Q4_K: case QType::Q5_K: {
+      const bool k5 = t == QType::Q5_K;
+      int sc, mn;
+      kquant_scale_min(j, p + 4, &sc, &mn);
+      r.d = f16_to_f32(u16_at(p)) * (float)sc;
+      r.m = -f16_to_f32(u16_at(p + 2)) * (float)mn;
+      const uint8_t* q = p + (k5 ? 48 : 16) + 32 * (j / 2);
+      for (int k = 0; k < 32; k++) {
+        r.w[k] = j % 2 ? q[k] >> 4 : q[k] & 0x0f;
+        if (k5) r.w[k] |= ((p[16 + k] >> j) & 1) << 4;
+      }
+      break;
+    }
+    case QType::Q6_K: {
+      const int h = j / 4, c = j % 4;
+      const uint8_t* ql = p + 64 * h + 32 * (c % 2);
+      const uint8_t* qh = p + 128 + 32 * h;
+      r.d = f16_to_f32(u16_at(p + 208));
+      r.sa = (int8_t)p[192 + 8 * h + 2 * c];
+      r.sb = (int8_t)p[192 + 8 * h + 2 * c + 1];
+      for (int k = 0; k < 32; k++)
+        r.w[k] = ((c < 2 ? ql[k] & 0x0f : ql[k] >> 4) | (((qh[k] >> (2 * c)) & 3) << 4)) - 32;
+      break;
+    }
+    default: break;
+  }
+  return r;
+}
+
+float dot_q8_ref(QType t, const void* row, const BlockQ8A* x, int n, double* mag) {
+  const int per = qtype_block(t) / 32;  // activation blocks per weight block
+  const size_t bytes = qtype_row_bytes(t, qtype_block(t));
+  const uint8_t* p = static_cast<const uint8_t*>(row);
+  double s = 0.0, a = 0.0;
+  for (int b = 0; b < n / 32; b++) {
+    const RefBlock w = ref_block(t, p + (size_t)(b / per) * bytes, b % per);
+    int64_t lo = 0, hi = 0, alo = 0, ahi = 0;
+    for (int k = 0; k < 16; k++) {
+      lo += (int64_t)w.w[k] * x[b].q[k];
+      alo += std::abs(w.w[k] * x[b].q[k]);
+    }
+    for (int k = 16; k < 32; k++) {
+      hi += (int64_t)w.w[k] * x[b].q[k];
+      ahi += std::abs(w.w[k] * x[b].q[k]);
+    }
+    s += (double)w.d * x[b].d * (double)(w.sa * lo + w.sb * hi) + (double)w.m * x[b].s;
+    a += std::fabs((double)w.d * x[b].d) * (double)(std::abs(w.sa) * alo + std::abs(w.sb) * ahi) +
+         std::fabs((double)w.m * x[b].s);
+  }
+  if (mag) *mag = a;
+  return (float)s;
+}
+
+void matmul_q8_ref(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1) {
+  const size_t rb = qtype_row_bytes(t, n);
+  for (int r = r0; r < r1; r++)
+    for (int tok = 0; tok < T; tok++)
+      Y[tok * ldy + r] = dot_q8_ref(t, static_cast<const uint8_t*>(W) + (size_t)r * rb, X + (size_t)tok * (n / 32), n);
+}
+
+// ---- integer primitives --------------------------------------------------------------------
+// W32: 32 weight integers (unsigned 0..63 or signed -128..127); X32: 32 activations;
+// I32: partial integer sums whose lanes add up to a dot product; F: float accumulator lanes.
+namespace {
+
+#if QKV_QDOT_AVX2
+using W32 = __m256i;
+using X32 = __m256i;
+using I32 = __m256i;
+using F = __m256;
+const char* const kImpl = "avx2";
+
+inline __m256i bytes(int v) { return _mm256_set1_epi8((char)v); }
+inline W32 load_w32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline X32 load_x32(const q8a_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
+// Elements 0..15 = low nibbles of p[0..16), 16..31 = their high nibbles (Q4_0/Q4_1/Q5 order).
+inline W32 nibbles16(const uint8_t* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), m = _mm_set1_epi8(0x0f);
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(b, m)), _mm_and_si128(_mm_srli_epi16(b, 4), m), 1);
+}
+inline W32 low4(W32 v) { return _mm256_and_si256(v, bytes(0x0f)); }
+inline W32 high4(W32 v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), bytes(0x0f)); }
+// (v >> s) & mask per byte.
+inline W32 bits_at(W32 v, int s, int mask) {
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(s)), bytes(mask));
+}
+inline W32 shl4(W32 v) { return _mm256_slli_epi16(v, 4); }  // bytes < 16 only
+inline W32 or8(W32 a, W32 b) { return _mm256_or_si256(a, b); }
+inline W32 sub8(W32 v, int c) { return _mm256_sub_epi8(v, bytes(c)); }
+// Byte e = 16 where bit e of `bits` is set, else 0.
+inline W32 bits_to_16s(uint32_t bits) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), bytes(16));
+}
+// Unsigned weights (< 128) times signed activations: maddubs pairs never saturate
+// (2 * 127 * 127 < 32767).
+inline I32 dot_us(W32 w, X32 x) { return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)); }
+// Signed weights: |w| times x with w's sign moved onto x (|w| <= 128, |x| <= 127: no saturation).
+inline __m256i pairs_ss(W32 w, X32 x) { return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)); }
+inline I32 dot_ss(W32 w, X32 x) { return _mm256_madd_epi16(pairs_ss(w, x), _mm256_set1_epi16(1)); }
+// Signed, the first 16 products times sa and the last 16 times sb.
+inline I32 dot_ss16(W32 w, X32 x, int sa, int sb) {
+  const __m256i s = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)sa)), _mm_set1_epi16((short)sb), 1);
+  return _mm256_madd_epi16(pairs_ss(w, x), s);
+}
+// out[0..8) = s * v[0..8) (K-quant sub-block scales).
+inline void scale_u8x8(const uint8_t* v, float s, float* out) {
+  const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(v))));
+  _mm256_storeu_ps(out, _mm256_mul_ps(f, _mm256_set1_ps(s)));
+}
+inline F fzero() { return _mm256_setzero_ps(); }
+inline F fmadd(I32 i, float s, F acc) {
+#if defined(__FMA__)
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(s), acc);
+#else
+  return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(s)));
+#endif
+}
+inline float fsum(F a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+#elif QKV_QDOT_WASM
+struct W32 { v128_t lo, hi; };     // bytes 0..15, 16..31
+struct X32 { v128_t a, b, c, d; };  // i16 x 8: elements 0..7, 8..15, 16..23, 24..31
+using I32 = v128_t;
+using F = v128_t;
+const char* const kImpl = "wasm-simd128";
+
+inline W32 load_w32(const uint8_t* p) { return {wasm_v128_load(p), wasm_v128_load(p + 16)}; }
+inline X32 load_x32(const q8a_t* q) { return {wasm_v128_load(q), wasm_v128_load(q + 8), wasm_v128_load(q + 16), wasm_v128_load(q + 24)}; }
+inline W32 nibbles16(const uint8_t* p) {
+  const v128_t b = wasm_v128_load(p);
+  return {wasm_v128_and(b, wasm_i8x16_splat(0x0f)), wasm_u8x16_shr(b, 4)};
+}
+inline W32 low4(W32 v) { return {wasm_v128_and(v.lo, wasm_i8x16_splat(0x0f)), wasm_v128_and(v.hi, wasm_i8x16_splat(0x0f))}; }
+inline W32 high4(W32 v) { return {wasm_u8x16_shr(v.lo, 4), wasm_u8x16_shr(v.hi, 4)}; }
+inline W32 bits_at(W32 v, int s, int mask) {
+  const v128_t m = wasm_i8x16_splat((int8_t)mask);
+  return {wasm_v128_and(wasm_u8x16_shr(v.lo, s), m), wasm_v128_and(wasm_u8x16_shr(v.hi, s), m)};
+}
+inline W32 shl4(W32 v) { return {wasm_i8x16_shl(v.lo, 4), wasm_i8x16_shl(v.hi, 4)}; }
+inline W32 or8(W32 a, W32 b) { return {wasm_v128_or(a.lo, b.lo), wasm_v128_or(a.hi, b.hi)}; }
+inline W32 sub8(W32 v, int c) { return {wasm_i8x16_sub(v.lo, wasm_i8x16_splat((int8_t)c)), wasm_i8x16_sub(v.hi, wasm_i8x16_splat((int8_t)c))}; }
+inline W32 bits_to_16s(uint32_t bits) {
+  const v128_t v = wasm_i32x4_splat((int32_t)bits);
+  const v128_t bit = wasm_i64x2_splat((int64_t)0x8040201008040201ull), sixteen = wasm_i8x16_splat(16);
+  const v128_t lo = wasm_i8x16_swizzle(v, wasm_i8x16_make(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+  const v128_t hi = wasm_i8x16_swizzle(v, wasm_i8x16_make(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  return {wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(lo, bit), bit), sixteen),
+          wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hi, bit), bit), sixteen)};
+}
+inline I32 dot4(v128_t w0, v128_t w1, v128_t w2, v128_t w3, const X32& x) {
+  return wasm_i32x4_add(wasm_i32x4_add(wasm_i32x4_dot_i16x8(w0, x.a), wasm_i32x4_dot_i16x8(w1, x.b)),
+                        wasm_i32x4_add(wasm_i32x4_dot_i16x8(w2, x.c), wasm_i32x4_dot_i16x8(w3, x.d)));
+}
+inline I32 dot_us(W32 w, const X32& x) {
+  return dot4(wasm_u16x8_extend_low_u8x16(w.lo), wasm_u16x8_extend_high_u8x16(w.lo), wasm_u16x8_extend_low_u8x16(w.hi),
+              wasm_u16x8_extend_high_u8x16(w.hi), x);
+}
+inline I32 dot_ss(W32 w, const X32& x) {
+  return dot4(wasm_i16x8_extend_low_i8x16(w.lo), wasm_i16x8_extend_high_i8x16(w.lo), wasm_i16x8_extend_low_i8x16(w.hi),
+              wasm_i16x8_extend_high_i8x16(w.hi), x);
+}
+// |w| <= 32 and |s| <= 128 for Q6_K: the scaled weights fit in i16.
+inline I32 dot_ss16(W32 w, const X32& x, int sa, int sb) {
+  const v128_t a = wasm_i16x8_splat((int16_t)sa), b = wasm_i16x8_splat((int16_t)sb);
+  return dot4(wasm_i16x8_mul(wasm_i16x8_extend_low_i8x16(w.lo), a), wasm_i16x8_mul(wasm_i16x8_extend_high_i8x16(w.lo), a),
+              wasm_i16x8_mul(wasm_i16x8_extend_low_i8x16(w.hi), b), wasm_i16x8_mul(wasm_i16x8_extend_high_i8x16(w.hi), b), x);
+}
+inline void scale_u8x8(const uint8_t* v, float s, float* out) {
+  const v128_t w = wasm_u16x8_load8x8(v), m = wasm_f32x4_splat(s);
+  wasm_v128_store(out, wasm_f32x4_mul(wasm_f32x4_convert_u32x4(wasm_u32x4_extend_low_u16x8(w)), m));
+  wasm_v128_store(out + 4, wasm_f32x4_mul(wasm_f32x4_convert_u32x4(wasm_u32x4_extend_high_u16x8(w)), m));
+}
+inline F fzero() { return wasm_f32x4_splat(0.0f); }
+inline F fmadd(I32 i, float s, F acc) { return wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(i), wasm_f32x4_splat(s))); }
+inline float fsum(F a) {
+  return (wasm_f32x4_extract_lane(a, 0) + wasm_f32x4_extract_lane(a, 1)) +
+         (wasm_f32x4_extract_lane(a, 2) + wasm_f32x4_extract_lane(a, 3));
+}
+
+#else  // portable: plain loops the compiler may vectorise
+struct W32 { int16_t v[32]; };
+struct X32 { int16_t v[32]; };
+using I32 = int32_t;
+using F = float;
+const char* const kImpl = "portable";
+
+inline W32 load_w32(const uint8_t* p) { W32 r; for (int k = 0; k < 32; k++) r.v[k] = p[k]; return r; }
+inline X32 load_x32(const q8a_t* q) { X32 r; for (int k = 0; k < 32; k++) r.v[k] = q[k]; return r; }
+inline W32 nibbles16(const uint8_t* p) {
+  W32 r;
+  for (int k = 0; k < 16; k++) { r.v[k] = p[k] & 0x0f; r.v[k + 16] = p[k] >> 4; }
+  return r;
+}
+inline W32 low4(W32 v) { for (auto& e : v.v) e &= 0x0f; return v; }
+inline W32 high4(W32 v) { for (auto& e : v.v) e = (e >> 4) & 0x0f; return v; }
+inline W32 bits_at(W32 v, int s, int mask) { for (auto& e : v.v) e = (e >> s) & mask; return v; }
+inline W32 shl4(W32 v) { for (auto& e : v.v) e = (int16_t)(e << 4); return v; }
+inline W32 or8(W32 a, W32 b) { for (int k = 0; k < 32; k++) a.v[k] |= b.v[k]; return a; }
+// Bytes loaded by load_w32 are unsigned; a signed weight type reinterprets them first.
+inline W32 sub8(W32 v, int c) { for (auto& e : v.v) e = (int16_t)(int8_t)(uint8_t)(e - c); return v; }
+inline W32 bits_to_16s(uint32_t bits) { W32 r; for (int k = 0; k < 32; k++) r.v[k] = ((bits >> k) & 1) << 4; return r; }
+inline I32 dot_us(const W32& w, const X32& x) { int32_t s = 0; for (int k = 0; k < 32; k++) s += w.v[k] * x.v[k]; return s; }
+inline I32 dot_ss(const W32& w, const X32& x) { return dot_us(w, x); }
+inline I32 dot_ss16(const W32& w, const X32& x, int sa, int sb) {
+  int32_t a = 0, b = 0;
+  for (int k = 0; k < 16; k++) a += w.v[k] * x.v[k];
+  for (int k = 16; k < 32; k++) b += w.v[k] * x.v[k];
+  return sa * a + sb * b;
+}
+inline void scale_u8x8(const uint8_t* v, float s, float* out) { for (int k = 0; k < 8; k++) out[k] = s * (float)v[k]; }
+inline F fzero() { return 0.0f; }
+inline F fmadd(I32 i, float s, F acc) { return acc + (float)i * s; }
+inline float fsum(F a) { return a; }
+#endif
+
+// ---- per-type decoders ---------------------------------------------------------------------
+// A decoder reads one weight block (kSub activation blocks of 32, kBytes bytes): prepare(p)
+// once per block, then w(j) gives the 32 integers of sub-block j and d(j) their scale.
+// kKind says how they multiply: signed weights, unsigned weights plus min(j) * d_x * sum(q),
+// or signed weights whose two halves carry the integer scales sa(j), sb(j).
+enum class Kind { Signed, UnsignedMin, Signed16 };
+
+// Q8_0 is the one type whose weights are already signed bytes; the portable loader widens
+// bytes as unsigned, so it re-reads them signed.
+struct DecQ8_0 {
+  static constexpr int kSub = 1, kBytes = 34;
+  static constexpr Kind kKind = Kind::Signed;
+  const uint8_t* p;
+  float s;
+  void prepare(const uint8_t* b) { p = b; s = half(b); }
+#if !QKV_QDOT_AVX2 && !QKV_QDOT_WASM
+  W32 w(int) const { W32 r; for (int k = 0; k < 32; k++) r.v[k] = (int8_t)p[2 + k]; return r; }
+#else
+  W32 w(int) const { return load_w32(p + 2); }
+#endif
+  float d(int) const { return s; }
+};
+
+// Q4_0, Q4_1, Q5_0, Q5_1: f16 d, [f16 m], [u32 fifth bits], 16 bytes of nibbles. The unsigned
+// codes are multiplied (cheaper than moving signs onto the activations for every token); the
+// stored m, or the offset -8 d / -16 d of the _0 types, is the min.
+template <bool M, bool K5>
+struct DecQ4_5 {
+  static constexpr int kSub = 1, kBytes = 18 + (M ? 2 : 0) + (K5 ? 4 : 0);
+  static constexpr Kind kKind = Kind::UnsignedMin;
+  const uint8_t* p;
+  float s, m;
+  void prepare(const uint8_t* b) {
+    p = b;
+    s = half(b);
+    m = M ? half(b + 2) : (K5 ? -16.0f : -8.0f) * s;
+  }
+  W32 w(int) const {
+    const W32 codes = nibbles16(p + kBytes - 16);
+    return K5 ? or8(codes, bits_to_16s(u32_at(p + (M ? 4 : 2)))) : codes;
+  }
+  float d(int) const { return s; }
+  float min(int) const { return m; }
+};
+
+// Q4_K / Q5_K: 8 sub-blocks with 6-bit scales and mins, unpacked once per super-block.
+template <bool K5>
+struct DecQ45_K {
+  static constexpr int kSub = 8, kBytes = K5 ? 176 : 144;
+  static constexpr Kind kKind = Kind::UnsignedMin;
+  const uint8_t* p;
+  float ds[8], ms[8];
+  void prepare(const uint8_t* b) {
+    p = b;
+    const float d = half(b), dmin = half(b + 2);
+    // The 12 bytes as three words: low 6 bits of bytes 0-3 / 4-7 are scales / mins 0-3; bytes
+    // 8-11 hold the low 4 bits of scales / mins 4-7, whose top 2 bits are bytes 0-3 / 4-7's.
+    uint32_t a[3], v[4];
+    std::memcpy(a, b + 4, 12);
+    v[0] = a[0] & 0x3f3f3f3fu;
+    v[1] = (a[2] & 0x0f0f0f0fu) | (((a[0] >> 6) & 0x03030303u) << 4);
+    v[2] = a[1] & 0x3f3f3f3fu;
+    v[3] = ((a[2] >> 4) & 0x0f0f0f0fu) | (((a[1] >> 6) & 0x03030303u) << 4);
+    uint8_t sm[16];
+    std::memcpy(sm, v, 16);
+    scale_u8x8(sm, d, ds);
+    scale_u8x8(sm + 8, -dmin, ms);
+  }
+  W32 w(int j) const {
+    const W32 q = load_w32(p + (K5 ? 48 : 16) + 32 * (j / 2));
+    const W32 lo = j % 2 ? high4(q) : low4(q);
+    if (!K5) return lo;
+    return or8(lo, shl4(bits_at(load_w32(p + 16), j, 1)));
+  }
+  float d(int j) const { return ds[j]; }
+  float min(int j) const { return ms[j]; }
+};
+
+// Q6_K: 8 sub-blocks of 32 in two halves of 128; an int8 scale per 16 elements.
+struct DecQ6_K {
+  static constexpr int kSub = 8, kBytes = 210;
+  static constexpr Kind kKind = Kind::Signed16;
+  const uint8_t* p;
+  float s;
+  void prepare(const uint8_t* b) { p = b; s = half(b + 208); }
+  W32 w(int j) const {
+    const int h = j / 4, c = j % 4;
+    const W32 ql = load_w32(p + 64 * h + 32 * (c % 2));
+    const W32 lo = c < 2 ? low4(ql) : high4(ql);
+    return sub8(or8(lo, shl4(bits_at(load_w32(p + 128 + 32 * h), 2 * c, 3))), 32);
+  }
+  float d(int) const { return s; }
+  int sa(int j) const { return (int8_t)p[192 + 8 * (j / 4) + 2 * (j % 4)]; }
+  int sb(int j) const { return (int8_t)p[192 + 8 * (j / 4) + 2 * (j % 4) + 1]; }
+};
+
+// a * b + c rounded the same way in every tile shape: with hardware FMA always fused (the
+// compiler would otherwise contract some instantiations and not others), else never.
+inline float fma_s(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+#if defined(__clang__)
+#define QKV_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define QKV_UNROLL _Pragma("GCC unroll 8")
+#else
+#define QKV_UNROLL
+#endif
+
+// ---- the register-blocked kernel -----------------------------------------------------------
+
+// out[r * NT + t] = row r . token t, for NR weight rows and NT tokens of nb activation blocks.
+template <class D, int NR, int NT>
+inline void dot_tile(const uint8_t* const* rows, const BlockQ8A* const* xs, int nb, float* out) {
+  F acc[NR][NT];
+  float macc[NR][NT];
+  for (int r = 0; r < NR; r++)
+    for (int t = 0; t < NT; t++) {
+      acc[r][t] = fzero();
+      macc[r][t] = 0.0f;
+    }
+  D dec[NR];
+  for (int s = 0; s < nb / D::kSub; s++) {
+    for (int r = 0; r < NR; r++) dec[r].prepare(rows[r] + (size_t)s * D::kBytes);
+QKV_UNROLL
+    for (int j = 0; j < D::kSub; j++) {
+      const int b = s * D::kSub + j;
+      X32 xq[NT];
+      float xd[NT];
+      for (int t = 0; t < NT; t++) {
+        xq[t] = load_x32(xs[t][b].q);
+        xd[t] = xs[t][b].d;
+      }
+      for (int r = 0; r < NR; r++) {
+        const W32 w = dec[r].w(j);
+        const float dw = dec[r].d(j);
+        for (int t = 0; t < NT; t++) {
+          I32 i;
+          if constexpr (D::kKind == Kind::Signed) i = dot_ss(w, xq[t]);
+          else if constexpr (D::kKind == Kind::Signed16) i = dot_ss16(w, xq[t], dec[r].sa(j), dec[r].sb(j));
+          else i = dot_us(w, xq[t]);
+          acc[r][t] = fmadd(i, dw * xd[t], acc[r][t]);
+          if constexpr (D::kKind == Kind::UnsignedMin) macc[r][t] = fma_s(dec[r].min(j), xs[t][b].s, macc[r][t]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < NR; r++)
+    for (int t = 0; t < NT; t++) out[r * NT + t] = fsum(acc[r][t]) + macc[r][t];
+}
+
+template <class D>
+void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, int T, int n, int r0, int r1) {
+  const int nb = n / 32;
+  const size_t rb = (size_t)(nb / D::kSub) * D::kBytes;
+  float out[8];
+  if (T == 1) {
+    // Decode: two rows at a time share each activation load; the rows come from the two halves
+    // of the range, so the two weight streams are far apart (adjacent rows read in lockstep
+    // defeat the hardware prefetcher: 3x slower from DRAM for Q8_0).
+    const int h = (r1 - r0) / 2;
+    for (int i = 0; i < h; i++) {
+      const int ra = r0 + i, rc = r0 + h + i;
+      const uint8_t* rows[2] = {W + (size_t)ra * rb, W + (size_t)rc * rb};
+      dot_tile<D, 2, 1>(rows, &X, nb, out);
+      Y[ra] = out[0];
+      Y[rc] = out[1];
+    }
+    if ((r1 - r0) % 2) {
+      const uint8_t* rows[1] = {W + (size_t)(r1 - 1) * rb};
+      dot_tile<D, 1, 1>(rows, &X, nb, out);
+      Y[r1 - 1] = out[0];
+    }
+    return;
+  }
+  // Prefill: 2 rows x 4 tokens per tile; a short last group repeats its last token.
+  constexpr int NT = 4;
+  for (int r = r0; r < r1; r += 2) {
+    const int nr = r1 - r < 2 ? 1 : 2;
+    const uint8_t* rows[2] = {W + (size_t)r * rb, W + (size_t)(r + nr - 1) * rb};
+    for (int t = 0; t < T; t += NT) {
+      const BlockQ8A* xs[NT];
+      for (int i = 0; i < NT; i++) xs[i] = X + (size_t)(t + i < T ? t + i : T - 1) * nb;
+      if (nr == 2) dot_tile<D, 2, NT>(rows, xs, nb, out);
+      else dot_tile<D, 1, NT>(rows, xs, nb, out);
+      for (int i = 0; i < NT && t + i < T; i++)
+        for (int k = 0; k < nr; k++) Y[(t + i) * ldy + r + k] = out[k * NT + i];
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1) {
+  const uint8_t* w = static_cast<const uint8_t*>(W);
+  switch (t) {
+    case QType::Q8_0: return matmul_typed<DecQ8_0>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q4_0: return matmul_typed<DecQ4_5<false, false>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q4_1: return matmul_typed<DecQ4_5<true, false>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q5_0: return matmul_typed<DecQ4_5<false, true>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q5_1: return matmul_typed<DecQ4_5<true, true>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q4_K: return matmul_typed<DecQ45_K<false>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q5_K: return matmul_typed<DecQ45_K<true>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q6_K: return matmul_typed<DecQ6_K>(Y, ldy, X, w, T, n, r0, r1);
+    default: fail(ErrorCode::Internal, "matmul_q8_simd: weight type has no integer dot product");
+  }
+}
+
+const char* qdot_impl_name() { return kImpl; }
+
+}  // namespace qkv

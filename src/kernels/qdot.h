@@ -1,0 +1,55 @@
+// Integer dot products of stored quantized weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
+// Q6_K) with activations quantized once per matmul to 8 bits in blocks of 32.
+//
+// Decoding every weight block to float and multiplying in f32 makes quantized decode slower
+// than reading f32 weights. Instead the activations x are quantized once per matrix product
+// (x[k] ~= d * q[k], q in -127..127), and each 32-element piece of a weight row is multiplied
+// with them in 8/16-bit integers, then scaled once in float:
+//   sum_k w[k] x[k] ~= sum_blocks d_w * d_x * sum_k wq[k] q[k]  (+ m_w * s_x, s_x = d_x * sum_k q[k],
+//   for the types whose values have a min/offset: Q4_1, Q5_1, Q4_K, Q5_K).
+// The error against f32 is at most sum_blocks d_x / 2 * sum_k |w[k]| (the activation rounding).
+#pragma once
+#include <cstdint>
+
+#include "quant.h"
+
+namespace qkv {
+
+// WASM SIMD128 has no 8-bit multiply-add, so there the activations are stored already widened
+// to 16 bits (their values are the same, -127..127).
+#if defined(__wasm_simd128__) && !defined(QKV_PORTABLE_QDOT)
+using q8a_t = int16_t;
+#else
+using q8a_t = int8_t;
+#endif
+
+// 32 activations: x[k] ~= d * q[k]; s = d * sum_k q[k] (what a weight min multiplies).
+struct BlockQ8A {
+  float d;
+  float s;
+  q8a_t q[32];
+};
+
+// Weight types that have an integer dot product against BlockQ8A.
+bool qtype_int_dot(QType t);
+
+// x (n,) -> n/32 blocks (n a multiple of 32): d = max|x| / 127, q = round-half-even(x / d).
+// A block holding Inf or NaN gets d = s = NaN (and q = 0), so products with it are NaN as in f32.
+void quantize_act_q8_ref(const float* x, BlockQ8A* dst, int n);
+void quantize_act_q8_simd(const float* x, BlockQ8A* dst, int n);
+
+// sum_k w[k] x[k] for one stored row of n elements against n/32 activation blocks: exact
+// integer sums per 32, scaled and accumulated in double. (scalar reference) With `mag`, also
+// the sum of the magnitudes of every integer product times its scales (for error bounds).
+float dot_q8_ref(QType t, const void* row, const BlockQ8A* x, int n, double* mag = nullptr);
+
+// Y = X W^T over weight rows [r0, r1) of a stored (d, n) matrix W; X holds T rows of n/32
+// blocks back to back (token t at X + t * n/32); Y is (T, ldy). Registers hold 2 weight rows
+// x 4 tokens, so each weight block is decoded once per 4 tokens.
+void matmul_q8_ref(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1);
+void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1);
+
+// Name of the integer-dot implementation compiled in ("avx2", "wasm-simd128", "portable").
+const char* qdot_impl_name();
+
+}  // namespace qkv

@@ -1,0 +1,247 @@
+// Integer dot products with Q8 activations: the quantizer SIMD vs scalar (bit-exact), the
+// kernel SIMD vs its scalar reference (float rounding only), and the reference vs dequantize-
+// then-f32 within the error the activation rounding allows (and exactly, up to float rounding,
+// when the activations are representable).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "common.h"
+#include "kernels/qdot.h"
+#include "quant_rows.h"
+
+using namespace qkv;
+
+namespace {
+
+const char* name(QType t) {
+  switch (t) {
+    case QType::Q8_0: return "q8_0";
+    case QType::Q4_0: return "q4_0";
+    case QType::Q4_1: return "q4_1";
+    case QType::Q5_0: return "q5_0";
+    case QType::Q5_1: return "q5_1";
+    case QType::Q4_K: return "q4_k";
+    case QType::Q5_K: return "q5_k";
+    case QType::Q6_K: return "q6_k";
+    default: return "?";
+  }
+}
+
+const QType kIntTypes[] = {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0,
+                           QType::Q5_1, QType::Q4_K, QType::Q5_K, QType::Q6_K};
+
+std::vector<BlockQ8A> quantized(const std::vector<float>& x) {
+  std::vector<BlockQ8A> q(x.size() / 32);
+  quantize_act_q8_ref(x.data(), q.data(), (int)x.size());
+  return q;
+}
+
+bool same_blocks(const BlockQ8A& a, const BlockQ8A& b) {
+  if (std::memcmp(a.q, b.q, sizeof a.q) != 0) return false;
+  if (std::isnan(a.d)) return std::isnan(b.d) && std::isnan(a.s) && std::isnan(b.s);
+  return a.d == b.d && a.s == b.s;
+}
+
+// SIMD float accumulation vs the double reference: each of the nb block terms is rounded a
+// couple of times (scale product, multiply-add) and the lane sums add up to nb + 8 terms.
+double fp_tol(int n, double mag) { return (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30; }
+
+TEST(QDotActivations, SimdEqualsReferenceBitForBitAndStaysWithinHalfAStep) {
+  for (int n : {32, 64, 96, 768, 2048}) {
+    for (float sigma : {1.0f, 1e-3f, 300.0f}) {
+      std::vector<float> x = randn(n, 11 + n, sigma);
+      x[0] = 0.0f;
+      if (n >= 64)
+        for (int k = 32; k < 64; k++) x[k] = 0.0f;  // an all-zero block: d = 0
+      x[n - 1] = sigma * 40.0f;                     // an outlier dominating its block
+      std::vector<BlockQ8A> a(n / 32), b(n / 32);
+      quantize_act_q8_ref(x.data(), a.data(), n);
+      quantize_act_q8_simd(x.data(), b.data(), n);
+      for (int i = 0; i < n / 32; i++) {
+        ASSERT_TRUE(same_blocks(a[i], b[i])) << "n " << n << " block " << i;
+        int sum = 0;
+        for (int k = 0; k < 32; k++) {
+          const float v = x[32 * i + k];
+          ASSERT_LE(std::abs((int)a[i].q[k]), 127);
+          // |x - d q| <= d / 2, plus the rounding of 127 / amax (a few ulps of amax).
+          ASSERT_LE(std::fabs(v - a[i].d * a[i].q[k]), 0.5f * a[i].d + 127.0f * a[i].d * 3e-7f) << v;
+          sum += a[i].q[k];
+        }
+        ASSERT_EQ(a[i].d * (float)sum, a[i].s);
+      }
+    }
+  }
+}
+
+TEST(QDotActivations, TiesRoundToEvenAndNonFiniteBlocksBecomeNaN) {
+  std::vector<float> x(96, 0.0f);
+  x[0] = 127.0f;  // amax 127: d = 1, q = x exactly, ties to even
+  x[1] = 2.5f;
+  x[2] = -3.5f;
+  x[3] = 0.5f;
+  x[32] = std::numeric_limits<float>::infinity();
+  x[33] = 5.0f;
+  x[64] = std::numeric_limits<float>::quiet_NaN();
+  for (auto f : {quantize_act_q8_ref, quantize_act_q8_simd}) {
+    std::vector<BlockQ8A> q(3);
+    f(x.data(), q.data(), 96);
+    EXPECT_EQ(q[0].d, 1.0f);
+    EXPECT_EQ(q[0].q[1], 2);
+    EXPECT_EQ(q[0].q[2], -4);
+    EXPECT_EQ(q[0].q[3], 0);
+    EXPECT_EQ(q[0].s, 127 + 2 - 4);
+    EXPECT_TRUE(std::isnan(q[1].d));
+    EXPECT_TRUE(std::isnan(q[2].d));
+    EXPECT_EQ(q[1].q[1], 0);
+  }
+  // A NaN activation block makes the product NaN, as an f32 product would be.
+  std::vector<uint8_t> row = stored_row(QType::Q8_0, randn(96, 5), 0);
+  std::vector<BlockQ8A> q(3);
+  quantize_act_q8_simd(x.data(), q.data(), 96);
+  float y = 0.0f;
+  matmul_q8_simd(QType::Q8_0, &y, 1, q.data(), row.data(), 1, 96, 0, 1);
+  EXPECT_TRUE(std::isnan(y));
+}
+
+struct Case { QType t; int n; int offset; };
+class QDotKernel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(QDotKernel, SimdMatchesReferenceAndReferenceMatchesDequantizeThenF32) {
+  const Case c = GetParam();
+  std::vector<uint8_t> buf = stored_row(c.t, randn(c.n, 3 + c.n, 0.05f), c.offset);
+  const uint8_t* row = buf.data() + c.offset;
+  std::vector<float> w(c.n);
+  dequantize_row_ref(c.t, row, w.data(), c.n);
+
+  // Random activations: the reference differs from f32 by the activation rounding only.
+  std::vector<float> x = randn(c.n, 9 + c.n);
+  std::vector<BlockQ8A> xq = quantized(x);
+  double mag = 0;
+  const float ref = dot_q8_ref(c.t, row, xq.data(), c.n, &mag);
+  float simd = 0;
+  matmul_q8_simd(c.t, &simd, 1, xq.data(), row, 1, c.n, 0, 1);
+  EXPECT_NEAR(simd, ref, fp_tol(c.n, mag)) << name(c.t);
+  double exact = 0, bound = 0;
+  for (int k = 0; k < c.n; k++) {
+    exact += (double)w[k] * x[k];
+    bound += 0.5 * xq[k / 32].d * (1 + 1e-4) * std::fabs(w[k]);
+  }
+  EXPECT_NEAR(ref, exact, bound + 1e-6 * mag + 1e-30) << name(c.t);
+  EXPECT_GT(mag, 0.0);
+
+  // Activations the quantizer represents exactly (integers -127..127 times a scale, each
+  // block reaching 127): then only float rounding separates the integer and f32 products.
+  std::mt19937 rng(c.n);
+  for (int k = 0; k < c.n; k++) x[k] = (k % 32 == 5 ? 127 : (int)(rng() % 255) - 127) * 0.03125f;
+  xq = quantized(x);
+  const float ref2 = dot_q8_ref(c.t, row, xq.data(), c.n, &mag);
+  exact = 0;
+  for (int k = 0; k < c.n; k++) exact += (double)w[k] * x[k];
+  EXPECT_NEAR(ref2, exact, 1e-6 * mag + 1e-30) << name(c.t);
+  matmul_q8_simd(c.t, &simd, 1, xq.data(), row, 1, c.n, 0, 1);
+  EXPECT_NEAR(simd, ref2, fp_tol(c.n, mag)) << name(c.t);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (QType t : {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1})
+    for (int n : {32, 64, 96, 768, 2048})
+      for (int off : {0, 1, 3}) v.push_back({t, n, off});
+  for (QType t : {QType::Q4_K, QType::Q5_K, QType::Q6_K})
+    for (int n : {256, 512, 2048, 4096})
+      for (int off : {0, 1}) v.push_back({t, n, off});
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(Sweep, QDotKernel, ::testing::ValuesIn(cases()));
+
+// Blocks at the edges of their ranges: every byte 0xff or 0x80 (Q8_0 weight -128, all nibbles
+// and high bits set, K scales and mins 63, Q6_K scales -1 / -128), large and zero scales, and
+// activations at +-127 (the largest products the 16-bit pair sums must hold).
+TEST(QDotKernel, ExtremeBlocksMatchReference) {
+  for (QType t : kIntTypes) {
+    const int n = qtype_block(t) == 256 ? 512 : 64;
+    const size_t bb = qtype_row_bytes(t, qtype_block(t));
+    for (uint8_t fill : {0xff, 0x80, 0x00}) {
+      for (float scale : {1.0f, 60000.0f, 0.0f}) {
+        std::vector<uint8_t> row(qtype_row_bytes(t, n), fill);
+        const uint16_t h = f32_to_f16(scale);
+        for (size_t b = 0; b < row.size() / bb; b++) {
+          uint8_t* p = row.data() + b * bb;
+          if (t == QType::Q6_K) std::memcpy(p + 208, &h, 2);
+          else std::memcpy(p, &h, 2);
+          if (t == QType::Q4_1 || t == QType::Q5_1 || t == QType::Q4_K || t == QType::Q5_K) std::memcpy(p + 2, &h, 2);
+        }
+        std::vector<float> x(n);
+        for (int k = 0; k < n; k++) x[k] = (k % 3 == 0 ? -1.0f : 1.0f) * (k % 7 == 0 ? 1e-3f : 1.0f);
+        for (int k = 0; k < n; k += 32) x[k + 1] = 1.0f;  // each block reaches +-127
+        std::vector<BlockQ8A> xq = quantized(x);
+        double mag = 0;
+        const float ref = dot_q8_ref(t, row.data(), xq.data(), n, &mag);
+        float simd = 0;
+        matmul_q8_simd(t, &simd, 1, xq.data(), row.data(), 1, n, 0, 1);
+        ASSERT_NEAR(simd, ref, fp_tol(n, mag)) << name(t) << " fill " << (int)fill << " scale " << scale;
+        std::vector<float> w(n);
+        dequantize_row_ref(t, row.data(), w.data(), n);
+        double exact = 0, bound = 0;
+        for (int k = 0; k < n; k++) {
+          exact += (double)w[k] * x[k];
+          bound += 0.5 * xq[k / 32].d * (1 + 1e-4) * std::fabs(w[k]);
+        }
+        ASSERT_NEAR(ref, exact, bound + 1e-6 * mag + 1e-30) << name(t) << " fill " << (int)fill;
+        if (scale == 0.0f) ASSERT_EQ(simd, 0.0f) << name(t);
+      }
+    }
+  }
+}
+
+// Prefill tiles (2 rows x 4 tokens, short last groups, an odd row count, a row range that
+// starts inside the matrix) give each token exactly what decoding it alone gives.
+TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
+  const int d = 37;
+  for (QType t : kIntTypes) {
+    const int n = qtype_block(t) == 256 ? 512 : 96;
+    std::vector<uint8_t> W;
+    for (int r = 0; r < d; r++) {
+      std::vector<uint8_t> row = stored_row(t, randn(n, 50 + r, 0.1f), 0);
+      W.insert(W.end(), row.begin(), row.end());
+    }
+    for (int T : {1, 2, 3, 4, 5, 7, 9}) {
+      std::vector<BlockQ8A> X = quantized(randn(T * n, 9 + T));
+      std::vector<float> Y(T * d, -1.0f);
+      matmul_q8_simd(t, Y.data(), d, X.data(), W.data(), T, n, 3, d);
+      for (int tok = 0; tok < T; tok++) {
+        std::vector<float> y1(d, -1.0f);
+        matmul_q8_simd(t, y1.data(), d, X.data() + tok * (n / 32), W.data(), 1, n, 3, d);
+        for (int r = 0; r < d; r++) {
+          const float got = Y[tok * d + r];
+          if (r < 3) { ASSERT_EQ(got, -1.0f) << "row outside the range was written"; continue; }
+          ASSERT_EQ(got, y1[r]) << name(t) << " T " << T << " token " << tok << " row " << r;
+          double mag = 0;
+          const float want = dot_q8_ref(t, W.data() + r * qtype_row_bytes(t, n), X.data() + tok * (n / 32), n, &mag);
+          ASSERT_NEAR(got, want, fp_tol(n, mag)) << name(t) << " T " << T << " row " << r;
+        }
+      }
+      std::vector<float> R(T * d, -1.0f);
+      matmul_q8_ref(t, R.data(), d, X.data(), W.data(), T, n, 3, d);
+      for (int i = 0; i < T * d; i++) ASSERT_NEAR(R[i], Y[i], 1e-4 * (std::fabs(R[i]) + 1)) << name(t);
+    }
+  }
+}
+
+TEST(QDotMatmul, TypesWithoutIntegerDotAreRefused) {
+  EXPECT_FALSE(qtype_int_dot(QType::F32));
+  EXPECT_FALSE(qtype_int_dot(QType::F16));
+  EXPECT_FALSE(qtype_int_dot(QType::BF16));
+  for (QType t : kIntTypes) EXPECT_TRUE(qtype_int_dot(t));
+  BlockQ8A x{};
+  float y = 0;
+  uint16_t w[32] = {};
+  EXPECT_THROW(matmul_q8_simd(QType::F16, &y, 1, &x, w, 1, 32, 0, 1), Error);
+}
+
+}  // namespace

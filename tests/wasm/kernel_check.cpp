@@ -1,0 +1,75 @@
+// The stored-type kernels compiled for WebAssembly (the SIMD128 paths the native tests never
+// run), checked against their scalar references: build-wasm/qkv_kernel_check.cjs, run by
+// tests/js/kernels-wasm.test.mjs. Prints one line per failure and "ok <impl>" at the end;
+// exit status 1 on any failure.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "../native/quant_rows.h"
+#include "kernels/qdot.h"
+#include "kernels/quant.h"
+
+using namespace qkv;
+
+static int failures = 0;
+static void check(bool ok, const char* what, int type, int n, double got, double want) {
+  if (ok) return;
+  failures++;
+  std::printf("FAIL %s: type %d n %d: got %.9g want %.9g\n", what, type, n, got, want);
+}
+
+int main() {
+  const QType types[] = {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1, QType::Q4_K, QType::Q5_K, QType::Q6_K};
+  for (QType t : types) {
+    const int block = qtype_block(t);
+    for (int n : {block, 2 * block, 2048}) {
+      for (int offset : {0, 3}) {
+        std::vector<uint8_t> buf = stored_row(t, randn(n, 3 + n, 0.05f), offset);
+        const uint8_t* row = buf.data() + offset;
+        std::vector<float> x = randn(n, 9 + n);
+        std::vector<BlockQ8A> a(n / 32), b(n / 32);
+        quantize_act_q8_ref(x.data(), a.data(), n);
+        quantize_act_q8_simd(x.data(), b.data(), n);
+        for (int i = 0; i < n / 32; i++)
+          check(a[i].d == b[i].d && a[i].s == b[i].s && std::memcmp(a[i].q, b[i].q, sizeof a[i].q) == 0,
+                "activation blocks (bit-exact)", (int)t, n, b[i].d, a[i].d);
+        double mag = 0;
+        const float ref = dot_q8_ref(t, row, a.data(), n, &mag);
+        float simd = 0;
+        matmul_q8_simd(t, &simd, 1, a.data(), row, 1, n, 0, 1);
+        // float rounding of nb block terms (as tests/native/test_qdot.cpp)
+        check(std::fabs(simd - ref) <= (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30, "simd vs reference", (int)t, n, simd, ref);
+        // 5 tokens through the prefill tiles equal decoding each alone, bit for bit
+        std::vector<BlockQ8A> X5(5 * (n / 32));
+        for (int k = 0; k < 5; k++) quantize_act_q8_simd(randn(n, 100 + k).data(), X5.data() + k * (n / 32), n);
+        float y5[5];
+        matmul_q8_simd(t, y5, 1, X5.data(), row, 5, n, 0, 1);
+        for (int k = 0; k < 5; k++) {
+          float y1 = 0;
+          matmul_q8_simd(t, &y1, 1, X5.data() + k * (n / 32), row, 1, n, 0, 1);
+          check(y1 == y5[k], "prefill vs decode (bit-exact)", (int)t, n, y5[k], y1);
+        }
+      }
+    }
+  }
+  // f16 conversion: every half, SIMD vs scalar (NaN stays NaN); the f16 dot vs its reference.
+  std::vector<uint16_t> all(65536);
+  for (uint32_t h = 0; h < 65536; h++) all[h] = (uint16_t)h;
+  std::vector<float> fast(65536);
+  dequantize_row_simd(QType::F16, all.data(), fast.data(), 65536);
+  for (uint32_t h = 0; h < 65536; h++) {
+    const float want = f16_to_f32((uint16_t)h);
+    const bool ok = std::isnan(want) ? std::isnan(fast[h]) : std::memcmp(&fast[h], &want, 4) == 0;
+    check(ok, "f16 conversion", (int)QType::F16, (int)h, fast[h], want);
+  }
+  for (int n : {7, 64, 769}) {
+    std::vector<uint8_t> row = stored_row(QType::F16, randn(n, n, 0.1f), 1);
+    std::vector<float> x = randn(n, 2 * n);
+    const float r = dot_row_ref(QType::F16, row.data() + 1, x.data(), n), s = dot_row_simd(QType::F16, row.data() + 1, x.data(), n);
+    check(std::fabs(r - s) <= 1e-5 * (std::fabs(r) + 1), "f16 dot", (int)QType::F16, n, s, r);
+  }
+  std::printf("%s %s (%d failures)\n", failures ? "FAILED" : "ok", qdot_impl_name(), failures);
+  return failures ? 1 : 0;
+}
