@@ -26,7 +26,7 @@ echo "[fuzz] $(ls "$out/seeds" | wc -l) seeds, $(ls "$out/corpus" | wc -l) input
 export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 "$out/qkv_fuzz" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len=131072 \
-  -artifact_prefix="$out/artifacts/" -print_final_stats=1 "$out/corpus" "$out/seeds" 2>"$out/fuzz.log" || {
+  -dict=tests/fuzz/gguf.dict -use_value_profile=1 -artifact_prefix="$out/artifacts/" -print_final_stats=1 "$out/corpus" "$out/seeds" 2>"$out/fuzz.log" || {
   rc=$?
   grep -E "ERROR|SUMMARY|runtime error|Test unit written|==[0-9]+==" "$out/fuzz.log" | head -20 >&2
   echo "[fuzz] FAILED (exit $rc); full log: $out/fuzz.log" >&2
