@@ -82,20 +82,9 @@ void GgufWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims,
   if (cols % qtype_block(type) != 0)
     fail(ErrorCode::BadArgument, "tensor " + name + ": rows of " + std::to_string(cols) + " do not split into blocks");
   const size_t rb = qtype_row_bytes(type, cols);
-  uint32_t gt = 0;
-  switch (type) {
-    case QType::F32: gt = 0; break;
-    case QType::F16: gt = 1; break;
-    case QType::BF16: gt = 30; break;
-    case QType::Q8_0: gt = 8; break;
-    case QType::Q4_0: gt = 2; break;
-    case QType::Q4_1: gt = 3; break;
-    case QType::Q5_0: gt = 6; break;
-    case QType::Q5_1: gt = 7; break;
-    case QType::Q4_K: gt = 12; break;
-    case QType::Q5_K: case QType::Q6_K:
-      fail(ErrorCode::Unsupported, "writing Q5_K/Q6_K tensors is not supported yet (reading them is)");
-  }
+  if (type == QType::Q5_K || type == QType::Q6_K)
+    fail(ErrorCode::Unsupported, "writing Q5_K/Q6_K tensors is not supported yet (reading them is)");
+  const uint32_t gt = ggml_of_qtype(type);
   T t{name, std::move(dims), gt, std::vector<uint8_t>(rows * rb)};
   for (uint64_t r = 0; r < rows; r++) {
     const float* src = data + r * cols;

@@ -33,8 +33,4 @@ struct QuantizeResult {
 // The input may hold any type qkv reads; each row is decoded to f32 and re-encoded.
 QuantizeResult quantize_gguf(const GgufFile& in, QType type);
 
-// GGUF type number <-> QType for the types qkv reads (false: unknown to the engine).
-bool qtype_of_ggml(uint32_t ggml_type, QType* out);
-uint32_t ggml_of_qtype(QType t);
-
 }  // namespace qkv
