@@ -100,7 +100,49 @@ std::vector<uint8_t> llama2c_bin(int dim, int hidden, int layers, int heads, int
   return o;
 }
 
+// A small llama GGUF with an embedded 8-piece tokenizer: small seeds let mutations land in the
+// header, metadata and tensor table rather than in weight bytes.
+std::vector<uint8_t> tiny_gguf(QType type, bool with_tensors) {
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_u32("llama.context_length", 8);
+  w.add_u32("llama.embedding_length", 32);
+  w.add_u32("llama.feed_forward_length", 32);
+  w.add_u32("llama.block_count", 1);
+  w.add_u32("llama.attention.head_count", 2);
+  w.add_u32("llama.attention.head_count_kv", 1);
+  w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.add_string("tokenizer.ggml.model", "llama");
+  w.add_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "<0x0A>", "\xE2\x96\x81", "a", "\xE2\x96\x81" "a", "b"});
+  w.add_f32s("tokenizer.ggml.scores", {0, 0, 0, 0, -1, -2, -3, -4});
+  w.add_i32s("tokenizer.ggml.token_type", {2, 3, 3, 6, 1, 1, 1, 1});
+  w.add_u32("tokenizer.ggml.bos_token_id", 1);
+  w.add_u32("tokenizer.ggml.eos_token_id", 2);
+  w.add_bool("tokenizer.ggml.add_space_prefix", true);
+  if (with_tensors) {
+    std::vector<float> v(32 * 32);
+    for (size_t i = 0; i < v.size(); i++) v[i] = 0.01f * (float)((i * 7919) % 13) - 0.06f;
+    std::vector<float> ones(32, 1.0f);
+    w.add_tensor("token_embd.weight", {32, 8}, v.data(), type);
+    w.add_tensor_f32("blk.0.attn_norm.weight", {32}, ones.data());
+    w.add_tensor("blk.0.attn_q.weight", {32, 32}, v.data(), type);
+    w.add_tensor("blk.0.attn_k.weight", {32, 16}, v.data(), type);
+    w.add_tensor("blk.0.attn_v.weight", {32, 16}, v.data(), type);
+    w.add_tensor("blk.0.attn_output.weight", {32, 32}, v.data(), type);
+    w.add_tensor_f32("blk.0.ffn_norm.weight", {32}, ones.data());
+    w.add_tensor("blk.0.ffn_gate.weight", {32, 32}, v.data(), type);
+    w.add_tensor("blk.0.ffn_down.weight", {32, 32}, v.data(), type);
+    w.add_tensor("blk.0.ffn_up.weight", {32, 32}, v.data(), type);
+    w.add_tensor_f32("output_norm.weight", {32}, ones.data());
+  }
+  return w.finish();
+}
+
 void write_seeds(const std::string& dir) {
+  write(dir + "/tiny-meta-only.gguf", tiny_gguf(QType::F32, false));
+  write(dir + "/tiny-f32.gguf", tiny_gguf(QType::F32, true));
+  write(dir + "/tiny-q8_0.gguf", tiny_gguf(QType::Q8_0, true));
+  write(dir + "/tiny-q4_0.gguf", tiny_gguf(QType::Q4_0, true));
   const std::vector<uint8_t> tb = tokenizer_bin();
   write(dir + "/tokenizer.bin", tb);
   const std::vector<uint8_t> bin = llama2c_bin(32, 64, 2, 4, 2, 16, false, 1);
