@@ -8,7 +8,8 @@ function usage(mod, out) {
     '  qkv run MODEL [options]          generate text (llama2.c run.c flags)\n' +
     '  qkv info MODEL [-z TOK]          model architecture, sizes and runtime\n' +
     '  qkv tokenize MODEL -z TOK TEXT   token ids and pieces of TEXT\n' +
-    '  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt\'s logits\n\n' + mod.runUsage());
+    '  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt\'s logits\n' +
+    '  qkv perplexity MODEL FILE [-z TOK] [--ctx N] [--threads N]   perplexity on a text\n\n' + mod.runUsage());
 }
 
 // Reads a file into the WASM heap; file-system failures become io errors naming the path.
@@ -58,6 +59,74 @@ async function infoOrTokenize(cmd, argv) {
   }
 }
 
+// `qkv perplexity MODEL FILE [-z TOK] [--ctx N] [--threads N]`: the native command's windows
+// and output, through the JS API (all-logits feeds of 64 tokens, log-softmax in float64).
+async function perplexity(argv) {
+  const { loadModel } = await import('../src/js/node.js');
+  const [model, file] = argv;
+  if (!model || !file || model.startsWith('-') || file.startsWith('-'))
+    return fail('bad_argument', 'usage: qkv perplexity MODEL FILE [-z TOKENIZER] [--ctx N] [--threads N]');
+  let tok = 'tokenizer.bin', ctx = 0, threads = 'auto';
+  const int = (flag, v, lo, hi) => {
+    const n = Number(v);
+    if (!/^[0-9]+$/.test(v ?? '') || n < lo || n > hi) throw Object.assign(new Error(`${flag} must be ${lo}..${hi}, got ${v}`), { code: 'bad_argument' });
+    return n;
+  };
+  let m, s;
+  try {
+    for (let i = 2; i < argv.length; i += 2) {
+      const [f, v] = [argv[i], argv[i + 1]];
+      if (v === undefined) throw Object.assign(new Error(`option ${f} needs a value`), { code: 'bad_argument' });
+      if (f === '-z') tok = v;
+      else if (f === '--ctx') ctx = int(f, v, 1, 1 << 20);
+      else if (f === '--threads') threads = int(f, v, 1, 256);
+      else throw Object.assign(new Error(`unknown option ${f}`), { code: 'bad_argument' });
+    }
+    let text;
+    try {
+      text = (await import('node:fs')).readFileSync(file, 'utf8');
+    } catch (e) {
+      throw Object.assign(new Error(`cannot open ${file}: ${e.code === 'ENOENT' ? 'No such file or directory' : e.message}`), { code: 'io' });
+    }
+    if (text.length === 0) throw Object.assign(new Error(`text file ${file} is empty`), { code: 'bad_argument' });
+    m = await loadModel(model, { tokenizer: tok, threads });
+    s = m.createSession({ contextLength: ctx });
+    const window = ctx || m.info.contextLength;
+    const ids = m.tokenize(text);
+    if (ids.length < 2) throw Object.assign(new Error(`perplexity needs at least 2 tokens, the text has ${ids.length}`), { code: 'bad_argument' });
+    if (window < 2) throw Object.assign(new Error(`perplexity window ${window} must be at least 2`), { code: 'bad_argument' });
+    const windows = Math.ceil((ids.length - 1) / window);
+    let nll = 0, predicted = 0, tokens = 0, w = 0;
+    for (let start = 0; start + 1 < ids.length; start += window) {
+      const len = Math.min(window, ids.length - start);
+      let wnll = 0;
+      s.truncate(0);
+      for (let i = 0; i < len; i += 64) {
+        const b = Math.min(64, len - i);
+        s.feed(ids.slice(start + i, start + i + b), { allLogits: true });
+        for (let j = 0; j < b && i + j + 1 < len; j++) {
+          const l = s.logits(j);
+          let mx = -Infinity, sum = 0;
+          for (let k = 0; k < l.length; k++) if (l[k] > mx) mx = l[k];
+          for (let k = 0; k < l.length; k++) sum += Math.exp(l[k] - mx);
+          wnll += Math.log(sum) + mx - l[ids[start + i + j + 1]];
+        }
+      }
+      nll += wnll; predicted += len - 1; tokens += len; w++;
+      process.stderr.write(`[${w}/${windows}] ${len} tokens, window ppl ${Math.exp(wnll / (len - 1)).toFixed(4)}, ` +
+        `running ppl ${Math.exp(nll / predicted).toFixed(4)}\n`);
+    }
+    process.stdout.write(`perplexity: ${Math.exp(nll / predicted).toFixed(4)} (${predicted} tokens predicted, ` +
+      `${tokens} tokens in ${w} windows)\n`);
+    return 0;
+  } catch (e) {
+    return fail(e.code ?? 'internal', e.message);
+  } finally {
+    s?.dispose();
+    m?.dispose();
+  }
+}
+
 function fail(code, message) {
   process.stderr.write(`qkv: error [${code}]: ${message}\n`);
   return 1;
@@ -72,6 +141,7 @@ async function main(argv) {
   if (!cmd) { usage(mod, process.stderr); return 1; }
   if (cmd === '-h' || cmd === '--help' || cmd === 'help') { usage(mod, process.stdout); return 0; }
   if (cmd === 'info' || cmd === 'tokenize') return infoOrTokenize(cmd, rest);
+  if (cmd === 'perplexity') return perplexity(rest);
   if (cmd !== 'run' && cmd !== 'logits') {
     process.stderr.write(`qkv: unknown command '${cmd}'\n\n`);
     usage(mod, process.stderr);

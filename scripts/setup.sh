@@ -18,6 +18,8 @@ command -v npm >/dev/null || need+=(npm)
 command -v em++ >/dev/null || need+=(emscripten)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
 command -v chromium >/dev/null || need+=(chromium)  # headless browser tests (driven by playwright-core)
+command -v clang++-14 >/dev/null || need+=(clang-14)  # the libFuzzer build (scripts/fuzz.sh)
+compgen -G '/usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a' >/dev/null || need+=(libclang-rt-14-dev)
 if [ "${#need[@]}" -gt 0 ]; then
   log "apt-get install ${need[*]}"
   as_root apt-get update -qq

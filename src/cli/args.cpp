@@ -82,6 +82,7 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
     } else if (f == "--system") a.run.system = v;
     else if (f == "-o") a.logits_out = v;
     else if (f == "--type") a.weight_type = v;
+    else if (f == "--text") a.text_path = v;
     else bad("unknown option " + f);
   }
   // run.c's overrides.

@@ -14,7 +14,8 @@ struct RunArgs {
   int threads = 0;  // 0 = all hardware threads
   int context = 0;  // 0 = the model's
   std::string logits_out;  // `qkv logits` / `qkv convert`: the output file (-o)
-  std::string weight_type = "f32";  // `qkv convert --type`
+  std::string weight_type = "f32";  // `qkv convert --type`, `qkv quantize --type`
+  std::string text_path;            // `qkv quantize --text`: measure perplexity before and after
 };
 
 // Parses `run MODEL [-z TOK] [-i PROMPT] [-n STEPS] [-t TEMP] [-p TOPP] [-s SEED] [-k TOPK]

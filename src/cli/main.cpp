@@ -1,15 +1,19 @@
 // The native `qkv` command: `run` (llama2.c run.c's contract: generated text on stdout, speed
 // on stderr) and `logits` (writes the prompt's logits as raw f32, for conformance tests).
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "../common.h"
+#include "../engine/perplexity.h"
 #include "../formats/file.h"
 #include "../formats/gguf_writer.h"
 #include "../formats/loader.h"
+#include "../formats/quantize.h"
 #include "../kernels/simd.h"
 #include "../threadpool.h"
 #include "../train/cli_train.h"
@@ -22,7 +26,11 @@ static int usage(FILE* f) {
              "  qkv run MODEL [options]          generate text (llama2.c run.c flags)\n"
              "  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt's logits\n"
              "  qkv convert MODEL.bin -z TOK.bin -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1]\n"
-             "                                   llama2.c checkpoint to GGUF\n%s\n%s",
+             "                                   llama2.c checkpoint to GGUF\n"
+             "  qkv quantize IN OUT.gguf --type q8_0|q4_0|q4_k [-z TOK.bin] [--text FILE] [--ctx N]\n"
+             "                                   F32/F16 GGUF or llama2.c checkpoint to a quantized GGUF\n"
+             "  qkv perplexity MODEL FILE [-z TOK.bin] [--ctx N] [--threads N]\n"
+             "                                   perplexity on a text, in windows of N tokens\n%s\n%s",
           train_usage(), run_usage());
   return f == stderr ? 1 : 0;
 }
@@ -79,6 +87,100 @@ static int cmd_convert(const RunArgs& a) {
   return 0;
 }
 
+// `quantize` and `perplexity` take a second positional argument after MODEL; the flags are the
+// shared ones. Returns the parsed flags and puts the second argument in *second.
+static RunArgs parse_two(const std::vector<std::string>& args, const char* what, std::string* second) {
+  if (args.size() < 2 || args[1].empty() || args[1][0] == '-')
+    fail(ErrorCode::BadArgument, std::string("missing ") + what + " (usage: see qkv --help)");
+  *second = args[1];
+  std::vector<std::string> rest(args);
+  rest.erase(rest.begin() + 1);
+  return parse_run_args(rest);
+}
+
+static std::string read_text(const std::string& path) {
+  auto b = map_file(path);
+  std::string s(reinterpret_cast<const char*>(b->data()), b->size());
+  if (s.empty()) fail(ErrorCode::BadArgument, "text file " + path + " is empty");
+  return s;
+}
+
+// Perplexity of the model in `blob` on `text`, window = --ctx or the model's context.
+static PerplexityStats measure(const std::shared_ptr<const Blob>& blob, const RunArgs& a, const std::string& text,
+                               const char* label) {
+  int threads = a.threads > 0 ? a.threads : ThreadPool::hardware_threads();
+  Transformer model(load_model(blob), a.context, std::make_shared<ThreadPool>(threads));
+  std::unique_ptr<Tokenizer> tok = embedded_tokenizer(blob);
+  if (!tok) {
+    auto tb = map_file(a.tokenizer_path);
+    tok = std::make_unique<Tokenizer>(Tokenizer::from_llama2c(tb->data(), tb->size(), model.config().vocab_size));
+  }
+  const std::vector<int> ids = tok->encode(text, true, false);
+  const int ctx = model.context();
+  const int64_t windows = ((int64_t)ids.size() - 1 + ctx - 1) / ctx;
+  return perplexity(model, ids, ctx, [&](const PerplexityStats& w, const PerplexityStats& t) {
+    fprintf(stderr, "%s[%d/%lld] %lld tokens, window ppl %.4f, running ppl %.4f\n", label, t.windows,
+            (long long)windows, (long long)w.tokens, w.perplexity(), t.perplexity());
+  });
+}
+
+// qkv perplexity MODEL FILE [--ctx N] [--threads N] [-z TOK]
+static int cmd_perplexity(const std::vector<std::string>& args) {
+  std::string file;
+  RunArgs a = parse_two(args, "text FILE", &file);
+  const std::string text = read_text(file);
+  auto blob = map_file(a.model_path);
+  PerplexityStats st = measure(blob, a, text, "");
+  printf("perplexity: %.4f (%lld tokens predicted, %lld tokens in %d windows)\n", st.perplexity(),
+         (long long)st.predicted, (long long)st.tokens, st.windows);
+  return 0;
+}
+
+// qkv quantize IN OUT --type T [-z TOK] [--text FILE] [--ctx N] [--threads N]
+static int cmd_quantize(const std::vector<std::string>& args) {
+  std::string out_path;
+  RunArgs a = parse_two(args, "OUT path", &out_path);
+  bool type_given = false;
+  for (const auto& s : args) type_given |= s == "--type";
+  if (!type_given) fail(ErrorCode::BadArgument, "quantize needs --type q8_0|q4_0|q4_k");
+  const QType type = parse_qtype(a.weight_type);
+  const std::string text = a.text_path.empty() ? "" : read_text(a.text_path);  // fail before the work
+  auto in = map_file(a.model_path);
+  std::shared_ptr<const Blob> gguf = in;
+  const bool from_gguf = looks_like_gguf(in->data(), in->size());
+  if (!from_gguf) {  // llama2.c: to an f32 GGUF in memory with the convert writer, then quantize that
+    LoadedModel m = load_model(in);
+    auto tb = map_file(a.tokenizer_path);
+    Tokenizer tok = Tokenizer::from_llama2c(tb->data(), tb->size(), m.config.vocab_size);
+    std::string name = a.model_path.substr(a.model_path.find_last_of('/') + 1);
+    gguf = std::make_shared<VectorBlob>(llama2c_to_gguf(m, tok, name, QType::F32));
+  }
+  QuantizeResult q = quantize_gguf(GgufFile::parse(gguf), type);
+  {
+    std::ofstream f(out_path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(q.bytes.data()), (std::streamsize)q.bytes.size());
+    if (!f) fail(ErrorCode::Io, "cannot write " + out_path);
+  }
+  std::map<std::string, int> count;
+  for (const auto& t : q.tensors) count[ggml_type_name(t.to)]++;
+  std::string mix;
+  for (const auto& [k, v] : count) mix += (mix.empty() ? "" : ", ") + std::to_string(v) + " " + k;
+  printf("%s (%s, %s) -> %s (%s, %s): %.2fx smaller\n", a.model_path.c_str(), from_gguf ? "GGUF" : "llama2.c",
+         format_bytes(in->size()).c_str(), out_path.c_str(), a.weight_type.c_str(), format_bytes(q.bytes.size()).c_str(),
+         (double)in->size() / (double)q.bytes.size());
+  printf("tensors: %s\n", mix.c_str());
+  for (const auto& t : q.tensors)
+    if (!t.note.empty()) printf("  %s: %s\n", t.name.c_str(), t.note.c_str());
+  if (!text.empty()) {
+    PerplexityStats before = measure(gguf, a, text, "before ");
+    PerplexityStats after = measure(map_file(out_path), a, text, "after ");
+    printf("perplexity on %s (%lld tokens predicted): before %.4f, after %.4f (%+.2f%%)\n", a.text_path.c_str(),
+           (long long)after.predicted, before.perplexity(), after.perplexity(),
+           100.0 * (after.perplexity() / before.perplexity() - 1.0));
+  }
+  return 0;
+}
+
 static int cmd_logits(const RunArgs& a) {
   if (a.logits_out.empty()) fail(ErrorCode::BadArgument, "logits needs -o OUT");
   Loaded l = load(a);
@@ -102,6 +204,8 @@ int main(int argc, char** argv) {
     if (cmd == "convert") return cmd_convert(parse_run_args(args));
     if (cmd == "train") return cmd_train(args);
     if (cmd == "train-tokenizer") return cmd_train_tokenizer(args);
+    if (cmd == "quantize") return cmd_quantize(args);
+    if (cmd == "perplexity") return cmd_perplexity(args);
     fprintf(stderr, "qkv: unknown command '%s'\n\n", cmd.c_str());
     return usage(stderr);
   } catch (const Error& e) {

@@ -118,6 +118,40 @@ const char* ggml_type_name(uint32_t type) {
   }
 }
 
+bool qtype_of_ggml(uint32_t t, QType* out) {
+  switch (t) {
+    case 0: *out = QType::F32; return true;
+    case 1: *out = QType::F16; return true;
+    case 30: *out = QType::BF16; return true;
+    case 8: *out = QType::Q8_0; return true;
+    case 2: *out = QType::Q4_0; return true;
+    case 3: *out = QType::Q4_1; return true;
+    case 6: *out = QType::Q5_0; return true;
+    case 7: *out = QType::Q5_1; return true;
+    case 12: *out = QType::Q4_K; return true;
+    case 13: *out = QType::Q5_K; return true;
+    case 14: *out = QType::Q6_K; return true;
+    default: return false;
+  }
+}
+
+uint32_t ggml_of_qtype(QType t) {
+  switch (t) {
+    case QType::F32: return 0;
+    case QType::F16: return 1;
+    case QType::BF16: return 30;
+    case QType::Q8_0: return 8;
+    case QType::Q4_0: return 2;
+    case QType::Q4_1: return 3;
+    case QType::Q5_0: return 6;
+    case QType::Q5_1: return 7;
+    case QType::Q4_K: return 12;
+    case QType::Q5_K: return 13;
+    case QType::Q6_K: return 14;
+  }
+  return 0;
+}
+
 bool GgufValue::is_int() const {
   switch (kind) {
     case GgufKind::U8: case GgufKind::I8: case GgufKind::U16: case GgufKind::I16: case GgufKind::U32:

@@ -19,6 +19,9 @@ enum class GgmlType : uint32_t {
 // Elements per block and bytes per block; false for a type number qkv does not know.
 bool ggml_type_layout(uint32_t type, uint32_t* block, uint32_t* bytes);
 const char* ggml_type_name(uint32_t type);
+// GGUF type number <-> the engine's storage type, for the types qkv reads (false: it cannot).
+bool qtype_of_ggml(uint32_t ggml_type, QType* out);
+uint32_t ggml_of_qtype(QType t);
 
 enum class GgufKind : uint32_t {
   U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STRING = 8, ARRAY = 9,

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "../common.h"
+#include "../kernels/quant.h"
 
 namespace qkv {
 
@@ -41,6 +42,34 @@ void GgufWriter::add_i32s(const std::string& k, const std::vector<int32_t>& v) {
   n_kv_++;
 }
 
+static void put_value(std::vector<uint8_t>& o, const GgufValue& v) {
+  switch (v.kind) {
+    case GgufKind::U8: case GgufKind::BOOL: put<uint8_t>(o, (uint8_t)v.u); break;
+    case GgufKind::I8: put<int8_t>(o, (int8_t)v.i); break;
+    case GgufKind::U16: put<uint16_t>(o, (uint16_t)v.u); break;
+    case GgufKind::I16: put<int16_t>(o, (int16_t)v.i); break;
+    case GgufKind::U32: put<uint32_t>(o, (uint32_t)v.u); break;
+    case GgufKind::I32: put<int32_t>(o, (int32_t)v.i); break;
+    case GgufKind::U64: put<uint64_t>(o, v.u); break;
+    case GgufKind::I64: put<int64_t>(o, v.i); break;
+    case GgufKind::F32: put<float>(o, (float)v.f); break;
+    case GgufKind::F64: put<double>(o, v.f); break;
+    case GgufKind::STRING: put_str(o, v.s); break;
+    case GgufKind::ARRAY:
+      put<uint32_t>(o, (uint32_t)v.elem);
+      put<uint64_t>(o, v.arr.size());
+      for (const GgufValue& e : v.arr) put_value(o, e);
+      break;
+  }
+}
+
+void GgufWriter::add_value(const std::string& k, const GgufValue& v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, (uint32_t)v.kind);
+  put_value(kv_, v);
+  n_kv_++;
+}
+
 void GgufWriter::add_tensor_f32(const std::string& name, std::vector<uint64_t> dims, const float* data) {
   add_tensor(name, std::move(dims), data, QType::F32);
 }
@@ -53,19 +82,9 @@ void GgufWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims,
   if (cols % qtype_block(type) != 0)
     fail(ErrorCode::BadArgument, "tensor " + name + ": rows of " + std::to_string(cols) + " do not split into blocks");
   const size_t rb = qtype_row_bytes(type, cols);
-  uint32_t gt = 0;
-  switch (type) {
-    case QType::F32: gt = 0; break;
-    case QType::F16: gt = 1; break;
-    case QType::BF16: gt = 30; break;
-    case QType::Q8_0: gt = 8; break;
-    case QType::Q4_0: gt = 2; break;
-    case QType::Q4_1: gt = 3; break;
-    case QType::Q5_0: gt = 6; break;
-    case QType::Q5_1: gt = 7; break;
-    case QType::Q4_K: case QType::Q5_K: case QType::Q6_K:
-      fail(ErrorCode::Unsupported, "writing K-quant tensors is not supported yet (reading them is)");
-  }
+  if (type == QType::Q5_K)
+    fail(ErrorCode::Unsupported, "writing Q5_K tensors is not supported yet (reading them is)");
+  const uint32_t gt = ggml_of_qtype(type);
   T t{name, std::move(dims), gt, std::vector<uint8_t>(rows * rb)};
   for (uint64_t r = 0; r < rows; r++) {
     const float* src = data + r * cols;
@@ -88,6 +107,8 @@ void GgufWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims,
       case QType::Q4_1: quantize_row_q4_1(src, dst, cols); break;
       case QType::Q5_0: quantize_row_q5_0(src, dst, cols); break;
       case QType::Q5_1: quantize_row_q5_1(src, dst, cols); break;
+      case QType::Q4_K: quantize_row_q4_k(src, dst, cols); break;
+      case QType::Q6_K: quantize_row_q6_k(src, dst, cols); break;
       default: break;  // refused above
     }
   }
@@ -103,7 +124,8 @@ QType parse_qtype(const std::string& s) {
   if (s == "q4_1") return QType::Q4_1;
   if (s == "q5_0") return QType::Q5_0;
   if (s == "q5_1") return QType::Q5_1;
-  fail(ErrorCode::BadArgument, "unknown weight type '" + s + "' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)");
+  if (s == "q4_k") return QType::Q4_K;
+  fail(ErrorCode::BadArgument, "unknown weight type '" + s + "' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k)");
 }
 
 std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {

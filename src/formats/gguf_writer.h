@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "../model/weights.h"
+#include "gguf.h"
 #include "../tokenizer/tokenizer.h"
 
 namespace qkv {
@@ -19,6 +20,8 @@ class GgufWriter {
   void add_strings(const std::string& key, const std::vector<std::string>& v);
   void add_f32s(const std::string& key, const std::vector<float>& v);
   void add_i32s(const std::string& key, const std::vector<int32_t>& v);
+  // Any parsed value (arrays included), as read by GgufFile: for copying metadata across.
+  void add_value(const std::string& key, const GgufValue& v);
   // dims fastest first (GGUF order); data is copied, converted to `type` row by row.
   void add_tensor_f32(const std::string& name, std::vector<uint64_t> dims, const float* data);
   void add_tensor(const std::string& name, std::vector<uint64_t> dims, const float* data, QType type);
@@ -45,7 +48,7 @@ void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok, const std::vector<st
 // matrices stored as `type` (norms stay f32).
 std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name,
                                      QType type = QType::F32);
-// "f32", "f16", "bf16", "q8_0", "q4_0" -> QType; throws BadArgument otherwise.
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k" -> QType; throws BadArgument otherwise.
 QType parse_qtype(const std::string& s);
 
 }  // namespace qkv

@@ -1,0 +1,199 @@
+// qkv vs wllama (llama.cpp compiled to WASM) in the same headless Chromium, same run, same
+// GGUF files. A benchmark (prints figures), not a test: `bash scripts/bench-wllama.sh`.
+//
+//   node bench/bench-wllama.mjs [--shapes 110m,1b] [--types f32,q8_0,q4_0,q4_k] [--threads 1,2]
+//                               [--runs 3] [--prompt 256] [--decode 64] [--dir build/bench-wllama]
+//
+// Models: random weights of llama2.c's 110M shape (dim 768, 12 layers, 12 heads, hidden 2048,
+// vocab 32000) and, with --shapes 110m,1b, a ~0.9B shape (dim 2048, 16 layers, 32 heads, hidden
+// 5632; no f32 there: 3.5 GB does not fit a wasm32 heap with room to run). Each is written as a
+// llama2.c checkpoint with a synthetic 32000-piece tokenizer, then turned into GGUF by qkv's own
+// CLI (`qkv convert` for f32, `qkv quantize` for the rest) and cached in --dir.
+// The page is served with COOP/COEP, so both engines get threads. Per model and thread count:
+// prefill tok/s of a --prompt token prompt and decode tok/s over --decode tokens, medians of
+// --runs runs after a warm-up; qkv's through its JS API, wllama's from llama.cpp's timings.
+import { createServer } from 'node:http';
+import { execFileSync } from 'node:child_process';
+import { createReadStream, existsSync, mkdirSync, openSync, closeSync, writeSync, statSync, realpathSync, renameSync } from 'node:fs';
+import { extname, join, normalize, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { launchBrowser } from '../tests/js/browser.mjs';
+
+const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
+const args = process.argv.slice(2);
+const opt = (name, def) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 && i + 1 < args.length ? args[i + 1] : def;
+};
+for (let i = 0; i < args.length; i += 2) {
+  if (!['--shapes', '--types', '--threads', '--runs', '--prompt', '--decode', '--dir'].includes(args[i])) {
+    console.error(`bench-wllama: unknown option ${args[i]} (see the header of bench/bench-wllama.mjs)`);
+    process.exit(2);
+  }
+}
+const shapes = opt('shapes', '110m').split(',');
+const types = opt('types', 'f32,q8_0,q4_0,q4_k').split(',');
+const threadList = opt('threads', '1,2').split(',').map(Number);
+const runs = Number(opt('runs', '3')), promptLen = Number(opt('prompt', '256')), decode = Number(opt('decode', '64'));
+const dir = resolve(opt('dir', join(root, 'build', 'bench-wllama')));
+const SHAPES = {
+  '110m': { dim: 768, hidden: 2048, layers: 12, heads: 12, kvHeads: 12, vocab: 32000, seq: 1024 },
+  '1b': { dim: 2048, hidden: 5632, layers: 16, heads: 32, kvHeads: 32, vocab: 32000, seq: 1024 },
+};
+for (const s of shapes) if (!SHAPES[s]) { console.error(`bench-wllama: unknown shape ${s} (110m, 1b)`); process.exit(2); }
+for (const t of types) if (!['f32', 'q8_0', 'q4_0', 'q4_k'].includes(t)) { console.error(`bench-wllama: unknown type ${t}`); process.exit(2); }
+const qkvBin = join(root, 'build', 'qkv');
+if (!existsSync(qkvBin) || !existsSync(join(root, 'dist', 'qkv-mt.wasm'))) {
+  console.error('bench-wllama: build first (bash scripts/build.sh)');
+  process.exit(1);
+}
+mkdirSync(dir, { recursive: true });
+
+// ---- model files -------------------------------------------------------------------------
+const LETTERS = 'abcdefghijklmnopqrstuvwxyz';
+
+// llama2.c tokenizer.bin: <unk>, <s>, </s>, 256 byte pieces, the 26 letters, ' ', then pieces
+// no text here can reach ('#' + number), up to the vocabulary size. A prompt of letters is one
+// token per letter in both engines (BOS, the dummy-prefix space, then the letters).
+function writeTokenizer(path, vocab) {
+  if (existsSync(path)) return;
+  const parts = [];
+  const i32 = (v) => { const b = Buffer.alloc(4); b.writeInt32LE(v); parts.push(b); };
+  const piece = (s, score) => { const b = Buffer.from(s, 'utf8'); const h = Buffer.alloc(8); h.writeFloatLE(score, 0); h.writeInt32LE(b.length, 4); parts.push(h, b); };
+  i32(16);
+  piece('<unk>', 0); piece('\n<s>\n', 0); piece('\n</s>\n', 0);
+  for (let b = 0; b < 256; b++) piece(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`, 0);
+  for (const c of LETTERS) piece(c, -1);
+  piece(' ', -1);
+  for (let i = 3 + 256 + 27; i < vocab; i++) piece(`#${i}`, -1000);
+  const fd = openSync(path + '.tmp', 'w');
+  for (const p of parts) writeSync(fd, p);
+  closeSync(fd);
+  renameSync(path + '.tmp', path);
+}
+
+// llama2.c checkpoint (tied classifier, no freq_cis), uniform random weights in +-0.035, norms 1.
+function writeCheckpoint(path, s) {
+  if (existsSync(path)) return;
+  const kvd = (s.dim / s.heads) * s.kvHeads, L = s.layers;
+  const runsOf = [
+    [s.vocab * s.dim, 'r'], [L * s.dim, 1], [L * s.dim * s.dim, 'r'], [L * s.dim * kvd, 'r'], [L * s.dim * kvd, 'r'],
+    [L * s.dim * s.dim, 'r'], [L * s.dim, 1], [L * s.hidden * s.dim, 'r'], [L * s.dim * s.hidden, 'r'],
+    [L * s.hidden * s.dim, 'r'], [s.dim, 1],
+  ];
+  const fd = openSync(path + '.tmp', 'w');
+  writeSync(fd, Buffer.from(new Int32Array([s.dim, s.hidden, s.layers, s.heads, s.kvHeads, s.vocab, s.seq]).buffer));
+  let x = 2463534242;
+  const chunk = new Float32Array(1 << 20);
+  for (const [n, what] of runsOf) {
+    for (let done = 0; done < n; done += chunk.length) {
+      const k = Math.min(chunk.length, n - done);
+      for (let i = 0; i < k; i++) {
+        if (what === 1) { chunk[i] = 1; continue; }
+        x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
+        chunk[i] = ((x >>> 0) / 4294967296 - 0.5) * 0.07;
+      }
+      writeSync(fd, Buffer.from(chunk.buffer, 0, k * 4));
+    }
+  }
+  closeSync(fd);
+  renameSync(path + '.tmp', path);
+}
+
+function ggufFor(shape, type) {
+  const s = SHAPES[shape];
+  const bin = join(dir, `${shape}.bin`), tok = join(dir, 'tok32000.bin'), out = join(dir, `${shape}-${type}.gguf`);
+  if (existsSync(out)) return out;
+  writeTokenizer(tok, s.vocab);
+  if (!existsSync(bin)) console.error(`[bench-wllama] writing ${bin} (random weights)`);
+  writeCheckpoint(bin, s);
+  console.error(`[bench-wllama] ${type === 'f32' ? 'qkv convert' : 'qkv quantize'} -> ${out}`);
+  const argv = type === 'f32' ? ['convert', bin, '-z', tok, '-o', out + '.tmp']
+    : ['quantize', bin, out + '.tmp', '--type', type, '-z', tok];
+  const msg = execFileSync(qkvBin, argv, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  if (msg) process.stderr.write(msg.split('\n').filter((l) => !l.startsWith('  ')).join('\n') + '\n');
+  renameSync(out + '.tmp', out);
+  return out;
+}
+
+// ---- server: /qkv/ = the repository, /wllama/ = wllama's esm folder, /models/ = dir -------
+const MIME = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm',
+               '.json': 'application/json' };
+const mounts = { '/qkv/': root, '/wllama/': realpathSync(join(root, 'node_modules', '@wllama', 'wllama', 'esm')), '/models/': dir };
+const PAGE = '<!doctype html><meta charset="utf-8"><title>qkv vs wllama</title><script type="module" src="/qkv/bench/wllama-page.mjs"></script>';
+const server = createServer((req, res) => {
+  const headers = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp',
+                    'Cross-Origin-Resource-Policy': 'same-origin', 'Cache-Control': 'no-store' };
+  const url = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+  if (url === '/') { res.writeHead(200, { ...headers, 'Content-Type': 'text/html' }); res.end(PAGE); return; }
+  for (const [prefix, base] of Object.entries(mounts)) {
+    if (!url.startsWith(prefix)) continue;
+    const file = normalize(join(base, url.slice(prefix.length)));
+    if (!file.startsWith(base + sep) || !existsSync(file) || !statSync(file).isFile()) break;
+    res.writeHead(200, { ...headers, 'Content-Type': MIME[extname(file)] || 'application/octet-stream',
+                         'Content-Length': statSync(file).size });
+    createReadStream(file).pipe(res);
+    return;
+  }
+  res.writeHead(404, headers);
+  res.end('not found');
+});
+await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+const base = `http://127.0.0.1:${server.address().port}/`;
+
+// ---- run -------------------------------------------------------------------------------
+let seed = 7;
+const prompt = Array.from({ length: promptLen - 2 }, () => LETTERS[(seed = (seed * 1103515245 + 12345) % 2147483648) % 26]).join('');
+const rows = [];
+const browser = await launchBrowser();
+try {
+  for (const shape of shapes) {
+    for (const type of types) {
+      if (shape === '1b' && type === 'f32') continue;
+      const file = ggufFor(shape, type);
+      const size = statSync(file).size;
+      for (const threads of threadList) {
+        const row = { shape, type, size, threads };
+        for (const engine of ['qkv', 'wllama']) {
+          // A fresh page per measurement: each engine starts from an empty heap.
+          const context = await browser.newContext();
+          const page = await context.newPage();
+          const errors = [];
+          page.on('pageerror', (e) => errors.push(String(e)));
+          try {
+            await page.goto(base);
+            await page.waitForFunction(() => window.benchReady === true, null, { timeout: 60000 });
+            const cfg = { model: `/models/${file.slice(dir.length + 1)}`, threads, prompt, decode, runs };
+            row[engine] = await page.evaluate(([fn, c]) => window[fn](c), [engine === 'qkv' ? 'benchQkv' : 'benchWllama', cfg]);
+          } catch (e) {
+            row[engine] = { error: String(e.message || e).split('\n')[0] + (errors.length ? ` (${errors[0]})` : '') };
+          } finally {
+            await context.close();
+          }
+          const r = row[engine];
+          console.error(`[bench-wllama] ${shape} ${type} ${threads}t ${engine}: ` +
+            (r.error ? `error: ${r.error}` : `prefill ${r.prefill.toFixed(1)} tok/s (${r.promptTokens} tokens), decode ${r.decode.toFixed(1)} tok/s`));
+        }
+        rows.push(row);
+      }
+    }
+  }
+} finally {
+  await browser.close();
+  server.close();
+}
+
+const f = (v) => (v === undefined ? '-' : v.toFixed(1));
+const ratio = (a, b) => (a && b ? (a / b).toFixed(2) + 'x' : '-');
+const mb = (n) => (n / 1048576).toFixed(0) + ' MiB';
+console.log(`\nqkv vs wllama ${rows.find((r) => r.wllama?.version)?.wllama.version ?? ''} in headless Chromium ` +
+  `(${promptLen}-token prompt, ${decode} decoded tokens, median of ${runs} runs after a warm-up)\n`);
+console.log('| model | type | file | threads | qkv prefill | wllama prefill | ratio | qkv decode | wllama decode | ratio |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+for (const r of rows) {
+  const q = r.qkv || {}, w = r.wllama || {};
+  console.log(`| ${r.shape} | ${r.type} | ${mb(r.size)} | ${r.threads} | ${q.error ? 'error' : f(q.prefill)} | ${w.error ? 'error' : f(w.prefill)} | ` +
+    `${ratio(q.prefill, w.prefill)} | ${q.error ? 'error' : f(q.decode)} | ${w.error ? 'error' : f(w.decode)} | ${ratio(q.decode, w.decode)} |`);
+}
+console.log('\nratio = qkv / wllama (above 1: qkv faster). tok/s; prefill and decode per engine as described in bench/bench-wllama.mjs.');
+for (const r of rows) for (const e of ['qkv', 'wllama']) if (r[e]?.error) console.log(`${r.shape} ${r.type} ${r.threads}t ${e}: ${r[e].error}`);
