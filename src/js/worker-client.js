@@ -63,15 +63,16 @@ class Connection {
   /** A streaming generate request as an async iterator; leaving the loop aborts it. */
   async *stream(msg, signal, statsSink) {
     const queue = [];
-    let wake = null, done = false, failure = null;
+    let wake = null, done = false, failure = null, stats = null;
+    const sink = (s) => { stats = s; statsSink(s); };
     const id = this.send(msg, (m) => {
       if (m.type === 'token') queue.push(m.value);
       else {
         this.pending.delete(id);
         if (m.type === 'error') {
           failure = new QkvError(m.error.code, m.error.message);
-          if (m.stats) statsSink(m.stats);
-        } else statsSink(m.value.stats);
+          if (m.stats) sink(m.stats);
+        } else sink(m.value.stats);
         done = true;
       }
       wake?.();
@@ -88,6 +89,9 @@ class Connection {
       for (;;) {
         if (signal?.aborted) {
           await settle();
+          // The worker may have finished before the abort reached it; for the caller the
+          // generation was stopped all the same (as in-process, where the abort is seen first).
+          if (stats && stats.finishReason !== 'aborted') sink({ ...stats, finishReason: 'aborted' });
           throw new QkvError('aborted', 'the operation was aborted');
         }
         if (queue.length) { yield queue.shift(); continue; }
