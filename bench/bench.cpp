@@ -51,6 +51,7 @@
 #include "formats/gguf_writer.h"
 #include "formats/loader.h"
 #include "tokenizer/tokenizer.h"
+#include "train/rng.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/qdot.h"
@@ -89,20 +90,16 @@ double best_time(const std::function<void()>& f, int samples, double min_sample)
   return best;
 }
 
-// Cheap deterministic random numbers (xorshift64*).
+// Cheap deterministic random numbers: the trainer's xorshift64* stream (train/rng.h), with a
+// fast approximate normal for filling large random models.
 struct XorShift {
-  uint64_t s;
-  explicit XorShift(uint64_t seed) : s(seed ? seed : 0x9E3779B97F4A7C15ull) {}
-  uint64_t next() {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    return s * 0x2545F4914F6CDD1Dull;
-  }
+  qkv::Rng r;
+  explicit XorShift(uint64_t seed) : r(seed) {}
+  uint64_t next() { return r.next(); }
   // Approximately N(0, sigma): Irwin-Hall sum of four 16-bit uniforms, rescaled to unit variance.
   float normal(float sigma) {
-    uint64_t r = next();
-    float u = (float)(r & 0xFFFF) + (float)((r >> 16) & 0xFFFF) + (float)((r >> 32) & 0xFFFF) + (float)(r >> 48);
+    uint64_t x = next();
+    float u = (float)(x & 0xFFFF) + (float)((x >> 16) & 0xFFFF) + (float)((x >> 32) & 0xFFFF) + (float)(x >> 48);
     // Sum of 4 U(0, 65536): mean 131070, variance 4 * 65536^2 / 12.
     return (u - 131070.0f) * (sigma * 1.7320508f / 65536.0f);
   }

@@ -34,22 +34,9 @@ Tensor weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t 
         (vec ? "" : " x " + std::to_string(rows)) + "]");
   }
   DType type;
-  switch (t->type) {
-    case 0: type = DType::F32; break;
-    case 1: type = DType::F16; break;
-    case 30: type = DType::BF16; break;
-    case 8: type = DType::Q8_0; break;
-    case 2: type = DType::Q4_0; break;
-    case 3: type = DType::Q4_1; break;
-    case 6: type = DType::Q5_0; break;
-    case 7: type = DType::Q5_1; break;
-    case 12: type = DType::Q4_K; break;
-    case 13: type = DType::Q5_K; break;
-    case 14: type = DType::Q6_K; break;
-    default:
-      fail(ErrorCode::Unsupported, std::string("GGUF: tensor ") + name + " is " + ggml_type_name(t->type) +
-                                       "; qkv runs F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K");
-  }
+  if (!qtype_of_ggml(t->type, &type))
+    fail(ErrorCode::Unsupported, std::string("GGUF: tensor ") + name + " is " + ggml_type_name(t->type) +
+                                     "; qkv runs F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K");
   if (vec && type != DType::F32)
     fail(ErrorCode::Unsupported, std::string("GGUF: tensor ") + name + " is " + ggml_type_name(t->type) + "; norm weights must be F32");
   Tensor w;

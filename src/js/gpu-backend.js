@@ -1,6 +1,5 @@
 // Where attention runs: device selection for loadModel({device}) and the WebGPU feed that drives
 // the engine's step API (src/model/transformer.h) layer by layer, with the KV cache on the GPU.
-import { QkvError } from './errors.js';
 import { createAttention, createKvCache, hasShaderF16, requestQkvDevice } from './webgpu.js';
 
 export const DEVICES = Object.freeze(['auto', 'webgpu', 'wasm']);
@@ -41,15 +40,12 @@ async function timeGpuLayer(gpu, info, nKv, kvType) {
 }
 
 /**
- * Decides where attention runs for a model. Returns {kind, requested, reason, adapter?, gpu?,
+ * Decides where attention runs for a model (options already validated by loadModel). Returns {kind, requested, reason, adapter?, gpu?,
  * measured?, warning?}. Never throws for a missing or failing GPU: that becomes kind 'wasm' with
  * the reason (and a warning when WebGPU was asked for explicitly).
  */
 export async function chooseDevice(handle, info, options) {
-  const requested = options.device ?? 'auto';
-  if (!DEVICES.includes(requested)) {
-    throw new QkvError('bad_argument', `device must be one of ${DEVICES.map((d) => `'${d}'`).join(', ')}, got ${String(requested)}`);
-  }
+  const requested = options.device ?? 'auto';  // validated by loadModel
   if (requested === 'wasm') return { kind: 'wasm', requested, reason: 'requested' };
   const wasm = (reason, code) => ({
     kind: 'wasm', requested, reason,

@@ -336,6 +336,18 @@ std::vector<std::string> Tokenizer::merge_by_score(std::vector<std::string> sym,
       origin);
 }
 
+std::vector<std::string> utf8_symbols(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char b = s[i];
+    size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
+    if (i + len > s.size()) len = 1;
+    out.push_back(s.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
 void Tokenizer::encode_spm_text(const std::string& text, bool prefix, std::vector<int>& ids) const {
   {
     std::string s = prefix ? kSpace : std::string();
@@ -343,16 +355,7 @@ void Tokenizer::encode_spm_text(const std::string& text, bool prefix, std::vecto
       if (ch == ' ') s += kSpace;
       else s += ch;
     }
-    // Initial symbols: one per UTF-8 code point (invalid bytes stand alone).
-    std::vector<std::string> sym;
-    for (size_t i = 0; i < s.size();) {
-      const unsigned char b = s[i];
-      size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
-      if (i + len > s.size()) len = 1;
-      sym.push_back(s.substr(i, len));
-      i += len;
-    }
-    for (const std::string& piece : merge_by_score(std::move(sym))) {
+    for (const std::string& piece : merge_by_score(utf8_symbols(s))) {
       int id = lookup(piece);
       if (id >= 0) {
         ids.push_back(id);

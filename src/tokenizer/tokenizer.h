@@ -13,6 +13,10 @@ namespace qkv {
 // GGUF token types (tokenizer.ggml.token_type).
 enum TokenType { kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokUserDefined = 4, kTokUnused = 5, kTokByte = 6 };
 
+// The initial symbols of SentencePiece-mode encoding: one per UTF-8 code point, an invalid or
+// truncated sequence's bytes one by one. (Shared with the BPE trainer, which must split alike.)
+std::vector<std::string> utf8_symbols(const std::string& s);
+
 class Tokenizer {
  public:
   // Parses llama2.c's tokenizer.bin: int32 max_token_length, then vocab_size x

@@ -9,25 +9,13 @@
 
 #include "../common.h"
 #include "../formats/gguf_writer.h"
+#include "../tokenizer/tokenizer.h"
 
 namespace qkv {
 
 static const std::string kSpace = "\xE2\x96\x81";  // U+2581
 static constexpr int kFixed = 3 + 256;              // <unk> <s> </s> and the byte pieces
 static constexpr size_t kMaxPieceBytes = 32;
-
-// UTF-8 code points of s (an invalid byte stands alone), as qkv's encoder splits them.
-static std::vector<std::string> code_points(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char b = s[i];
-    size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
-    if (i + len > s.size()) len = 1;
-    out.push_back(s.substr(i, len));
-    i += len;
-  }
-  return out;
-}
 
 BpeVocab train_bpe(const std::string& text, int vocab_size) {
   if (text.empty()) fail(ErrorCode::BadArgument, "train-tokenizer: the text is empty");
@@ -39,7 +27,7 @@ BpeVocab train_bpe(const std::string& text, int vocab_size) {
   std::string s = kSpace;
   s.reserve(text.size() * 2);
   for (char ch : text) s += ch == ' ' ? kSpace : std::string(1, ch);
-  std::vector<std::string> cps = code_points(s);
+  std::vector<std::string> cps = utf8_symbols(s);
   std::unordered_map<std::string, int64_t> char_count;
   for (const auto& cp : cps) char_count[cp]++;
 
@@ -102,7 +90,7 @@ BpeVocab train_bpe(const std::string& text, int vocab_size) {
   words.reserve(word_count.size());
   for (const auto& [w, n] : word_count) {
     Word wd{{}, n};
-    for (const auto& cp : code_points(w)) {
+    for (const auto& cp : utf8_symbols(w)) {
       auto it = id_of.find(cp);
       wd.sym.push_back(it == id_of.end() ? -1 : it->second);
     }
