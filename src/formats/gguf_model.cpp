@@ -1,9 +1,10 @@
-// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3: kArchs),
+// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3, gemma: kArchs),
 // weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, kept as stored
 // (a fused QKV or gate+up matrix becomes row views). Tokenizers: SentencePiece and byte-level BPE.
 #include "gguf_model.h"
 
 #include <cctype>
+#include <cmath>
 
 #include "../common.h"
 
@@ -59,14 +60,18 @@ struct ArchRow {
   bool fused_qkv;  // attn_qkv (rows q, then k, then v)
   bool all_bias;   // every linear layer and norm has a bias (GPT-2)
   bool fused_up;   // ffn_up holds the gate rows, then the up rows (Phi-3)
+  bool embed_sqrt_dim;  // token embeddings scaled by sqrt(dim) (Gemma)
 };
 const ArchRow kArchs[] = {
-    {"llama", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false},
-    {"qwen2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, true, false, false, false, false},
-    {"qwen3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false},
-    {"gpt2", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, false, false, true, true, false},
+    {"llama", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false},
+    {"qwen2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, true, false, false, false, false, false},
+    {"qwen3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false, false},
+    {"gpt2", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, false, false, true, true, false, false},
     // Phi-3: QKV fused or not; llama.cpp ignores its sliding window, and so does qkv.
-    {"phi3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, false, false, true},
+    {"phi3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, false, false, true, false},
+    // Gemma: llama.cpp's converter stores the RMSNorm weights as (1 + w), so the norm is plain;
+    // head width from attention.key_length (256 for gemma-2b and 7b, not dim / heads); tied output.
+    {"gemma", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, false, false, false, false, true},
 };
 
 const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
@@ -82,7 +87,7 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
 }
 }  // namespace
 
-const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3"; }
+const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma"; }
 
 LoadedModel load_gguf_model(const GgufFile& g) {
   const std::string arch = g.get_string("general.architecture");
@@ -115,6 +120,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
                                                       : g.get_float_or(key("attention.layer_norm_epsilon"), 1e-5));
   c.pos = row->pos;
   c.ffn = row->ffn;
+  if (row->embed_sqrt_dim) c.embed_scale = std::sqrt((float)c.dim);
   const bool rope = c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves;
   if (rope) {
     c.rope_theta = (float)g.get_float_or(key("rope.freq_base"), 10000.0);
@@ -193,7 +199,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       L.w_gate = rows_of(gate_up, 0, h);
       L.w_up = rows_of(gate_up, h, h);
     } else {
-      if (c.ffn == FfnKind::SwiGLU) L.w_gate = weight(g, p + "ffn_gate.weight", h, d);
+      if (c.ffn == FfnKind::SwiGLU || c.ffn == FfnKind::GeGLU) L.w_gate = weight(g, p + "ffn_gate.weight", h, d);
       L.w_up = weight(g, p + "ffn_up.weight", h, d);
     }
     L.w_down = weight(g, p + "ffn_down.weight", d, h);

@@ -23,6 +23,7 @@ const char* ffn_kind_name(FfnKind k) {
     case FfnKind::SwiGLU: return "swiglu";
     case FfnKind::GELU: return "gelu";
     case FfnKind::ReLU: return "relu";
+    case FfnKind::GeGLU: return "geglu";
   }
   return "?";
 }
@@ -58,6 +59,7 @@ void ModelConfig::validate() const {
     need(r % 2 == 0 && r <= head_dim, "rotary dims = " + s(r) + " (must be even and <= head_dim = " + s(head_dim) + ")");
     need(rope_theta > 0.0f, "rope theta must be positive");
   }
+  need(embed_scale > 0.0f && embed_scale < 1e6f, "embedding scale out of range");
   need(norm_eps >= 0.0f && norm_eps < 1.0f, "norm epsilon out of range");
 }
 

@@ -242,6 +242,7 @@ void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
   // Embeddings (+ absolute positions).
   for (int t = 0; t < B; t++) {
     dequantize_row_simd(w.tok_embed.type, w.tok_embed.row(tokens[t]), x + (int64_t)t * dim, dim);
+    if (c.embed_scale != 1.0f) scale_simd(x + (int64_t)t * dim, c.embed_scale, dim);
     if (c.pos == PosKind::Learned) add_f32_simd(x + (int64_t)t * dim, w.pos_embed + (int64_t)(pos0 + t) * dim, dim);
     if (c.pos == PosKind::Sinusoidal) add_sinusoidal(x + (int64_t)t * dim, dim, pos0 + t);
   }
@@ -339,9 +340,10 @@ void Transformer::layer_rest(int l) {
 
   norm(xb_.data(), x, L.ffn_norm, L.ffn_norm_b, B);
   matmul(hb2_.data(), hid, xb_.data(), dim, L.w_up, B);
-  if (c.ffn == FfnKind::SwiGLU) {
+  if (c.ffn == FfnKind::SwiGLU || c.ffn == FfnKind::GeGLU) {
     matmul(hb_.data(), hid, xb_.data(), dim, L.w_gate, B);
-    for (int t = 0; t < B; t++) swiglu_simd(hb_.data() + (int64_t)t * hid, hb2_.data() + (int64_t)t * hid, hid);
+    auto glu = c.ffn == FfnKind::SwiGLU ? swiglu_simd : geglu_simd;
+    for (int t = 0; t < B; t++) glu(hb_.data() + (int64_t)t * hid, hb2_.data() + (int64_t)t * hid, hid);
   } else {
     for (int t = 0; t < B; t++) {
       float* h = hb2_.data() + (int64_t)t * hid;

@@ -23,6 +23,16 @@ static const char* kPhi3 =
     "{% for message in messages %}{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n'}}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}";
 
+// Gemma's turns; the system text opens the first user turn (what llama.cpp's built-in Gemma
+// format and qkv's renderer do).
+static const char* kGemma =
+    "{% set sys = namespace(t='') %}{% for message in messages %}{% if message['role'] == 'system' %}"
+    "{% set sys.t = sys.t + message['content'] | trim + '\n\n' %}{% else %}"
+    "{{ '<start_of_turn>' + ('model' if message['role'] == 'assistant' else 'user') + '\n' }}"
+    "{% if message['role'] == 'user' %}{{ sys.t }}{% set sys.t = '' %}{% endif %}"
+    "{{ message['content'] | trim + '<end_of_turn>\n' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}";
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: qkv_test_models OUTDIR [SHARED_MODELS_DIR]\n");
@@ -54,7 +64,11 @@ int main(int argc, char** argv) {
         {"gpt2-default", spec("gpt2", "default", true, 16)},
         {"smollm", spec("llama", "smollm", true, 17)},
         {"phi3", spec("phi3", "", false, 18)},
+        {"gemma", spec("gemma", "", true, 19)},
     };
+    cases[8].spec.spm = &spm;  // Gemma: SentencePiece plus its turn markers, tied classifier
+    cases[8].spec.spm_specials = {"<start_of_turn>", "<end_of_turn>"};
+    cases[8].spec.chat_template = kGemma;
     cases[7].spec.spm = &spm;  // Phi-3: SentencePiece plus its turn markers, whose trailing whitespace llama.cpp strips
     cases[7].spec.spm_specials = {"<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>", "<s>", "</s>"};
     cases[7].spec.name = "qkv test Phi-3";

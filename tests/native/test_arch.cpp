@@ -195,8 +195,15 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
     EXPECT_EQ((const uint8_t*)L.wv.data, (const uint8_t*)L.wk.data + L.wk.rows * L.wk.row_bytes());
     EXPECT_EQ(L.bk, L.bq + c.q_dim());
     EXPECT_TRUE(L.attn_norm_b && L.ffn_norm_b && L.b_up && L.b_down && L.bo && m.weights.pos_embed);
+  } else if (s.arch == "gemma") {
+    EXPECT_NE(d.find("rmsnorm, rope-neox, geglu, tied"), std::string::npos) << d;
+    EXPECT_EQ(c.head_dim, 32) << "key_length sets the head width";
+    EXPECT_EQ(c.q_dim(), 2 * c.dim);
+    EXPECT_FLOAT_EQ(c.embed_scale, std::sqrt((float)c.dim));
+    EXPECT_TRUE(m.weights.layers[0].w_gate.data != nullptr);
   } else {
     EXPECT_NE(d.find(s.arch == "llama" ? "rmsnorm, rope, swiglu" : "rmsnorm, rope-neox, swiglu"), std::string::npos) << d;
+    EXPECT_FLOAT_EQ(c.embed_scale, 1.0f);
   }
   EXPECT_EQ(m.weights.layers[0].bq != nullptr, s.arch == "qwen2" || s.arch == "gpt2");
   if (s.arch == "phi3") {  // fused gate+up: two row views
@@ -220,7 +227,7 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3"));
+INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma"));
 
 void expect_load_error(std::vector<uint8_t> bytes, ErrorCode code, const std::string& needle, bool tokenizer = false) {
   try {
@@ -257,7 +264,7 @@ TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
   // Tensors that change RoPE in ways qkv does not implement are refused, not ignored.
   expect_load_error(patched(gpt2, "blk.1.attn_output.weight", "rope_factors_long.weight"), ErrorCode::Unsupported, "LongRoPE");
   expect_load_error(patched(gpt2, BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gptj")),
-                    ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3");
+                    ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3, gemma");
   expect_load_error(patched(gpt2, BYTES("\x05\0\0\0\0\0\0\0gpt-2"), BYTES("\x05\0\0\0\0\0\0\0bloom")), ErrorCode::Unsupported, "'bloom'", true);
   expect_load_error(patched(gpt2, "tokenizer.ggml.merges", "tokenizer.ggml.merged"), ErrorCode::BadModel, "tokenizer.ggml.merges", true);
   expect_load_error(patched(gpt2, BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0bert")), ErrorCode::Unsupported, "'bert'", true);

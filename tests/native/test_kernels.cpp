@@ -455,12 +455,14 @@ TEST_P(SoftmaxKernel, SimdMatchesRef) {
 INSTANTIATE_TEST_SUITE_P(Sizes, SoftmaxKernel, QKV_SIZE_OFF_PARAMS);
 
 // ---- activations ----------------------------------------------------------------------------
-enum Act { kSilu, kGelu, kRelu, kSwiglu };
+enum Act { kSilu, kGelu, kRelu, kSwiglu, kGeglu, kScale };
 const char* act_name(int a) {
   switch (a) {
     case kSilu: return "Silu";
     case kGelu: return "Gelu";
     case kRelu: return "Relu";
+    case kGeglu: return "Geglu";
+    case kScale: return "Scale";
     default: return "Swiglu";
   }
 }
@@ -486,6 +488,8 @@ TEST_P(ActivationKernel, SimdMatchesRef) {
     case kGelu: qkv::gelu_ref(ref.data(), n); qkv::gelu_simd(x.data(), n); break;
     case kRelu: qkv::relu_ref(ref.data(), n); qkv::relu_simd(x.data(), n); break;
     case kSwiglu: qkv::swiglu_ref(ref.data(), up.data(), n); qkv::swiglu_simd(x.data(), up.data(), n); break;
+    case kGeglu: qkv::geglu_ref(ref.data(), up.data(), n); qkv::geglu_simd(x.data(), up.data(), n); break;
+    case kScale: qkv::scale_ref(ref.data(), 45.25f, n); qkv::scale_simd(x.data(), 45.25f, n); break;
   }
   // Sanity: a non-trivial reference (n == 1 has x = 0; relu of all-negative input is all zero).
   const bool any_positive = std::any_of(in.begin(), in.end(), [](float v) { return v > 0.0f; });
@@ -493,7 +497,7 @@ TEST_P(ActivationKernel, SimdMatchesRef) {
     ASSERT_TRUE(any_nonzero(ref.data(), n));
   }
   auto tol = [&](size_t i) -> double {
-    if (act == kRelu) return 0.0;
+    if (act == kRelu || act == kScale) return 0.0;  // one rounded product either way
     return kExpRel * std::fabs(ref[i]) + kExpAbs;
   };
   EXPECT_TRUE(AllNear(act_name(act), x.data(), ref.data(), n, tol));
@@ -504,7 +508,7 @@ TEST_P(ActivationKernel, SimdMatchesRef) {
 
 INSTANTIATE_TEST_SUITE_P(
     Sizes, ActivationKernel,
-    ::testing::Combine(::testing::Values((int)kSilu, (int)kGelu, (int)kRelu, (int)kSwiglu),
+    ::testing::Combine(::testing::Values((int)kSilu, (int)kGelu, (int)kRelu, (int)kSwiglu, (int)kGeglu, (int)kScale),
                        ::testing::ValuesIn(vector_sizes()), ::testing::ValuesIn(kOffsets)),
     [](const ::testing::TestParamInfo<ActParam>& info) {
       return std::string(act_name(std::get<0>(info.param))) + "_n" + std::to_string(std::get<1>(info.param)) +
