@@ -10,6 +10,7 @@
 #include "common.h"
 #include "engine/perplexity.h"
 #include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 #include "formats/loader.h"
 #include "model/transformer.h"
 #include "threadpool.h"

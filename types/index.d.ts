@@ -262,3 +262,57 @@ export declare class Model {
 
 /** Loads a GGUF model (f32 llama so far) or a llama2.c checkpoint with its tokenizer. */
 export declare function loadModel(source: ModelSource, options?: LoadOptions): Promise<Model>;
+
+/** Weight types quantize() writes (the native CLI's `qkv quantize --type`). */
+export type QuantizeType = 'q8_0' | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q4_k' | 'q5_k' | 'f16' | 'bf16' | 'f32';
+export declare const QUANTIZE_TYPES: readonly QuantizeType[];
+
+export interface QuantizeProgress {
+  /** 'read': model bytes read into the heap; 'quantize': values re-encoded. */
+  phase: 'read' | 'quantize';
+  done: number;
+  /** null while reading a source of unknown length. */
+  total: number | null;
+}
+
+export interface QuantizeOptions {
+  /** Target type; q4_k and q5_k are llama.cpp's Q4_K_M / Q5_K_M mixes (classifier and some layers at Q6_K). */
+  type: QuantizeType;
+  /** A llama2.c checkpoint's tokenizer.bin (embedded in the output); ignored for GGUF input. */
+  tokenizer?: ModelSource;
+  /** general.name of a converted llama2.c checkpoint (default 'model'). */
+  name?: string;
+  onProgress?: (p: QuantizeProgress) => void;
+  /**
+   * Receives the output file in order, chunk by chunk (each chunk is a copy the callee owns);
+   * with it, `bytes` in the result is null and no whole copy of the output is kept.
+   */
+  onChunk?: (chunk: Uint8Array) => void;
+  /** Checked before reading and before re-encoding (the re-encoding itself runs to the end). */
+  signal?: AbortSignal;
+}
+
+export interface QuantizedTensorReport {
+  name: string;
+  /** GGUF type names, e.g. 'F32', 'Q5_K'. */
+  from: string;
+  to: string;
+  /** Why `to` differs from the requested type ('' when it does not). */
+  note: string;
+}
+
+export interface QuantizeResult {
+  /** The new GGUF file (null when options.onChunk took the chunks). */
+  bytes: Uint8Array | null;
+  inBytes: number;
+  outBytes: number;
+  fromGguf: boolean;
+  tensors: QuantizedTensorReport[];
+}
+
+/**
+ * Re-encodes a model's weight matrices (GGUF of any architecture qkv reads, or a llama2.c
+ * checkpoint with options.tokenizer) to a block type, keeping every metadata key: the same file,
+ * byte for byte, as the native `qkv quantize`. Memory: the input plus one chunk of rows.
+ */
+export declare function quantize(source: ModelSource, options: QuantizeOptions): Promise<QuantizeResult>;

@@ -1,9 +1,11 @@
 // qkv for browsers and workers: the pthreads build where the page is cross-origin isolated
 // (SharedArrayBuffer available), the single-thread build everywhere else.
 import { Model, QkvError, Session, loadModelWith } from './core.js';
+import { QUANTIZE_TYPES, quantizeWith } from './quantize.js';
 
 export { Model, QkvError, Session };
 export { ErrorCodes } from './errors.js';
+export { QUANTIZE_TYPES };
 
 const MAX_WASM_THREADS = 8;
 const cache = new Map();
@@ -56,4 +58,13 @@ const browserEnv = {
  */
 export function loadModel(source, options = {}) {
   return loadModelWith(browserEnv, source, options);
+}
+
+/**
+ * Re-encodes a model's weight matrices to a block type (the native `qkv quantize`).
+ * @param {string | URL | Blob | ArrayBuffer | ArrayBufferView | AsyncIterable<Uint8Array>} source
+ * @param {import('../../types/index.js').QuantizeOptions} options
+ */
+export function quantize(source, options) {
+  return quantizeWith(browserEnv, source, options);
 }

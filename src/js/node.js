@@ -3,10 +3,12 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { Model, QkvError, Session, loadModelWith } from './core.js';
+import { QUANTIZE_TYPES, quantizeWith } from './quantize.js';
 import { MAX_WASM_THREADS, hardwareThreads, loadWasmModule } from './wasm-node.mjs';
 
 export { Model, QkvError, Session };
 export { ErrorCodes } from './errors.js';
+export { QUANTIZE_TYPES };
 
 async function openPath(path, signal) {
   let st;
@@ -42,4 +44,13 @@ const nodeEnv = {
  */
 export function loadModel(source, options = {}) {
   return loadModelWith(nodeEnv, source, options);
+}
+
+/**
+ * Re-encodes a model's weight matrices to a block type (the native `qkv quantize`).
+ * @param {string | URL | Blob | ArrayBuffer | ArrayBufferView | AsyncIterable<Uint8Array>} source
+ * @param {import('../../types/index.js').QuantizeOptions} options
+ */
+export function quantize(source, options) {
+  return quantizeWith(nodeEnv, source, options);
 }

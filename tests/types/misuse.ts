@@ -1,6 +1,6 @@
 // Compile-only: the declarations must reject these (each @ts-expect-error fails the build if
 // the line type-checks).
-import { loadModel, type Model } from 'qkv';
+import { loadModel, quantize, type Model } from 'qkv';
 
 async function misuse(model: Model): Promise<void> {
   // @ts-expect-error the tokenizer is a source, not a number
@@ -19,6 +19,10 @@ async function misuse(model: Model): Promise<void> {
   model.chat('hi');
   // @ts-expect-error info is read-only
   model.info = model.info;
+  // @ts-expect-error q3_k is not a type quantize writes
+  void quantize(new Uint8Array(8), { type: 'q3_k' });
+  // @ts-expect-error quantize needs a type
+  void quantize(new Uint8Array(8), {});
   // @ts-expect-error tokenize returns ids, not a string
   const s: string = model.tokenize('x');
   void s;

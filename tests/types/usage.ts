@@ -1,5 +1,5 @@
 // Compile-only check of the public types (tsc --noEmit): every documented call, as users write it.
-import { loadModel, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats } from 'qkv';
+import { loadModel, quantize, QUANTIZE_TYPES, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats } from 'qkv';
 import { createWorker, type RemoteModel } from 'qkv/worker';
 
 async function main(): Promise<void> {
@@ -37,6 +37,8 @@ async function main(): Promise<void> {
   } catch (e) {
     if (e instanceof QkvError && ErrorCodes.includes(e.code)) console.log(e.code satisfies string);
   }
+  const q = await quantize(new Uint8Array(8), { type: 'q5_k', onProgress: (p) => console.log(p.phase, p.done, p.total) });
+  console.log(q.bytes?.length, q.outBytes, q.tensors.map((t) => `${t.name}: ${t.from} -> ${t.to} ${t.note}`), QUANTIZE_TYPES.length);
   const w = await createWorker();
   const rm: RemoteModel = await w.loadModel(new URL('https://example.com/m.bin'), { tokenizer: 'tok.bin' });
   for await (const t of rm.generate('x')) console.log(t.text);
