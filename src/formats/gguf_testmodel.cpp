@@ -160,9 +160,8 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     std::vector<float> v = r.fill(n, center - spread, center + spread);
     w.add_tensor_f32(name, {n}, v.data());
   };
-  {  // Gemma scales the embeddings by sqrt(dim) at run time: smaller stored values keep O(1) rows
-    const float a = gemma ? 0.5f / std::sqrt((float)d) * 4.0f : 0.5f;
-    std::vector<float> e = r.fill((uint64_t)V * d, -a, a);
+  {  // (Gemma multiplies these rows by sqrt(dim) at run time)
+    std::vector<float> e = r.fill((uint64_t)V * d, -0.5f, 0.5f);
     w.add_tensor_f32("token_embd.weight", {d, (uint64_t)V}, e.data());
   }
   if (s.rope_freq_factors && !gpt2) vector("rope_freqs.weight", head_dim / 2, 4.5f, 3.5f);

@@ -7,6 +7,7 @@
 #include "common.h"
 #include "formats/file.h"
 #include "formats/gguf_writer.h"
+#include "formats/quantize.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace qkv;
@@ -65,10 +66,16 @@ int main(int argc, char** argv) {
         {"smollm", spec("llama", "smollm", true, 17)},
         {"phi3", spec("phi3", "", false, 18)},
         {"gemma", spec("gemma", "", true, 19)},
+        {"llama-q5_k", spec("llama", "", false, 20)},
     };
     cases[8].spec.spm = &spm;  // Gemma: SentencePiece plus its turn markers, tied classifier
     cases[8].spec.spm_specials = {"<start_of_turn>", "<end_of_turn>"};
     cases[8].spec.chat_template = kGemma;
+    // Rows of 256 so that `qkv quantize --type q5_k` writes real Q5_K and Q6_K blocks.
+    cases[9].spec.spm = &spm;
+    cases[9].spec.dim = 256;
+    cases[9].spec.hidden = 512;
+    cases[9].spec.layers = 3;
     cases[7].spec.spm = &spm;  // Phi-3: SentencePiece plus its turn markers, whose trailing whitespace llama.cpp strips
     cases[7].spec.spm_specials = {"<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>", "<s>", "</s>"};
     cases[7].spec.name = "qkv test Phi-3";
@@ -84,6 +91,8 @@ int main(int argc, char** argv) {
     std::string list = "[";
     for (const Case& c : cases) {
       std::vector<uint8_t> bytes = write_test_model(c.spec);
+      if (std::string(c.name) == "llama-q5_k")
+        bytes = quantize_gguf(GgufFile::parse(std::make_shared<VectorBlob>(std::move(bytes))), QType::Q5_K).bytes;
       const std::string path = out + "/" + c.name + ".gguf";
       FILE* f = fopen(path.c_str(), "wb");
       if (!f || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) fail(ErrorCode::Io, "cannot write " + path);
