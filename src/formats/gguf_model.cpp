@@ -61,6 +61,7 @@ struct ArchRow {
   bool all_bias;   // every linear layer and norm has a bias (GPT-2)
   bool fused_up;   // ffn_up holds the gate rows, then the up rows (Phi-3)
   bool embed_sqrt_dim;  // token embeddings scaled by sqrt(dim) (Gemma)
+  bool gemma2 = false;  // post-norms, soft-capped scores and logits, sliding window on even layers
 };
 const ArchRow kArchs[] = {
     {"llama", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false},
@@ -72,6 +73,10 @@ const ArchRow kArchs[] = {
     // Gemma: llama.cpp's converter stores the RMSNorm weights as (1 + w), so the norm is plain;
     // head width from attention.key_length (256 for gemma-2b and 7b, not dim / heads); tied output.
     {"gemma", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, false, false, false, false, true},
+    // Gemma 2: Gemma plus RMSNorms of the attention and feed-forward outputs before their residual
+    // adds, attention scores and logits soft-capped (cap * tanh(x / cap)), and a sliding window
+    // on the even layers (llama.cpp's swa pattern for gemma2).
+    {"gemma2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, false, false, false, false, true, true},
 };
 
 const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
@@ -87,7 +92,7 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
 }
 }  // namespace
 
-const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma"; }
+const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2"; }
 
 LoadedModel load_gguf_model(const GgufFile& g) {
   const std::string arch = g.get_string("general.architecture");
@@ -143,6 +148,21 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
   c.vocab_size = to_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
+  if (row->gemma2) {  // llama.cpp's defaults where a key is absent
+    auto cap = [&](const char* k, double def) {
+      const double v = g.get_float_or(key(k), def);
+      if (!(v >= 0.0 && v < 1e6)) bad(key(k) + " = " + std::to_string(v) + " is out of range");
+      return (float)v;
+    };
+    c.attn_softcap = cap("attn_logit_softcapping", 50.0);
+    c.logit_softcap = cap("final_logit_softcapping", 30.0);
+    const int window = to_int(g.get_int_or(key("attention.sliding_window"), 4096), key("attention.sliding_window"));
+    c.layer_window.assign(c.n_layers, 0);
+    for (int l = 0; l < c.n_layers; l += 2) c.layer_window[l] = window;
+    // llama.cpp scales the 27B model's queries by 1/sqrt(dim / heads) (its query_pre_attn_scalar),
+    // the others by 1/sqrt(head_dim); it tells the 27B model by its 46 layers.
+    if (c.n_layers == 46) c.attn_scale = 1.0f / std::sqrt((float)c.dim / (float)c.n_heads);
+  }
   c.validate();
 
   LoadedModel m;
@@ -192,6 +212,10 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     }
     L.wo = weight(g, p + "attn_output.weight", d, q);
     if (b) L.bo = vec(g, p + "attn_output.bias", d);
+    if (row->gemma2) {
+      L.attn_post_norm = vec(g, p + "post_attention_norm.weight", d);
+      L.ffn_post_norm = vec(g, p + "post_ffw_norm.weight", d);
+    }
     L.ffn_norm = vec(g, p + "ffn_norm.weight", d);
     if (b) L.ffn_norm_b = vec(g, p + "ffn_norm.bias", d);
     if (row->fused_up) {

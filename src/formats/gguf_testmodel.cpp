@@ -84,7 +84,8 @@ LearnedBpe learn_bpe(const std::string& corpus, PreTokenizer pre, int n_merges) 
 
 std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
   const std::string& A = s.arch;
-  const bool gpt2 = A == "gpt2", qwen2 = A == "qwen2", qwen3 = A == "qwen3", phi3 = A == "phi3", gemma = A == "gemma";
+  const bool gpt2 = A == "gpt2", qwen2 = A == "qwen2", qwen3 = A == "qwen3", phi3 = A == "phi3", gemma2 = A == "gemma2",
+             gemma = A == "gemma" || gemma2;
   if (A != "llama" && !gpt2 && !qwen2 && !qwen3 && !phi3 && !gemma) fail(ErrorCode::BadArgument, "no test model for architecture '" + A + "'");
   GgufWriter w;
   w.add_string("general.architecture", A);
@@ -142,6 +143,11 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
       w.add_f32(key("rope.scaling.factor"), s.rope_linear_factor);
     }
   }
+  if (gemma2) {  // small caps and window so that the test prompts reach them
+    w.add_f32(key("attn_logit_softcapping"), 2.0f);
+    w.add_f32(key("final_logit_softcapping"), 2.5f);
+    w.add_u32(key("attention.sliding_window"), 8);
+  }
   if (qwen3 || gemma) {
     w.add_u32(key("attention.key_length"), head_dim);
     w.add_u32(key("attention.value_length"), head_dim);
@@ -192,12 +198,14 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     }
     matrix(p + "attn_output.weight", d, q, 3.0f);
     if (gpt2) vector(p + "attn_output.bias", d, 0.0f, 0.1f);
+    if (gemma2) vector(p + "post_attention_norm.weight", d, 1.0f, 0.2f);
     vector(p + "ffn_norm.weight", d, 1.0f, 0.2f);
     if (gpt2) vector(p + "ffn_norm.bias", d, 0.0f, 0.1f);
     if (!gpt2 && !phi3) matrix(p + "ffn_gate.weight", h, d, gemma ? 2.0f : 1.0f);
     matrix(p + "ffn_up.weight", phi3 ? 2 * h : h, d);  // Phi-3: gate rows, then up rows
     if (gpt2) vector(p + "ffn_up.bias", h, 0.0f, 0.2f);
     matrix(p + "ffn_down.weight", d, h, 3.0f);
+    if (gemma2) vector(p + "post_ffw_norm.weight", d, 1.0f, 0.2f);
     if (gpt2) vector(p + "ffn_down.bias", d, 0.0f, 0.1f);
   }
   vector("output_norm.weight", d, 1.0f, 0.2f);

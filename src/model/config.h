@@ -40,6 +40,9 @@ struct ModelConfig {
   FfnKind ffn = FfnKind::SwiGLU;
   bool tied_classifier = true;  // classifier shares the token embedding matrix
   float embed_scale = 1.0f;     // token embeddings are multiplied by this (Gemma: sqrt(dim))
+  float attn_scale = 0.0f;      // attention score scale; 0 = 1/sqrt(head_dim)
+  float attn_softcap = 0.0f;    // > 0: scores capped as softcap * tanh(s / softcap) (Gemma 2)
+  float logit_softcap = 0.0f;   // > 0: logits capped the same way (Gemma 2)
   int sliding_window = 0;       // > 0: attend only to the last `sliding_window` positions
   // Per layer, when not empty (n_layers entries): attention kind and sliding window (0 = full),
   // overriding Softmax and sliding_window.

@@ -67,7 +67,11 @@ int main(int argc, char** argv) {
         {"phi3", spec("phi3", "", false, 18)},
         {"gemma", spec("gemma", "", true, 19)},
         {"llama-q5_k", spec("llama", "", false, 20)},
+        {"gemma2", spec("gemma2", "", true, 21)},
     };
+    cases[10].spec.spm = &spm;
+    cases[10].spec.spm_specials = {"<start_of_turn>", "<end_of_turn>"};
+    cases[10].spec.chat_template = kGemma;
     cases[8].spec.spm = &spm;  // Gemma: SentencePiece plus its turn markers, tied classifier
     cases[8].spec.spm_specials = {"<start_of_turn>", "<end_of_turn>"};
     cases[8].spec.chat_template = kGemma;

@@ -670,6 +670,7 @@ struct AttnCase {
   KeyMask mask;
   int stride_pad;       // extra floats at the end of each q / kv / out row (NaN in the inputs)
   float scale_mul = 1;  // scale = scale_mul / sqrt(head_dim); large values make peaked softmaxes
+  float softcap = 0;    // > 0: scores softcap * tanh(s / softcap) (Gemma 2)
 };
 
 std::vector<AttnCase> attn_cases() {
@@ -703,6 +704,8 @@ std::vector<AttnCase> attn_cases() {
       {"all_keys_masked", 5, 20, 2, 1, 8, 15, true, 0, kAllMasked, 0},
       {"peaked_scores", 6, 300, 2, 1, 32, 294, true, 0, kNoMask, 0, 12.0f},
       {"peaked_scores_window", 6, 300, 2, 1, 32, 294, true, 100, kRandomMask, 0, 12.0f},
+      {"softcap_decode", 1, 300, 4, 2, 32, 299, true, 0, kNoMask, 0, 12.0f, 3.0f},
+      {"softcap_prefill_window", 40, 200, 2, 1, 16, 160, true, 50, kRandomMask, 1, 6.0f, 2.0f},
   };
 }
 
@@ -766,6 +769,7 @@ TEST_P(AttentionKernel, FlashMatchesRefAndOracle) {
   a.q_pos0 = c.q_pos0;
   a.causal = c.causal;
   a.window = c.window;
+  a.softcap = c.softcap;
   a.key_valid = c.mask == kNoMask ? nullptr : key_valid.data();
 
   // Double-precision oracle written from the header's contract.
@@ -793,6 +797,7 @@ TEST_P(AttentionKernel, FlashMatchesRefAndOracle) {
           double s = 0.0;
           for (int d = 0; d < hd; d++) s += (double)qr[d] * kr[d];
           sc[j] = s * a.scale;
+          if (c.softcap > 0) sc[j] = c.softcap * std::tanh(sc[j] / c.softcap);
           mx = std::max(mx, sc[j]);
         }
         row_visible[(size_t)h * nq + i] = any;
