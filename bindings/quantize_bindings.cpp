@@ -172,7 +172,7 @@ val perplexity_of(val model, val tok, std::string text, int context, int threads
     Transformer m(load_model(blob), context, std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads()));
     std::unique_ptr<Tokenizer> t = embedded_tokenizer(blob);
     if (!t) {
-      if (tok.isNull() || tok.isUndefined()) fail(ErrorCode::BadArgument, "a llama2.c checkpoint needs its tokenizer (-z)");
+      if (tok.isNull() || tok.isUndefined()) fail(ErrorCode::BadArgument, "a llama2.c checkpoint needs its tokenizer (-z TOKENIZER in the CLIs, options.tokenizer in JS)");
       auto tb = borrow(tok, "the tokenizer");
       t = std::make_unique<Tokenizer>(Tokenizer::from_llama2c(tb->data(), tb->size(), m.config().vocab_size));
     }

@@ -29,7 +29,7 @@ QuantizeArgs parse_quantize_args(const std::vector<std::string>& args) {
 std::shared_ptr<const Blob> quantize_input(const std::shared_ptr<const Blob>& in, const Blob* tok, const std::string& name) {
   if (looks_like_gguf(in->data(), in->size())) return in;
   LoadedModel m = load_model(in);
-  if (!tok) fail(ErrorCode::BadArgument, "a llama2.c checkpoint needs its tokenizer (-z)");
+  if (!tok) fail(ErrorCode::BadArgument, "a llama2.c checkpoint needs its tokenizer (-z TOKENIZER in the CLIs, options.tokenizer in JS)");
   Tokenizer t = Tokenizer::from_llama2c(tok->data(), tok->size(), m.config.vocab_size);
   return std::make_shared<VectorBlob>(llama2c_to_gguf(m, t, name, QType::F32));
 }

@@ -33,8 +33,10 @@ export async function quantizeWith(env, source, options = {}) {
     });
     const head = modelBuf.view().subarray(0, 4);
     const gguf = head.length === 4 && String.fromCharCode(...head) === 'GGUF';
-    if (!gguf && tokenizer !== undefined && tokenizer !== null)
-      tokBuf = await readSource(mod, tokenizer, { what: 'the tokenizer', signal, openPath: env.openPath });
+    if (!gguf) {  // a llama2.c checkpoint (or not a model: the engine says which)
+      if (tokenizer !== undefined && tokenizer !== null)
+        tokBuf = await readSource(mod, tokenizer, { what: 'the tokenizer', signal, openPath: env.openPath });
+    }
     throwIfAborted(signal);
     const parts = [];
     let report;
