@@ -1,4 +1,4 @@
-// GGUF architectures (llama, qwen2, qwen3, gpt2) as table rows, byte-level BPE tokenizers and
+// GGUF architectures (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2) as table rows, byte-level BPE tokenizers and
 // their pre-tokenizers, chat formats, and refusals of bad metadata. llama.cpp conformance of the
 // same models lives in tests/js/wllama.test.mjs; these tests pin the pieces one by one.
 #include <gtest/gtest.h>
