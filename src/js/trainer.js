@@ -137,8 +137,13 @@ export function trainOptions(options) {
   };
 }
 
+/** Lone UTF-16 surrogates become U+FFFD (Embind's UTF-8 conversion would garble the next character). */
+const wellFormed = typeof String.prototype.toWellFormed === 'function'
+  ? (s) => s.toWellFormed()
+  : (s) => s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
+
 async function textOf(text) {
-  if (typeof text === 'string') return text;
+  if (typeof text === 'string') return wellFormed(text);
   const bytes = typeof Blob !== 'undefined' && text instanceof Blob ? new Uint8Array(await text.arrayBuffer())
     : text instanceof ArrayBuffer ? new Uint8Array(text) : new Uint8Array(text.buffer, text.byteOffset, text.byteLength);
   return new TextDecoder('utf-8', { fatal: false }).decode(bytes);

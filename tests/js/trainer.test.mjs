@@ -116,6 +116,14 @@ test('saveState/loadState and stop()/run() continue exactly', async () => {
   assert.deepEqual(seen, want);
   assert.deepEqual(c.history.map((s) => s.loss), want);
   assert.ok(c.history.every((s) => s.tokens === 128 && s.tokensPerSecond > 0));
+  // The async iterator: the same steps; leaving the loop stops, a new loop resumes.
+  const e = await createTrainer({ ...BASE, threads: 1 });
+  const it = [];
+  for await (const s of e.steps()) { it.push(s.loss); if (s.step === 3) break; }
+  assert.equal(e.stepsDone, 3);
+  for await (const s of e.steps()) it.push(s.loss);
+  assert.deepEqual(it, want);
+  e.dispose();
   // An aborted run rejects with 'aborted' after the current step.
   const d = await createTrainer({ ...BASE, threads: 1 });
   const ac = new AbortController();
