@@ -67,6 +67,7 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
     else if (k == "seq_len") c.model.seq_len = (int)i64(2, 1 << 14);
     else if (k == "vocab") c.vocab = (int)i64(260, 65536);
     else if (k == "tokenizer") c.tokenizer = v;
+    else if (k == "init") c.init = v;
     else if (k == "data") c.data = v;
     else if (k == "val_fraction") c.val_fraction = f64(0.0, 0.5);
     else if (k == "batch") c.batch = (int)i64(1, 4096);
@@ -94,7 +95,7 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
     else if (k == "stop_at") c.stop_at = (int)i64(0, 100000000);
     else
       fail(ErrorCode::BadArgument, where + ": unknown key '" + k +
-                                       "' (known: dim n_layers n_heads n_kv_heads hidden_dim seq_len vocab tokenizer data "
+                                       "' (known: init dim n_layers n_heads n_kv_heads hidden_dim seq_len vocab tokenizer data "
                                        "val_fraction batch steps warmup lr min_lr weight_decay clip beta1 beta2 seed "
                                        "eval_interval eval_batches log_interval out state dtype name threads resume stop_at)");
   };
@@ -114,6 +115,18 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
   auto need = [](bool ok, const std::string& msg) {
     if (!ok) fail(ErrorCode::BadArgument, "train config: " + msg);
   };
+  need(c.warmup <= c.steps, "warmup is longer than steps");
+  if (c.min_lr < 0) c.min_lr = c.lr / 10;
+  if (c.state.empty()) c.state = c.out + ".state";
+  if (c.name.empty()) c.name = c.out.substr(c.out.find_last_of('/') + 1);
+  if (!c.init.empty()) {  // fine-tuning: the shape and the tokenizer are the model's
+    need(m.dim == 0 && m.n_layers == 0 && n_heads == 0 && n_kv_heads == 0 && m.hidden_dim == 0 && c.vocab == 0 &&
+             c.tokenizer.empty(),
+         "init (a model to fine-tune) brings its own shape and tokenizer: remove dim, n_layers, n_heads, n_kv_heads, "
+         "hidden_dim, vocab and tokenizer (seq_len may shorten the training windows)");
+    need(!c.data.empty(), "data (a UTF-8 text file) is missing");
+    return c;
+  }
   need(m.dim > 0, "dim is missing");
   need(m.n_layers > 0, "n_layers is missing");
   need(n_heads > 0, "n_heads is missing");
@@ -128,10 +141,6 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
        "n_heads " + std::to_string(n_heads) + " is not a multiple of n_kv_heads " + std::to_string(m.n_kv_heads));
   m.head_dim = m.dim / n_heads;
   need(m.head_dim % 2 == 0, "head dim (dim / n_heads) must be even for RoPE");
-  need(c.warmup <= c.steps, "warmup is longer than steps");
-  if (c.min_lr < 0) c.min_lr = c.lr / 10;
-  if (c.state.empty()) c.state = c.out + ".state";
-  if (c.name.empty()) c.name = c.out.substr(c.out.find_last_of('/') + 1);
   return c;
 }
 
@@ -501,7 +510,15 @@ TrainResult run_training(const TrainConfig& cfg) {
   const std::string text = read_text(cfg.data);
   if (text.empty()) fail(ErrorCode::BadArgument, "training data " + cfg.data + " is empty");
   std::unique_ptr<Tokenizer> tok;
-  if (!cfg.tokenizer.empty()) {
+  std::shared_ptr<const Blob> init_blob;
+  LoadedModel base;
+  if (!cfg.init.empty()) {
+    init_blob = map_file(cfg.init);
+    base = load_model(init_blob);
+    tok = embedded_tokenizer(init_blob);
+    if (!tok) fail(ErrorCode::BadArgument, "init model " + cfg.init + " carries no tokenizer (fine-tuning needs a GGUF)");
+    say("fine-tuning %s\n", cfg.init.c_str());
+  } else if (!cfg.tokenizer.empty()) {
     auto blob = map_file(cfg.tokenizer);
     tok = embedded_tokenizer(blob);
     if (!tok) {
@@ -512,7 +529,7 @@ TrainResult run_training(const TrainConfig& cfg) {
     say("learning a %d-piece BPE tokenizer from %s\n", cfg.vocab, cfg.data.c_str());
   }
   auto pool = std::make_shared<ThreadPool>(cfg.threads > 0 ? cfg.threads : ThreadPool::hardware_threads());
-  Trainer tr(cfg, text, std::move(tok), nullptr, pool);
+  Trainer tr(cfg, text, std::move(tok), cfg.init.empty() ? nullptr : &base, pool);
   const TrainConfig& c = tr.config();
   if (cfg.resume) {
     std::ifstream f(cfg.state, std::ios::binary);

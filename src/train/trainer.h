@@ -16,6 +16,7 @@ namespace qkv {
 
 struct TrainConfig {
   ModelConfig model;          // dim, n_layers, n_heads, n_kv_heads, hidden_dim, seq_len (vocab from the tokenizer)
+  std::string init;           // a GGUF model to fine-tune (its shape and tokenizer); empty: a fresh model
   std::string tokenizer;      // a tokenizer GGUF / tokenizer.bin; empty: learn one of `vocab` pieces from the data
   int vocab = 0;
   std::string data;           // UTF-8 text; blank lines separate documents (each starts with BOS)

@@ -818,6 +818,29 @@ TEST(Trainer, FineTunesAGgufCheckpointAndRefusesQuantizedOnes) {
   EXPECT_THROW(Trainer(bad_cfg, text, embedded_tokenizer(blob), &base, pool), Error);
 }
 
+// `init = MODEL.gguf` in a config fine-tunes through run_training (the CLI's path): it starts
+// from the checkpoint's loss, not a fresh model's.
+TEST(Trainer, ConfigInitFineTunesACheckpoint) {
+  TrainConfig c = toy_train_config("init_base");
+  c.steps = 30;
+  c.eval_interval = 0;
+  c.threads = 2;
+  const TrainResult base = run_training(c);
+  const std::string data = c.data;
+  TrainConfig ft = parse_train_config("steps = 3\nwarmup = 0\nlr = 1e-4\nbatch = 4\nseq_len = 16\nquiet = true\nthreads = 2\n",
+                                      {"data=" + data, "init=" + c.out, "out=" + ::testing::TempDir() + "qkv_train_init_ft.gguf"});
+  const TrainResult r = run_training(ft);
+  ASSERT_EQ(r.losses.size(), 3u);
+  EXPECT_LT(r.losses[0], 0.8 * base.losses[0]) << "fresh " << base.losses[0] << ", fine-tune " << r.losses[0];
+  EXPECT_EQ(load_model(map_file(ft.out)).config.seq_len, 32);  // the model keeps its context
+  try {
+    parse_train_config("dim = 32\n", {"data=" + data, "init=" + c.out});
+    ADD_FAILURE() << "init with a shape was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("brings its own shape"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Trainer, ScheduleWarmsUpThenFollowsACosine) {
   TrainConfig c;
   c.lr = 1.0f;
