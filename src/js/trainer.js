@@ -298,18 +298,19 @@ export async function createTrainerWith(env, options) {
   check(size <= MAX_TRAIN_TEXT_BYTES, `text is ${size} bytes, more than the ${MAX_TRAIN_TEXT_BYTES} this API takes`);
   const { mod, runtime } = await env.load({ threads: t.threads });
   throwIfAborted(t.signal);
-  let modelBuf = null, tokBuf = null;
+  // The engine copies the bytes into its own allocation; a view into the WASM heap could be
+  // detached by that very allocation growing the heap, so it gets a JS-owned copy.
+  const bytesOf = async (source, what) => {
+    const buf = await readSource(mod, source, { what, signal: t.signal, openPath: env.openPath });
+    try { return buf.view().slice(); } finally { buf.delete(); }
+  };
   try {
-    if (t.model) modelBuf = await readSource(mod, t.model, { what: 'the model', signal: t.signal, openPath: env.openPath });
-    if (t.tokenizer) tokBuf = await readSource(mod, t.tokenizer, { what: 'the tokenizer', signal: t.signal, openPath: env.openPath });
+    const model = t.model ? await bytesOf(t.model, 'the model') : null;
+    const tok = t.tokenizer ? await bytesOf(t.tokenizer, 'the tokenizer') : null;
     throwIfAborted(t.signal);
-    const handle = call(() => new mod.Trainer(t.opts, text, modelBuf ? modelBuf.view() : null, tokBuf ? tokBuf.view() : null,
-      runtime.threads));
+    const handle = call(() => new mod.Trainer(t.opts, text, model, tok, runtime.threads));
     return new Trainer(mod, handle, runtime, t.name);
   } catch (e) {
     throw toQkvError(e);
-  } finally {
-    modelBuf?.delete();
-    tokBuf?.delete();
   }
 }
