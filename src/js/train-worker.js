@@ -26,7 +26,7 @@ async function handle(msg) {
   try {
     let value, transfer;
     if (op === 'create') {
-      trainer = await api.createTrainer({ ...msg.options, worker: false });
+      trainer = await api.createTrainer({ ...msg.options, worker: false, signal: ac.signal });
       value = trainer.info;
     } else if (op === 'step') {
       value = await live().step();

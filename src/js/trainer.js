@@ -81,7 +81,7 @@ export function trainOptions(options) {
     } else {
       check(s !== null && typeof s === 'object', 'shape must be a preset name or {dim, layers, heads, kvHeads, hiddenDim}');
       for (const k of Object.keys(s)) check(['dim', 'layers', 'heads', 'kvHeads', 'hiddenDim'].includes(k), `unknown shape field '${k}'`);
-      shp = { kvHeads: s.heads, ...s };
+      shp = { ...s, kvHeads: s.kvHeads ?? s.heads };
       for (const k of ['dim', 'layers', 'heads', 'hiddenDim']) check(shp[k] !== undefined, `shape.${k} is missing`);
     }
     int(shp, 'dim', 8, 4096);
