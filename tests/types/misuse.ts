@@ -28,3 +28,18 @@ async function misuse(model: Model): Promise<void> {
   void s;
 }
 void misuse;
+
+import { createTrainer } from 'qkv';
+
+async function trainMisuse(): Promise<void> {
+  // @ts-expect-error text is required
+  await createTrainer({ steps: 3 });
+  // @ts-expect-error shape presets are tiny, small, medium
+  await createTrainer({ text: 'x', shape: 'huge' });
+  // @ts-expect-error steps is a number
+  await createTrainer({ text: 'x', steps: '10' });
+  const t = await createTrainer({ text: 'x' });
+  // @ts-expect-error dtype is f32 or f16
+  await t.toGGUF({ dtype: 'q4_0' });
+}
+void trainMisuse;

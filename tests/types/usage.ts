@@ -47,3 +47,24 @@ async function main(): Promise<void> {
   await w.terminate();
 }
 void main;
+
+import { createTrainer, TRAIN_PRESETS, type Trainer, type TrainStep } from 'qkv';
+
+async function training(): Promise<void> {
+  const ac = new AbortController();
+  const t: Trainer = await createTrainer({ text: 'hello world', shape: 'tiny', tokenizer: { vocab: 300 }, steps: 20, batch: 4, seq: 32, lr: 1e-3, seed: 1, threads: 2, worker: 'auto' });
+  const s: TrainStep = await t.step();
+  console.log(s.loss, s.tokensPerSecond, t.info.params, TRAIN_PRESETS.small.dim);
+  const r = await t.run({ onStep: (x) => console.log(x.loss, x.valLoss), signal: ac.signal, evalEvery: 5 });
+  console.log(r.stopped, r.valLoss ?? 'none');
+  for await (const x of t.steps({ signal: ac.signal })) console.log(x.step);
+  t.stop();
+  const gguf: Uint8Array = await t.toGGUF({ dtype: 'f16' });
+  await t.loadState(await t.saveState());
+  const m = await loadModel(gguf);
+  m.dispose();
+  await t.dispose();
+  await createTrainer({ text: new Blob(['x']), model: 'model.gguf', seq: 64, shape: undefined });
+  await createTrainer({ text: 'x', shape: { dim: 64, layers: 2, heads: 4, hiddenDim: 128 } });
+}
+void training;
