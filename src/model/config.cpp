@@ -15,6 +15,7 @@ const char* pos_kind_name(PosKind k) {
     case PosKind::RopeHalves: return "rope-neox";
     case PosKind::Learned: return "learned";
     case PosKind::Sinusoidal: return "sinusoidal";
+    case PosKind::RelativeBucket: return "relative-buckets";
   }
   return "?";
 }
@@ -23,6 +24,7 @@ const char* ffn_kind_name(FfnKind k) {
     case FfnKind::SwiGLU: return "swiglu";
     case FfnKind::GELU: return "gelu";
     case FfnKind::ReLU: return "relu";
+    case FfnKind::GeGLU: return "geglu";
   }
   return "?";
 }
@@ -57,6 +59,11 @@ void ModelConfig::validate() const {
     int r = rot_dims();
     need(r % 2 == 0 && r <= head_dim, "rotary dims = " + s(r) + " (must be even and <= head_dim = " + s(head_dim) + ")");
     need(rope_theta > 0.0f, "rope theta must be positive");
+  }
+  if (pos == PosKind::RelativeBucket) {
+    need(rel_buckets >= 4 && rel_buckets <= 4096, "relative position buckets = " + s(rel_buckets) + " (must be 4..4096)");
+    need(rel_max_distance > rel_buckets / 2 && rel_max_distance <= (1 << 20),
+         "relative position max distance = " + s(rel_max_distance) + " (must exceed buckets / 2 = " + s(rel_buckets / 2) + ")");
   }
   need(norm_eps >= 0.0f && norm_eps < 1.0f, "norm epsilon out of range");
 }

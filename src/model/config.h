@@ -8,8 +8,11 @@
 namespace qkv {
 
 enum class NormKind { RMSNorm, LayerNorm };
-enum class PosKind { None, RopeAdjacent, RopeHalves, Learned, Sinusoidal };
-enum class FfnKind { SwiGLU, GELU, ReLU };
+// RelativeBucket: T5's learned per-head bias on attention scores, indexed by the bucketed
+// key - query distance (no absolute position in the residual stream).
+enum class PosKind { None, RopeAdjacent, RopeHalves, Learned, Sinusoidal, RelativeBucket };
+// GeGLU: gate = GELU-tanh(x W_gate) * (x W_up) (Gemma, T5 v1.1 "gated-gelu").
+enum class FfnKind { SwiGLU, GELU, ReLU, GeGLU };
 // Softmax: scaled dot-product attention. Linear: the elu+1 feature-map kernel (linear attention).
 enum class AttnKind { Softmax, Linear };
 
@@ -36,6 +39,10 @@ struct ModelConfig {
   float rope_freq_scale = 1.0f;  // linear position scaling
   int n_rot = 0;                 // rotated dims per head (0 = head_dim)
   FfnKind ffn = FfnKind::SwiGLU;
+  bool causal = true;  // false: bidirectional (encoders)
+  bool post_norm = false;  // true: x = norm(x + sublayer(x)) (original Transformer, BERT); false: x = x + sublayer(norm(x))
+  int rel_buckets = 32;         // PosKind::RelativeBucket: buckets (half per direction when bidirectional)
+  int rel_max_distance = 128;   // distances from here on share the last bucket
   bool tied_classifier = true;  // classifier shares the token embedding matrix
   int sliding_window = 0;       // > 0: attend only to the last `sliding_window` positions
   // Per layer, when not empty (n_layers entries): attention kind and sliding window (0 = full),
