@@ -72,6 +72,8 @@ struct TestModelSpec {
   std::string chat_template;  // tokenizer.chat_template, if not empty
 };
 std::vector<uint8_t> write_test_model(const TestModelSpec& spec);
+// A `t5` encoder-decoder model (arch "t5"; spm gives the pieces of its Unigram vocabulary).
+std::vector<uint8_t> write_test_encdec_model(const TestModelSpec& spec);
 
 // A byte-level BPE vocabulary learned from `corpus`: the 256 byte symbols (GPT-2 spelling), then
 // one token per merge in the order learned (most frequent adjacent pair first, ties broken by
