@@ -51,12 +51,12 @@ std::vector<uint8_t> write_test_encdec_model(const TestModelSpec& s) {
 
   const int head_dim = 16, buckets = 32;
   const uint64_t d = s.dim, h = s.hidden, q = (uint64_t)s.heads * head_dim, kv = q;
-  const int dec_layers = s.layers + 1;  // encoder and decoder depths differ, as some T5 variants do
+  const int dec_layers = s.dec_layers > 0 ? s.dec_layers : s.layers;
   w.add_u32("t5.context_length", s.context);
   w.add_u32("t5.embedding_length", s.dim);
   w.add_u32("t5.feed_forward_length", s.hidden);
   w.add_u32("t5.block_count", s.layers);
-  w.add_u32("t5.decoder_block_count", dec_layers);
+  if (dec_layers != s.layers) w.add_u32("t5.decoder_block_count", dec_layers);
   w.add_u32("t5.attention.head_count", s.heads);
   w.add_u32("t5.attention.key_length", head_dim);
   w.add_u32("t5.attention.value_length", head_dim);

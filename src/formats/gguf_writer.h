@@ -70,6 +70,7 @@ struct TestModelSpec {
   bool rope_freq_factors = false;  // a rope_freqs.weight tensor (Llama 3.1-style), random factors in [1, 8)
   uint32_t seed = 1;
   std::string chat_template;  // tokenizer.chat_template, if not empty
+  int dec_layers = 0;  // encoder-decoder models: decoder layers (0 = layers)
 };
 std::vector<uint8_t> write_test_model(const TestModelSpec& spec);
 // A `t5` encoder-decoder model (arch "t5"; spm gives the pieces of its Unigram vocabulary).

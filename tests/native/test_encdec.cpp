@@ -580,6 +580,7 @@ std::vector<uint8_t> t5_file(bool tied, int heads = 2) {
   s.hidden = 96;
   s.heads = heads;  // head dim 16: q_dim 32 != dim 64 (T5's d_kv)
   s.layers = 2;
+  s.dec_layers = 3;  // encoder and decoder depths differ, as some T5 variants do
   s.context = 128;
   s.tied = tied;
   s.seed = 21;
