@@ -4,6 +4,7 @@ import { Model, QkvError, Session, loadModelWith } from './core.js';
 
 export { Model, QkvError, Session };
 export { ErrorCodes } from './errors.js';
+export { EncoderDecoderModel } from './encdec.js';
 
 const MAX_WASM_THREADS = 8;
 const cache = new Map();

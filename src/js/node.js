@@ -7,6 +7,7 @@ import { MAX_WASM_THREADS, hardwareThreads, loadWasmModule } from './wasm-node.m
 
 export { Model, QkvError, Session };
 export { ErrorCodes } from './errors.js';
+export { EncoderDecoderModel } from './encdec.js';
 
 async function openPath(path, signal) {
   let st;

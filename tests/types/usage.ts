@@ -1,5 +1,5 @@
 // Compile-only check of the public types (tsc --noEmit): every documented call, as users write it.
-import { loadModel, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats } from 'qkv';
+import { loadModel, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats, type EncoderDecoderModel, type EncoderDecoderInfo, type EncoderDecoderInspection } from 'qkv';
 import { createWorker, type RemoteModel } from 'qkv/worker';
 
 async function main(): Promise<void> {
@@ -37,6 +37,13 @@ async function main(): Promise<void> {
   } catch (e) {
     if (e instanceof QkvError && ErrorCodes.includes(e.code)) console.log(e.code satisfies string);
   }
+  const t5 = await loadModel<EncoderDecoderModel>('t5.gguf');
+  const ei: EncoderDecoderInfo = t5.info;
+  for await (const { token, text } of t5.generate('translate: hello', { maxTokens: 8, temperature: 0 })) console.log(token, text);
+  const map: EncoderDecoderInspection = await t5.inspect('hello', { target: 'hallo' });
+  const row: Float32Array = map.cross(ei.decoderLayers - 1, 0)[0];
+  console.log(row.length === map.sourceTokens.length, t5.tokenize('a', { source: false }), t5.lastGeneration?.promptTokens);
+  t5.dispose();
   const w = await createWorker();
   const rm: RemoteModel = await w.loadModel(new URL('https://example.com/m.bin'), { tokenizer: 'tok.bin' });
   for await (const t of rm.generate('x')) console.log(t.text);
