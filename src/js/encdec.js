@@ -3,6 +3,7 @@
 // lastGeneration stats); inspect(source, target) gives encoder, decoder self- and cross-attention.
 import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
 import { StopMatcher, TextStream, generationOptions } from './core.js';
+import { inspectionView } from './inspection.js';
 
 function call(fn) {
   try {
@@ -155,7 +156,10 @@ export class EncoderDecoderModel {
    * encoderLayers, decoderLayers, encoder(layer, head) -> S x S rows, self(layer, head) -> T x T,
    * cross(layer, head) -> T x S (target-by-source alignment)}; each map is an array of Float32Array rows.
    */
-  async inspect(source, { target, maxTokens = 32 } = {}) {
+  async inspect(source, options = {}) { return inspectionView(await this._inspectRaw(source, options)); }
+
+  /** inspect()'s data without the accessors (what crosses postMessage). @internal */
+  async _inspectRaw(source, { target, maxTokens = 32 } = {}) {
     const h = this._live();
     check(typeof source === 'string', `source must be a string, got ${typeof source}`);
     check(!this._busy, 'this model is generating: inspect after the generation ends');
@@ -171,24 +175,17 @@ export class EncoderDecoderModel {
     }
     const src = call(() => h.tokenizeSource(wellFormed(source)));
     const r = call(() => h.inspect(src, tgt));
-    const H = r.heads, S = r.sourceLength, T = r.targetLength;
-    const rows = (data, layers, nq, nk, what) => (layer, head) => {
-      check(Number.isInteger(layer) && layer >= 0 && layer < layers, `${what} layer must be an integer in [0, ${layers - 1}], got ${layer}`);
-      check(Number.isInteger(head) && head >= 0 && head < H, `head must be an integer in [0, ${H - 1}], got ${head}`);
-      const base = (layer * H + head) * nq * nk;
-      return Array.from({ length: nq }, (_, i) => data.subarray(base + i * nk, base + (i + 1) * nk));
-    };
     const piece = (prev, id) => new TextDecoder('utf-8', { fatal: false }).decode(call(() => h.piece(prev, id)));
-    const target_ids = Array.from(r.target);
+    const ids = Array.from(r.target);
     return {
-      heads: H,
+      heads: r.heads,
       encoderLayers: r.encoderLayers,
       decoderLayers: r.decoderLayers,
       sourceTokens: Array.from(src, (id) => ({ id, text: piece(-1, id) })),
-      targetTokens: target_ids.map((id, i) => ({ id, text: i === 0 ? '<start>' : piece(target_ids[i - 1], id) })),
-      encoder: rows(r.encoder, r.encoderLayers, S, S, 'encoder'),
-      self: rows(r.self, r.decoderLayers, T, T, 'decoder'),
-      cross: rows(r.cross, r.decoderLayers, T, S, 'decoder'),
+      targetTokens: ids.map((id, i) => ({ id, text: i === 0 ? '<start>' : piece(ids[i - 1], id) })),
+      encoderProbs: r.encoder,
+      selfProbs: r.self,
+      crossProbs: r.cross,
     };
   }
 

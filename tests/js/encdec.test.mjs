@@ -15,6 +15,7 @@ import { chromiumPath, haveChromium, launchBrowser, openPage } from './browser.m
 import { haveNative, models as sharedModels, root, runNative } from './helpers.mjs';
 import { startServer } from './server.mjs';
 import { EncoderDecoderModel, QkvError, loadModel } from '../../src/js/node.js';
+import { createWorker } from '../../src/js/worker-client.js';
 
 const maker = join(root, 'build', 'qkv_test_models');
 const outDir = join(root, 'test-artifacts', 'encdec-models');
@@ -133,6 +134,25 @@ test('inspect: target-by-source cross-attention per layer and head, rows that su
   const ids = [];
   for await (const t of model.generate(src, { maxTokens: 6, temperature: 0 })) if (t.token >= 0) ids.push(t.token);
   assert.deepEqual(m.targetTokens.slice(1).map((t) => t.id), ids);
+});
+
+test('the Worker API runs encoder-decoder models the same way', { skip }, async () => {
+  const w = await createWorker();
+  try {
+    const rm = await w.loadModel(t5Path, { threads: 1 });
+    assert.equal(rm.info.encoderDecoder, true);
+    let text = '';
+    for await (const t of rm.generate(SOURCES[0], { maxTokens: 12, temperature: 0 })) text += t.text;
+    assert.equal(text, await model.complete(SOURCES[0], { maxTokens: 12, temperature: 0 }));
+    assert.equal(rm.lastGeneration.generatedTokens, model.lastGeneration.generatedTokens);
+    assert.deepEqual(await rm.tokenize('the cat'), model.tokenize('the cat'));
+    const m = await rm.inspect(SOURCES[0], { target: 'the cat' });
+    const local = await model.inspect(SOURCES[0], { target: 'the cat' });
+    assert.deepEqual(m.cross(0, 1).map((r) => Array.from(r)), local.cross(0, 1).map((r) => Array.from(r)));
+    await rm.dispose();
+  } finally {
+    await w.terminate();
+  }
 });
 
 const skipBrowser = skip || (!haveChromium && `no Chromium at ${chromiumPath}`);

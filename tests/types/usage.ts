@@ -1,6 +1,6 @@
 // Compile-only check of the public types (tsc --noEmit): every documented call, as users write it.
 import { loadModel, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats, type EncoderDecoderModel, type EncoderDecoderInfo, type EncoderDecoderInspection } from 'qkv';
-import { createWorker, type RemoteModel } from 'qkv/worker';
+import { createWorker, type RemoteModel, type RemoteEncoderDecoderModel } from 'qkv/worker';
 
 async function main(): Promise<void> {
   const ac = new AbortController();
@@ -49,6 +49,10 @@ async function main(): Promise<void> {
   for await (const t of rm.generate('x')) console.log(t.text);
   console.log((await rm.tokenize('a')).length, (await rm.refreshInfo()).arch);
   await rm.dispose();
+  const rt5 = await w.loadModel<RemoteEncoderDecoderModel>('t5.gguf');
+  for await (const t of rt5.generate('hello', { maxTokens: 4 })) console.log(t.text, rt5.info.decoderLayers);
+  console.log((await rt5.inspect('hello')).cross(0, 0).length);
+  await rt5.dispose();
   await w.terminate();
 }
 void main;
