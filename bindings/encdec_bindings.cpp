@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "bindings_common.h"
+#include "cli/args.h"
 #include "engine/encdec_generate.h"
 #include "formats/gguf_encdec.h"
 #include "formats/loader.h"
@@ -24,7 +25,8 @@ class JsEncDec {
     guard([&] {
       if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
       pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
-      model_ = std::make_unique<EncoderDecoder>(load_encdec_model(buf.blob()), 0, pool_);
+      blob_ = buf.blob();
+      model_ = std::make_unique<EncoderDecoder>(load_encdec_model(blob_), 0, pool_);
       tok_ = embedded_tokenizer(buf.blob());
       if (!tok_) fail(ErrorCode::BadModel, "the encoder-decoder model carries no tokenizer");
       if (tok_->vocab_size() != model_->config().vocab_size)
@@ -123,6 +125,22 @@ class JsEncDec {
       return id;
     });
   }
+  // The CLI's `run` (bin/qkv.mjs): argv after the command, onPiece(Uint8Array view) per piece.
+  val run(val argv, val on_piece) {
+    return guard([&] {
+      const RunArgs a = parse_run_args(vecFromJSArray<std::string>(argv));
+      EncoderDecoder m(load_encdec_model(blob_), a.context, pool_);
+      RunStats st = run_encdec_generate(m, *tok_, a.run, [&](const std::string& p) {
+        on_piece(val(typed_memory_view(p.size(), reinterpret_cast<const uint8_t*>(p.data()))));
+      });
+      val o = val::object();
+      o.set("promptTokens", st.prompt_tokens);
+      o.set("generatedTokens", st.generated_tokens);
+      o.set("prefillMs", st.prefill_ms);
+      o.set("decodeMs", st.decode_ms);
+      return o;
+    });
+  }
   int position() const { return pos_; }
   int context() const { return model_->context(); }
 
@@ -164,6 +182,7 @@ class JsEncDec {
 
  private:
   std::shared_ptr<ThreadPool> pool_;
+  std::shared_ptr<const Blob> blob_;  // the model's bytes (the weights are views into them)
   std::unique_ptr<EncoderDecoder> model_;
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<Sampler> sampler_;
@@ -190,6 +209,7 @@ EMSCRIPTEN_BINDINGS(qkv_encdec) {
       .function("detokenize", &JsEncDec::detokenize)
       .function("begin", &JsEncDec::begin)
       .function("next", &JsEncDec::next)
+      .function("run", &JsEncDec::run)
       .function("position", &JsEncDec::position)
       .function("context", &JsEncDec::context)
       .function("inspect", &JsEncDec::inspect);

@@ -107,7 +107,7 @@ function showModel(info, meta) {
     if (id) dd.id = id;
     facts.append(dt, dd);
   };
-  add('Architecture', `${info.arch}, ${info.layers} layers, ${info.heads} heads` +
+  add('Architecture', `${info.arch}, ${info.encoderDecoder ? `encoder-decoder: ${info.encoderLayers} + ${info.decoderLayers}` : info.layers} layers, ${info.heads} heads` +
     (info.kvHeads !== info.heads ? ` (${info.kvHeads} kv)` : '') + `, dim ${info.dim}`);
   add('Vocabulary', String(info.vocabSize));
   add('Context', `${info.contextLength} tokens`);
@@ -357,7 +357,7 @@ async function generate() {
       pending += text;
       if (!frame) frame = requestAnimationFrame(flush);
     }
-    const stats = (await model.session()).lastGeneration;
+    const stats = model.info.encoderDecoder ? model.lastGeneration : (await model.session()).lastGeneration;
     finish = stats?.finishReason ?? 'length';
   } catch (e) {
     if (e?.code === 'aborted') finish = 'aborted';
@@ -391,7 +391,7 @@ async function generate() {
   app.dataset.finish = finish;
   app.dataset.seed = String(opts.seed);
   if (state.model === model) {
-    explorer.setRun({ promptIds, genIds });
+    explorer.setRun({ promptIds, genIds, source: prompt });
     refreshMemory();
   }
 }

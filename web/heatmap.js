@@ -33,10 +33,12 @@ const LABEL_MARGIN = 72;
 
 /**
  * Draws `probs` (rows x cols, row-major). Query row i sits at position cols - rows + i, so
- * keys beyond it are masked (the causal mask) and drawn as background.
+ * keys beyond it are masked (the causal mask) and drawn as background. With causal: false
+ * (cross-attention: target rows over source columns) nothing is masked, `labels` names the
+ * columns and `rowLabels` the rows.
  * Returns the geometry {x0, y0, cell, rows, cols} used by cellAt().
  */
-export function drawHeatmap(canvas, { probs, rows, cols, labels, selected = -1, hover = null, scale = 'sqrt' }) {
+export function drawHeatmap(canvas, { probs, rows, cols, labels, rowLabels = null, causal = true, selected = -1, hover = null, scale = 'sqrt' }) {
   const cssW = Math.max(120, canvas.clientWidth || 320);
   const dpr = Math.min(3, globalThis.devicePixelRatio || 1);
   const px = Math.round(cssW * dpr);
@@ -62,11 +64,11 @@ export function drawHeatmap(canvas, { probs, rows, cols, labels, selected = -1, 
   const lut = isDark() ? LUTS.dark : LUTS.light;
   const img = new ImageData(cols, rows);
   const bgRgb = /^#[0-9a-f]{6}$/i.test(bg) ? hexToRgb(bg) : [255, 255, 255];
-  const offset = cols - rows;
+  const offset = causal ? cols - rows : 0;
   for (let r = 0; r < rows; r++) {
     for (let c = 0; c < cols; c++) {
       const o = (r * cols + c) * 4;
-      if (c > r + offset) {
+      if (causal && c > r + offset) {
         img.data[o] = bgRgb[0]; img.data[o + 1] = bgRgb[1]; img.data[o + 2] = bgRgb[2];
       } else {
         const p = probs[r * cols + c];
@@ -92,13 +94,13 @@ export function drawHeatmap(canvas, { probs, rows, cols, labels, selected = -1, 
     ctx.textBaseline = 'middle';
     for (let r = 0; r < rows; r++) {
       ctx.font = `${r === selected ? 'bold ' : ''}${size}px ${font}`;
-      ctx.fillText(clip(labels[r + offset] ?? ''), x0 - 4, y0 + (r + 0.5) * cell);
+      ctx.fillText(clip((rowLabels ? rowLabels[r] : labels[r + offset]) ?? ''), x0 - 4, y0 + (r + 0.5) * cell);
     }
     ctx.save();
     ctx.rotate(-Math.PI / 2);
     ctx.textAlign = 'left';
     for (let c = 0; c < cols; c++) {
-      ctx.font = `${c === selected + offset ? 'bold ' : ''}${size}px ${font}`;
+      ctx.font = `${causal && c === selected + offset ? 'bold ' : ''}${size}px ${font}`;
       // Rotated frame: x runs up the canvas (negative y), y runs right.
       ctx.fillText(clip(labels[c] ?? ''), -(y0 - 4), x0 + (c + 0.5) * cell);
     }

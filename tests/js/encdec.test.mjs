@@ -12,7 +12,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import { after, before, test } from 'node:test';
 import { chromiumPath, haveChromium, launchBrowser, openPage } from './browser.mjs';
-import { haveNative, models as sharedModels, root, runNative } from './helpers.mjs';
+import { haveNative, models as sharedModels, root, runNative, runWasm } from './helpers.mjs';
 import { startServer } from './server.mjs';
 import { EncoderDecoderModel, QkvError, loadModel } from '../../src/js/node.js';
 import { createWorker } from '../../src/js/worker-client.js';
@@ -66,6 +66,11 @@ test('generate(source) streams the native CLI\'s greedy target', { skip: skip ||
     const r = runNative(['run', t5Path, '-i', source, '-t', '0', '-n', '20', '--threads', '1']);
     assert.equal(r.status, 0, r.stderr);
     assert.equal(text, r.stdout.toString().replace(/\n$/, ''), `source ${JSON.stringify(source)}`);
+    if (source === SOURCES[0]) {  // the WASM CLI too
+      const w = runWasm(['run', t5Path, '-i', source, '-t', '0', '-n', '20', '--threads', '1']);
+      assert.equal(w.status, 0, w.stderr);
+      assert.equal(w.stdout.toString(), r.stdout.toString());
+    }
     const st = model.lastGeneration;
     assert.equal(st.promptTokens, model.tokenize(source).length);
     assert.ok(st.generatedTokens > 0 && ['length', 'stop'].includes(st.finishReason));
