@@ -80,6 +80,10 @@ class JsEncDec {
   val piece(int prev, int id) const {
     return guard([&] { return byte_array(tok_->decode(prev, id)); });
   }
+  // As piece(), but control tokens (<pad>, </s>) print nothing: generated text.
+  val textPiece(int prev, int id) const {
+    return guard([&] { return byte_array(tok_->is_control(id) ? std::string() : tok_->decode(prev, id)); });
+  }
   val detokenize(val ids_js) const {
     return guard([&] {
       std::string out;
@@ -206,6 +210,7 @@ EMSCRIPTEN_BINDINGS(qkv_encdec) {
       .function("tokenizeSource", &JsEncDec::tokenizeSource)
       .function("tokenizeSpecial", &JsEncDec::tokenizeSpecial)
       .function("piece", &JsEncDec::piece)
+      .function("textPiece", &JsEncDec::textPiece)
       .function("detokenize", &JsEncDec::detokenize)
       .function("begin", &JsEncDec::begin)
       .function("next", &JsEncDec::next)

@@ -31,7 +31,7 @@ const state = {
 const explorer = new Explorer({
   details: $('explorer'), layer: $('layer'), head: $('head'), scale: $('scale'), status: $('explorer-status'),
   canvas: $('heatmap'), tip: $('heatmap-tip'), strip: $('token-strip'), topk: $('topk'), topkToken: $('topk-token'),
-  topkActual: $('topk-actual'),
+  topkActual: $('topk-actual'), caption: $('heatmap-caption'),
 }, { onMemoryChange: () => refreshMemory() });
 
 function setState(s) {
@@ -322,7 +322,8 @@ async function generate() {
   explorer.setRun(null);
 
   const out = $('output'), outText = $('output-text');
-  $('output-prompt').textContent = prompt;
+  // An encoder-decoder model's output is a new text (a translation, a summary), not a continuation.
+  $('output-prompt').textContent = model.info.encoderDecoder ? `${prompt}\n→ ` : prompt;
   outText.textContent = '';
   out.setAttribute('aria-busy', 'true');
   $('caret').hidden = false;

@@ -15,7 +15,7 @@ const TOP_K = 10;
 
 export class Explorer {
   /**
-   * @param {Record<string, HTMLElement>} el  details, layer, head, scale, status, canvas, tip, strip, topk, topkToken, topkActual
+   * @param {Record<string, HTMLElement>} el  details, layer, head, scale, status, canvas, tip, strip, topk, topkToken, topkActual, caption
    * @param {{onMemoryChange?: () => void, onError?: (e: unknown) => void}} hooks
    */
   constructor(el, hooks = {}) {
@@ -90,6 +90,10 @@ export class Explorer {
     const { layer, head } = this.el;
     layer.replaceChildren();
     head.replaceChildren();
+    if (this.el.caption) {
+      this.captionText ??= this.el.caption.textContent;
+      this.el.caption.textContent = this.captionText;
+    }
     if (!model) return;
     const { heads, kvHeads } = model.info;
     this.encdec = !!model.info.encoderDecoder;
@@ -210,6 +214,10 @@ export class Explorer {
       this.labels = m.targetTokens.map((t, i) => (i === 0 ? t.text : showPiece(t.text)));
       this.sourceLabels = m.sourceTokens.map((t) => (t.id === this.model.info.eosId ? '</s>' : showPiece(t.text)));
       this.promptLen = 1;
+      if (this.el.caption) {
+        this.el.caption.textContent = 'Rows: the target tokens, the decoder start token first. Columns: the source tokens ' +
+          '(with its end token). Stronger colour = more attention: where the decoder looked in the source for each token.';
+      }
       this.buildStrip();
       status.textContent = `Cross-attention of ${this.ids.length} target tokens (the decoder start token first) over ` +
         `${this.sourceLabels.length} source tokens, computed in ${Math.round(performance.now() - t0)} ms` +

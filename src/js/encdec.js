@@ -116,7 +116,7 @@ export class EncoderDecoderModel {
         const next = call(() => h.next());
         if (stopTokens.has(next)) { stats.finishReason = 'stop'; break; }
         stats.generatedTokens++;
-        let piece = text.push(call(() => h.piece(prev, next)));
+        let piece = text.push(call(() => h.textPiece(prev, next)));
         if (first && piece.startsWith(' ')) piece = piece.slice(1);  // SentencePiece drops the leading space
         if (piece) first = false;
         const { emit, stopped } = stops.push(piece);
