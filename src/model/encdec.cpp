@@ -201,7 +201,12 @@ void EncoderDecoder::run_attention(const Attn& a) {
     else pool_->parallel_for(H, 1, [&](int h0, int h1, int) { attention_flash(f, h0, h1); });
     return;
   }
-  const int nb = c.rel_buckets, maxd = c.rel_max_distance;
+  // Bucket of every key - query distance of this call, computed once for all heads:
+  // bucket_of[rel + off], rel in [-(q_pos0 + n_q - 1), n_kv - 1].
+  const int off = a.q_pos0 + a.n_q;
+  std::vector<int> bucket_of((size_t)off + a.n_kv);
+  for (int r = -off; r < a.n_kv; r++)
+    bucket_of[r + off] = relative_position_bucket(r, c.rel_buckets, c.rel_max_distance, a.bidirectional);
   auto heads = [&](int h0, int h1, int) {
     thread_local std::vector<float> p;
     if ((int)p.size() < a.n_kv) p.resize(a.n_kv);
@@ -213,7 +218,7 @@ void EncoderDecoder::run_attention(const Attn& a) {
         const float* qi = a.q + (int64_t)i * qd + h * hd;
         for (int j = 0; j < n_vis; j++)
           p[j] = scale * dot_row_simd(QType::F32, a.k + (int64_t)j * kvd + kh * hd, qi, hd) +
-                 a.rel_bias[relative_position_bucket(j - qpos, nb, maxd, a.bidirectional) * H + h];
+                 a.rel_bias[bucket_of[j - qpos + off] * H + h];
         float* o = a.out + (int64_t)i * qd + h * hd;
         std::fill(o, o + hd, 0.0f);
         if (n_vis > 0) softmax_simd(p.data(), n_vis);
