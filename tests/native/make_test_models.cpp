@@ -1,6 +1,7 @@
 // qkv_test_models OUTDIR [SHARED_MODELS_DIR]: writes the random-weight GGUF models that the
 // llama.cpp conformance test (tests/js/wllama.test.mjs) loads in both engines, and a JSON list;
-// also t5.gguf (encoder-decoder), not listed, for the encoder-decoder tests.
+// also t5.gguf (encoder-decoder) and unigram-echo.gguf (its tokenizer in a model that repeats
+// the last token), not listed, for the encoder-decoder tests.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -89,6 +90,12 @@ int main(int argc, char** argv) {
       FILE* f = fopen(path.c_str(), "wb");
       if (!f || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) fail(ErrorCode::Io, "cannot write " + path);
       fclose(f);
+      // Its tokenizer in a model that echoes the last token (the tokenizer comparison).
+      const std::vector<uint8_t> echo = write_unigram_echo_model(spm);
+      const std::string epath = out + "/unigram-echo.gguf";
+      FILE* g = fopen(epath.c_str(), "wb");
+      if (!g || fwrite(echo.data(), 1, echo.size(), g) != echo.size()) fail(ErrorCode::Io, "cannot write " + epath);
+      fclose(g);
     }
     printf("%s]\n", list.c_str());
   } catch (const Error& e) {
