@@ -146,6 +146,7 @@ class JsEncDec {
     });
   }
   int position() const { return pos_; }
+  double kvCacheBytes() const { return (double)model_->cache_bytes(); }
   int context() const { return model_->context(); }
 
   // Attention maps for a source and a target (ids; the decoder start token is put in front):
@@ -216,6 +217,7 @@ EMSCRIPTEN_BINDINGS(qkv_encdec) {
       .function("next", &JsEncDec::next)
       .function("run", &JsEncDec::run)
       .function("position", &JsEncDec::position)
+      .function("kvCacheBytes", &JsEncDec::kvCacheBytes)
       .function("context", &JsEncDec::context)
       .function("inspect", &JsEncDec::inspect);
 }

@@ -52,7 +52,7 @@ export class EncoderDecoderModel {
       backend: 'wasm',
       device: { kind: 'wasm', requested: 'wasm', reason: 'encoder-decoder models run in WASM' },
       threading: { ...this._runtime.threading, threads: i.threads },
-      memory: { weightBytes: i.weightBytes, kvCacheBytes: 0, gpuKvCacheBytes: 0, heapBytes: this._mod.HEAPU8 ? this._mod.HEAPU8.byteLength : 0 },
+      memory: { weightBytes: i.weightBytes, kvCacheBytes: this._h.kvCacheBytes(), gpuKvCacheBytes: 0, heapBytes: this._mod.HEAPU8 ? this._mod.HEAPU8.byteLength : 0 },
     };
   }
 

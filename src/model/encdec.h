@@ -69,6 +69,11 @@ class EncoderDecoder {
   int context() const { return ctx_; }
   uint64_t weight_bytes() const { return m_.storage ? m_.storage->size() : 0; }
   int source_length() const { return n_src_; }
+  // Bytes held by the decoder's KV cache and the cross-attention K/V of the current source.
+  uint64_t cache_bytes() const {
+    const uint64_t per_layer = ((uint64_t)cache_cap_ + (uint64_t)n_src_) * m_.config.kv_dim() * 2 * sizeof(float);
+    return per_layer * m_.encdec.n_dec_layers;
+  }
 
   // Runs the encoder over src[0..n) and computes every decoder layer's cross-attention keys and
   // values from its output; clears the decoder's cache (a new source starts a new target).

@@ -69,6 +69,7 @@ test('loadModel gives an EncoderDecoderModel for a t5 GGUF', { skip }, () => {
   const ids = model.tokenize('the cat');
   assert.equal(ids.at(-1), i.eosId, 'the source ends with EOS');
   assert.equal(model.detokenize(ids), 'the cat');
+  assert.ok(i.memory.weightBytes > 0);
 });
 
 test('generate(source) streams the native CLI\'s greedy target', { skip: skip || (!haveNative && 'native qkv not built') }, async () => {
@@ -90,6 +91,7 @@ test('generate(source) streams the native CLI\'s greedy target', { skip: skip ||
     assert.equal(await model.complete(source, { maxTokens: 20, temperature: 0 }), text);
   }
   // Seeded sampling is reproducible.
+  assert.ok(model.info.memory.kvCacheBytes > 0, 'the decoder cache and the cross K/V are counted');
   const a = await model.complete(SOURCES[1], { maxTokens: 12, temperature: 1, seed: 7 });
   assert.equal(await model.complete(SOURCES[1], { maxTokens: 12, temperature: 1, seed: 7 }), a);
 });
