@@ -234,6 +234,18 @@ async function main(argv) {
     }
     // Same order as the native CLI: the model is read and validated before the tokenizer.
     modelBuf = await readIntoHeap(mod, args.modelPath());
+    if (cmd === 'run' && mod.isEncoderDecoder(modelBuf)) {  // t5: -i is the source, the target is printed
+      engine = new mod.EncDecModel(modelBuf, args.threads());
+      modelBuf.delete(); modelBuf = null;
+      const st = engine.run(rest, (piece) => process.stdout.write(Buffer.from(piece)));
+      process.stdout.write('\n');
+      const info = engine.info();
+      const pre = st.prefillMs > 0 ? st.promptTokens / (st.prefillMs / 1000) : 0;
+      const dec = st.decodeMs > 0 ? st.generatedTokens / (st.decodeMs / 1000) : 0;
+      process.stderr.write(`prefill: ${st.promptTokens} tokens, ${pre.toFixed(1)} tok/s | decode: ` +
+        `${st.generatedTokens} tokens, ${dec.toFixed(1)} tok/s | ${info.threads} threads, ${info.simd}\n`);
+      return 0;
+    }
     engine = new mod.Model(modelBuf, args.threads());
     modelBuf.delete(); modelBuf = null;
     engine.createSession(args.context()).delete();  // validates the context before the tokenizer, as natively

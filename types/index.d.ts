@@ -169,7 +169,7 @@ export interface ModelInfo {
   /** Whether tokenize() puts BOS first (GGUF: tokenizer.ggml.add_bos_token). */
   addBos: boolean;
   /** 'sentencepiece' (llama2.c, GGUF `llama`), 'bpe' (GGUF `gpt2`, byte-level), 'none' (not loaded yet). */
-  tokenizer: 'sentencepiece' | 'bpe' | 'none';
+  tokenizer: 'sentencepiece' | 'bpe' | 'unigram' | 'none';
   /** Chat format chat() renders, recognized from the model's tokenizer.chat_template. */
   chatFormat: ChatFormat;
   /** True when the model has no chat template qkv recognizes and chat() falls back to ChatML. */
@@ -260,8 +260,67 @@ export declare class Model {
   dispose(): void;
 }
 
-/** Loads a GGUF model (f32 llama so far) or a llama2.c checkpoint with its tokenizer. */
-export declare function loadModel(source: ModelSource, options?: LoadOptions): Promise<Model>;
+/** What an encoder-decoder model (t5 GGUF) reports: ModelInfo's fields plus its two stacks. */
+export interface EncoderDecoderInfo extends ModelInfo {
+  encoderDecoder: true;
+  /** Encoder layers (= layers). */
+  encoderLayers: number;
+  decoderLayers: number;
+  /** The first decoder input (T5: the pad token, 0). */
+  decoderStartId: number;
+}
+
+/**
+ * Attention of an encoder-decoder model for one source and target. Maps are arrays of rows
+ * (Float32Array), one per query token; rows sum to 1. Target rows start with the decoder start token.
+ */
+export interface EncoderDecoderInspection {
+  heads: number;
+  encoderLayers: number;
+  decoderLayers: number;
+  sourceTokens: { id: number; text: string }[];
+  /** The decoder start token ('<start>') first, then the target. */
+  targetTokens: { id: number; text: string }[];
+  /** Encoder self-attention, source x source. */
+  encoder(layer: number, head: number): Float32Array[];
+  /** Decoder causal self-attention, target x target. */
+  self(layer: number, head: number): Float32Array[];
+  /** Cross-attention, target x source: the alignment of each target token over the source. */
+  cross(layer: number, head: number): Float32Array[];
+}
+
+/**
+ * An encoder-decoder model (GGUF `t5`): the encoder reads a source once, the decoder generates
+ * the target with cross-attention over it. Runs in WASM (no WebGPU path yet).
+ */
+export declare class EncoderDecoderModel {
+  private constructor();
+  readonly info: EncoderDecoderInfo;
+  readonly warnings: QkvWarning[];
+  /** Figures of the last generate() call (promptTokens counts the source). */
+  lastGeneration: GenerationStats | null;
+  /** Streams the target generated from `source`; same items and options as Model.generate. */
+  generate(source: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
+  complete(source: string, options?: GenerateOptions): Promise<string>;
+  /** Text to ids: by default as the encoder takes a source (EOS appended); { source: false } for the bare pieces. */
+  tokenize(text: string, options?: { source?: boolean; special?: boolean }): number[];
+  /** Target ids to text (control tokens skipped). */
+  detokenize(ids: ArrayLike<number>): string;
+  /** Attention maps for `source` and a target (text or ids; default: the greedy target, up to maxTokens). */
+  inspect(source: string, options?: { target?: string | number[]; maxTokens?: number }): Promise<EncoderDecoderInspection>;
+  /** Throws QkvError('unsupported'): encoder-decoder models have no chat format. */
+  chat(...args: unknown[]): never;
+  /** Throws QkvError('unsupported'): one decoder state per model. */
+  createSession(...args: unknown[]): never;
+  dispose(): void;
+}
+
+/**
+ * Loads a GGUF model or a llama2.c checkpoint with its tokenizer. A `t5` GGUF gives an
+ * EncoderDecoderModel: name it as the type argument (loadModel<EncoderDecoderModel>(...)) or
+ * check `model instanceof EncoderDecoderModel`.
+ */
+export declare function loadModel<M extends Model | EncoderDecoderModel = Model>(source: ModelSource, options?: LoadOptions): Promise<M>;
 
 /** Weight types quantize() writes (the native CLI's `qkv quantize --type`). */
 export type QuantizeType = 'q8_0' | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q4_k' | 'q5_k' | 'f16' | 'bf16' | 'f32';

@@ -1,8 +1,8 @@
 // qkv/worker: the same API with the engine in a Web Worker (Node: a worker thread). Every
 // method is async because it crosses postMessage.
 import type {
-  AttentionMap, ChatMessage, GenerateOptions, GeneratedToken, GenerationStats, LoadOptions, ModelInfo, ModelSource,
-  QkvWarning, SamplingOptions,
+  AttentionMap, ChatMessage, EncoderDecoderInfo, EncoderDecoderInspection, GenerateOptions, GeneratedToken, GenerationStats,
+  LoadOptions, ModelInfo, ModelSource, QkvWarning, SamplingOptions,
 } from './index.js';
 
 export { QkvError, ErrorCode } from './index.js';
@@ -41,12 +41,26 @@ export interface RemoteModel {
   dispose(): Promise<void>;
 }
 
+/** An encoder-decoder model (t5) in the worker; see EncoderDecoderModel. */
+export interface RemoteEncoderDecoderModel {
+  info: EncoderDecoderInfo;
+  warnings: QkvWarning[];
+  lastGeneration: GenerationStats | null;
+  refreshInfo(): Promise<EncoderDecoderInfo>;
+  tokenize(text: string, options?: { source?: boolean; special?: boolean }): Promise<number[]>;
+  detokenize(ids: ArrayLike<number>): Promise<string>;
+  generate(source: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
+  complete(source: string, options?: GenerateOptions): Promise<string>;
+  inspect(source: string, options?: { target?: string | number[]; maxTokens?: number }): Promise<EncoderDecoderInspection>;
+  dispose(): Promise<void>;
+}
+
 export interface QkvWorker {
   /**
    * Async iterables are gathered on this side; ArrayBuffers, Blobs and URLs go to the worker as they
    * are. options.gpu is ignored (the worker uses its own navigator.gpu); onWarning runs here.
    */
-  loadModel(source: ModelSource, options?: LoadOptions): Promise<RemoteModel>;
+  loadModel<M extends RemoteModel | RemoteEncoderDecoderModel = RemoteModel>(source: ModelSource, options?: LoadOptions): Promise<M>;
   terminate(): Promise<number> | void;
 }
 

@@ -33,7 +33,7 @@ const state = {
 const explorer = new Explorer({
   details: $('explorer'), layer: $('layer'), head: $('head'), scale: $('scale'), status: $('explorer-status'),
   canvas: $('heatmap'), tip: $('heatmap-tip'), strip: $('token-strip'), topk: $('topk'), topkToken: $('topk-token'),
-  topkActual: $('topk-actual'),
+  topkActual: $('topk-actual'), caption: $('heatmap-caption'),
 }, { onMemoryChange: () => refreshMemory() });
 
 function setState(s) {
@@ -109,7 +109,7 @@ function showModel(info, meta) {
     if (id) dd.id = id;
     facts.append(dt, dd);
   };
-  add('Architecture', `${info.arch}, ${info.layers} layers, ${info.heads} heads` +
+  add('Architecture', `${info.arch}, ${info.encoderDecoder ? `encoder-decoder: ${info.encoderLayers} + ${info.decoderLayers}` : info.layers} layers, ${info.heads} heads` +
     (info.kvHeads !== info.heads ? ` (${info.kvHeads} kv)` : '') + `, dim ${info.dim}`);
   add('Vocabulary', String(info.vocabSize));
   add('Context', `${info.contextLength} tokens`);
@@ -325,7 +325,8 @@ async function generate() {
   explorer.setRun(null);
 
   const out = $('output'), outText = $('output-text');
-  $('output-prompt').textContent = prompt;
+  // An encoder-decoder model's output is a new text (a translation, a summary), not a continuation.
+  $('output-prompt').textContent = model.info.encoderDecoder ? `${prompt}\n→ ` : prompt;
   outText.textContent = '';
   out.setAttribute('aria-busy', 'true');
   $('caret').hidden = false;
@@ -360,7 +361,7 @@ async function generate() {
       pending += text;
       if (!frame) frame = requestAnimationFrame(flush);
     }
-    const stats = (await model.session()).lastGeneration;
+    const stats = model.info.encoderDecoder ? model.lastGeneration : (await model.session()).lastGeneration;
     finish = stats?.finishReason ?? 'length';
   } catch (e) {
     if (e?.code === 'aborted') finish = 'aborted';
@@ -394,7 +395,7 @@ async function generate() {
   app.dataset.finish = finish;
   app.dataset.seed = String(opts.seed);
   if (state.model === model) {
-    explorer.setRun({ promptIds, genIds });
+    explorer.setRun({ promptIds, genIds, source: prompt });
     refreshMemory();
   }
 }

@@ -4,7 +4,8 @@
 //
 // It costs nothing while closed: attention is captured only in a separate session created
 // when the panel is open, and that session is disposed when the panel closes or a new
-// generation starts.
+// generation starts. For encoder-decoder models (t5) it shows the cross-attention instead: a
+// target x source alignment heatmap per decoder layer and head (model.inspect).
 import { cellAt, drawHeatmap } from './heatmap.js';
 import { errorText, showPiece } from './format.js';
 
@@ -14,7 +15,7 @@ const TOP_K = 10;
 
 export class Explorer {
   /**
-   * @param {Record<string, HTMLElement>} el  details, layer, head, scale, status, canvas, tip, strip, topk, topkToken, topkActual
+   * @param {Record<string, HTMLElement>} el  details, layer, head, scale, status, canvas, tip, strip, topk, topkToken, topkActual, caption
    * @param {{onMemoryChange?: () => void, onError?: (e: unknown) => void}} hooks
    */
   constructor(el, hooks = {}) {
@@ -52,7 +53,7 @@ export class Explorer {
     canvas.addEventListener('pointerleave', () => { this.hover = null; this.el.tip.hidden = true; this.draw(); });
     canvas.addEventListener('click', (e) => {
       const cell = this.cellOf(e);
-      if (cell) this.select(cell.r + (this.current.cols - this.current.rows));
+      if (cell) this.select(cell.r + (this.current.cross ? 0 : this.current.cols - this.current.rows));
     });
     canvas.addEventListener('keydown', (e) => {
       if (!this.current) return;
@@ -82,14 +83,24 @@ export class Explorer {
   setModel(model) {
     this.release();
     this.model = model;
+    this.encdec = false;
+    this.inspection = null;
     this.pieces = new Map();
     this.run = null;
     const { layer, head } = this.el;
     layer.replaceChildren();
     head.replaceChildren();
+    if (this.el.caption) {
+      this.captionText ??= this.el.caption.textContent;
+      this.el.caption.textContent = this.captionText;
+    }
     if (!model) return;
-    const { layers, heads, kvHeads } = model.info;
-    for (let l = 0; l < layers; l++) layer.add(new Option(`${l + 1} of ${layers}`, String(l)));
+    const { heads, kvHeads } = model.info;
+    this.encdec = !!model.info.encoderDecoder;
+    const layers = this.encdec ? model.info.decoderLayers : model.info.layers;
+    for (let l = 0; l < layers; l++) {
+      layer.add(new Option(this.encdec ? `Decoder ${l + 1} of ${layers}, cross-attention` : `${l + 1} of ${layers}`, String(l)));
+    }
     head.add(new Option(`Average over ${heads} heads`, 'avg'));
     for (let h = 0; h < heads; h++) head.add(new Option(`Head ${h + 1}${kvHeads < heads ? ` (kv ${Math.floor(h / (heads / kvHeads)) + 1})` : ''}`, String(h)));
     layer.value = String(layers - 1);
@@ -116,6 +127,7 @@ export class Explorer {
     this.session = null;
     this.maps.clear();
     this.current = null;
+    this.inspection = null;
     if (s) s.dispose().catch(() => {});
     if (message) this.clearView(message);
   }
@@ -153,6 +165,7 @@ export class Explorer {
     const { status, details } = this.el;
     details.dataset.state = 'computing';
     status.textContent = 'Computing attention…';
+    if (this.encdec) return this.analyzeCross(epoch);
     try {
       const limit = Math.min(MAX_EXPLORER_TOKENS, model.info.contextLength);
       const all = [...this.run.promptIds, ...this.run.genIds];
@@ -187,6 +200,38 @@ export class Explorer {
     }
   }
 
+  /** Encoder-decoder: the cross-attention of the target just generated over its source. */
+  async analyzeCross(epoch) {
+    const { status, details } = this.el;
+    try {
+      const t0 = performance.now();
+      const limit = Math.min(MAX_EXPLORER_TOKENS, this.model.info.contextLength) - 1;
+      const gen = this.run.genIds.slice(0, limit);
+      const m = await this.model.inspect(this.run.source ?? '', { target: gen });
+      if (epoch !== this.epoch) return;
+      this.inspection = m;
+      this.ids = m.targetTokens.map((t) => t.id);
+      this.labels = m.targetTokens.map((t, i) => (i === 0 ? t.text : showPiece(t.text)));
+      this.sourceLabels = m.sourceTokens.map((t) => (t.id === this.model.info.eosId ? '</s>' : showPiece(t.text)));
+      this.promptLen = 1;
+      if (this.el.caption) {
+        this.el.caption.textContent = 'Rows: the target tokens, the decoder start token first. Columns: the source tokens ' +
+          '(with its end token). Stronger colour = more attention: where the decoder looked in the source for each token.';
+      }
+      this.buildStrip();
+      status.textContent = `Cross-attention of ${this.ids.length} target tokens (the decoder start token first) over ` +
+        `${this.sourceLabels.length} source tokens, computed in ${Math.round(performance.now() - t0)} ms` +
+        (gen.length < this.run.genIds.length ? `; the first ${gen.length} generated tokens are shown.` : '.');
+      this.hooks.onMemoryChange?.();
+      await this.render({ select: this.ids.length - 1 });
+    } catch (e) {
+      if (epoch !== this.epoch) return;
+      details.dataset.state = 'error';
+      status.textContent = `The explorer failed: ${errorText(e)}`;
+      this.hooks.onError?.(e);
+    }
+  }
+
   buildStrip() {
     const { strip } = this.el;
     const frag = document.createDocumentFragment();
@@ -203,7 +248,7 @@ export class Explorer {
       t.className = 't';
       t.textContent = this.labels[i];
       b.append(w, t);
-      b.setAttribute('aria-label', `token ${i + 1} of ${this.ids.length}, ${i < this.promptLen ? 'prompt' : 'generated'}: ${this.labels[i]}`);
+      b.setAttribute('aria-label', `token ${i + 1} of ${this.ids.length}, ${this.encdec ? (i === 0 ? 'decoder start' : 'target') : i < this.promptLen ? 'prompt' : 'generated'}: ${this.labels[i]}`);
       frag.append(b);
     });
     strip.replaceChildren(frag);
@@ -222,8 +267,14 @@ export class Explorer {
           const probs = new Float32Array(rows * cols);
           for (const m of maps) for (let i = 0; i < probs.length; i++) probs[i] += m.probs[i];
           for (let i = 0; i < probs.length; i++) probs[i] /= n;
-          return { rows, cols, probs };
+          return { rows, cols, probs, cross: maps[0].cross };
         });
+      } else if (this.inspection) {
+        const rows = this.inspection.cross(layer, Number(head));
+        const T = rows.length, S = rows[0]?.length ?? 0;
+        const probs = new Float32Array(T * S);
+        rows.forEach((r, i) => probs.set(r, i * S));
+        p = Promise.resolve({ rows: T, cols: S, probs, cross: true });
       } else {
         p = s.attention(layer, Number(head)).then((a) => ({ rows: a.queries, cols: a.keys, probs: a.probs }));
       }
@@ -234,7 +285,7 @@ export class Explorer {
   }
 
   async render({ select } = {}) {
-    if (!this.session || !this.ids.length) return;
+    if ((!this.session && !this.inspection) || !this.ids.length) return;
     const epoch = this.epoch;
     const layer = Number(this.el.layer.value), head = this.el.head.value;
     try {
@@ -258,10 +309,11 @@ export class Explorer {
   draw() {
     if (!this.isOpen) return;
     const m = this.current;
-    const row = m && this.selected >= 0 ? this.selected - (m.cols - m.rows) : -1;
+    const cross = !!m?.cross;
+    const row = m && this.selected >= 0 ? this.selected - (cross ? 0 : m.cols - m.rows) : -1;
     this.geom = drawHeatmap(this.el.canvas, {
-      probs: m?.probs, rows: m?.rows ?? 0, cols: m?.cols ?? 0, labels: this.labels,
-      selected: row, hover: this.hover, scale: this.el.scale.value,
+      probs: m?.probs, rows: m?.rows ?? 0, cols: m?.cols ?? 0, labels: cross ? this.sourceLabels : this.labels,
+      rowLabels: cross ? this.labels : null, causal: !cross, selected: row, hover: this.hover, scale: this.el.scale.value,
     });
   }
 
@@ -276,11 +328,12 @@ export class Explorer {
     const { tip, canvas } = this.el;
     if (!cell) { this.hover = null; tip.hidden = true; this.draw(); return; }
     const m = this.current;
-    const off = m.cols - m.rows;
+    const off = m.cross ? 0 : m.cols - m.rows;
     this.hover = cell;
     this.draw();
     const q = cell.r + off, k = cell.c;
-    tip.textContent = k > q ? `${this.labels[q]} cannot see ${this.labels[k]} (later token)`
+    tip.textContent = m.cross ? `${this.labels[q]} → source ${this.sourceLabels[k]}: ${(m.probs[cell.r * m.cols + k] * 100).toFixed(1)}%`
+      : k > q ? `${this.labels[q]} cannot see ${this.labels[k]} (later token)`
       : `${this.labels[q]} → ${this.labels[k]}: ${(m.probs[cell.r * m.cols + k] * 100).toFixed(1)}%`;
     tip.hidden = false;
     const rect = canvas.getBoundingClientRect();
@@ -295,7 +348,7 @@ export class Explorer {
     if (i === this.selected && !force) return;
     this.selected = i;
     const m = this.current;
-    const off = m.cols - m.rows;
+    const off = m.cross ? 0 : m.cols - m.rows;
     const row = i - off;
     const { strip, canvas } = this.el;
     const weights = row >= 0 ? m.probs.subarray(row * m.cols, (row + 1) * m.cols) : null;
@@ -306,12 +359,17 @@ export class Explorer {
       const on = j === i;
       b.classList.toggle('selected', on);
       if (on) { b.setAttribute('aria-current', 'true'); b.tabIndex = 0; } else { b.removeAttribute('aria-current'); b.tabIndex = -1; }
-      b.firstChild.style.opacity = weights && max > 0 && j <= i ? String((weights[j] / max) * 0.6) : '0';
+      b.firstChild.style.opacity = !m.cross && weights && max > 0 && j <= i ? String((weights[j] / max) * 0.6) : '0';
     }
     this.draw();
     const headText = m.head === 'avg' ? `average over ${this.model.info.heads} heads` : `head ${Number(m.head) + 1}`;
     let summary = `Attention heatmap, layer ${m.layer + 1}, ${headText}: ${m.rows} by ${m.cols} tokens.`;
-    if (weights) {
+    if (weights && m.cross) {
+      summary = `Cross-attention heatmap, decoder layer ${m.layer + 1}, ${headText}: ${m.rows} target by ${m.cols} source tokens.`;
+      const top = [...weights.keys()].sort((a, b) => weights[b] - weights[a]).slice(0, 3);
+      summary += ` Target token ${i + 1} (${this.labels[i]}) attends most to source ` +
+        top.map((j) => `${this.sourceLabels[j]} at ${j + 1} (${(weights[j] * 100).toFixed(0)}%)`).join(', ') + '.';
+    } else if (weights) {
       const top = [...weights.keys()].filter((j) => j <= i).sort((a, b) => weights[b] - weights[a]).slice(0, 3);
       summary += ` Token ${i + 1} (${this.labels[i]}) attends most to ` +
         top.map((j) => `${this.labels[j]} at ${j + 1} (${(weights[j] * 100).toFixed(0)}%)`).join(', ') + '.';
@@ -325,6 +383,11 @@ export class Explorer {
     const epoch = this.epoch;
     const { topk, topkToken, topkActual } = this.el;
     topkToken.textContent = this.labels[i];
+    if (this.encdec) {
+      topk.replaceChildren();
+      topkActual.textContent = 'Next-token probabilities are shown for decoder-only models; this view is the target-by-source alignment.';
+      return;
+    }
     try {
       const logits = await this.session.logits(i);
       if (seq !== this.topkSeq || epoch !== this.epoch) return;

@@ -33,10 +33,12 @@ const LABEL_MARGIN = 72;
 
 /**
  * Draws `probs` (rows x cols, row-major). Query row i sits at position cols - rows + i, so
- * keys beyond it are masked (the causal mask) and drawn as background.
- * Returns the geometry {x0, y0, cell, rows, cols} used by cellAt().
+ * keys beyond it are masked (the causal mask) and drawn as background. With causal: false
+ * (cross-attention: target rows over source columns) nothing is masked, `labels` names the
+ * columns and `rowLabels` the rows.
+ * Returns the geometry {x0, y0, cell, cw, ch, rows, cols} used by cellAt() (cw/ch: cell width/height).
  */
-export function drawHeatmap(canvas, { probs, rows, cols, labels, selected = -1, hover = null, scale = 'sqrt' }) {
+export function drawHeatmap(canvas, { probs, rows, cols, labels, rowLabels = null, causal = true, selected = -1, hover = null, scale = 'sqrt' }) {
   const cssW = Math.max(120, canvas.clientWidth || 320);
   const dpr = Math.min(3, globalThis.devicePixelRatio || 1);
   const px = Math.round(cssW * dpr);
@@ -53,20 +55,23 @@ export function drawHeatmap(canvas, { probs, rows, cols, labels, selected = -1, 
   const n = Math.max(rows, cols);
   if (!probs || rows === 0 || cols === 0) return { x0: 0, y0: 0, cell: 0, rows: 0, cols: 0 };
 
-  const withLabels = labels && (cssW - LABEL_MARGIN) / n >= MIN_LABEL_CELL;
+  // Causal maps are square (cells of one size); cross-attention maps fill the square with
+  // cells as wide as the source allows and as tall as the target allows.
+  const fit = (k, margin) => (cssW - margin - 2) / (causal ? n : k);
+  const withLabels = labels && Math.min(fit(cols, LABEL_MARGIN), fit(rows, LABEL_MARGIN)) >= MIN_LABEL_CELL;
   const margin = withLabels ? LABEL_MARGIN : 0;
-  const cell = (cssW - margin - 2) / n;
+  const cw = fit(cols, margin), ch = fit(rows, margin), cell = Math.min(cw, ch);
   const x0 = margin, y0 = margin;
 
   // Cells into an image of rows x cols pixels, scaled up without smoothing.
   const lut = isDark() ? LUTS.dark : LUTS.light;
   const img = new ImageData(cols, rows);
   const bgRgb = /^#[0-9a-f]{6}$/i.test(bg) ? hexToRgb(bg) : [255, 255, 255];
-  const offset = cols - rows;
+  const offset = causal ? cols - rows : 0;
   for (let r = 0; r < rows; r++) {
     for (let c = 0; c < cols; c++) {
       const o = (r * cols + c) * 4;
-      if (c > r + offset) {
+      if (causal && c > r + offset) {
         img.data[o] = bgRgb[0]; img.data[o + 1] = bgRgb[1]; img.data[o + 2] = bgRgb[2];
       } else {
         const p = probs[r * cols + c];
@@ -81,7 +86,7 @@ export function drawHeatmap(canvas, { probs, rows, cols, labels, selected = -1, 
   tmp.width = cols; tmp.height = rows;
   tmp.getContext('2d').putImageData(img, 0, 0);
   ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(tmp, x0, y0, cols * cell, rows * cell);
+  ctx.drawImage(tmp, x0, y0, cols * cw, rows * ch);
 
   if (withLabels) {
     const size = Math.max(8, Math.min(12, cell * 0.85));
@@ -92,34 +97,35 @@ export function drawHeatmap(canvas, { probs, rows, cols, labels, selected = -1, 
     ctx.textBaseline = 'middle';
     for (let r = 0; r < rows; r++) {
       ctx.font = `${r === selected ? 'bold ' : ''}${size}px ${font}`;
-      ctx.fillText(clip(labels[r + offset] ?? ''), x0 - 4, y0 + (r + 0.5) * cell);
+      ctx.fillText(clip((rowLabels ? rowLabels[r] : labels[r + offset]) ?? ''), x0 - 4, y0 + (r + 0.5) * ch);
     }
     ctx.save();
     ctx.rotate(-Math.PI / 2);
     ctx.textAlign = 'left';
     for (let c = 0; c < cols; c++) {
-      ctx.font = `${c === selected + offset ? 'bold ' : ''}${size}px ${font}`;
+      ctx.font = `${causal && c === selected + offset ? 'bold ' : ''}${size}px ${font}`;
       // Rotated frame: x runs up the canvas (negative y), y runs right.
-      ctx.fillText(clip(labels[c] ?? ''), -(y0 - 4), x0 + (c + 0.5) * cell);
+      ctx.fillText(clip(labels[c] ?? ''), -(y0 - 4), x0 + (c + 0.5) * cw);
     }
     ctx.restore();
   }
 
   ctx.lineWidth = 2;
   ctx.strokeStyle = strong;
-  if (selected >= 0 && selected < rows) ctx.strokeRect(x0 + 1, y0 + selected * cell + 1, cols * cell - 2, cell - 2 > 0 ? cell - 2 : 1);
+  if (selected >= 0 && selected < rows) ctx.strokeRect(x0 + 1, y0 + selected * ch + 1, cols * cw - 2, ch - 2 > 0 ? ch - 2 : 1);
   if (hover) {
     ctx.lineWidth = 1.5;
     ctx.strokeStyle = text;
-    ctx.strokeRect(x0 + hover.c * cell, y0 + hover.r * cell, cell, cell);
+    ctx.strokeRect(x0 + hover.c * cw, y0 + hover.r * ch, cw, ch);
   }
-  return { x0, y0, cell, rows, cols };
+  return { x0, y0, cell, cw, ch, rows, cols };
 }
 
 /** The cell under CSS pixel (x, y) of the canvas, or null. */
 export function cellAt(geom, x, y) {
   if (!geom || !geom.cell) return null;
-  const c = Math.floor((x - geom.x0) / geom.cell), r = Math.floor((y - geom.y0) / geom.cell);
+  const cw = geom.cw ?? geom.cell, ch = geom.ch ?? geom.cell;
+  const c = Math.floor((x - geom.x0) / cw), r = Math.floor((y - geom.y0) / ch);
   if (r < 0 || c < 0 || r >= geom.rows || c >= geom.cols) return null;
   return { r, c };
 }

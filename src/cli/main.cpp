@@ -11,6 +11,8 @@
 #include "../common.h"
 #include "../engine/perplexity.h"
 #include "../formats/file.h"
+#include "../engine/encdec_generate.h"
+#include "../formats/gguf_encdec.h"
 #include "../formats/gguf_writer.h"
 #include "../formats/loader.h"
 #include "../formats/quantize.h"
@@ -55,7 +57,34 @@ static Loaded load(const RunArgs& a) {
   return l;
 }
 
+static void print_stats(const RunStats& st, int threads) {
+  const double pre = st.prefill_ms > 0 ? st.prompt_tokens / (st.prefill_ms / 1000.0) : 0;
+  const double dec = st.decode_ms > 0 ? st.generated_tokens / (st.decode_ms / 1000.0) : 0;
+  fprintf(stderr, "prefill: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s | %d threads, %s\n",
+          st.prompt_tokens, pre, st.generated_tokens, dec, threads, simd_arch_name());
+}
+
+// Encoder-decoder models (t5 GGUF): -i is the source; the target is printed.
+static int cmd_run_encdec(const RunArgs& a, std::shared_ptr<const Blob> blob) {
+  const int threads = a.threads > 0 ? a.threads : ThreadPool::hardware_threads();
+  EncoderDecoder model(load_encdec_model(blob), a.context, std::make_shared<ThreadPool>(threads));
+  std::unique_ptr<Tokenizer> tok = embedded_tokenizer(blob);
+  if (!tok) fail(ErrorCode::BadModel, "the encoder-decoder model carries no tokenizer");
+  RunStats st = run_encdec_generate(model, *tok, a.run, [](const std::string& p) {
+    fwrite(p.data(), 1, p.size(), stdout);
+    fflush(stdout);
+  });
+  printf("\n");
+  fflush(stdout);
+  print_stats(st, threads);
+  return 0;
+}
+
 static int cmd_run(const RunArgs& a) {
+  {
+    auto blob = map_file(a.model_path);
+    if (is_encdec_model(blob)) return cmd_run_encdec(a, blob);
+  }
   Loaded l = load(a);
   RunStats st = run_generate(*l.model, *l.tok, a.run, [](const std::string& p) {
     fwrite(p.data(), 1, p.size(), stdout);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "../common.h"
+#include "gguf_encdec.h"
 
 namespace qkv {
 
@@ -99,6 +100,8 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   const ArchRow* row = nullptr;
   for (const ArchRow& r : kArchs)
     if (arch == r.name) row = &r;
+  if (!row && gguf_is_encdec(g))
+    fail(ErrorCode::Unsupported, "GGUF architecture '" + arch + "' is an encoder-decoder model; load it as one (load_encdec_model)");
   if (!row)
     fail(ErrorCode::Unsupported, "GGUF architecture '" + arch + "' is not supported; supported: " + gguf_supported_archs());
   auto key = [&](const char* k) { return arch + "." + k; };
@@ -266,8 +269,9 @@ int token_id(const GgufFile& g, const std::string& key, int def, size_t n) {
 
 Tokenizer load_gguf_vocab(const GgufFile& g) {
   const std::string model = g.get_string("tokenizer.ggml.model");
+  if (model == "t5") return load_gguf_unigram(g);
   if (model != "llama" && model != "gpt2")
-    fail(ErrorCode::Unsupported, "GGUF tokenizer '" + model + "' is not supported; supported: llama (SentencePiece), gpt2 (byte-level BPE)");
+    fail(ErrorCode::Unsupported, "GGUF tokenizer '" + model + "' is not supported; supported: llama (SentencePiece), gpt2 (byte-level BPE), t5 (Unigram)");
   std::vector<std::string> pieces = string_array(g, "tokenizer.ggml.tokens");
   const size_t n = pieces.size();
   std::vector<int> types;

@@ -77,8 +77,14 @@ struct TestModelSpec {
   bool rope_freq_factors = false;  // a rope_freqs.weight tensor (Llama 3.1-style), random factors in [1, 8)
   uint32_t seed = 1;
   std::string chat_template;  // tokenizer.chat_template, if not empty
+  int dec_layers = 0;  // encoder-decoder models: decoder layers (0 = layers)
 };
 std::vector<uint8_t> write_test_model(const TestModelSpec& spec);
+// A `t5` encoder-decoder model (arch "t5"; spm gives the pieces of its Unigram vocabulary).
+std::vector<uint8_t> write_test_encdec_model(const TestModelSpec& spec);
+// A `llama` model with the same Unigram (t5) vocabulary, no EOS added, whose greedy output
+// repeats the last token fed: llama.cpp's completion then shows the last id of its tokenization.
+std::vector<uint8_t> write_unigram_echo_model(const Tokenizer& spm);
 
 // A byte-level BPE vocabulary learned from `corpus`: the 256 byte symbols (GPT-2 spelling), then
 // one token per merge in the order learned (most frequent adjacent pair first, ties broken by

@@ -8,6 +8,7 @@ import { createRemoteTrainer } from './train-worker-client.js';
 export { Model, QkvError, Session, TRAIN_PRESETS, Trainer };
 export { ErrorCodes } from './errors.js';
 export { QUANTIZE_TYPES };
+export { EncoderDecoderModel } from './encdec.js';
 
 const MAX_WASM_THREADS = 8;
 const cache = new Map();

@@ -4,6 +4,7 @@ import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
 import { readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, chooseDevice, gpuFeed, shapeOf } from './gpu-backend.js';
 import { createKvCache } from './webgpu.js';
+import { EncoderDecoderModel } from './encdec.js';
 
 export { QkvError } from './errors.js';
 
@@ -94,14 +95,14 @@ function chatPrompt(model, messages) {
 }
 
 /** Decodes UTF-8 bytes incrementally; invalid sequences become U+FFFD, never an exception. */
-class TextStream {
+export class TextStream {
   constructor() { this.decoder = new TextDecoder('utf-8', { fatal: false }); }
   push(bytes) { return this.decoder.decode(bytes, { stream: true }); }
   end() { return this.decoder.decode(); }
 }
 
 /** Holds back text that could be the start of a stop string. */
-class StopMatcher {
+export class StopMatcher {
   constructor(stops) { this.stops = stops; this.pending = ''; }
   /** Returns {emit, stopped}. */
   push(text) {
@@ -525,6 +526,12 @@ export async function loadModelWith(env, source, options = {}) {
   let modelBuf = null, tokBuf = null, handle = null;
   try {
     modelBuf = await readSource(mod, source, { what: 'the model', onProgress, signal, openPath: env.openPath });
+    if (call(() => mod.isEncoderDecoder(modelBuf))) {  // t5: encoder-decoder, its own class (src/js/encdec.js)
+      handle = call(() => new mod.EncDecModel(modelBuf, runtime.threads));
+      modelBuf.delete(); modelBuf = null;
+      throwIfAborted(signal);
+      return new EncoderDecoderModel(mod, handle, runtime);
+    }
     handle = call(() => new mod.Model(modelBuf, runtime.threads));
     modelBuf.delete(); modelBuf = null;
     if (!handle.hasTokenizer()) {  // GGUF carries its tokenizer; llama2.c checkpoints do not

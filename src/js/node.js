@@ -11,6 +11,7 @@ import { createRemoteTrainer } from './train-worker-client.js';
 export { Model, QkvError, Session, TRAIN_PRESETS, Trainer };
 export { ErrorCodes } from './errors.js';
 export { QUANTIZE_TYPES };
+export { EncoderDecoderModel } from './encdec.js';
 
 async function openPath(path, signal) {
   let st;

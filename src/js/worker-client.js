@@ -1,6 +1,7 @@
 // The qkv API with the engine in a Web Worker (or Node worker thread): the same shape as the
 // main entry, every method async, generation streamed across postMessage.
 import { QkvError } from './errors.js';
+import { inspectionView } from './inspection.js';
 
 export { QkvError };
 
@@ -178,6 +179,29 @@ class RemoteModel {
   }
 }
 
+/** An encoder-decoder model (t5) in the worker: generate(source) streams the target. */
+class RemoteEncoderDecoderModel {
+  constructor(conn, handle, info) { this._c = conn; this._h = handle; this.info = info; this.lastGeneration = null; }
+  _call(method, ...args) { return this._c.request({ op: 'call', handle: this._h, method, args }); }
+  refreshInfo() { return this._c.request({ op: 'info', handle: this._h }).then((i) => (this.info = i)); }
+  tokenize(text, options) { return this._call('tokenize', text, options); }
+  detokenize(ids) { return this._call('detokenize', Array.from(ids)); }
+  generate(source, options) {
+    const [rest, signal] = stripSignal(options);
+    return this._c.stream({ op: 'generate', handle: this._h, prompt: source, options: rest }, signal, (s) => { this.lastGeneration = s; });
+  }
+  async complete(source, options) {
+    let out = '';
+    for await (const t of this.generate(source, options)) out += t.text;
+    return out;
+  }
+  async inspect(source, options) { return inspectionView(await this._call('_inspectRaw', source, options)); }
+  dispose() {
+    if (this._warnKey) this._c.warnings.delete(this._warnKey);
+    return this._c.request({ op: 'dispose', handle: this._h });
+  }
+}
+
 /**
  * Starts the engine in a worker. `url` defaults to this package's worker.js.
  * Returns {loadModel, terminate}.
@@ -224,7 +248,9 @@ export async function createWorker(url = new URL('./worker.js', import.meta.url)
         conn.warnings.delete(warnKey);
         throw e;
       }
-      const model = new RemoteModel(conn, loaded.handle, loaded.info);
+      const model = loaded.info.encoderDecoder
+        ? new RemoteEncoderDecoderModel(conn, loaded.handle, loaded.info)
+        : new RemoteModel(conn, loaded.handle, loaded.info);
       model._warnKey = warnKey;
       /** Warnings so far (WebGPU unavailable or lost, with the fallback taken). */
       model.warnings = warnings;

@@ -24,6 +24,7 @@ function register(o) { const h = nextHandle++; objects.set(h, o); return h; }
 const CALLS = {
   model: new Set(['tokenize', 'detokenize', 'complete']),
   session: new Set(['feed', 'prefill', 'logits', 'sample', 'truncate', 'reset', 'attention', 'complete']),
+  encdec: new Set(['tokenize', 'detokenize', 'complete', '_inspectRaw']),
 };
 
 async function handle(msg) {
@@ -55,7 +56,7 @@ async function handle(msg) {
       target(msg.handle)[msg.property] = msg.value;
     } else if (op === 'call') {
       const o = target(msg.handle);
-      const kind = o instanceof api.Model ? 'model' : 'session';
+      const kind = o instanceof api.Model ? 'model' : o instanceof api.EncoderDecoderModel ? 'encdec' : 'session';
       if (!CALLS[kind].has(msg.method)) throw new api.QkvError('bad_argument', `no method ${msg.method}`);
       const args = [...msg.args];
       if (msg.method === 'complete') args[1] = { ...(args[1] ?? {}), signal: ac.signal };

@@ -15,6 +15,7 @@ const char* pos_kind_name(PosKind k) {
     case PosKind::RopeHalves: return "rope-neox";
     case PosKind::Learned: return "learned";
     case PosKind::Sinusoidal: return "sinusoidal";
+    case PosKind::RelativeBucket: return "relative-buckets";
   }
   return "?";
 }
@@ -63,6 +64,11 @@ void ModelConfig::validate() const {
   need(attn_scale >= 0.0f && attn_scale < 1e6f, "attention scale out of range");
   need(attn_softcap >= 0.0f && attn_softcap < 1e6f, "attention soft-cap out of range");
   need(logit_softcap >= 0.0f && logit_softcap < 1e6f, "logit soft-cap out of range");
+  if (pos == PosKind::RelativeBucket) {
+    need(rel_buckets >= 4 && rel_buckets <= 4096, "relative position buckets = " + s(rel_buckets) + " (must be 4..4096)");
+    need(rel_max_distance > rel_buckets / 2 && rel_max_distance <= (1 << 20),
+         "relative position max distance = " + s(rel_max_distance) + " (must exceed buckets / 2 = " + s(rel_buckets / 2) + ")");
+  }
   need(norm_eps >= 0.0f && norm_eps < 1.0f, "norm epsilon out of range");
 }
 

@@ -8,9 +8,11 @@
 namespace qkv {
 
 enum class NormKind { RMSNorm, LayerNorm };
-enum class PosKind { None, RopeAdjacent, RopeHalves, Learned, Sinusoidal };
-// SwiGLU: silu(x W_gate) * (x W_up); GeGLU: gelu_tanh(x W_gate) * (x W_up) (Gemma); GELU/ReLU:
-// act(x W_up + b).
+// RelativeBucket: T5's learned per-head bias on attention scores, indexed by the bucketed
+// key - query distance (no absolute position in the residual stream).
+enum class PosKind { None, RopeAdjacent, RopeHalves, Learned, Sinusoidal, RelativeBucket };
+// SwiGLU: silu(x W_gate) * (x W_up); GeGLU: gelu_tanh(x W_gate) * (x W_up) (Gemma, T5 v1.1
+// "gated-gelu"); GELU/ReLU: act(x W_up + b).
 enum class FfnKind { SwiGLU, GELU, ReLU, GeGLU };
 // Softmax: scaled dot-product attention. Linear: the elu+1 feature-map kernel (linear attention).
 enum class AttnKind { Softmax, Linear };
@@ -38,6 +40,10 @@ struct ModelConfig {
   float rope_freq_scale = 1.0f;  // linear position scaling
   int n_rot = 0;                 // rotated dims per head (0 = head_dim)
   FfnKind ffn = FfnKind::SwiGLU;
+  bool causal = true;  // false: bidirectional (encoders)
+  bool post_norm = false;  // true: x = norm(x + sublayer(x)) (original Transformer, BERT); false: x = x + sublayer(norm(x))
+  int rel_buckets = 32;         // PosKind::RelativeBucket: buckets (half per direction when bidirectional)
+  int rel_max_distance = 128;   // distances from here on share the last bucket
   bool tied_classifier = true;  // classifier shares the token embedding matrix
   float embed_scale = 1.0f;     // token embeddings are multiplied by this (Gemma: sqrt(dim))
   float attn_scale = 0.0f;      // attention score scale; 0 = 1/sqrt(head_dim)

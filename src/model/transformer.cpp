@@ -24,6 +24,8 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
     : m_(std::move(model)), pool_(std::move(pool)) {
   const ModelConfig& c = m_.config;
   c.validate();
+  if (c.pos == PosKind::RelativeBucket)
+    fail(ErrorCode::Unsupported, "relative-bucket positions (T5) run in the encoder-decoder model (EncoderDecoder) only");
   if (!pool_) pool_ = std::make_shared<ThreadPool>(1);
   if (context < 0) fail(ErrorCode::BadArgument, "context must be positive, got " + std::to_string(context));
   ctx_ = context == 0 ? c.seq_len : context;

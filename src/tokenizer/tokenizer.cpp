@@ -9,6 +9,7 @@
 #include <queue>
 
 #include "../common.h"
+#include "unigram.h"
 
 namespace qkv {
 
@@ -157,6 +158,32 @@ Tokenizer Tokenizer::from_bpe(std::vector<std::string> tokens, std::vector<int> 
   return t;
 }
 
+Tokenizer Tokenizer::from_unigram(std::vector<std::string> pieces, std::vector<float> scores, std::vector<int> types, int unk,
+                                  bool add_space_prefix, bool remove_extra_whitespaces, std::vector<uint8_t> charsmap) {
+  const int n = (int)pieces.size();
+  if (n == 0) bad("the vocabulary is empty");
+  if (scores.size() != pieces.size()) bad("has " + std::to_string(scores.size()) + " scores for " + std::to_string(n) + " pieces");
+  if (!types.empty() && types.size() != pieces.size())
+    bad("has " + std::to_string(types.size()) + " token types for " + std::to_string(n) + " pieces");
+  Tokenizer t;
+  t.ugm_ = std::make_shared<Unigram>(pieces, scores, types, unk, add_space_prefix, remove_extra_whitespaces, std::move(charsmap));
+  t.pieces_ = std::move(pieces);
+  t.scores_ = std::move(scores);
+  t.types_ = std::move(types);
+  t.unk_ = unk;
+  t.spm_marker_ = true;
+  t.add_space_prefix_ = add_space_prefix;
+  t.byte_of_.resize(n);
+  t.index_.reserve(n * 2);
+  for (int i = 0; i < n; i++) {
+    t.byte_of_[i] = (int16_t)parse_byte_piece(t.pieces_[i]);
+    t.index_.emplace(t.pieces_[i], i);
+  }
+  t.index_specials();
+  t.set_specials(-1, -1, false, false, {});
+  return t;
+}
+
 void Tokenizer::index_specials() {
   specials_.clear();
   for (int i = 0; i < vocab_size(); i++) {
@@ -232,7 +259,8 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, 
     }
     if (f.e == f.b) continue;
     const std::string part = text.substr(f.b, f.e - f.b);
-    if (bpe_) encode_bpe_text(part, ids);
+    if (ugm_) ugm_->encode(part, ids);
+    else if (bpe_) encode_bpe_text(part, ids);
     else encode_spm_text(part, add_space_prefix_ && prev_special, ids);
     prev_special = false;
   }

@@ -2,6 +2,7 @@
 // score, byte fallback <0xXX> (ids 3..258), BOS = 1, EOS = 2.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +17,8 @@ enum TokenType { kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokUserDefin
 // The initial symbols of SentencePiece-mode encoding: one per UTF-8 code point, an invalid or
 // truncated sequence's bytes one by one. (Shared with the BPE trainer, which must split alike.)
 std::vector<std::string> utf8_symbols(const std::string& s);
+
+class Unigram;
 
 class Tokenizer {
  public:
@@ -37,12 +40,19 @@ class Tokenizer {
   static Tokenizer from_bpe(std::vector<std::string> tokens, std::vector<int> types, const std::vector<std::string>& merges,
                             PreTokenizer pre, bool ignore_merges);
 
+  // SentencePiece Unigram as GGUF stores it (tokenizer.ggml.model = t5): Viterbi over piece
+  // scores after llama.cpp's normalization (tokenizer/unigram.h). No BOS; special ids are set
+  // with set_specials.
+  static Tokenizer from_unigram(std::vector<std::string> pieces, std::vector<float> scores, std::vector<int> types, int unk,
+                                bool add_space_prefix, bool remove_extra_whitespaces, std::vector<uint8_t> charsmap);
+
   // Special ids (-1 = none), whether encode(..., bos/eos = true) adds them, and the ids that end
   // a generation (EOS, EOT and the like).
   void set_specials(int bos, int eos, bool add_bos, bool add_eos, std::vector<int> eog);
 
   int vocab_size() const { return (int)pieces_.size(); }
   bool is_bpe() const { return bpe_; }
+  bool is_unigram() const { return (bool)ugm_; }
   bool add_bos() const { return add_bos_; }
   bool is_eog(int id) const;
   const std::vector<int>& eog_ids() const { return eog_; }
@@ -93,6 +103,7 @@ class Tokenizer {
   static std::vector<std::string> merge(std::vector<std::string> symbols, Score pair_score, std::vector<int>* origin = nullptr);
   std::vector<std::string> merge_by_score(std::vector<std::string> symbols, std::vector<int>* origin = nullptr) const;
 
+  std::shared_ptr<const Unigram> ugm_;  // Unigram segmentation (t5), else null
   bool spm_marker_ = false;  // GGUF mode: U+2581 stands for a space
   bool add_space_prefix_ = true;
   bool bpe_ = false, ignore_merges_ = false;

@@ -1,7 +1,8 @@
 // libFuzzer target over everything that reads untrusted model bytes: the GGUF reader (header,
-// metadata, tensor table), the GGUF model and tokenizer loaders, the llama2.c checkpoint loader
-// and the llama2.c tokenizer.bin parser. A file that loads is then used a little (a tokenizer
-// round trip, a 2-token forward pass), so views that point outside the file are caught too.
+// metadata, tensor table), the GGUF model and tokenizer loaders, the llama2.c checkpoint loader,
+// the llama2.c tokenizer.bin parser and the encoder-decoder (t5) loader with its Unigram
+// tokenizer. A file that loads is then used a little (a tokenizer round trip, a 2-token forward
+// pass; for t5 an encode and a 2-token decode), so views that point outside the file are caught too.
 // Any crash, sanitizer report, leak, timeout or oversized allocation fails the run; a
 // qkv::Error is the expected outcome for bad bytes.
 //
@@ -19,9 +20,11 @@
 
 #include "common.h"
 #include "formats/gguf.h"
+#include "formats/gguf_encdec.h"
 #include "formats/gguf_writer.h"
 #include "formats/loader.h"
 #include "formats/quantize.h"
+#include "model/encdec.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,7 +34,28 @@ namespace {
 
 constexpr int kVocab = 320;  // the seeds' vocabulary: 3 specials, 256 bytes, 61 pieces
 
+// Encoder-decoder GGUF (t5): its loader, its Unigram tokenizer, one encode and a 2-token decode.
+void exercise_encdec(const std::shared_ptr<const Blob>& blob) {
+  EncoderDecoder t(load_encdec_model(blob), 0, nullptr);
+  std::unique_ptr<Tokenizer> tok;
+  try {
+    tok = embedded_tokenizer(blob);
+  } catch (const Error&) {
+  }
+  const int V = t.config().vocab_size;
+  std::vector<int> src = {0, V - 1};
+  if (tok) {
+    std::vector<int> ids = tok->encode("I dream of caf\xC3\xA9 \xF0\x9F\x99\x82 x", true, true);
+    for (int id : ids) src.push_back(id >= 0 && id < V ? id : 0);
+  }
+  if ((int)src.size() > t.context()) src.resize(t.context());
+  t.encode(src.data(), (int)src.size());
+  int ids[2] = {t.encdec().decoder_start_id, V - 1};
+  if (t.context() >= 2) t.decode(ids, 2, 0, true);
+}
+
 void exercise(const std::shared_ptr<const Blob>& blob) {
+  if (is_encdec_model(blob)) return exercise_encdec(blob);
   LoadedModel m = load_model(blob);
   std::unique_ptr<Tokenizer> tok;
   try {

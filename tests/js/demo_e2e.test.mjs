@@ -4,7 +4,7 @@
 // cancel, cache). Fails on any console error. Screenshots go to test-artifacts/.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -12,6 +12,7 @@ import { after, before, test } from 'node:test';
 import { chromiumPath, haveChromium, launchBrowser, openPage } from './browser.mjs';
 import { models, root } from './helpers.mjs';
 import { startServer } from './server.mjs';
+import { loadModel } from '../../src/js/node.js';
 
 const dist = join(root, 'web', 'dist');
 const artifacts = join(root, 'test-artifacts');
@@ -520,6 +521,48 @@ test('web demo Train panel: trains a tiny model in a worker, stop/resume, loss f
     const ft = await page.evaluate(() => ({ ...document.getElementById('train-loss').dataset }));
     assert.ok(Number(ft.first) < 0.8 * Number(c.first), `fine-tuning started from scratch? first loss ${ft.first}, fresh ${c.first}`);
     assert.match(await page.textContent('#train-info'), /dim 64, 2 layers/);
+    assert.deepEqual(realErrors(errors), [], 'console or page errors');
+  } finally {
+    await context?.close();
+    await srv.close();
+  }
+});
+
+test('web demo with an encoder-decoder model (t5): the explorer shows the target-by-source cross-attention', { skip }, async () => {
+  const maker = join(root, 'build', 'qkv_test_models');
+  if (!existsSync(maker)) return;  // the native build writes the t5 test model
+  const dir = join(artifacts, 'demo-t5');
+  mkdirSync(dir, { recursive: true });
+  const r = spawnSync(maker, [dir, models], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  mkdirSync(join(dist, 'models'), { recursive: true });
+  copyFileSync(join(dir, 't5.gguf'), join(dist, 'models', 'test-t5.gguf'));
+  const srv = await startServer(dist, { coopCoep: true });
+  let context;
+  try {
+    const opened = await openDemo(`${srv.url}?model=models/test-t5.gguf`);
+    context = opened.context;
+    const { page, errors } = opened;
+    await generateToEnd(page, 'the cat sat on the mat');
+    await page.click('#explorer > summary');
+    await page.waitForFunction(() => document.getElementById('explorer').dataset.state === 'ready', null, { timeout: 20000 });
+    const shape = await page.evaluate(() => {
+      const c = document.getElementById('heatmap');
+      return { rows: Number(c.dataset.rows), cols: Number(c.dataset.cols), tokens: document.querySelectorAll('#token-strip .tok').length,
+        label: c.getAttribute('aria-label'), layers: document.getElementById('layer').options.length, first: document.getElementById('layer').options[0].text };
+    });
+    // Rows: the decoder start token and the generated target; columns: the source with its EOS.
+    assert.equal(shape.rows, shape.tokens);
+    assert.ok(shape.rows >= 2, `${shape.rows} target rows`);
+    const t5 = await loadModel(join(dir, 't5.gguf'), { threads: 1 });
+    const sourceTokens = t5.tokenize('the cat sat on the mat').length;  // with its EOS
+    t5.dispose();
+    assert.equal(shape.cols, sourceTokens);
+    assert.match(shape.label, new RegExp(`Cross-attention heatmap, decoder layer \\d+, average over \\d+ heads: \\d+ target by ${sourceTokens} source tokens`));
+    assert.match(shape.first, /cross-attention/);
+    await selectAndWait(page, 'head', '1');
+    await selectAndWait(page, 'layer', '0');
+    await page.screenshot({ path: join(artifacts, 'demo-explorer-t5.png'), fullPage: true });
     assert.deepEqual(realErrors(errors), [], 'console or page errors');
   } finally {
     await context?.close();

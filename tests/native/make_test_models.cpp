@@ -1,5 +1,7 @@
 // qkv_test_models OUTDIR [SHARED_MODELS_DIR]: writes the random-weight GGUF models that the
-// llama.cpp conformance test (tests/js/wllama.test.mjs) loads in both engines, and a JSON list.
+// llama.cpp conformance test (tests/js/wllama.test.mjs) loads in both engines, and a JSON list;
+// also t5.gguf (encoder-decoder) and unigram-echo.gguf (its tokenizer in a model that repeats
+// the last token), not listed, for the encoder-decoder tests.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -102,6 +104,25 @@ int main(int argc, char** argv) {
       if (!f || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) fail(ErrorCode::Io, "cannot write " + path);
       fclose(f);
       list += std::string(list.size() > 1 ? "," : "") + "\"" + c.name + "\"";
+    }
+    {  // The encoder-decoder model (t5), apart from the list: llama.cpp's WASM server cannot run it
+      TestModelSpec t5;
+      t5.arch = "t5";
+      t5.spm = &spm;
+      t5.heads = 2;
+      t5.tied = false;
+      t5.seed = 19;
+      std::vector<uint8_t> bytes = write_test_encdec_model(t5);
+      const std::string path = out + "/t5.gguf";
+      FILE* f = fopen(path.c_str(), "wb");
+      if (!f || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) fail(ErrorCode::Io, "cannot write " + path);
+      fclose(f);
+      // Its tokenizer in a model that echoes the last token (the tokenizer comparison).
+      const std::vector<uint8_t> echo = write_unigram_echo_model(spm);
+      const std::string epath = out + "/unigram-echo.gguf";
+      FILE* g = fopen(epath.c_str(), "wb");
+      if (!g || fwrite(echo.data(), 1, echo.size(), g) != echo.size()) fail(ErrorCode::Io, "cannot write " + epath);
+      fclose(g);
     }
     printf("%s]\n", list.c_str());
   } catch (const Error& e) {

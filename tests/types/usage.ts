@@ -1,6 +1,6 @@
 // Compile-only check of the public types (tsc --noEmit): every documented call, as users write it.
-import { loadModel, quantize, QUANTIZE_TYPES, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats } from 'qkv';
-import { createWorker, type RemoteModel } from 'qkv/worker';
+import { loadModel, quantize, QUANTIZE_TYPES, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats, type EncoderDecoderModel, type EncoderDecoderInfo, type EncoderDecoderInspection } from 'qkv';
+import { createWorker, type RemoteModel, type RemoteEncoderDecoderModel } from 'qkv/worker';
 
 async function main(): Promise<void> {
   const ac = new AbortController();
@@ -39,11 +39,22 @@ async function main(): Promise<void> {
   }
   const q = await quantize(new Uint8Array(8), { type: 'q5_k', onProgress: (p) => console.log(p.phase, p.done, p.total) });
   console.log(q.bytes?.length, q.outBytes, q.tensors.map((t) => `${t.name}: ${t.from} -> ${t.to} ${t.note}`), QUANTIZE_TYPES.length);
+  const t5 = await loadModel<EncoderDecoderModel>('t5.gguf');
+  const ei: EncoderDecoderInfo = t5.info;
+  for await (const { token, text } of t5.generate('translate: hello', { maxTokens: 8, temperature: 0 })) console.log(token, text);
+  const map: EncoderDecoderInspection = await t5.inspect('hello', { target: 'hallo' });
+  const row: Float32Array = map.cross(ei.decoderLayers - 1, 0)[0];
+  console.log(row.length === map.sourceTokens.length, t5.tokenize('a', { source: false }), t5.lastGeneration?.promptTokens);
+  t5.dispose();
   const w = await createWorker();
   const rm: RemoteModel = await w.loadModel(new URL('https://example.com/m.bin'), { tokenizer: 'tok.bin' });
   for await (const t of rm.generate('x')) console.log(t.text);
   console.log((await rm.tokenize('a')).length, (await rm.refreshInfo()).arch);
   await rm.dispose();
+  const rt5 = await w.loadModel<RemoteEncoderDecoderModel>('t5.gguf');
+  for await (const t of rt5.generate('hello', { maxTokens: 4 })) console.log(t.text, rt5.info.decoderLayers);
+  console.log((await rt5.inspect('hello')).cross(0, 0).length);
+  await rt5.dispose();
   await w.terminate();
 }
 void main;

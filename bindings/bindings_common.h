@@ -1,0 +1,106 @@
+// Helpers shared by the Embind files (qkv_bindings.cpp, encdec_bindings.cpp): C++ errors to JS
+// errors with a code, heap buffers that JS fills in place, typed-array copies, sampler options.
+#pragma once
+#include <emscripten/bind.h>
+#include <emscripten/val.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "model/weights.h"
+#include "sampler/sampler.h"
+
+namespace qkv_js {
+using namespace emscripten;
+using namespace qkv;
+
+[[noreturn]] inline void throw_js(const char* code, const std::string& msg) {
+  val err = val::global("Error").new_(val(msg));
+  err.set("code", val(code));
+  err.throw_();
+}
+
+template <class F>
+auto guard(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw_js(error_code_name(e.code()), e.what());
+  } catch (const std::bad_alloc&) {
+    throw_js("out_of_memory", "the WASM heap is exhausted");
+  } catch (const std::exception& e) {
+    throw_js("internal", e.what());
+  }
+}
+
+// Bytes in the WASM heap that JS fills in place (one copy of a model, never two).
+class HeapBlob : public Blob {
+ public:
+  explicit HeapBlob(uint64_t n) : n_(n) {
+    p_ = static_cast<uint8_t*>(std::malloc(n ? n : 1));
+    if (!p_) fail(ErrorCode::OutOfMemory, "cannot allocate " + format_bytes(n) + " in the WASM heap");
+  }
+  ~HeapBlob() override { std::free(p_); }
+  const uint8_t* data() const override { return p_; }
+  uint64_t size() const override { return n_; }
+  uint8_t* mutable_data() { return p_; }
+
+ private:
+  uint8_t* p_;
+  uint64_t n_;
+};
+
+class JsBuffer {
+ public:
+  explicit JsBuffer(double size) {
+    guard([&] {
+      if (!(size >= 0) || size > 4294967295.0) fail(ErrorCode::BadArgument, "buffer size out of range");
+      blob_ = std::make_shared<HeapBlob>((uint64_t)size);
+      return 0;
+    });
+  }
+  val view() const { return val(typed_memory_view((size_t)blob_->size(), blob_->mutable_data())); }
+  double size() const { return (double)blob_->size(); }
+  std::shared_ptr<HeapBlob> blob() const { return blob_; }
+
+ private:
+  std::shared_ptr<HeapBlob> blob_;
+};
+
+inline SamplerOptions sampler_options(val o) {
+  SamplerOptions s;
+  auto num = [&](const char* key, double def) {
+    val v = o[key];
+    if (v.isUndefined() || v.isNull()) return def;
+    if (v.typeOf().as<std::string>() != "number")
+      fail(ErrorCode::BadArgument, std::string("option ") + key + " must be a number");
+    return v.as<double>();
+  };
+  s.temperature = (float)num("temperature", 1.0);
+  s.top_p = (float)num("topP", 1.0);
+  s.top_k = (int)num("topK", 0);
+  s.min_p = (float)num("minP", 0.0);
+  s.repetition_penalty = (float)num("repetitionPenalty", 1.0);
+  s.repetition_window = (int)num("repetitionWindow", 64);
+  double seed = num("seed", 0);
+  if (!(seed >= 0) || seed > 18446744073709551615.0 || seed != (double)(uint64_t)seed)
+    fail(ErrorCode::BadArgument, "seed must be a non-negative integer");
+  s.seed = (uint64_t)seed;
+  s.validate();
+  return s;
+}
+
+inline val int_array(const std::vector<int>& v) {
+  return val::global("Int32Array").new_(val(typed_memory_view(v.size(), v.data())));
+}
+inline val float_array(const float* p, size_t n) {
+  return val::global("Float32Array").new_(val(typed_memory_view(n, p)));
+}
+inline val byte_array(const std::string& s) {
+  return val::global("Uint8Array").new_(val(typed_memory_view(s.size(), reinterpret_cast<const uint8_t*>(s.data()))));
+}
+
+}  // namespace qkv_js

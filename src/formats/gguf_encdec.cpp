@@ -1,0 +1,206 @@
+// T5 GGUF files: hyperparameters (t5.*), encoder and decoder tensors as views, and the Unigram
+// vocabulary. Every tensor's shape and type is checked before a view is made.
+#include "gguf_encdec.h"
+
+#include "../common.h"
+
+namespace qkv {
+
+namespace {
+[[noreturn]] void bad(const std::string& m) { fail(ErrorCode::BadModel, "GGUF: " + m); }
+
+int to_int(int64_t v, const std::string& key) {
+  if (v < 0 || v > (1 << 30)) bad("key " + key + " = " + std::to_string(v) + " is out of range");
+  return (int)v;
+}
+
+std::string shape_of(const GgufTensorInfo& t) {
+  std::string s;
+  for (uint64_t d : t.dims) s += (s.empty() ? "" : " x ") + std::to_string(d);
+  return "[" + s + "]";
+}
+
+// A (rows, cols) matrix (ne = [cols, rows]) of any supported type, or a (cols,) f32 vector.
+Tensor weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t cols, bool required = true, bool vec = false) {
+  const GgufTensorInfo* t = g.find_tensor(name);
+  if (!t) {
+    if (required) bad("tensor " + name + " is missing");
+    return Tensor();
+  }
+  const bool ok = vec ? t->dims.size() == 1 && (int64_t)t->dims[0] == cols
+                      : t->dims.size() == 2 && (int64_t)t->dims[0] == cols && (int64_t)t->dims[1] == rows;
+  if (!ok)
+    bad("tensor " + name + " has shape " + shape_of(*t) + ", expected [" + std::to_string(cols) +
+        (vec ? "" : " x " + std::to_string(rows)) + "]");
+  DType type;
+  if (!qtype_of_ggml(t->type, &type))
+    fail(ErrorCode::Unsupported, "GGUF: tensor " + name + " is " + ggml_type_name(t->type) +
+                                     "; qkv runs F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K");
+  if (vec && type != DType::F32)
+    fail(ErrorCode::Unsupported, "GGUF: tensor " + name + " is " + ggml_type_name(t->type) + "; it must be F32");
+  Tensor w;
+  w.type = type;
+  w.data = g.tensor_data(*t);
+  w.rows = rows;
+  w.cols = cols;
+  return w;
+}
+const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
+  return weight(g, name, 1, n, required, true).f32();
+}
+
+bool flag(const GgufFile& g, const std::string& key, bool def) {
+  const GgufValue* v = g.find(key);
+  if (!v) return def;
+  if (v->kind != GgufKind::BOOL) bad(key + " must be a bool");
+  return v->u != 0;
+}
+
+int token_id(const GgufFile& g, const std::string& key, int def, size_t n) {
+  const GgufValue* v = g.find(key);
+  if (!v) return def;
+  if (!v->is_int()) bad(key + " must be an integer");
+  return v->i >= 0 && (uint64_t)v->i < n ? (int)v->i : -1;
+}
+}  // namespace
+
+bool gguf_is_encdec(const GgufFile& g) {
+  const GgufValue* a = g.find("general.architecture");
+  return a && a->kind == GgufKind::STRING && a->s == "t5";
+}
+
+EncDecModelData load_gguf_encdec(const GgufFile& g) {
+  const std::string arch = g.get_string("general.architecture");
+  if (arch != "t5") fail(ErrorCode::Unsupported, "GGUF architecture '" + arch + "' is not an encoder-decoder one (t5)");
+  auto key = [&](const char* k) { return arch + "." + k; };
+  EncDecModelData m;
+  ModelConfig& c = m.config;
+  c.arch = arch;
+  c.dim = to_int(g.get_int(key("embedding_length")), key("embedding_length"));
+  c.hidden_dim = to_int(g.get_int(key("feed_forward_length")), key("feed_forward_length"));
+  c.n_layers = to_int(g.get_int(key("block_count")), key("block_count"));
+  m.encdec.n_dec_layers = to_int(g.get_int_or(key("decoder_block_count"), c.n_layers), key("decoder_block_count"));
+  c.n_heads = to_int(g.get_int(key("attention.head_count")), key("attention.head_count"));
+  c.n_kv_heads = to_int(g.get_int_or(key("attention.head_count_kv"), c.n_heads), key("attention.head_count_kv"));
+  c.seq_len = to_int(g.get_int_or(key("context_length"), 512), key("context_length"));
+  if (c.n_heads <= 0) bad(key("attention.head_count") + " must be positive");
+  if (g.find(key("attention.key_length"))) {  // T5: d_kv, heads need not split d_model
+    c.head_dim = to_int(g.get_int(key("attention.key_length")), key("attention.key_length"));
+    if (g.get_int_or(key("attention.value_length"), c.head_dim) != c.head_dim)
+      fail(ErrorCode::Unsupported, "GGUF: " + key("attention.value_length") + " differs from the key length");
+  } else {
+    if (c.dim % c.n_heads != 0) bad(key("embedding_length") + " is not divisible by " + key("attention.head_count"));
+    c.head_dim = c.dim / c.n_heads;
+  }
+  c.norm = NormKind::RMSNorm;
+  c.norm_eps = (float)g.get_float_or(key("attention.layer_norm_rms_epsilon"), 1e-6);
+  c.pos = PosKind::RelativeBucket;
+  c.rel_buckets = to_int(g.get_int_or(key("attention.relative_buckets_count"), 32), key("attention.relative_buckets_count"));
+  c.rel_max_distance = 128;  // not stored; llama.cpp and every T5 checkpoint use 128
+  c.causal = false;
+  c.ffn = g.find_tensor("enc.blk.0.ffn_gate.weight") ? FfnKind::GeGLU : FfnKind::ReLU;
+  const GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
+  if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
+  c.vocab_size = to_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
+  c.tied_classifier = g.find_tensor("output.weight") == nullptr;
+  c.validate();
+  m.encdec.attn_scale = 1.0f;  // T5 does not scale q.k (it is folded into the weights)
+  m.encdec.decoder_start_id = g.find(key("decoder_start_token_id"))
+                                  ? to_int(g.get_int(key("decoder_start_token_id")), key("decoder_start_token_id"))
+                                  : 0;
+  if (m.encdec.decoder_start_id >= c.vocab_size)
+    bad(key("decoder_start_token_id") + " = " + std::to_string(m.encdec.decoder_start_id) + " is outside the vocabulary");
+
+  m.storage = g.blob();
+  EncDecWeights& w = m.weights;
+  const int64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim;
+  w.tok_embed = weight(g, "token_embd.weight", c.vocab_size, d);
+  auto layer = [&](const std::string& p, bool dec, int l) {
+    EncDecLayerWeights L;
+    L.attn_norm = vec(g, p + "attn_norm.weight", d);
+    L.wq = weight(g, p + "attn_q.weight", q, d);
+    L.wk = weight(g, p + "attn_k.weight", kv, d);
+    L.wv = weight(g, p + "attn_v.weight", kv, d);
+    L.wo = weight(g, p + "attn_o.weight", d, q);
+    // The bias table is read as floats: a stored F16/BF16/quantized one is decoded once here.
+    const Tensor rb = weight(g, p + "attn_rel_b.weight", c.rel_buckets, c.n_heads, l == 0);
+    if (rb && rb.type == DType::F32) {
+      L.rel_bias = rb.f32();
+    } else if (rb) {
+      if (qtype_block(rb.type) > 1 && c.n_heads % qtype_block(rb.type) != 0)
+        bad("tensor " + p + "attn_rel_b.weight rows are not whole blocks");
+      m.decoded.push_back(std::make_shared<std::vector<float>>((size_t)c.rel_buckets * c.n_heads));
+      for (int r = 0; r < c.rel_buckets; r++)
+        dequantize_row_ref(rb.type, rb.row(r), m.decoded.back()->data() + (size_t)r * c.n_heads, c.n_heads);
+      L.rel_bias = m.decoded.back()->data();
+    }
+    if (dec) {
+      L.cross_norm = vec(g, p + "cross_attn_norm.weight", d);
+      L.cq = weight(g, p + "cross_attn_q.weight", q, d);
+      L.ck = weight(g, p + "cross_attn_k.weight", kv, d);
+      L.cv = weight(g, p + "cross_attn_v.weight", kv, d);
+      L.co = weight(g, p + "cross_attn_o.weight", d, q);
+    }
+    L.ffn_norm = vec(g, p + "ffn_norm.weight", d);
+    if (c.ffn == FfnKind::GeGLU) L.w_gate = weight(g, p + "ffn_gate.weight", h, d);
+    else if (g.find_tensor(p + "ffn_gate.weight")) bad("tensor " + p + "ffn_gate.weight is present but enc.blk.0 has none");
+    L.w_up = weight(g, p + "ffn_up.weight", h, d);
+    L.w_down = weight(g, p + "ffn_down.weight", d, h);
+    return L;
+  };
+  for (int l = 0; l < c.n_layers; l++) w.enc.push_back(layer("enc.blk." + std::to_string(l) + ".", false, l));
+  for (int l = 0; l < m.encdec.n_dec_layers; l++) w.dec.push_back(layer("dec.blk." + std::to_string(l) + ".", true, l));
+  w.enc_norm = vec(g, "enc.output_norm.weight", d);
+  w.dec_norm = vec(g, "dec.output_norm.weight", d);
+  w.classifier = c.tied_classifier ? w.tok_embed : weight(g, "output.weight", c.vocab_size, d);
+  return m;
+}
+
+Tokenizer load_gguf_unigram(const GgufFile& g) {
+  const GgufValue& tv = g.get("tokenizer.ggml.tokens");
+  if (tv.kind != GgufKind::ARRAY || tv.elem != GgufKind::STRING) bad("tokenizer.ggml.tokens must be an array of strings");
+  std::vector<std::string> pieces;
+  for (const GgufValue& e : tv.arr) pieces.push_back(e.s);
+  const size_t n = pieces.size();
+  std::vector<float> scores(n, 0.0f);
+  if (const GgufValue* s = g.find("tokenizer.ggml.scores")) {
+    if (s->kind != GgufKind::ARRAY || s->arr.size() != n) bad("tokenizer.ggml.scores must have one score per token");
+    for (size_t i = 0; i < n; i++) scores[i] = (float)(s->arr[i].is_float() ? s->arr[i].f : (double)s->arr[i].i);
+  }
+  std::vector<int> types;
+  if (const GgufValue* t = g.find("tokenizer.ggml.token_type")) {
+    if (t->kind != GgufKind::ARRAY || t->arr.size() != n || !(n == 0 || t->arr[0].is_int()))
+      bad("tokenizer.ggml.token_type must have one integer type per token");
+    for (const GgufValue& v : t->arr) types.push_back((int)v.i);
+  }
+  std::vector<uint8_t> charsmap;
+  if (const GgufValue* cm = g.find("tokenizer.ggml.precompiled_charsmap")) {
+    if (cm->kind != GgufKind::ARRAY || (cm->elem != GgufKind::U8 && cm->elem != GgufKind::I8))
+      bad("tokenizer.ggml.precompiled_charsmap must be an array of bytes");
+    charsmap.reserve(cm->arr.size());
+    for (const GgufValue& v : cm->arr) charsmap.push_back((uint8_t)(v.elem == GgufKind::I8 ? v.i : v.u));
+  }
+  // llama.cpp's defaults for t5: EOS 1, UNK 2, no BOS; EOS appended.
+  const int eos = token_id(g, "tokenizer.ggml.eos_token_id", 1, n), unk = token_id(g, "tokenizer.ggml.unknown_token_id", 2, n);
+  const int bos = token_id(g, "tokenizer.ggml.bos_token_id", -1, n);
+  if (unk < 0) bad("tokenizer.ggml.unknown_token_id is outside the vocabulary; a unigram tokenizer needs one");
+  Tokenizer t = Tokenizer::from_unigram(std::move(pieces), std::move(scores), std::move(types), unk,
+                                        flag(g, "tokenizer.ggml.add_space_prefix", true),
+                                        flag(g, "tokenizer.ggml.remove_extra_whitespaces", false), std::move(charsmap));
+  t.set_specials(bos, eos, flag(g, "tokenizer.ggml.add_bos_token", false) && bos >= 0, flag(g, "tokenizer.ggml.add_eos_token", true),
+                 {});
+  return t;
+}
+
+bool is_encdec_model(const std::shared_ptr<const Blob>& blob) {
+  return blob && looks_like_gguf(blob->data(), blob->size()) && gguf_is_encdec(GgufFile::parse(blob));
+}
+
+EncDecModelData load_encdec_model(std::shared_ptr<const Blob> blob) {
+  if (!blob || blob->size() == 0) fail(ErrorCode::BadModel, "model file is empty");
+  if (!looks_like_gguf(blob->data(), blob->size()))
+    fail(ErrorCode::Unsupported, "encoder-decoder models load from GGUF files (t5) only");
+  return load_gguf_encdec(GgufFile::parse(std::move(blob)));
+}
+
+}  // namespace qkv
