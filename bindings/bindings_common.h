@@ -1,4 +1,4 @@
-// Helpers shared by the Embind files (qkv_bindings.cpp, encdec_bindings.cpp): C++ errors to JS
+// Helpers shared by the Embind files (qkv, encdec, quantize, train): C++ errors to JS
 // errors with a code, heap buffers that JS fills in place, typed-array copies, sampler options.
 #pragma once
 #include <emscripten/bind.h>

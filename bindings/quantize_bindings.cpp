@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/quantize_cmd.h"
+#include "bindings_common.h"
 #include "common.h"
 #include "engine/perplexity.h"
 #include "formats/gguf.h"
@@ -18,27 +19,10 @@
 
 using namespace emscripten;
 using namespace qkv;
+using qkv_js::guard;
+using qkv_js::throw_js;
 
 namespace {
-
-[[noreturn]] void throw_js(const char* code, const std::string& msg) {
-  val err = val::global("Error").new_(val(msg));
-  err.set("code", val(code));
-  err.throw_();
-}
-
-template <class F>
-auto guard(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const Error& e) {
-    throw_js(error_code_name(e.code()), e.what());
-  } catch (const std::bad_alloc&) {
-    throw_js("out_of_memory", "the WASM heap is exhausted");
-  } catch (const std::exception& e) {
-    throw_js("internal", e.what());
-  }
-}
 
 // The bytes of a `Buffer` (qkv_bindings.cpp's heap buffer) for the length of one call: the JS
 // object keeps them alive, so nothing is copied.

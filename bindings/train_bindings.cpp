@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 
+#include "bindings_common.h"
 #include "common.h"
 #include "formats/gguf_writer.h"
 #include "formats/loader.h"
@@ -15,27 +16,10 @@
 
 using namespace emscripten;
 using namespace qkv;
+using qkv_js::guard;
+using qkv_js::throw_js;
 
 namespace {
-
-[[noreturn]] void throw_js(const char* code, const std::string& msg) {
-  val err = val::global("Error").new_(val(msg));
-  err.set("code", val(code));
-  err.throw_();
-}
-
-template <class F>
-auto guard(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const Error& e) {
-    throw_js(error_code_name(e.code()), e.what());
-  } catch (const std::bad_alloc&) {
-    throw_js("out_of_memory", "the WASM heap is exhausted");
-  } catch (const std::exception& e) {
-    throw_js("internal", e.what());
-  }
-}
 
 // A JS Uint8Array copied into the heap (model and tokenizer files, state).
 std::shared_ptr<const Blob> blob_of(const val& bytes) {
