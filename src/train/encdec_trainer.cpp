@@ -354,7 +354,7 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
     if (cfg.eval_interval > 0 && (step + 1) % cfg.eval_interval == 0 && step + 1 < cfg.steps) {
       double ex = 0;
       const double vl = evaluate(&ex);
-      say("step %5d/%d | loss %.4f | val %.4f | exact %.1f%% | lr %.2e | %.0f s\n", step + 1, cfg.steps, loss, vl, 100 * ex,
+      say("step %5d/%d | loss %.4f | val %.3e | exact %.1f%% | lr %.2e | %.0f s\n", step + 1, cfg.steps, loss, vl, 100 * ex,
           h.lr, el);
       save();
     } else if ((step + 1) % cfg.log_interval == 0) {
@@ -364,7 +364,7 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
   res.seconds = std::chrono::duration<double>(clk::now() - t_start).count();
   res.val_loss = evaluate(&res.val_exact);
   save();
-  say("done: %d steps in %.0f s | validation loss %.4f (ppl %.3f) | exact match %.2f%% of %d held-out dates | wrote %s\n",
+  say("done: %d steps in %.0f s | validation loss %.3e (ppl %.5f) | exact match %.2f%% of %d held-out dates | wrote %s\n",
       cfg.steps, res.seconds, res.val_loss, std::exp(res.val_loss), 100 * res.val_exact, (int)val.size(), cfg.out.c_str());
   return res;
 }

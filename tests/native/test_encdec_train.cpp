@@ -320,3 +320,76 @@ TEST(EncDecTrainModel, BadConfigsAreRefusedNamingTheProblem) {
 }
 
 }  // namespace
+
+// ---- the shipped model: models/dates-encdec-t5.gguf ----------------------------------------
+
+namespace {
+
+const std::string kDatesModel = std::string(QKV_MODELS_DIR) + "/dates-encdec-t5.gguf";
+
+TEST(EncDecShippedModel, TranslatesFreshHeldOutDates) {
+  auto blob = map_file(kDatesModel);
+  EncoderDecoder m(load_encdec_model(blob), 0, std::make_shared<ThreadPool>(2));
+  std::unique_ptr<Tokenizer> tok = embedded_tokenizer(blob);
+  ASSERT_TRUE(tok);
+  // Dates the recipe never trained on (DateSplit::HeldOut), from a seed it never used; every
+  // written form appears. models/README.md: 1000 of 1000 right at the recipe's end.
+  const std::vector<Seq2SeqExample> ex = generate_dates(20261122, 300, DateSplit::HeldOut);
+  int ok = 0;
+  std::string wrong;
+  for (const auto& e : ex) {
+    const std::string out = encdec_greedy(m, *tok, e.source, 16);
+    if (out == e.target) ok++;
+    else if (wrong.size() < 400) wrong += "\n  " + e.source + " -> " + out + " (want " + e.target + ")";
+  }
+  EXPECT_GE(ok, 297) << ok << " of 300 right:" << wrong;  // >= 99%
+}
+
+// "Alignments are clear": the decoder's cross-attention, read off as the explorer shows it
+// (averaged over heads), puts most of its weight on the source word that the target field comes
+// from: the year digits' queries on the year, the month's on the month name, the day's on the
+// day number, in some decoder layer.
+TEST(EncDecShippedModel, CrossAttentionAlignsTargetFieldsWithSourceWords) {
+  auto blob = map_file(kDatesModel);
+  EncoderDecoder m(load_encdec_model(blob), 0, std::make_shared<ThreadPool>(1));
+  std::unique_ptr<Tokenizer> tok = embedded_tokenizer(blob);
+  m.set_capture_attention(true);
+  const int H = m.config().n_heads, L = m.encdec().n_dec_layers;
+  double field_mass[3] = {0, 0, 0};
+  int n = 0;
+  for (const auto& e : generate_dates(77, 400, DateSplit::HeldOut)) {
+    // Form "D Month YYYY" (one character per token): day [0, sp1), month [sp1, sp2), year after.
+    const size_t sp1 = e.source.find(' '), sp2 = e.source.find(' ', sp1 + 1);
+    if (sp1 == std::string::npos || sp2 == std::string::npos || !isdigit((unsigned char)e.source[0]) ||
+        e.source.size() != sp2 + 5 || e.source.find(',') != std::string::npos)
+      continue;
+    const std::vector<int> s = tok->encode(e.source, true, true), t = tok->encode(e.target, false, true);
+    ASSERT_EQ(s.size(), e.source.size() + 1);
+    std::vector<int> in = {m.encdec().decoder_start_id};
+    in.insert(in.end(), t.begin(), t.end() - 1);
+    m.encode(s.data(), (int)s.size());
+    m.decode(in.data(), (int)in.size(), 0, true);
+    const std::vector<float>& ca = m.cross_attention();
+    const int T = (int)in.size(), S = (int)s.size();
+    // Query i predicts target character i of "YYYY-MM-DD".
+    const int fields[3][2] = {{0, 4}, {5, 7}, {8, 10}};                                   // year, month, day
+    const int spans[3][2] = {{(int)sp2 + 1, (int)sp2 + 5}, {(int)sp1, (int)sp2}, {0, (int)sp1}};  // source columns
+    for (int f = 0; f < 3; f++) {
+      double best = 0;
+      for (int l = 0; l < L; l++) {
+        double mass = 0;
+        for (int i = fields[f][0]; i < fields[f][1]; i++)
+          for (int h = 0; h < H; h++)
+            for (int j = spans[f][0]; j < spans[f][1]; j++) mass += ca[(((size_t)l * H + h) * T + i) * S + j];
+        best = std::max(best, mass / H / (fields[f][1] - fields[f][0]));
+      }
+      field_mass[f] += best;
+    }
+    n++;
+  }
+  ASSERT_GE(n, 20);
+  const char* names[3] = {"year", "month", "day"};
+  for (int f = 0; f < 3; f++) EXPECT_GT(field_mass[f] / n, 0.6) << names[f] << ": mean weight on its source word";
+}
+
+}  // namespace
