@@ -17,6 +17,8 @@
 
 namespace qkv {
 
+static constexpr int64_t kMaxParams = 1ll << 27;
+
 ModelConfig EncDecTrainShape::model_config() const {
   auto need = [](bool ok, const std::string& m) {
     if (!ok) fail(ErrorCode::BadArgument, "encoder-decoder shape: " + m);
@@ -85,8 +87,11 @@ EncDecParamLayout::EncDecParamLayout(const EncDecTrainShape& s) {
   total = off;
 }
 
-EncDecTrainModel::EncDecTrainModel(const EncDecTrainShape& s, ThreadPool* pool) : s_(s), lay_(s), pool_(pool) {
-  s_.model_config();
+EncDecTrainModel::EncDecTrainModel(const EncDecTrainShape& s, ThreadPool* pool) : s_(s), lay_((s.model_config(), s)), pool_(pool) {
+  // Weights, gradients and two AdamW moments: 16 bytes a parameter.
+  if (lay_.total > kMaxParams)
+    fail(ErrorCode::BadArgument, "encoder-decoder shape: " + std::to_string(lay_.total) + " parameters; the trainer takes at most " +
+                                     std::to_string(kMaxParams) + " (dim, hidden_dim or the layer counts are too large)");
   params_.assign(lay_.total, 0.0f);
   grads_.assign(lay_.total, 0.0f);
 }

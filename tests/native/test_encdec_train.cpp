@@ -314,6 +314,11 @@ TEST(EncDecTrainModel, BadConfigsAreRefusedNamingTheProblem) {
   EXPECT_TRUE(is_encdec_train_config("# x\narch = encdec\n", {}));
   EXPECT_FALSE(is_encdec_train_config("dim = 8\n", {}));
   ThreadPool pool(1);
+  EncDecTrainShape huge = tiny_shape(11);
+  huge.dim = 4096;
+  huge.hidden_dim = 16384;
+  huge.enc_layers = huge.dec_layers = 64;
+  EXPECT_THROW(EncDecTrainModel(huge, &pool), Error);  // refused before any allocation
   EncDecTrainModel m(tiny_shape(11), &pool);
   EXPECT_THROW(m.forward({{3, 99}}, {{1}}), Error);
   EXPECT_THROW(m.forward({{}}, {{1}}), Error);
