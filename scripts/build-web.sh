@@ -6,13 +6,15 @@
 #   web/dist/qkv/src/webgpu/*.wgsl                            its WebGPU shaders (fetched relative to src/js)
 #   web/dist/qkv/dist/qkv{,-mt}.{mjs,wasm}, qkv-mt.worker.js  the WASM builds (src/js -> ../../dist)
 #   web/dist/models/default.json + the default model and its tokenizer
+#   web/dist/models/index.json + the other models/*.gguf (the demo's list of built-in models)
 #
 # The default model is the first models/*.gguf of the repository (qkv's own, e.g. models/kjv-2m.gguf:
 # a GGUF carries its tokenizer), else the first models/NAME.bin that has a tokenizer beside it
 # (models/NAME.tokenizer.bin, models/NAME-tokenizer.bin or models/tokenizer.bin); otherwise
 # the test fixture ../shared/models/aidreams260K.bin with aidreams-tok512.bin (copied into this
 # ignored build output only). A models/NAME.json beside the model gives its name, description,
-# licence and prompt. QKV_MODEL=... (and QKV_TOKENIZER=... for a .bin) override the choice.
+# licence and prompt; a sidecar with "default": false (e.g. the encoder-decoder dates model) is
+# never the default, only listed. QKV_MODEL=... (and QKV_TOKENIZER=... for a .bin) override the choice.
 #
 # Idempotent: files are copied only when their content changed, and files that no longer
 # belong to the site are removed. Set QKV_SKIP_WASM_BUILD=1 to reuse dist/ as it is.
@@ -34,6 +36,7 @@ model="${QKV_MODEL:-}" tok="${QKV_TOKENIZER:-}" desc="" license="" prompt="" sid
 if [ -z "$model" ]; then
   for m in models/*.gguf; do
     [ -f "$m" ] || continue
+    if [ -f "${m%.gguf}.json" ] && grep -q '"default": *false' "${m%.gguf}.json"; then continue; fi
     model="$m"
     if [ -f "${m%.gguf}.json" ]; then sidecar="${m%.gguf}.json"; fi
     break
@@ -94,9 +97,11 @@ if [ -n "$tok" ]; then
   put "$tok" "models/$tname"
 fi
 
-manifest="$(mktemp)"
-trap 'rm -f "$manifest"' EXIT
-node - "$model" "$tok" "$mname" "$tname" "$desc" "$license" "$prompt" "$sidecar" >"$manifest" <<'EOF'
+manifest="$(mktemp)" index="$(mktemp)"
+trap 'rm -f "$manifest" "$index"' EXIT
+# manifest MODEL TOKENIZER MODEL-NAME TOKENIZER-NAME DESC LICENSE PROMPT SIDECAR: one model's JSON.
+manifest() {
+  node - "$@" <<'EOF'
 const fs = require('node:fs');
 const crypto = require('node:crypto');
 const [model, tok, mname, tname, desc, license, prompt, sidecar] = process.argv.slice(2);
@@ -117,7 +122,26 @@ const manifest = {
 };
 process.stdout.write(JSON.stringify(manifest, null, 2) + '\n');
 EOF
+}
+manifest "$model" "$tok" "$mname" "$tname" "$desc" "$license" "$prompt" "$sidecar" >"$manifest"
 put "$manifest" models/default.json
+
+# The built-in models: the default first, then every other models/*.gguf (with its sidecar).
+{
+  printf '[\n'
+  cat "$manifest"
+  for m in models/*.gguf; do
+    [ -f "$m" ] || continue
+    [ "$m" != "$model" ] || continue
+    put "$m" "models/$(basename "$m")"
+    side=""
+    if [ -f "${m%.gguf}.json" ]; then side="${m%.gguf}.json"; fi
+    printf ',\n'
+    manifest "$m" "" "$(basename "$m")" "" "" "" "" "$side"
+  done
+  printf ']\n'
+} >"$index"
+put "$index" models/index.json
 
 # Remove what no longer belongs to the site (an old default model, a deleted module).
 removed=0

@@ -18,8 +18,15 @@ if [ "${1:-}" = cli ] || [[ "${1:-}" =~ ^-[inptskz]$ ]] || [ "${1:-}" = --min-p 
   [ "${1:-}" != cli ] || shift
   bash scripts/setup.sh
   bash scripts/build.sh native >/dev/null
-  # The default: qkv's own model (models/*.gguf, tokenizer inside), else the test fixture.
-  gguf="$(ls models/*.gguf 2>/dev/null | head -n 1)"
+  # The default: qkv's own model (models/*.gguf, tokenizer inside; not one whose NAME.json says
+  # "default": false, as the encoder-decoder dates model's does), else the test fixture.
+  gguf=""
+  for m in models/*.gguf; do
+    [ -f "$m" ] || continue
+    if [ -f "${m%.gguf}.json" ] && grep -q '"default": *false' "${m%.gguf}.json"; then continue; fi
+    gguf="$m"
+    break
+  done
   if [ -z "${QKV_MODEL:-}" ] && [ -n "$gguf" ]; then
     if [ $# -eq 0 ]; then set -- -i "In the beginning" -n 128 -t 0.8; fi
     exec ./build/qkv run "$gguf" "$@"

@@ -24,6 +24,7 @@ const state = {
   worker: null,
   model: null,        // RemoteModel
   manifest: null,     // web/dist/models/default.json
+  builtins: null,     // web/dist/models/index.json: every built-in model, the default first
   loading: null,      // AbortController of the load in progress
   generating: null,   // AbortController of the generation in progress
   picked: { model: null, tokenizer: null },
@@ -41,7 +42,7 @@ function setState(s) {
   const busy = s === 'loading' || s === 'generating';
   $('generate').disabled = !state.model || busy;
   $('stop').disabled = s !== 'generating';
-  for (const id of ['load-url', 'load-default']) $(id).disabled = s === 'loading';
+  for (const id of ['load-url', 'load-default', 'load-builtin']) $(id).disabled = s === 'loading';
   $('load-files').disabled = s === 'loading' || !state.picked.model;
 }
 
@@ -195,11 +196,11 @@ async function load(get, meta, { reveal = true } = {}) {
 
 function abs(url) { return new URL(url, location.href).href; }
 
-function loadDefault(opts) {
-  const m = state.manifest;
+// The default model, or another built-in one (an entry of models/index.json).
+function loadDefault(opts, m = state.manifest) {
   if (!m) return;
   return load(async () => ({ model: abs(`models/${m.model}`), tokenizer: m.tokenizer ? abs(`models/${m.tokenizer}`) : undefined }),
-    { name: m.name, description: m.description, license: m.license, prompt: m.prompt, source: 'default' }, opts);
+    { name: m.name, description: m.description, license: m.license, prompt: m.prompt, source: m === state.manifest ? 'default' : 'built-in' }, opts);
 }
 
 function loadFromUrls(modelUrl, tokUrl, opts) {
@@ -416,6 +417,10 @@ function wire() {
   $('reset-sampling').addEventListener('click', resetOptions);
   $('cancel-load').addEventListener('click', () => state.loading?.abort());
   $('load-default').addEventListener('click', () => loadDefault());
+  $('load-builtin').addEventListener('click', () => {
+    const m = state.builtins?.[Number($('builtin-model').value)];
+    if (m) loadDefault(undefined, m);
+  });
   $('url-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const m = $('model-url').value.trim(), t = $('tokenizer-url').value.trim();
@@ -494,9 +499,27 @@ async function main() {
   } catch (e) {
     showError(e, 'No default model in this build');
   }
-  // ?model=URL&tokenizer=URL loads that model (by URL, cached) instead of the default.
+  // models/index.json lists every built-in model (the encoder-decoder dates model beside the
+  // default); older builds have none.
+  try {
+    const res = await fetch('models/index.json');
+    if (res.ok) state.builtins = await res.json();
+  } catch {
+    state.builtins = null;
+  }
+  if (Array.isArray(state.builtins) && state.builtins.length > 1) {
+    const sel = $('builtin-model');
+    state.builtins.forEach((m, i) => sel.add(new Option(`${m.name} (${(m.modelBytes / 1048576).toFixed(1)} MiB)`, String(i))));
+    $('builtin-row').hidden = false;
+  }
+  // ?builtin=NAME loads that built-in model; ?model=URL&tokenizer=URL loads that model (by URL,
+  // cached) instead of the default.
   const q = new URLSearchParams(location.search);
-  if (q.get('model')) {
+  const builtin = q.get('builtin') && state.builtins?.find?.((m) => m.name === q.get('builtin') || m.model === q.get('builtin'));
+  if (builtin) {
+    $('builtin-model').value = String(state.builtins.indexOf(builtin));
+    await loadDefault({ reveal: false }, builtin);
+  } else if (q.get('model')) {
     $('model-url').value = q.get('model');
     $('tokenizer-url').value = q.get('tokenizer') ?? '';
     await loadFromUrls(abs(q.get('model')), q.get('tokenizer') ? abs(q.get('tokenizer')) : null, { reveal: false });

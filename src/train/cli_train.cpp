@@ -9,6 +9,7 @@
 
 #include "../common.h"
 #include "bpe.h"
+#include "encdec_trainer.h"
 #include "trainer.h"
 
 namespace qkv {
@@ -28,7 +29,13 @@ static std::string slurp(const std::string& path) {
 
 int cmd_train(const std::vector<std::string>& args) {
   if (args.empty() || args[0].empty() || args[0][0] == '-') fail(ErrorCode::BadArgument, "usage: qkv train CONFIG [key=value ...]");
-  TrainConfig cfg = parse_train_config(slurp(args[0]), std::vector<std::string>(args.begin() + 1, args.end()), args[0]);
+  const std::string text = slurp(args[0]);
+  const std::vector<std::string> overrides(args.begin() + 1, args.end());
+  if (is_encdec_train_config(text, overrides)) {  // arch = encdec: the encoder-decoder trainer
+    run_encdec_training(parse_encdec_train_config(text, overrides, args[0]));
+    return 0;
+  }
+  TrainConfig cfg = parse_train_config(text, overrides, args[0]);
   run_training(cfg);
   return 0;
 }

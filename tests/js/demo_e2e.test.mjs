@@ -569,3 +569,33 @@ test('web demo with an encoder-decoder model (t5): the explorer shows the target
     await srv.close();
   }
 });
+
+test('built-in models: the dates encoder-decoder (models/dates-encdec-t5.gguf) translates in the page and its explorer shows the cross-attention', { skip }, async () => {
+  const srv = await startServer(dist, { coopCoep: true });
+  let context;
+  try {
+    const opened = await openDemo(`${srv.url}?builtin=dates-encdec-t5`);
+    context = opened.context;
+    const { page, errors } = opened;
+    const options = await page.evaluate(() => Array.from(document.getElementById('builtin-model').options, (o) => o.text));
+    assert.equal(options.length, 2, options.join(', '));
+    assert.match(options[1], /^dates-encdec-t5 /);
+    assert.equal(await page.evaluate(() => document.getElementById('builtin-row').hidden), false);
+    const source = 'the twenty-third of March, nineteen ninety-four';
+    assert.equal(await generateToEnd(page, source), '1994-03-23');
+    await page.click('#explorer > summary');
+    await page.waitForFunction(() => document.getElementById('explorer').dataset.state === 'ready', null, { timeout: 20000 });
+    const shape = await page.evaluate(() => {
+      const c = document.getElementById('heatmap');
+      return { rows: Number(c.dataset.rows), cols: Number(c.dataset.cols), tokens: document.querySelectorAll('#token-strip .tok').length };
+    });
+    assert.equal(shape.cols, source.length + 1);  // one piece per character, then EOS
+    assert.equal(shape.rows, shape.tokens);
+    assert.ok(shape.rows >= 11, `${shape.rows} target rows`);  // the start token and 10 characters
+    await page.screenshot({ path: join(artifacts, 'demo-explorer-dates.png'), fullPage: true });
+    assert.deepEqual(realErrors(errors), [], 'console or page errors');
+  } finally {
+    await context?.close();
+    await srv.close();
+  }
+});
