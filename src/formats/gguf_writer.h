@@ -58,7 +58,7 @@ namespace qkv {
 // Small random-weight models of each supported architecture with a tokenizer, for conformance
 // tests against other engines (llama.cpp) and for tests of the loaders.
 struct TestModelSpec {
-  std::string arch = "llama";  // llama, qwen2, qwen3, gpt2
+  std::string arch = "llama";  // llama, qwen2, qwen3, gpt2, phi3; encoders: bert, nomic-bert (WordPiece vocabulary)
   std::string pre = "gpt-2";   // BPE pre-tokenizer name (tokenizer.ggml.pre); unused with spm
   const Tokenizer* spm = nullptr;  // a SentencePiece vocabulary to embed instead of a learned BPE one
   std::vector<std::string> spm_specials;  // control tokens appended to it
@@ -70,6 +70,7 @@ struct TestModelSpec {
   bool rope_freq_factors = false;  // a rope_freqs.weight tensor (Llama 3.1-style), random factors in [1, 8)
   uint32_t seed = 1;
   std::string chat_template;  // tokenizer.chat_template, if not empty
+  int pooling = 1;  // encoders: *.pooling_type (1 mean, 2 cls, 3 last)
 };
 std::vector<uint8_t> write_test_model(const TestModelSpec& spec);
 

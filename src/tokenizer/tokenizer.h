@@ -37,12 +37,19 @@ class Tokenizer {
   static Tokenizer from_bpe(std::vector<std::string> tokens, std::vector<int> types, const std::vector<std::string>& merges,
                             PreTokenizer pre, bool ignore_merges);
 
+  // WordPiece as GGUF stores it (tokenizer.ggml.model = bert; see wordpiece.h): word-start
+  // pieces prefixed with U+2581, continuations bare. cls/sep are added around each text
+  // (as BOS/EOS) when add_cls/add_sep; unk spells a word the vocabulary cannot.
+  static Tokenizer from_wordpiece(std::vector<std::string> pieces, std::vector<int> types, int cls, int sep, int unk,
+                                  bool add_cls, bool add_sep);
+
   // Special ids (-1 = none), whether encode(..., bos/eos = true) adds them, and the ids that end
   // a generation (EOS, EOT and the like).
   void set_specials(int bos, int eos, bool add_bos, bool add_eos, std::vector<int> eog);
 
   int vocab_size() const { return (int)pieces_.size(); }
   bool is_bpe() const { return bpe_; }
+  bool is_wordpiece() const { return wpm_; }
   bool add_bos() const { return add_bos_; }
   bool is_eog(int id) const;
   const std::vector<int>& eog_ids() const { return eog_; }
@@ -96,6 +103,7 @@ class Tokenizer {
   bool spm_marker_ = false;  // GGUF mode: U+2581 stands for a space
   bool add_space_prefix_ = true;
   bool bpe_ = false, ignore_merges_ = false;
+  bool wpm_ = false;  // WordPiece (wordpiece.h)
   PreTokenizer pre_ = PreTokenizer::Gpt2;
   std::unordered_map<std::string, int> merge_rank_;  // "left right" -> rank
   std::vector<int> specials_;                        // control/user-defined/unknown ids, longest text first
