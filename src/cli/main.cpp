@@ -184,7 +184,7 @@ static int cmd_quantize(const std::vector<std::string>& args) {
   return 0;
 }
 
-// qkv embed MODEL TEXT... [--pooling P] [--no-normalize] [--threads N] [--ctx N]
+// qkv embed MODEL TEXT... [--pooling P] [--no-normalize] [--threads N]
 static int cmd_embed(const std::vector<std::string>& args) {
   std::vector<std::string> flags, texts;
   EmbedOptions o;
@@ -195,7 +195,7 @@ static int cmd_embed(const std::vector<std::string>& args) {
     } else if (a == "--pooling") {
       if (i + 1 >= args.size()) fail(ErrorCode::BadArgument, "--pooling needs mean, cls or last");
       o.pooling = parse_pooling(args[++i]);
-    } else if (a == "--threads" || a == "--ctx") {
+    } else if (a == "--threads") {
       if (i + 1 >= args.size()) fail(ErrorCode::BadArgument, a + " needs a value");
       flags.push_back(a);
       flags.push_back(args[++i]);

@@ -89,7 +89,7 @@ namespace {
 // a-z, 0-9) as a word start ("\u2581c") and a continuation ("c"), the corpus's repeated words
 // whole, and 2-3 character word starts and word ends, so that words split into several pieces.
 // Emoji stay out, so texts with them exercise [UNK].
-int add_wordpiece_tokenizer(GgufWriter& w) {
+int add_wordpiece_tokenizer(GgufWriter& w, int vocab_size) {
   std::vector<std::string> tokens{"[PAD]"};
   for (int i = 0; i < 99; i++) tokens.push_back("[unused" + std::to_string(i) + "]");
   for (const char* sp : {"[UNK]", "[CLS]", "[SEP]", "[MASK]"}) tokens.push_back(sp);
@@ -136,6 +136,10 @@ int add_wordpiece_tokenizer(GgufWriter& w) {
       add(span(cps.size() - 3, cps.size()));
     }
   }
+  for (int i = 99; (int)tokens.size() < vocab_size; i++) {  // BERT-sized vocabularies for benchmarks
+    tokens.push_back("[unused" + std::to_string(i) + "]");
+    types.push_back(1);
+  }
   w.add_string("tokenizer.ggml.model", "bert");
   w.add_strings("tokenizer.ggml.tokens", tokens);
   w.add_i32s("tokenizer.ggml.token_type", types);
@@ -157,7 +161,7 @@ std::vector<uint8_t> write_encoder_model(const TestModelSpec& s) {
   GgufWriter w;
   w.add_string("general.architecture", A);
   w.add_string("general.name", s.name.empty() ? "qkv test " + A : s.name);
-  const int V = add_wordpiece_tokenizer(w);
+  const int V = add_wordpiece_tokenizer(w, s.vocab_size);
   const uint64_t d = s.dim, h = s.hidden, kvd = (uint64_t)s.kv_heads * (s.dim / s.heads);
   auto key = [&](const char* k) { return A + "." + k; };
   w.add_u32(key("context_length"), s.context);

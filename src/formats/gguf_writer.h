@@ -71,6 +71,7 @@ struct TestModelSpec {
   uint32_t seed = 1;
   std::string chat_template;  // tokenizer.chat_template, if not empty
   int pooling = 1;  // encoders: *.pooling_type (1 mean, 2 cls, 3 last)
+  int vocab_size = 0;  // encoders: pad the WordPiece vocabulary with [unused*] pieces up to this size
 };
 std::vector<uint8_t> write_test_model(const TestModelSpec& spec);
 

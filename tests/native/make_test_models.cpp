@@ -1,7 +1,10 @@
 // qkv_test_models OUTDIR [SHARED_MODELS_DIR]: writes the random-weight GGUF models that the
 // llama.cpp conformance test (tests/js/wllama.test.mjs) loads in both engines, and a JSON list.
 // qkv_test_models --encoders OUTDIR: the encoder models (BERT, Nomic BERT) of tests/js/embed_wllama.test.mjs.
+// qkv_test_models --encoder-shape OUT.gguf ARCH DIM HIDDEN LAYERS HEADS VOCAB: one random encoder
+// of that shape (bench/bench-embed.mjs).
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -28,6 +31,31 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: qkv_test_models OUTDIR [SHARED_MODELS_DIR]\n");
     return 2;
+  }
+  if (std::string(argv[1]) == "--encoder-shape") {
+    if (argc < 9) {
+      fprintf(stderr, "usage: qkv_test_models --encoder-shape OUT.gguf ARCH DIM HIDDEN LAYERS HEADS VOCAB\n");
+      return 2;
+    }
+    try {
+      TestModelSpec s;
+      s.arch = argv[3];
+      s.dim = atoi(argv[4]);
+      s.hidden = atoi(argv[5]);
+      s.layers = atoi(argv[6]);
+      s.heads = s.kv_heads = atoi(argv[7]);
+      s.vocab_size = atoi(argv[8]);
+      s.context = 512;
+      s.seed = 31;
+      std::vector<uint8_t> bytes = write_test_model(s);
+      FILE* f = fopen(argv[2], "wb");
+      if (!f || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) fail(ErrorCode::Io, std::string("cannot write ") + argv[2]);
+      fclose(f);
+    } catch (const Error& e) {
+      fprintf(stderr, "qkv_test_models: %s\n", e.what());
+      return 1;
+    }
+    return 0;
   }
   if (std::string(argv[1]) == "--encoders") {
     if (argc < 3) {

@@ -19,6 +19,10 @@ async function misuse(model: Model): Promise<void> {
   model.chat('hi');
   // @ts-expect-error info is read-only
   model.info = model.info;
+  // @ts-expect-error pooling is mean, cls or last
+  await model.embed(['x'], { pooling: 'max' });
+  // @ts-expect-error embed takes strings
+  await model.embed([1, 2]);
   // @ts-expect-error tokenize returns ids, not a string
   const s: string = model.tokenize('x');
   void s;
