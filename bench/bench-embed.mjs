@@ -2,14 +2,16 @@
 // Chromium, same run, same GGUF encoder. A benchmark (prints figures), not a test:
 //
 //   node bench/bench-embed.mjs [--shape base|small] [--threads 1,2] [--texts 32] [--batch 32]
-//                              [--tokens 32] [--runs 3] [--dir build/bench-embed]
+//                              [--tokens 32] [--runs 5] [--dir build/bench-embed] [--single]
 //
 // The model is a random-weight BERT written by build/qkv_test_models --encoder-shape: `base` is
 // BERT-base's shape (12 layers, dim 768, 12 heads, hidden 3072, vocab 30522, f32: 418 MiB),
 // `small` a MiniLM-like one (6 layers, dim 384, 12 heads, hidden 1536, vocab 30522). The texts
 // are --texts sentences of single letters, each --tokens tokens long with [CLS] and [SEP] (the
 // engines' token counts are printed and must agree), embedded --batch at a time. Sentences/s is
-// the median of --runs passes after a warm-up, per engine and thread count, in a fresh page each.
+// the median of --runs passes after a warm-up, per engine and thread count, each engine in a page
+// of its own, their passes alternating. wllama gets --batch texts per createEmbedding call with as
+// many parallel slots (--single: one text per call instead).
 import { createServer } from 'node:http';
 import { execFileSync } from 'node:child_process';
 import { createReadStream, existsSync, mkdirSync, realpathSync, statSync } from 'node:fs';
@@ -20,6 +22,8 @@ import { launchBrowser } from '../tests/js/browser.mjs';
 const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const args = process.argv.slice(2);
 const KNOWN = ['--shape', '--threads', '--texts', '--batch', '--tokens', '--runs', '--dir'];
+const single = args.includes('--single');
+if (single) args.splice(args.indexOf('--single'), 1);
 for (let i = 0; i < args.length; i += 2) {
   if (!KNOWN.includes(args[i])) {
     console.error(`bench-embed: unknown option ${args[i]} (see the header of bench/bench-embed.mjs)`);
@@ -38,7 +42,7 @@ const shape = opt('shape', 'base');
 if (!SHAPES[shape]) { console.error(`bench-embed: unknown shape ${shape} (base, small)`); process.exit(2); }
 const threadList = opt('threads', '1,2').split(',').map(Number);
 const nTexts = Number(opt('texts', '32')), batch = Number(opt('batch', '32')), perText = Number(opt('tokens', '32'));
-const runs = Number(opt('runs', '3'));
+const runs = Number(opt('runs', '5'));
 const dir = resolve(opt('dir', join(root, 'build', 'bench-embed')));
 const maker = join(root, 'build', 'qkv_test_models');
 if (!existsSync(maker) || !existsSync(join(root, 'dist', 'qkv-mt.wasm'))) {
@@ -89,24 +93,35 @@ const browser = await launchBrowser();
 try {
   for (const threads of threadList) {
     const row = { threads };
-    for (const engine of ['qkv', 'wllama']) {
-      const context = await browser.newContext();
-      const page = await context.newPage();
-      const errors = [];
-      page.on('pageerror', (e) => errors.push(String(e)));
-      try {
+    const pages = {};
+    try {
+      for (const engine of ['qkv', 'wllama']) {
+        const context = await browser.newContext();
+        const page = await context.newPage();
+        const errors = [];
+        page.on('pageerror', (e) => errors.push(String(e)));
+        pages[engine] = { context, page, errors, times: [] };
         await page.goto(base);
         await page.waitForFunction(() => window.benchReady === true, null, { timeout: 60000 });
-        const cfg = { model: `/models/bert-${shape}.gguf`, threads, texts, batch, runs, perText };
-        row[engine] = await page.evaluate(([fn, c]) => window[fn](c), [engine === 'qkv' ? 'benchQkvEmbed' : 'benchWllamaEmbed', cfg]);
-      } catch (e) {
-        row[engine] = { error: String(e.message || e).split('\n')[0] + (errors.length ? ` (${errors[0]})` : '') };
-      } finally {
-        await context.close();
+        const cfg = { model: `/models/bert-${shape}.gguf`, threads, texts, batch, perText, single };
+        await page.evaluate(([fn, c]) => window[fn](c), [engine === 'qkv' ? 'setupQkv' : 'setupWllama', cfg]);
       }
-      const r = row[engine];
-      console.error(`[bench-embed] ${shape} ${threads}t ${engine}: ` +
-        (r.error ? `error: ${r.error}` : `${r.rate.toFixed(2)} sentences/s (${r.tokens} tokens each)`));
+      // Passes alternate between the engines, so load on the machine falls on both alike.
+      for (let r = 0; r < runs; r++)
+        for (const engine of ['qkv', 'wllama']) pages[engine].times.push(await pages[engine].page.evaluate(() => window.pass()));
+      for (const engine of ['qkv', 'wllama']) {
+        const p = pages[engine];
+        const sec = [...p.times].sort((a, b) => a - b)[Math.floor(p.times.length / 2)];
+        row[engine] = { rate: texts.length / sec, tokens: await p.page.evaluate(() => window.tokens()) };
+        console.error(`[bench-embed] ${shape} ${threads}t ${engine}: ${row[engine].rate.toFixed(2)} sentences/s ` +
+          `(${row[engine].tokens} tokens each; passes ${p.times.map((t) => t.toFixed(2)).join(', ')} s)`);
+      }
+    } catch (e) {
+      const errs = Object.values(pages).flatMap((p) => p.errors);
+      row.error = String(e.message || e).split('\n')[0] + (errs.length ? ` (${errs[0]})` : '');
+      console.error(`[bench-embed] ${shape} ${threads}t: error: ${row.error}`);
+    } finally {
+      for (const p of Object.values(pages)) await p.context.close();
     }
     rows.push(row);
   }
@@ -117,7 +132,7 @@ try {
 
 const f = (r) => (r?.error ? 'error' : r ? r.rate.toFixed(2) : '-');
 console.log(`\nEmbedding throughput, BERT-${shape} shape (random f32 weights, ${(statSync(file).size / 1048576).toFixed(0)} MiB), ` +
-  `${nTexts} sentences of ${perText} tokens, batch ${batch}, median of ${runs} passes after a warm-up, headless Chromium\n`);
+  `${nTexts} sentences of ${perText} tokens, batch ${batch}, median of ${runs} alternating passes after a warm-up, headless Chromium\n`);
 console.log('| threads | qkv sentences/s | wllama sentences/s | ratio | tokens per sentence (qkv / wllama) |');
 console.log('| --- | --- | --- | --- | --- |');
 for (const r of rows) {
@@ -125,4 +140,4 @@ for (const r of rows) {
   console.log(`| ${r.threads} | ${f(r.qkv)} | ${f(r.wllama)} | ${ratio} | ${r.qkv?.tokens ?? '-'} / ${r.wllama?.tokens ?? '-'} |`);
 }
 console.log('\nratio = qkv / wllama (above 1: qkv faster).');
-for (const r of rows) for (const e of ['qkv', 'wllama']) if (r[e]?.error) console.log(`${r.threads}t ${e}: ${r[e].error}`);
+for (const r of rows) if (r.error) console.log(`${r.threads}t: ${r.error}`);

@@ -1,52 +1,56 @@
-// Runs in the page bench/bench-embed.mjs serves: qkv's browser build and wllama (llama.cpp in
-// WASM) embedding the same sentences with the same GGUF encoder and thread count.
+// Runs in the page bench/bench-embed.mjs serves: qkv's browser build or wllama (llama.cpp in
+// WASM) embedding the same sentences with the same GGUF encoder and thread count. One engine per
+// page: setup(cfg) loads it, pass() embeds every text once and returns the seconds it took, so
+// the driver can alternate the two engines' passes (machine load then hits both alike).
 import { loadModel } from '/qkv/src/js/browser.js';
 import { Wllama } from '/wllama/index.js';
 
-const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+let engine = null;
 
-// Sentences/s over all `texts`, `batch` texts per call; the first pass warms up, the figure is
-// the median of `runs` passes. Returns the tokens per text too (checked equal across engines).
-window.benchQkvEmbed = async ({ model, threads, texts, batch, runs }) => {
+window.setupQkv = async ({ model, threads, texts, batch }) => {
   const m = await loadModel(model, { threads });
-  try {
-    const rates = [];
-    let tokens = 0;
-    for (let r = 0; r <= runs; r++) {
+  engine = {
+    async pass() {
       const t = performance.now();
-      await m.embed(texts, { batchSize: batch });
-      const s = (performance.now() - t) / 1000;
-      tokens = m.lastEmbedding.tokens / texts.length;
-      if (r > 0) rates.push(texts.length / s);
-    }
-    return { rate: median(rates), tokens, threads: m.info.threading.threads, mode: m.info.threading.mode };
-  } finally {
-    m.dispose();
-  }
+      const v = await m.embed(texts, { batchSize: batch });
+      if (v.length !== texts.length) throw new Error(`qkv returned ${v.length} embeddings`);
+      return (performance.now() - t) / 1000;
+    },
+    tokens: () => m.lastEmbedding.tokens / texts.length,
+    info: () => ({ threads: m.info.threading.threads, mode: m.info.threading.mode }),
+  };
+  await engine.pass();  // warm-up
+  return engine.info();
 };
 
-// wllama's createEmbedding with `batch` texts per call and as many parallel slots, so llama.cpp
-// may decode the batch's sequences together (its server batches across slots).
-window.benchWllamaEmbed = async ({ model, threads, texts, batch, runs, perText }) => {
+// wllama's createEmbedding with `batch` texts per call and as many parallel slots: llama.cpp's
+// server decodes the slots' sequences together (wllama 3.8.1 computes every text of the call but
+// hands back one embedding; one text per call is slower from 2 threads on, as measured with
+// --single).
+window.setupWllama = async ({ model, threads, texts, batch, perText, single }) => {
   const w = new Wllama({ default: '/wllama/wasm/wllama.wasm' }, { suppressNativeLog: true });
   const blob = await (await fetch(model)).blob();
   const ctx = batch * Math.max(64, perText * 2);
   await w.loadModel([blob], { n_threads: threads, n_ctx: ctx, n_batch: ctx, n_ubatch: ctx, n_parallel: batch,
                               kv_unified: true, embeddings: true, seed: 1 });
-  try {
-    const rates = [];
-    let tokens = 0;
-    for (let r = 0; r <= runs; r++) {
+  const tokens = (await w.createEmbedding({ input: texts[0] })).usage.prompt_tokens;
+  const perCall = single ? 1 : batch;
+  engine = {
+    async pass() {
       const t = performance.now();
-      let n = 0;
-      for (let i = 0; i < texts.length; i += batch) n += (await w.createEmbedding({ input: texts.slice(i, i + batch) })).usage.prompt_tokens;
-      const s = (performance.now() - t) / 1000;
-      tokens = n / texts.length;
-      if (r > 0) rates.push(texts.length / s);
-    }
-    return { rate: median(rates), tokens, threads };
-  } finally {
-    await w.exit();
-  }
+      for (let i = 0; i < texts.length; i += perCall) {
+        const res = await w.createEmbedding({ input: perCall === 1 ? texts[i] : texts.slice(i, i + perCall) });
+        if (!res?.data?.length) throw new Error('wllama returned no embedding');
+      }
+      return (performance.now() - t) / 1000;
+    },
+    tokens: () => tokens,
+    info: () => ({ threads }),
+  };
+  await engine.pass();  // warm-up
+  return engine.info();
 };
+
+window.pass = () => engine.pass();
+window.tokens = () => engine.tokens();
 window.benchReady = true;

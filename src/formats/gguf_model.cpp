@@ -78,6 +78,14 @@ const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool req
   return weight(g, name, 1, n, required).f32();
 }
 
+// A table whose rows are added as floats (position_embd, token_types): F32 only.
+const float* f32_table(const GgufFile& g, const std::string& name, int64_t rows, int64_t cols) {
+  const Tensor t = weight(g, name, rows, cols);
+  if (t.type != DType::F32)
+    fail(ErrorCode::Unsupported, "GGUF: tensor " + name + " is " + ggml_type_name(ggml_of_qtype(t.type)) + "; it must be F32");
+  return t.f32();
+}
+
 // Rows [r0, r0 + n) of a matrix: a view, no copy (rows of any type are whole blocks).
 Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
   Tensor v = t;
@@ -97,8 +105,8 @@ void load_encoder_weights(const GgufFile& g, const ArchRow& row, LoadedModel& m)
   ModelWeights& w = m.weights;
   const int64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim;
   w.tok_embed = weight(g, "token_embd.weight", c.vocab_size, d);
-  if (c.pos == PosKind::Learned) w.pos_embed = weight(g, "position_embd.weight", c.seq_len, d).f32();
-  if (c.n_token_types > 0) w.type_embed = weight(g, "token_types.weight", c.n_token_types, d).f32();
+  if (c.pos == PosKind::Learned) w.pos_embed = f32_table(g, "position_embd.weight", c.seq_len, d);
+  if (c.n_token_types > 0) w.type_embed = f32_table(g, "token_types.weight", c.n_token_types, d);
   w.embed_norm = vec(g, "token_embd_norm.weight", d);
   w.embed_norm_b = vec(g, "token_embd_norm.bias", d, false);
   w.layers.resize(c.n_layers);
@@ -225,7 +233,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   const int64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim;
   const bool b = row->all_bias;
   w.tok_embed = weight(g, "token_embd.weight", c.vocab_size, d);
-  if (c.pos == PosKind::Learned) w.pos_embed = weight(g, "position_embd.weight", c.seq_len, d).f32();
+  if (c.pos == PosKind::Learned) w.pos_embed = f32_table(g, "position_embd.weight", c.seq_len, d);
   if (rope && g.find_tensor("rope_freqs.weight")) {  // Llama 3.1+: each RoPE frequency divided by a factor
     w.rope_factors = vec(g, "rope_freqs.weight", c.rot_dims() / 2);
     for (int i = 0; i < c.rot_dims() / 2; i++)

@@ -45,8 +45,8 @@ QuantizeResult quantize_gguf(const GgufFile& in, QType type) {
     if (cols > (1u << 30)) fail(ErrorCode::Unsupported, "tensor " + t.name + " has rows too long to re-encode");
     QuantizedTensor r{t.name, t.type, 0, ""};
     QType to = type;
-    if (t.dims.size() == 1) {
-      to = QType::F32;
+    if (t.dims.size() == 1 || t.name == "position_embd.weight" || t.name == "token_types.weight") {
+      to = QType::F32;  // norms, and the tables the engine adds rows of as floats
     } else {
       if (type == QType::Q4_K && (t.name == "output.weight" || (tied && t.name == "token_embd.weight"))) {
         // As llama.cpp's Q4_K_M: the classifier at Q6_K, or Q8_0 where rows are not 256-blocks.

@@ -23,7 +23,8 @@ struct QuantizeResult {
 };
 
 // Policy (the README's `qkv quantize` section):
-//  - 1-D tensors (norm weights, biases) stay F32;
+//  - 1-D tensors (norm weights, biases) stay F32, and so do the tables whose rows the engine adds
+//    as floats (position_embd, token_types);
 //  - matrices become `type`, except:
 //    * for Q4_K, the classifier (output.weight, or token_embd.weight when the classifier is tied
 //      to it) is kept at Q8_0: it is the tensor most sensitive to quantization (llama.cpp keeps

@@ -150,3 +150,30 @@ test('embed: the worker gives the in-process vectors; bad input gets typed error
     await w.terminate();
   }
 });
+
+test('qkv embed (native and Node CLIs) prints one JSON array per text, the API\'s vectors', { skip: skipBuild, timeout: 60000 }, async () => {
+  const path = join(outDir, 'nomic-bert.gguf');
+  const texts = ['Hello, world!', 'café 日本', ''];
+  const model = await loadModel(path, { threads: 1 });
+  const want = await model.embed(texts, { pooling: 'last', normalize: false });
+  model.dispose();
+  const clis = [[process.execPath, [join(root, 'bin', 'qkv.mjs')]]];
+  const native = join(root, 'build', 'qkv');
+  if (existsSync(native)) clis.push([native, []]);
+  const outs = [];
+  for (const [bin, pre] of clis) {
+    const r = spawnSync(bin, [...pre, 'embed', path, ...texts, '--pooling', 'last', '--no-normalize', '--threads', '1'], { encoding: 'utf8' });
+    assert.equal(r.status, 0, `${bin}: ${r.stderr}`);
+    const lines = r.stdout.trimEnd().split('\n');
+    assert.equal(lines.length, texts.length);
+    lines.forEach((l, i) => {
+      const v = JSON.parse(l);
+      assert.equal(v.length, want[i].length);
+      v.forEach((x, d) => assert.ok(Math.abs(x - want[i][d]) < 1e-4, `${bin} text ${i} element ${d}: ${x} vs ${want[i][d]}`));
+    });
+    outs.push(r.stdout);
+    const bad = spawnSync(bin, [...pre, 'embed', path, 'x', '--pooling', 'max'], { encoding: 'utf8' });
+    assert.equal(bad.status, 1);
+    assert.match(bad.stderr, /qkv: error \[bad_argument\]: .*pooling/);
+  }
+});

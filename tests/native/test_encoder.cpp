@@ -9,7 +9,9 @@
 
 #include "common.h"
 #include "engine/embed.h"
+#include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "formats/quantize.h"
 #include "formats/loader.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
@@ -403,6 +405,27 @@ TEST(Embed, BadEncoderFilesAreRefusedByName) {
       embed_ids(t, {ids}, {});
     } catch (const Error&) {
     }
+  }
+}
+
+TEST(Embed, Q8QuantizedBertKeepsItsTablesAndItsVectors) {
+  TestModelSpec s;
+  s.arch = "bert";
+  s.kv_heads = s.heads;
+  s.context = 96;
+  auto f32 = blob_of(write_test_model(s));
+  QuantizeResult q = quantize_gguf(GgufFile::parse(f32), QType::Q8_0);
+  LoadedModel mf = load_model(f32), mq = load_model(blob_of(std::move(q.bytes)));
+  EXPECT_EQ(mq.weights.layers[0].wq.type, QType::Q8_0);
+  ASSERT_TRUE(mq.weights.pos_embed && mq.weights.type_embed) << "position and token-type tables stay F32";
+  EXPECT_EQ(mq.weights.pos_embed[5], mf.weights.pos_embed[5]);
+  Transformer tf(mf, 0, nullptr), tq(mq, 0, nullptr);
+  const auto texts = random_texts(mf.config.vocab_size, {12, 5}, 4);
+  const std::vector<float> a = embed_ids(tf, texts, {}), b = embed_ids(tq, texts, {});
+  for (size_t i = 0; i < texts.size(); i++) {
+    double dot = 0;
+    for (int d = 0; d < mf.config.dim; d++) dot += (double)a[i * mf.config.dim + d] * b[i * mf.config.dim + d];
+    EXPECT_GT(dot, 0.99) << "text " << i << ": Q8_0 weights change the unit vector little";
   }
 }
 
