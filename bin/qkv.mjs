@@ -10,7 +10,7 @@ function usage(mod, out) {
     '  qkv tokenize MODEL -z TOK TEXT   token ids and pieces of TEXT\n' +
     '  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt\'s logits\n' +
     '  qkv perplexity MODEL FILE [-z TOK] [--ctx N] [--threads N]   perplexity on a text\n' +
-    '  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--threads N]\n' +
+    '  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n' +
     '                                   one JSON array (the text\'s embedding) per line\n\n' + mod.runUsage());
 }
 
@@ -140,14 +140,15 @@ function g9(v) {
   return trim(v.toFixed(8 - x));
 }
 
-// `qkv embed MODEL TEXT... [--pooling P] [--no-normalize] [--threads N]`: one JSON array per text.
+// `qkv embed MODEL TEXT... [--pooling P] [--no-normalize] [--truncate] [--threads N]`: one JSON array per text.
 async function embed(argv) {
   const { loadModel } = await import('../src/js/node.js');
-  let model = null, pooling, normalize = true, threads = 'auto';
+  let model = null, pooling, normalize = true, truncate = false, threads = 'auto';
   const texts = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--no-normalize') normalize = false;
+    else if (a === '--truncate') truncate = true;
     else if (a === '--pooling' || a === '--threads') {
       if (i + 1 >= argv.length) return fail('bad_argument', `${a} needs a value`);
       const v = argv[++i];
@@ -162,7 +163,7 @@ async function embed(argv) {
   let m;
   try {
     m = await loadModel(model, { threads });
-    const vecs = await m.embed(texts, { pooling, normalize });
+    const vecs = await m.embed(texts, { pooling, normalize, truncate });
     for (const v of vecs) process.stdout.write(`[${Array.from(v, g9).join(',')}]\n`);
     return 0;
   } catch (e) {

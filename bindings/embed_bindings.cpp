@@ -1,6 +1,8 @@
 // Model.embed for JS: argument checks, tokenization and pooling (engine/embed.h), typed arrays out.
 #include "embed_bindings.h"
 
+#include <algorithm>
+
 #include "common.h"
 #include "engine/embed.h"
 
@@ -32,11 +34,17 @@ val embed_js(Transformer& model, const Tokenizer& tok, val texts, val options) {
       if (!norm.isTrue() && !norm.isFalse()) fail(ErrorCode::BadArgument, "embed: normalize must be a boolean");
       o.normalize = norm.isTrue();
     }
+    val trunc = options["truncate"];
+    if (!trunc.isUndefined() && !trunc.isNull()) {
+      if (!trunc.isTrue() && !trunc.isFalse()) fail(ErrorCode::BadArgument, "embed: truncate must be a boolean");
+      o.truncate = trunc.isTrue();
+    }
   }
   const std::vector<std::vector<int>> ids = embed_tokenize(tok, list);
   const std::vector<float> e = embed_ids(model, ids, o);
-  std::vector<int> counts;
-  for (const auto& s : ids) counts.push_back((int)s.size());
+  std::vector<int> counts;  // tokens embedded (after any truncation)
+  const size_t limit = (size_t)std::min(model.context(), model.encode_capacity());
+  for (const auto& s : ids) counts.push_back((int)std::min(s.size(), limit));
   val out = val::object();
   out.set("data", val::global("Float32Array").new_(val(typed_memory_view(e.size(), e.data()))));
   out.set("dim", model.config().dim);

@@ -8,7 +8,7 @@
 namespace qkv {
 
 // texts: a JS array of strings; options: {pooling: 'mean' | 'cls' | 'last' (default: the
-// model's), normalize: boolean (default true)}. Returns {data: Float32Array (n * dim), dim,
+// model's), normalize: boolean (default true), truncate: boolean (default false)}. Returns {data: Float32Array (n * dim), dim,
 // tokens: Int32Array (each text's token count)}. Throws qkv::Error (the caller's guard turns it
 // into a JS Error with a code).
 emscripten::val embed_js(Transformer& model, const Tokenizer& tok, emscripten::val texts, emscripten::val options);

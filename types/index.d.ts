@@ -198,6 +198,11 @@ export interface EmbedOptions {
   pooling?: EmbedPooling;
   /** Scale each vector to unit L2 length (default true), as llama.cpp's embedding API does. */
   normalize?: boolean;
+  /**
+   * A text longer than the model's context: refused with 'bad_argument' (false, the default), or
+   * cut to its first tokens plus its closing one ([SEP]) (true).
+   */
+  truncate?: boolean;
   /** Texts per encoder pass (default 32; 1..4096). Each pass is one synchronous WASM call. */
   batchSize?: number;
   /** Checked between passes; aborting rejects with QkvError code 'aborted'. */

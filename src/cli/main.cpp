@@ -32,7 +32,7 @@ static int usage(FILE* f) {
              "                                   F32/F16 GGUF or llama2.c checkpoint to a quantized GGUF\n"
              "  qkv perplexity MODEL FILE [-z TOK.bin] [--ctx N] [--threads N]\n"
              "                                   perplexity on a text, in windows of N tokens\n"
-             "  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--threads N]\n"
+             "  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n"
              "                                   one JSON array (the text's embedding) per line\n%s\n%s",
           train_usage(), run_usage());
   return f == stderr ? 1 : 0;
@@ -192,6 +192,8 @@ static int cmd_embed(const std::vector<std::string>& args) {
     const std::string& a = args[i];
     if (a == "--no-normalize") {
       o.normalize = false;
+    } else if (a == "--truncate") {
+      o.truncate = true;
     } else if (a == "--pooling") {
       if (i + 1 >= args.size()) fail(ErrorCode::BadArgument, "--pooling needs mean, cls or last");
       o.pooling = parse_pooling(args[++i]);

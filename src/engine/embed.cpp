@@ -27,17 +27,26 @@ std::vector<std::vector<int>> embed_tokenize(const Tokenizer& tok, const std::ve
   return ids;
 }
 
-std::vector<float> embed_ids(Transformer& model, const std::vector<std::vector<int>>& texts, const EmbedOptions& o) {
+std::vector<float> embed_ids(Transformer& model, const std::vector<std::vector<int>>& input, const EmbedOptions& o) {
   const ModelConfig& c = model.config();
-  if (texts.empty()) fail(ErrorCode::BadArgument, "embed needs at least one text");
+  if (input.empty()) fail(ErrorCode::BadArgument, "embed needs at least one text");
   const int cap = o.max_batch_tokens > 0 ? std::min(o.max_batch_tokens, model.encode_capacity()) : model.encode_capacity();
-  for (size_t i = 0; i < texts.size(); i++) {
-    const size_t n = texts[i].size();
+  const size_t limit = (size_t)std::min(model.context(), cap);
+  std::vector<std::vector<int>> cut;  // the truncated texts, when any is
+  for (size_t i = 0; i < input.size(); i++) {
+    const size_t n = input[i].size();
     if (n == 0) fail(ErrorCode::BadArgument, "text " + std::to_string(i) + " has no tokens");
-    if (n > (size_t)model.context() || n > (size_t)cap)
+    if (n <= limit) continue;
+    if (!o.truncate)
       fail(ErrorCode::BadArgument, "text " + std::to_string(i) + " is " + std::to_string(n) + " tokens long; this model takes at most " +
-                                       std::to_string(std::min(model.context(), cap)) + " (split or shorten it)");
+                                       std::to_string(limit) + " (split or shorten it, or truncate)");
+    if (cut.empty()) cut = input;
+    std::vector<int>& t = cut[i];
+    const int last = t.back();
+    t.resize(limit);
+    t.back() = last;  // keep the closing token ([SEP])
   }
+  const std::vector<std::vector<int>>& texts = cut.empty() ? input : cut;
   const PoolKind pool = embed_pooling(model, o);
   const int dim = c.dim;
   std::vector<float> out(texts.size() * (size_t)dim);

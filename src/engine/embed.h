@@ -16,6 +16,9 @@ struct EmbedOptions {
   PoolKind pooling = PoolKind::None;
   bool normalize = true;  // divide each vector by its L2 norm
   int max_batch_tokens = 0;  // tokens per encoder pass (0 = the model's encode_capacity())
+  // A text longer than the model takes: an error naming it (false), or cut to its first
+  // tokens plus its last one (the [SEP] a BERT tokenizer adds) (true).
+  bool truncate = false;
 };
 
 PoolKind parse_pooling(const std::string& name);  // "mean" | "cls" | "last"; Error(BadArgument) otherwise
@@ -25,7 +28,8 @@ PoolKind embed_pooling(const Transformer& model, const EmbedOptions& o);
 
 // Embeds pre-tokenized texts: (texts.size(), dim), row i for texts[i]. Consecutive texts share
 // an encoder pass while their tokens fit. Throws Error(BadArgument) for an empty list, an empty
-// text, a text longer than the context (naming it), or an id outside the vocabulary.
+// text, a text longer than the context (naming it; unless o.truncate), or an id outside the
+// vocabulary.
 std::vector<float> embed_ids(Transformer& model, const std::vector<std::vector<int>>& texts, const EmbedOptions& o);
 
 // Tokenizes each text as llama.cpp does for embeddings (with the tokenizer's added tokens, special

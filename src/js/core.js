@@ -474,7 +474,9 @@ export class Model {
    * Sentence embeddings: one Float32Array (length info.dim) per text, in order. Encoders
    * (BERT, Nomic BERT) read each text in both directions; texts are batched together into
    * passes of up to `batchSize` texts. {pooling: 'mean' | 'cls' | 'last'} (default: the
-   * model's, info.pooling), {normalize: true} (unit L2 length), {signal} (checked between batches).
+   * model's, info.pooling), {normalize: true} (unit L2 length), {truncate: false} (true: a text
+   * longer than the context keeps its first tokens and its closing one), {signal} (checked
+   * between batches).
    */
   async embed(texts, options = {}) {
     const h = this._live();
@@ -483,11 +485,12 @@ export class Model {
     check(texts.length > 0, 'embed needs at least one text');
     texts.forEach((t, i) => check(typeof t === 'string', `embed: text ${i} is not a string (${t === null ? 'null' : typeof t})`));
     check(options !== null && typeof options === 'object', 'embed options must be an object');
-    const { pooling, normalize = true, signal, batchSize = 32 } = options;
+    const { pooling, normalize = true, truncate = false, signal, batchSize = 32 } = options;
     check(pooling === undefined || POOLINGS.includes(pooling), `pooling must be one of ${POOLINGS.join(', ')}, got ${String(pooling)}`);
     check(typeof normalize === 'boolean', `normalize must be a boolean, got ${typeof normalize}`);
+    check(typeof truncate === 'boolean', `truncate must be a boolean, got ${typeof truncate}`);
     checkNumber(options, 'batchSize', 1, 4096, true);
-    const opts = { normalize, ...(pooling ? { pooling } : {}) };
+    const opts = { normalize, truncate, ...(pooling ? { pooling } : {}) };
     const out = [];
     let tokens = 0;
     for (let i = 0; i < texts.length; i += batchSize) {

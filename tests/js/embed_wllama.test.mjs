@@ -138,6 +138,10 @@ test('embed: the worker gives the in-process vectors; bad input gets typed error
     await bad([['ok'], 7], 'bad_argument', /options/);
     const long = 'word '.repeat(model.info.contextLength + 10);
     await bad([['ok', long]], 'bad_argument', /text 1 is \d+ tokens long/);
+    await bad([['ok'], { truncate: 1 }], 'bad_argument', /truncate/);
+    const [cut] = await model.embed([long], { truncate: true });
+    assert.equal(model.lastEmbedding.tokens, model.info.contextLength, 'cut to the context');
+    assert.equal(cut.length, model.info.dim);
     const ac = new AbortController();
     ac.abort();
     await bad([['a', 'b'], { signal: ac.signal, batchSize: 1 }], 'aborted', /abort/);

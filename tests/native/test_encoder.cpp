@@ -368,6 +368,14 @@ TEST(Embed, BadInputGetsTypedErrors) {
   expect_error([&] { embed_ids(t, {{1}, std::vector<int>(97, 5)}, {}); }, ErrorCode::BadArgument, "text 1 is 97 tokens long");
   expect_error([&] { embed_ids(t, {{1, -3}}, {}); }, ErrorCode::BadArgument, "token id -3");
   expect_error([&] { embed_ids(t, {{1, m.config.vocab_size}}, {}); }, ErrorCode::BadArgument, "outside the vocabulary");
+  // truncate: the first context - 1 tokens and the last one, the same as those ids given directly.
+  std::vector<int> longer(100);
+  for (int i = 0; i < 100; i++) longer[i] = 104 + i;
+  std::vector<int> kept(longer.begin(), longer.begin() + 95);
+  kept.push_back(longer.back());
+  EmbedOptions tr;
+  tr.truncate = true;
+  EXPECT_EQ(embed_ids(t, {{1, 2}, longer}, tr), embed_ids(t, {{1, 2}, kept}, {}));
   expect_error([&] { parse_pooling("max"); }, ErrorCode::BadArgument, "pooling 'max'");
   int tok = 5;
   expect_error([&] { t.forward(&tok, 1, 0); }, ErrorCode::Unsupported, "encoder without a language-model head");

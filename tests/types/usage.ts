@@ -31,7 +31,7 @@ async function main(): Promise<void> {
   console.log(logits.length, stats?.reusedTokens, queries * keys === probs.length, model.detokenize([1, 2]));
   s.truncate(0);
   s.dispose();
-  const vecs: Float32Array[] = await model.embed(['a', 'b'], { pooling: 'cls', normalize: false, batchSize: 8 });
+  const vecs: Float32Array[] = await model.embed(['a', 'b'], { pooling: 'cls', normalize: false, truncate: true, batchSize: 8 });
   const pool: EmbedPooling = model.info.pooling;
   console.log(vecs[0].length, pool, model.info.encoder, model.lastEmbedding?.tokens);
   model.dispose();
