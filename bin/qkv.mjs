@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // The qkv command on the WASM engine: same commands, flags and stdout bytes as the native CLI.
-import { writeFileSync } from 'node:fs';
-import { loadWasmModule, toHeapBuffer } from '../src/js/wasm-node.mjs';
+import { closeSync, createReadStream, openSync, readFileSync, statSync, writeSync, writeFileSync } from 'node:fs';
+import { basename } from 'node:path';
+import { readSource } from '../src/js/source.js';
+import { MAX_WASM_THREADS, hardwareThreads, loadWasmModule, toHeapBuffer } from '../src/js/wasm-node.mjs';
 
 function usage(mod, out) {
   out.write('qkv: a Transformer inference engine (WebAssembly build)\n\nCommands:\n' +
@@ -10,6 +12,7 @@ function usage(mod, out) {
     '  qkv tokenize MODEL -z TOK TEXT   token ids and pieces of TEXT\n' +
     '  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt\'s logits\n' +
     '  qkv perplexity MODEL FILE [-z TOK] [--ctx N] [--threads N]   perplexity on a text\n' +
+    '  qkv quantize IN OUT.gguf --type q8_0|q4_0|q4_k|q5_k [-z TOK.bin] [--text FILE] [--ctx N] [--threads N]\n' +
     '  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n' +
     '                                   one JSON array (the text\'s embedding) per line\n\n' + mod.runUsage());
 }
@@ -173,6 +176,79 @@ async function embed(argv) {
   }
 }
 
+// A file streamed into the heap (no second copy of it outside), as the native CLI maps it.
+async function readPathIntoHeap(mod, path, what) {
+  let size;
+  try {
+    const st = statSync(path);
+    if (!st.isFile()) throw Object.assign(new Error(`cannot read ${path}: not a regular file`), { code: 'io' });
+    size = st.size;
+  } catch (e) {
+    if (e.code === 'io') throw e;
+    throw Object.assign(new Error(`cannot open ${path}: ${e.code === 'ENOENT' ? 'No such file or directory' : e.message}`), { code: 'io' });
+  }
+  return readSource(mod, path, { what, openPath: async (p) => ({ size, chunks: createReadStream(p, { highWaterMark: 1 << 22 }) }) });
+}
+
+// `qkv quantize IN OUT --type T [-z TOK] [--text FILE] [--ctx N] [--threads N]`: the native
+// command's policy, output file and report (the same bytes), through bindings/quantize_bindings.cpp.
+async function quantize(argv) {
+  let a, modelBuf, tokBuf, fd;
+  try {
+    const { mod, threaded } = await loadWasmModule({ threads: 'auto' });
+    try {
+      a = mod.quantizeParseArgs(argv);
+    } catch (e) {
+      return fail(e.code ?? 'internal', e.message);
+    }
+    let text = '';
+    if (a.text) {  // read before the work, as natively
+      try {
+        text = readFileSync(a.text, 'utf8');
+      } catch (e) {
+        throw Object.assign(new Error(`cannot open ${a.text}: ${e.code === 'ENOENT' ? 'No such file or directory' : e.message}`), { code: 'io' });
+      }
+      if (text.length === 0) throw Object.assign(new Error(`text file ${a.text} is empty`), { code: 'bad_argument' });
+    }
+    modelBuf = await readPathIntoHeap(mod, a.model, 'the model');
+    const head = modelBuf.view().subarray(0, 4);
+    const gguf = head.length === 4 && String.fromCharCode(...head) === 'GGUF';
+    if (!gguf) tokBuf = await readPathIntoHeap(mod, a.tokenizer, 'the tokenizer');
+    try {
+      fd = openSync(a.out, 'w');
+    } catch (e) {
+      throw Object.assign(new Error(`cannot write ${a.out}`), { code: 'io' });
+    }
+    const tty = process.stderr.isTTY;
+    const report = mod.quantizeModel(modelBuf, tokBuf ?? null, basename(a.model), a.type,
+      (view) => { writeSync(fd, view); },
+      tty ? (done, total) => process.stderr.write(`\rquantizing: ${(100 * done / total).toFixed(0)}%`) : null);
+    if (tty) process.stderr.write('\n');
+    closeSync(fd); fd = undefined;
+    process.stdout.write(mod.quantizeSummary(argv, report));
+    if (a.text) {
+      const threads = threaded ? (a.threads || Math.min(hardwareThreads(), MAX_WASM_THREADS)) : 1;
+      const measure = (buf, tok, label) => mod.perplexityOf(buf, tok, text, a.context, threads, (w, t) => {
+        process.stderr.write(`${label}[${t.windows}] ${w.tokens} tokens, window ppl ${w.perplexity.toFixed(4)}, ` +
+          `running ppl ${t.perplexity.toFixed(4)}\n`);
+      });
+      const before = measure(modelBuf, tokBuf ?? null, 'before ');
+      modelBuf.delete(); modelBuf = null;  // one model in the heap at a time
+      tokBuf?.delete(); tokBuf = null;
+      modelBuf = await readPathIntoHeap(mod, a.out, 'the quantized model');
+      const after = measure(modelBuf, null, 'after ');
+      process.stdout.write(mod.perplexityChange(a.text, before, after));
+    }
+    return 0;
+  } catch (e) {
+    if (e && typeof e.code === 'string' && !/^E[A-Z]+$/.test(e.code)) return fail(e.code, e.message);
+    return fail('internal', e && e.stack ? e.stack : String(e));
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+    modelBuf?.delete(); tokBuf?.delete();
+  }
+}
+
 function fail(code, message) {
   process.stderr.write(`qkv: error [${code}]: ${message}\n`);
   return 1;
@@ -189,6 +265,7 @@ async function main(argv) {
   if (cmd === 'info' || cmd === 'tokenize') return infoOrTokenize(cmd, rest);
   if (cmd === 'perplexity') return perplexity(rest);
   if (cmd === 'embed') return embed(rest);
+  if (cmd === 'quantize') return quantize(rest);
   if (cmd !== 'run' && cmd !== 'logits') {
     process.stderr.write(`qkv: unknown command '${cmd}'\n\n`);
     usage(mod, process.stderr);

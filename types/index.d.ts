@@ -296,3 +296,207 @@ export declare class Model {
 
 /** Loads a GGUF model (f32 llama so far) or a llama2.c checkpoint with its tokenizer. */
 export declare function loadModel(source: ModelSource, options?: LoadOptions): Promise<Model>;
+
+/** Weight types quantize() writes (the native CLI's `qkv quantize --type`). */
+export type QuantizeType = 'q8_0' | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q4_k' | 'q5_k' | 'f16' | 'bf16' | 'f32';
+export declare const QUANTIZE_TYPES: readonly QuantizeType[];
+
+export interface QuantizeProgress {
+  /** 'read': model bytes read into the heap; 'quantize': values re-encoded. */
+  phase: 'read' | 'quantize';
+  done: number;
+  /** null while reading a source of unknown length. */
+  total: number | null;
+}
+
+export interface QuantizeOptions {
+  /** Target type; q4_k and q5_k are llama.cpp's Q4_K_M / Q5_K_M mixes (classifier and some layers at Q6_K). */
+  type: QuantizeType;
+  /** A llama2.c checkpoint's tokenizer.bin (embedded in the output); ignored for GGUF input. */
+  tokenizer?: ModelSource;
+  /** general.name of a converted llama2.c checkpoint (default 'model'). */
+  name?: string;
+  onProgress?: (p: QuantizeProgress) => void;
+  /**
+   * Receives the output file in order, chunk by chunk (each chunk is a copy the callee owns);
+   * with it, `bytes` in the result is null and no whole copy of the output is kept.
+   */
+  onChunk?: (chunk: Uint8Array) => void;
+  /** Checked before reading and before re-encoding (the re-encoding itself runs to the end). */
+  signal?: AbortSignal;
+}
+
+export interface QuantizedTensorReport {
+  name: string;
+  /** GGUF type names, e.g. 'F32', 'Q5_K'. */
+  from: string;
+  to: string;
+  /** Why `to` differs from the requested type ('' when it does not). */
+  note: string;
+}
+
+export interface QuantizeResult {
+  /** The new GGUF file (null when options.onChunk took the chunks). */
+  bytes: Uint8Array | null;
+  inBytes: number;
+  outBytes: number;
+  fromGguf: boolean;
+  tensors: QuantizedTensorReport[];
+}
+
+/**
+ * Re-encodes a model's weight matrices (GGUF of any architecture qkv reads, or a llama2.c
+ * checkpoint with options.tokenizer) to a block type, keeping every metadata key: the same file,
+ * byte for byte, as the native `qkv quantize`. Memory: the input plus one chunk of rows.
+ */
+export declare function quantize(source: ModelSource, options: QuantizeOptions): Promise<QuantizeResult>;
+// ---- training -------------------------------------------------------------------------------
+
+/** The shape of a fresh model (llama layout: RMSNorm, RoPE, SwiGLU, tied classifier). */
+export interface TrainShape {
+  /** Residual width (a multiple of heads; dim / heads even). */
+  dim: number;
+  layers: number;
+  /** Query heads. */
+  heads: number;
+  /** Key/value heads (divides heads; fewer is grouped-query attention). Default: heads. */
+  kvHeads?: number;
+  /** Feed-forward inner width. */
+  hiddenDim: number;
+}
+
+export type TrainPreset = 'tiny' | 'small' | 'medium';
+
+/** Presets: shape plus the default seq and vocab for it. */
+export declare const TRAIN_PRESETS: Readonly<Record<TrainPreset, Readonly<TrainShape & { seq: number; vocab: number }>>>;
+
+export interface TrainOptions {
+  /** The training text (UTF-8; blank lines separate documents). The last valFraction is held out. */
+  text: string | ArrayBuffer | ArrayBufferView | Blob;
+  /** A GGUF model to fine-tune (llama, f32/f16 weights, tied classifier). Omit for a fresh model. */
+  model?: string | URL | Blob | ArrayBuffer | ArrayBufferView;
+  /** A fresh model's shape: a preset (default 'tiny') or sizes. Not with `model`. */
+  shape?: TrainPreset | TrainShape;
+  /** {vocab}: learn a BPE of that many pieces (260..65536) from the text; or a tokenizer GGUF. */
+  tokenizer?: { vocab: number } | string | URL | Blob | ArrayBuffer | ArrayBufferView;
+  /** Tokens per training sequence (a fresh model's context length). */
+  seq?: number;
+  /** Sequences per step (default 8). */
+  batch?: number;
+  /** Optimizer steps of the run (default 200); the learning rate schedule spans them. */
+  steps?: number;
+  /** Linear warm-up steps (default steps / 10, at most 100), then a cosine down to minLr. */
+  warmup?: number;
+  /** Peak learning rate (default 1e-3). */
+  lr?: number;
+  /** Final learning rate (default lr / 10). */
+  minLr?: number;
+  weightDecay?: number;
+  /** Gradient-norm clipping (default 1; 0 = off). */
+  clip?: number;
+  beta1?: number;
+  beta2?: number;
+  /** Initialisation and batch sampling: the same seed and thread count give the same losses. */
+  seed?: number;
+  /** Share of the token stream held out for evaluate() (default 0.05, at most 0.5). */
+  valFraction?: number;
+  /** Batches evaluate() averages over (default 4). */
+  evalBatches?: number;
+  /** Refuse (code 'out_of_memory') runs whose estimated memory exceeds this (default 2 GiB). */
+  maxMemory?: number;
+  /** general.name of the GGUF that toGGUF() writes. */
+  name?: string;
+  /** As for loadModel: threads for the matrix work. */
+  threads?: 'auto' | number;
+  /**
+   * 'auto' (default): on a page, a dedicated Worker (threads where the page is cross-origin
+   * isolated); in Node and inside workers, this thread. true: always a worker; false: this thread.
+   */
+  worker?: 'auto' | boolean;
+  /** Cancels creation (reading files, learning the tokenizer does not stop midway). */
+  signal?: AbortSignal;
+}
+
+export interface TrainStep {
+  /** 1-based index of the step. */
+  step: number;
+  /** Mean cross-entropy of the step's batch, nats per token. */
+  loss: number;
+  lr: number;
+  /** Gradient norm before clipping. */
+  gradNorm: number;
+  /** Tokens in the batch. */
+  tokens: number;
+  /** Time of the step. */
+  ms: number;
+  /** Tokens per second over the steps so far. */
+  tokensPerSecond: number;
+  /** Held-out loss, on the steps run() evaluated (evalEvery). */
+  valLoss?: number;
+}
+
+export interface TrainInfo {
+  dim: number; hiddenDim: number; layers: number; heads: number; kvHeads: number;
+  vocabSize: number;
+  /** The model's context length (a fine-tuned model keeps its own). */
+  contextLength: number;
+  /** Tokens per training sequence. */
+  seq: number;
+  batch: number;
+  steps: number;
+  params: number;
+  trainTokens: number;
+  valTokens: number;
+  threads: number;
+  description: string;
+  /** Whether the engine runs in a worker. */
+  worker: boolean;
+  threading?: { mode: 'pthreads' | 'single'; reason: string; threads: number };
+}
+
+export interface RunOptions {
+  /** Called after every step. */
+  onStep?: (step: TrainStep) => void;
+  /** Ends the run after the current step; the promise rejects with code 'aborted'. */
+  signal?: AbortSignal;
+  /** Evaluate every N steps and at the last step (TrainStep.valLoss). */
+  evalEvery?: number;
+  /** Run at most this many steps in this call. */
+  maxSteps?: number;
+}
+
+export interface RunResult {
+  stepsDone: number;
+  /** True when stop() (or maxSteps) ended the run before all steps were done. */
+  stopped: boolean;
+  /** The last validation loss run() computed, or null. */
+  valLoss: number | null;
+}
+
+/** A training run. In-process or in a worker, the same methods (all async). */
+export interface Trainer {
+  readonly info: TrainInfo;
+  readonly stepsDone: number;
+  /** All steps done. */
+  readonly done: boolean;
+  /** Every step so far. */
+  readonly history: TrainStep[];
+  step(): Promise<TrainStep>;
+  /** Streams steps until done, stop() or abort; call again to resume. */
+  run(options?: RunOptions): Promise<RunResult>;
+  /** The same as run(), as an async iterator; leaving the loop stops. */
+  steps(options?: { signal?: AbortSignal; evalEvery?: number }): AsyncIterableIterator<TrainStep>;
+  /** Ends a run() in progress after its current step. */
+  stop(): void;
+  /** Mean loss on the held-out text (NaN when valFraction is 0). */
+  evaluate(): Promise<number>;
+  /** GGUF bytes (tokenizer embedded) that loadModel accepts. */
+  toGGUF(options?: { name?: string; dtype?: 'f32' | 'f16' }): Promise<Uint8Array>;
+  /** Parameters, optimizer moments and position: loadState() continues exactly. */
+  saveState(): Promise<Uint8Array>;
+  loadState(bytes: ArrayBuffer | ArrayBufferView): Promise<void>;
+  dispose(): void | Promise<void>;
+}
+
+/** Trains a fresh model or fine-tunes one on text. Bad options reject with QkvError 'bad_argument'. */
+export declare function createTrainer(options: TrainOptions): Promise<Trainer>;

@@ -4,6 +4,7 @@ import { createWorker } from './qkv/src/js/worker-client.js';
 import { Explorer } from './explorer.js';
 import { cacheAvailable, cacheSummary, clearCache, fetchCached } from './loader.js';
 import { errorText, formatBytes, formatMs, formatRate } from './format.js';
+import { initTrain } from './train.js';
 
 const $ = (id) => document.getElementById(id);
 const app = $('app');
@@ -26,6 +27,7 @@ const state = {
   loading: null,      // AbortController of the load in progress
   generating: null,   // AbortController of the generation in progress
   picked: { model: null, tokenizer: null },
+  source: null,       // {model, tokenizer, name} of the loaded model (the Train panel fine-tunes it)
 };
 
 const explorer = new Explorer({
@@ -162,6 +164,7 @@ async function load(get, meta, { reveal = true } = {}) {
     if (state.loading !== ac) { model.dispose().catch(() => {}); return; }
     const old = state.model;
     state.model = model;
+    state.source = { model: src.model, tokenizer: src.tokenizer, name: meta.name };
     explorer.setModel(model);
     if (old) old.dispose().catch(() => {});
     showModel(model.info, meta);
@@ -470,6 +473,12 @@ async function main() {
     app.dataset.isolated = 'true';
   }
   updateCacheInfo();
+  initTrain({
+    modelSource: () => state.source?.model ?? null,
+    modelName: () => state.source?.name ?? 'model',
+    useModel: (bytes, name) => load(async () => ({ model: new Blob([bytes]) }),
+      { name, description: `A model trained in this page, ${formatBytes(bytes.byteLength)}`, source: 'trained' }),
+  });
   try {
     state.worker = await createWorker();
   } catch (e) {

@@ -19,6 +19,7 @@
 #include "../threadpool.h"
 #include "../train/cli_train.h"
 #include "args.h"
+#include "quantize_cmd.h"
 
 using namespace qkv;
 
@@ -28,7 +29,7 @@ static int usage(FILE* f) {
              "  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt's logits\n"
              "  qkv convert MODEL.bin -z TOK.bin -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1]\n"
              "                                   llama2.c checkpoint to GGUF\n"
-             "  qkv quantize IN OUT.gguf --type q8_0|q4_0|q4_k [-z TOK.bin] [--text FILE] [--ctx N]\n"
+             "  qkv quantize IN OUT.gguf --type q8_0|q4_0|q4_k|q5_k [-z TOK.bin] [--text FILE] [--ctx N]\n"
              "                                   F32/F16 GGUF or llama2.c checkpoint to a quantized GGUF\n"
              "  qkv perplexity MODEL FILE [-z TOK.bin] [--ctx N] [--threads N]\n"
              "                                   perplexity on a text, in windows of N tokens\n"
@@ -141,45 +142,31 @@ static int cmd_perplexity(const std::vector<std::string>& args) {
 
 // qkv quantize IN OUT --type T [-z TOK] [--text FILE] [--ctx N] [--threads N]
 static int cmd_quantize(const std::vector<std::string>& args) {
-  std::string out_path;
-  RunArgs a = parse_two(args, "OUT path", &out_path);
-  bool type_given = false;
-  for (const auto& s : args) type_given |= s == "--type";
-  if (!type_given) fail(ErrorCode::BadArgument, "quantize needs --type q8_0|q4_0|q4_k");
-  const QType type = parse_qtype(a.weight_type);
+  const QuantizeArgs q = parse_quantize_args(args);
+  const RunArgs& a = q.run;
   const std::string text = a.text_path.empty() ? "" : read_text(a.text_path);  // fail before the work
   auto in = map_file(a.model_path);
-  std::shared_ptr<const Blob> gguf = in;
   const bool from_gguf = looks_like_gguf(in->data(), in->size());
-  if (!from_gguf) {  // llama2.c: to an f32 GGUF in memory with the convert writer, then quantize that
-    LoadedModel m = load_model(in);
-    auto tb = map_file(a.tokenizer_path);
-    Tokenizer tok = Tokenizer::from_llama2c(tb->data(), tb->size(), m.config.vocab_size);
-    std::string name = a.model_path.substr(a.model_path.find_last_of('/') + 1);
-    gguf = std::make_shared<VectorBlob>(llama2c_to_gguf(m, tok, name, QType::F32));
+  std::shared_ptr<const Blob> tok;
+  if (!from_gguf) tok = map_file(a.tokenizer_path);
+  std::shared_ptr<const Blob> gguf =
+      quantize_input(in, tok.get(), a.model_path.substr(a.model_path.find_last_of('/') + 1));
+  std::vector<QuantizedTensor> tensors;
+  uint64_t out_bytes = 0;
+  {  // streamed to the file: no copy of the output in memory
+    std::ofstream f(q.out_path, std::ios::binary);
+    if (!f) fail(ErrorCode::Io, "cannot write " + q.out_path);
+    tensors = quantize_gguf_stream(GgufFile::parse(gguf), q.type, [&](const std::vector<uint8_t>& b) {
+      f.write(reinterpret_cast<const char*>(b.data()), (std::streamsize)b.size());
+      out_bytes += b.size();
+    });
+    if (!f.flush()) fail(ErrorCode::Io, "cannot write " + q.out_path);
   }
-  QuantizeResult q = quantize_gguf(GgufFile::parse(gguf), type);
-  {
-    std::ofstream f(out_path, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(q.bytes.data()), (std::streamsize)q.bytes.size());
-    if (!f) fail(ErrorCode::Io, "cannot write " + out_path);
-  }
-  std::map<std::string, int> count;
-  for (const auto& t : q.tensors) count[ggml_type_name(t.to)]++;
-  std::string mix;
-  for (const auto& [k, v] : count) mix += (mix.empty() ? "" : ", ") + std::to_string(v) + " " + k;
-  printf("%s (%s, %s) -> %s (%s, %s): %.2fx smaller\n", a.model_path.c_str(), from_gguf ? "GGUF" : "llama2.c",
-         format_bytes(in->size()).c_str(), out_path.c_str(), a.weight_type.c_str(), format_bytes(q.bytes.size()).c_str(),
-         (double)in->size() / (double)q.bytes.size());
-  printf("tensors: %s\n", mix.c_str());
-  for (const auto& t : q.tensors)
-    if (!t.note.empty()) printf("  %s: %s\n", t.name.c_str(), t.note.c_str());
+  fputs(quantize_summary(q, from_gguf, in->size(), out_bytes, tensors).c_str(), stdout);
   if (!text.empty()) {
     PerplexityStats before = measure(gguf, a, text, "before ");
-    PerplexityStats after = measure(map_file(out_path), a, text, "after ");
-    printf("perplexity on %s (%lld tokens predicted): before %.4f, after %.4f (%+.2f%%)\n", a.text_path.c_str(),
-           (long long)after.predicted, before.perplexity(), after.perplexity(),
-           100.0 * (after.perplexity() / before.perplexity() - 1.0));
+    PerplexityStats after = measure(map_file(q.out_path), a, text, "after ");
+    fputs(perplexity_change(a.text_path, before, after).c_str(), stdout);
   }
   return 0;
 }

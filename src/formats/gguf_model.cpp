@@ -1,9 +1,10 @@
-// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3: kArchs),
+// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2; encoders bert, nomic-bert: kArchs),
 // weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, kept as stored
 // (a fused QKV or gate+up matrix becomes row views). Tokenizers: SentencePiece and byte-level BPE.
 #include "gguf_model.h"
 
 #include <cctype>
+#include <cmath>
 
 #include "../common.h"
 
@@ -59,19 +60,28 @@ struct ArchRow {
   bool fused_qkv;  // attn_qkv (rows q, then k, then v)
   bool all_bias;   // every linear layer and norm has a bias (GPT-2)
   bool fused_up;   // ffn_up holds the gate rows, then the up rows (Phi-3)
+  bool embed_sqrt_dim;  // token embeddings scaled by sqrt(dim) (Gemma)
+  bool gemma2 = false;  // post-norms, soft-capped scores and logits, sliding window on even layers
   bool encoder = false;  // BERT layout: bidirectional, post-norm, embedding norm, no LM head
 };
 const ArchRow kArchs[] = {
-    {"llama", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false},
-    {"qwen2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, true, false, false, false, false},
-    {"qwen3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false},
-    {"gpt2", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, false, false, true, true, false},
+    {"llama", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false},
+    {"qwen2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, true, false, false, false, false, false},
+    {"qwen3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false, false},
+    {"gpt2", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, false, false, true, true, false, false},
     // Phi-3: QKV fused or not; llama.cpp ignores its sliding window, and so does qkv.
-    {"phi3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, false, false, true},
+    {"phi3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, false, false, true, false},
+    // Gemma: llama.cpp's converter stores the RMSNorm weights as (1 + w), so the norm is plain;
+    // head width from attention.key_length (256 for gemma-2b and 7b, not dim / heads); tied output.
+    {"gemma", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, false, false, false, false, true},
+    // Gemma 2: Gemma plus RMSNorms of the attention and feed-forward outputs before their residual
+    // adds, attention scores and logits soft-capped (cap * tanh(x / cap)), and a sliding window
+    // on the even layers (llama.cpp's swa pattern for gemma2).
+    {"gemma2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, false, false, false, false, true, true},
     // Encoders (llama.cpp's names): BERT with learned positions and GELU; Nomic BERT with a fused
     // QKV, RoPE (NeoX halves) and SwiGLU.
-    {"bert", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, true, false, false, false, false, true},
-    {"nomic-bert", NormKind::LayerNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, true, false, false, true},
+    {"bert", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, true, false, false, false, false, false, false, true},
+    {"nomic-bert", NormKind::LayerNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, true, false, false, false, false, true},
 };
 
 const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
@@ -95,7 +105,7 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
 }
 }  // namespace
 
-const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, bert, nomic-bert"; }
+const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, bert, nomic-bert"; }
 
 namespace {
 // The encoder half of the loader: BERT's tensor names (attn_output_norm and layer_output_norm
@@ -177,6 +187,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
                                                       : g.get_float_or(key("attention.layer_norm_epsilon"), 1e-5));
   c.pos = row->pos;
   c.ffn = row->ffn;
+  if (row->embed_sqrt_dim) c.embed_scale = std::sqrt((float)c.dim);
   const bool rope = c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves;
   if (rope) {
     c.rope_theta = (float)g.get_float_or(key("rope.freq_base"), 10000.0);
@@ -219,6 +230,21 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       case 4: fail(ErrorCode::Unsupported, "GGUF: " + key("pooling_type") + " = 4 (rank: a reranker) is not supported yet");
       default: bad(key("pooling_type") + " = " + std::to_string(pool) + " is not a pooling type (0..4)");
     }
+  }
+  if (row->gemma2) {  // llama.cpp's defaults where a key is absent
+    auto cap = [&](const char* k, double def) {
+      const double v = g.get_float_or(key(k), def);
+      if (!(v >= 0.0 && v < 1e6)) bad(key(k) + " = " + std::to_string(v) + " is out of range");
+      return (float)v;
+    };
+    c.attn_softcap = cap("attn_logit_softcapping", 50.0);
+    c.logit_softcap = cap("final_logit_softcapping", 30.0);
+    const int window = to_int(g.get_int_or(key("attention.sliding_window"), 4096), key("attention.sliding_window"));
+    c.layer_window.assign(c.n_layers, 0);
+    for (int l = 0; l < c.n_layers; l += 2) c.layer_window[l] = window;
+    // llama.cpp scales the 27B model's queries by 1/sqrt(dim / heads) (its query_pre_attn_scalar),
+    // the others by 1/sqrt(head_dim); it tells the 27B model by its 46 layers.
+    if (c.n_layers == 46) c.attn_scale = 1.0f / std::sqrt((float)c.dim / (float)c.n_heads);
   }
   c.validate();
 
@@ -273,6 +299,10 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     }
     L.wo = weight(g, p + "attn_output.weight", d, q);
     if (b) L.bo = vec(g, p + "attn_output.bias", d);
+    if (row->gemma2) {
+      L.attn_post_norm = vec(g, p + "post_attention_norm.weight", d);
+      L.ffn_post_norm = vec(g, p + "post_ffw_norm.weight", d);
+    }
     L.ffn_norm = vec(g, p + "ffn_norm.weight", d);
     if (b) L.ffn_norm_b = vec(g, p + "ffn_norm.bias", d);
     if (row->fused_up) {
@@ -280,7 +310,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       L.w_gate = rows_of(gate_up, 0, h);
       L.w_up = rows_of(gate_up, h, h);
     } else {
-      if (c.ffn == FfnKind::SwiGLU) L.w_gate = weight(g, p + "ffn_gate.weight", h, d);
+      if (c.ffn == FfnKind::SwiGLU || c.ffn == FfnKind::GeGLU) L.w_gate = weight(g, p + "ffn_gate.weight", h, d);
       L.w_up = weight(g, p + "ffn_up.weight", h, d);
     }
     L.w_down = weight(g, p + "ffn_down.weight", d, h);

@@ -224,8 +224,9 @@ std::vector<uint8_t> write_encoder_model(const TestModelSpec& s) {
 std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
   const std::string& A = s.arch;
   if (A == "bert" || A == "nomic-bert") return write_encoder_model(s);
-  const bool gpt2 = A == "gpt2", qwen2 = A == "qwen2", qwen3 = A == "qwen3", phi3 = A == "phi3";
-  if (A != "llama" && !gpt2 && !qwen2 && !qwen3 && !phi3) fail(ErrorCode::BadArgument, "no test model for architecture '" + A + "'");
+  const bool gpt2 = A == "gpt2", qwen2 = A == "qwen2", qwen3 = A == "qwen3", phi3 = A == "phi3", gemma2 = A == "gemma2",
+             gemma = A == "gemma" || gemma2;
+  if (A != "llama" && !gpt2 && !qwen2 && !qwen3 && !phi3 && !gemma) fail(ErrorCode::BadArgument, "no test model for architecture '" + A + "'");
   GgufWriter w;
   w.add_string("general.architecture", A);
   w.add_string("general.name", s.name.empty() ? "qkv test " + A : s.name);
@@ -261,7 +262,8 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
   if (!s.chat_template.empty()) w.add_string("tokenizer.chat_template", s.chat_template);
 
   // Hyperparameters.
-  const int head_dim = qwen3 ? 24 : s.dim / s.heads;  // Qwen3: heads wider than dim / heads
+  // Qwen3 and Gemma: head width from attention.key_length, not dim / heads.
+  const int head_dim = qwen3 ? 24 : gemma ? 32 : s.dim / s.heads;
   const uint64_t d = s.dim, h = s.hidden, q = (uint64_t)s.heads * head_dim, kv = (uint64_t)s.kv_heads * head_dim;
   auto key = [&](const char* k) { return A + "." + k; };
   w.add_u32(key("context_length"), s.context);
@@ -281,7 +283,12 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
       w.add_f32(key("rope.scaling.factor"), s.rope_linear_factor);
     }
   }
-  if (qwen3) {
+  if (gemma2) {  // small caps and window so that the test prompts reach them
+    w.add_f32(key("attn_logit_softcapping"), 2.0f);
+    w.add_f32(key("final_logit_softcapping"), 2.5f);
+    w.add_u32(key("attention.sliding_window"), 8);
+  }
+  if (qwen3 || gemma) {
     w.add_u32(key("attention.key_length"), head_dim);
     w.add_u32(key("attention.value_length"), head_dim);
   }
@@ -299,7 +306,7 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     std::vector<float> v = r.fill(n, center - spread, center + spread);
     w.add_tensor_f32(name, {n}, v.data());
   };
-  {
+  {  // (Gemma multiplies these rows by sqrt(dim) at run time)
     std::vector<float> e = r.fill((uint64_t)V * d, -0.5f, 0.5f);
     w.add_tensor_f32("token_embd.weight", {d, (uint64_t)V}, e.data());
   }
@@ -331,12 +338,14 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     }
     matrix(p + "attn_output.weight", d, q, 3.0f);
     if (gpt2) vector(p + "attn_output.bias", d, 0.0f, 0.1f);
+    if (gemma2) vector(p + "post_attention_norm.weight", d, 1.0f, 0.2f);
     vector(p + "ffn_norm.weight", d, 1.0f, 0.2f);
     if (gpt2) vector(p + "ffn_norm.bias", d, 0.0f, 0.1f);
-    if (!gpt2 && !phi3) matrix(p + "ffn_gate.weight", h, d);
+    if (!gpt2 && !phi3) matrix(p + "ffn_gate.weight", h, d, gemma ? 2.0f : 1.0f);
     matrix(p + "ffn_up.weight", phi3 ? 2 * h : h, d);  // Phi-3: gate rows, then up rows
     if (gpt2) vector(p + "ffn_up.bias", h, 0.0f, 0.2f);
     matrix(p + "ffn_down.weight", d, h, 3.0f);
+    if (gemma2) vector(p + "post_ffw_norm.weight", d, 1.0f, 0.2f);
     if (gpt2) vector(p + "ffn_down.bias", d, 0.0f, 0.1f);
   }
   vector("output_norm.weight", d, 1.0f, 0.2f);

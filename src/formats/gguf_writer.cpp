@@ -82,10 +82,8 @@ void GgufWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims,
   if (cols % qtype_block(type) != 0)
     fail(ErrorCode::BadArgument, "tensor " + name + ": rows of " + std::to_string(cols) + " do not split into blocks");
   const size_t rb = qtype_row_bytes(type, cols);
-  if (type == QType::Q5_K)
-    fail(ErrorCode::Unsupported, "writing Q5_K tensors is not supported yet (reading them is)");
   const uint32_t gt = ggml_of_qtype(type);
-  T t{name, std::move(dims), gt, std::vector<uint8_t>(rows * rb)};
+  T t{name, std::move(dims), gt, std::vector<uint8_t>(rows * rb), rows * rb};
   for (uint64_t r = 0; r < rows; r++) {
     const float* src = data + r * cols;
     uint8_t* dst = t.bytes.data() + r * rb;
@@ -108,6 +106,7 @@ void GgufWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims,
       case QType::Q5_0: quantize_row_q5_0(src, dst, cols); break;
       case QType::Q5_1: quantize_row_q5_1(src, dst, cols); break;
       case QType::Q4_K: quantize_row_q4_k(src, dst, cols); break;
+      case QType::Q5_K: quantize_row_q5_k(src, dst, cols); break;
       case QType::Q6_K: quantize_row_q6_k(src, dst, cols); break;
       default: break;  // refused above
     }
@@ -125,10 +124,21 @@ QType parse_qtype(const std::string& s) {
   if (s == "q5_0") return QType::Q5_0;
   if (s == "q5_1") return QType::Q5_1;
   if (s == "q4_k") return QType::Q4_K;
-  fail(ErrorCode::BadArgument, "unknown weight type '" + s + "' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k)");
+  if (s == "q5_k") return QType::Q5_K;
+  fail(ErrorCode::BadArgument, "unknown weight type '" + s + "' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k)");
 }
 
-std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {
+void GgufWriter::add_tensor_info(const std::string& name, std::vector<uint64_t> dims, QType type) {
+  uint64_t n = 1;
+  for (uint64_t d : dims) n *= d;
+  const int cols = (int)dims[0];
+  if (cols % qtype_block(type) != 0)
+    fail(ErrorCode::BadArgument, "tensor " + name + ": rows of " + std::to_string(cols) + " do not split into blocks");
+  const uint64_t size = n / cols * qtype_row_bytes(type, cols);
+  tensors_.push_back(T{name, std::move(dims), ggml_of_qtype(type), {}, size});
+}
+
+std::vector<uint8_t> GgufWriter::header(uint32_t alignment) const {
   std::vector<uint8_t> o;
   o.insert(o.end(), {'G', 'G', 'U', 'F'});
   put<uint32_t>(o, 3);
@@ -145,10 +155,16 @@ std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {
     for (uint64_t d : t.dims) put<uint64_t>(o, d);
     put<uint32_t>(o, t.ggml_type);
     put<uint64_t>(o, off);
-    off += (t.bytes.size() + alignment - 1) / alignment * alignment;
+    off += (t.size + alignment - 1) / alignment * alignment;
   }
   o.resize((o.size() + alignment - 1) / alignment * alignment, 0);
+  return o;
+}
+
+std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {
+  std::vector<uint8_t> o = header(alignment);
   for (const T& t : tensors_) {
+    if (t.bytes.size() != t.size) fail(ErrorCode::BadArgument, "tensor " + t.name + " has no data to write");
     o.insert(o.end(), t.bytes.begin(), t.bytes.end());
     o.resize((o.size() + alignment - 1) / alignment * alignment, 0);
   }

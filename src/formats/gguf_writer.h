@@ -26,6 +26,12 @@ class GgufWriter {
   void add_tensor_f32(const std::string& name, std::vector<uint64_t> dims, const float* data);
   void add_tensor(const std::string& name, std::vector<uint64_t> dims, const float* data, QType type);
   std::vector<uint8_t> finish(uint32_t alignment = 32) const;
+  // For streaming writers: a tensor described but not held (its bytes come later, in order,
+  // each padded to the alignment), and the file's bytes up to the start of the tensor data.
+  void add_tensor_info(const std::string& name, std::vector<uint64_t> dims, QType type);
+  std::vector<uint8_t> header(uint32_t alignment = 32) const;
+  // The encoded bytes of the i-th tensor added with add_tensor (moved out).
+  std::vector<uint8_t> tensor_bytes(size_t i) { return std::move(tensors_.at(i).bytes); }
 
  private:
   struct T {
@@ -33,6 +39,7 @@ class GgufWriter {
     std::vector<uint64_t> dims;
     uint32_t ggml_type;
     std::vector<uint8_t> bytes;
+    uint64_t size = 0;  // bytes of data (bytes.size() when held)
   };
   std::vector<uint8_t> kv_;
   uint64_t n_kv_ = 0;
@@ -48,7 +55,7 @@ void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok, const std::vector<st
 // matrices stored as `type` (norms stay f32).
 std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name,
                                      QType type = QType::F32);
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k" -> QType; throws BadArgument otherwise.
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k" -> QType; throws BadArgument otherwise.
 QType parse_qtype(const std::string& s);
 
 }  // namespace qkv
@@ -58,7 +65,7 @@ namespace qkv {
 // Small random-weight models of each supported architecture with a tokenizer, for conformance
 // tests against other engines (llama.cpp) and for tests of the loaders.
 struct TestModelSpec {
-  std::string arch = "llama";  // llama, qwen2, qwen3, gpt2, phi3; encoders: bert, nomic-bert (WordPiece vocabulary)
+  std::string arch = "llama";  // llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2; encoders: bert, nomic-bert (WordPiece vocabulary)
   std::string pre = "gpt-2";   // BPE pre-tokenizer name (tokenizer.ggml.pre); unused with spm
   const Tokenizer* spm = nullptr;  // a SentencePiece vocabulary to embed instead of a learned BPE one
   std::vector<std::string> spm_specials;  // control tokens appended to it

@@ -1,9 +1,13 @@
 // qkv for browsers and workers: the pthreads build where the page is cross-origin isolated
 // (SharedArrayBuffer available), the single-thread build everywhere else.
 import { Model, QkvError, Session, loadModelWith } from './core.js';
+import { QUANTIZE_TYPES, quantizeWith } from './quantize.js';
+import { TRAIN_PRESETS, Trainer, createTrainerWith, trainOptions } from './trainer.js';
+import { createRemoteTrainer } from './train-worker-client.js';
 
-export { Model, QkvError, Session };
+export { Model, QkvError, Session, TRAIN_PRESETS, Trainer };
 export { ErrorCodes } from './errors.js';
+export { QUANTIZE_TYPES };
 
 const MAX_WASM_THREADS = 8;
 const cache = new Map();
@@ -56,4 +60,26 @@ const browserEnv = {
  */
 export function loadModel(source, options = {}) {
   return loadModelWith(browserEnv, source, options);
+}
+
+/**
+ * Re-encodes a model's weight matrices to a block type (the native `qkv quantize`).
+ * @param {string | URL | Blob | ArrayBuffer | ArrayBufferView | AsyncIterable<Uint8Array>} source
+ * @param {import('../../types/index.js').QuantizeOptions} options
+ */
+export function quantize(source, options) {
+  return quantizeWith(browserEnv, source, options);
+}
+
+/**
+ * Creates a trainer (fresh model or fine-tuning) on text. On a page it runs in a dedicated
+ * Worker by default ({worker: 'auto'}), with threads where the page is cross-origin isolated;
+ * inside a worker, or with {worker: false}, it runs in this thread.
+ * @param {import('../../types/index.js').TrainOptions} options
+ */
+export async function createTrainer(options) {
+  const t = trainOptions(options);  // bad options fail here, before a worker starts
+  const onPage = typeof globalThis.document !== 'undefined' && typeof Worker === 'function';
+  if (t.worker === true || (t.worker === 'auto' && onPage)) return createRemoteTrainer(options);
+  return createTrainerWith(browserEnv, options);
 }

@@ -3,10 +3,14 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { Model, QkvError, Session, loadModelWith } from './core.js';
+import { QUANTIZE_TYPES, quantizeWith } from './quantize.js';
 import { MAX_WASM_THREADS, hardwareThreads, loadWasmModule } from './wasm-node.mjs';
+import { TRAIN_PRESETS, Trainer, createTrainerWith, trainOptions } from './trainer.js';
+import { createRemoteTrainer } from './train-worker-client.js';
 
-export { Model, QkvError, Session };
+export { Model, QkvError, Session, TRAIN_PRESETS, Trainer };
 export { ErrorCodes } from './errors.js';
+export { QUANTIZE_TYPES };
 
 async function openPath(path, signal) {
   let st;
@@ -42,4 +46,24 @@ const nodeEnv = {
  */
 export function loadModel(source, options = {}) {
   return loadModelWith(nodeEnv, source, options);
+}
+
+/**
+ * Re-encodes a model's weight matrices to a block type (the native `qkv quantize`).
+ * @param {string | URL | Blob | ArrayBuffer | ArrayBufferView | AsyncIterable<Uint8Array>} source
+ * @param {import('../../types/index.js').QuantizeOptions} options
+ */
+export function quantize(source, options) {
+  return quantizeWith(nodeEnv, source, options);
+}
+
+/**
+ * Creates a trainer (fresh model or fine-tuning) on text. In Node it runs in this thread on the
+ * pthreads build by default; {worker: true} runs it in a worker thread.
+ * @param {import('../../types/index.js').TrainOptions} options
+ */
+export async function createTrainer(options) {
+  const t = trainOptions(options);  // bad options fail here, before a worker starts
+  if (t.worker === true) return createRemoteTrainer(options);
+  return createTrainerWith(nodeEnv, options);
 }

@@ -24,6 +24,15 @@ void relu_ref(float* x, int n) {
 void swiglu_ref(float* g, const float* u, int n) {
   for (int i = 0; i < n; i++) g[i] = g[i] * (1.0f / (1.0f + std::exp(-g[i]))) * u[i];
 }
+void geglu_ref(float* g, const float* u, int n) {
+  for (int i = 0; i < n; i++) {
+    float v = g[i];
+    g[i] = 0.5f * v * (1.0f + std::tanh(kGeluC * (v + 0.044715f * v * v * v))) * u[i];
+  }
+}
+void scale_ref(float* x, float a, int n) {
+  for (int i = 0; i < n; i++) x[i] *= a;
+}
 
 static inline fbatch silu_b(fbatch v) { return v / (fbatch(1.0f) + xsimd::exp(-v)); }
 static inline fbatch gelu_b(fbatch v) {
@@ -52,6 +61,17 @@ void swiglu_simd(float* g, const float* u, int n) {
   for (; i + kLanes <= n; i += kLanes)
     (silu_b(fbatch::load_unaligned(g + i)) * fbatch::load_unaligned(u + i)).store_unaligned(g + i);
   swiglu_ref(g + i, u + i, n - i);
+}
+void geglu_simd(float* g, const float* u, int n) {
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    (gelu_b(fbatch::load_unaligned(g + i)) * fbatch::load_unaligned(u + i)).store_unaligned(g + i);
+  geglu_ref(g + i, u + i, n - i);
+}
+void scale_simd(float* x, float a, int n) {
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) (fbatch::load_unaligned(x + i) * fbatch(a)).store_unaligned(x + i);
+  scale_ref(x + i, a, n - i);
 }
 
 }  // namespace qkv

@@ -15,5 +15,11 @@ void relu_simd(float* x, int n);
 // SwiGLU: gate <- silu(gate) * up                   gate, up: (n,)
 void swiglu_ref(float* gate, const float* up, int n);
 void swiglu_simd(float* gate, const float* up, int n);
+// GeGLU: gate <- gelu(gate) * up (gelu in the tanh form above)   gate, up: (n,)
+void geglu_ref(float* gate, const float* up, int n);
+void geglu_simd(float* gate, const float* up, int n);
+// x <- a * x                                        in place, x: (n,)
+void scale_ref(float* x, float a, int n);
+void scale_simd(float* x, float a, int n);
 
 }  // namespace qkv

@@ -36,6 +36,7 @@ void attention_ref(const AttentionArgs& a) {
         float s = 0.0f;
         for (int d = 0; d < hd; d++) s += q[d] * k[d];
         sc[j] = s * a.scale;
+        if (a.softcap > 0.0f) sc[j] = a.softcap * std::tanh(sc[j] / a.softcap);
         if (sc[j] > mx) mx = sc[j];
       }
       float sum = 0.0f;
@@ -110,6 +111,7 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
             const int qpos = a.q_pos0 + i0 + i;
             s[i][jj] = visible(a, qpos, j) ? dot_simd(a.q + (i0 + i) * a.q_stride + h * hd, k, hd) * a.scale
                                            : -INFINITY;
+            if (a.softcap > 0.0f && s[i][jj] != -INFINITY) s[i][jj] = a.softcap * std::tanh(s[i][jj] / a.softcap);
           }
         }
         for (int i = 0; i < nq; i++) {

@@ -539,13 +539,17 @@ static inline int clamp_round(float v, int lo, int hi) {
   return q < lo ? lo : q > hi ? hi : q;
 }
 
-void quantize_row_q4_k(const float* x, void* dst, int n) {
+// Q4_K (4-bit, 144 bytes per 256) and Q5_K (5-bit, 176 bytes: the fifth bits in 32 bytes
+// before the nibbles) share the fit: per sub-block of 32 a scale and a min, quantized to 6 bits
+// under f16 super-scales.
+static void quantize_row_kquant(const float* x, void* dst, int n, bool k5) {
+  const int nmax = k5 ? 31 : 15;
   uint8_t* p = static_cast<uint8_t*>(dst);
-  for (int b = 0; b < n / 256; b++, p += 144) {
+  for (int b = 0; b < n / 256; b++, p += k5 ? 176 : 144) {
     const float* v = x + (size_t)b * 256;
     float sc[8], off[8], max_sc = 0.0f, max_off = 0.0f;
     for (int j = 0; j < 8; j++) {
-      fit_scale_offset(v + 32 * j, 32, 15, &sc[j], &off[j]);
+      fit_scale_offset(v + 32 * j, 32, nmax, &sc[j], &off[j]);
       max_sc = std::fmax(max_sc, sc[j]);
       max_off = std::fmax(max_off, off[j]);
     }
@@ -568,17 +572,23 @@ void quantize_row_q4_k(const float* x, void* dst, int n) {
         scales[j] |= (uint8_t)((lm[j] >> 4) << 6);
       }
     }
-    uint8_t* qs = p + 16;
+    uint8_t* qh = p + 16;  // Q5_K only: bit j of qh[k] is the fifth bit of sub-block j's element k
+    uint8_t* qs = p + (k5 ? 48 : 16);
+    if (k5) std::memset(qh, 0, 32);
     for (int j = 0; j < 8; j++) {
       const float s = d * ls[j], m = dmin * lm[j];
       for (int k = 0; k < 32; k++) {
-        const int q = s > 0.0f ? clamp_round((v[32 * j + k] + m) / s, 0, 15) : 0;
+        const int q = s > 0.0f ? clamp_round((v[32 * j + k] + m) / s, 0, nmax) : 0;
         uint8_t& byte = qs[32 * (j / 2) + k];
-        byte = j % 2 ? (uint8_t)((byte & 0x0f) | (q << 4)) : (uint8_t)q;
+        byte = j % 2 ? (uint8_t)((byte & 0x0f) | ((q & 0x0f) << 4)) : (uint8_t)(q & 0x0f);
+        if (k5) qh[k] |= (uint8_t)((q >> 4) << j);
       }
     }
   }
 }
+
+void quantize_row_q4_k(const float* x, void* dst, int n) { quantize_row_kquant(x, dst, n, false); }
+void quantize_row_q5_k(const float* x, void* dst, int n) { quantize_row_kquant(x, dst, n, true); }
 
 void quantize_row_q6_k(const float* x, void* dst, int n) {
   uint8_t* p = static_cast<uint8_t*>(dst);

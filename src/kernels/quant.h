@@ -58,8 +58,9 @@ void quantize_row_q5_0(const float* x, void* dst, int n);
 void quantize_row_q5_1(const float* x, void* dst, int n);
 // K-quants: n a multiple of 256. Q4_K searches each sub-block of 32 for the scale and min that
 // minimise the weighted squared error, then quantizes the 8 scales and 8 mins to 6 bits under
-// f16 super-scales. Q6_K takes per-16 scales from the largest magnitude, quantized to int8.
+// f16 super-scales; Q5_K does the same with 5-bit values. Q6_K takes per-16 scales from the largest magnitude, quantized to int8.
 void quantize_row_q4_k(const float* x, void* dst, int n);
+void quantize_row_q5_k(const float* x, void* dst, int n);
 void quantize_row_q6_k(const float* x, void* dst, int n);
 
 // Y = X W^T over rows [r0, r1) of a stored matrix W (d, n), in f32 arithmetic (the path of

@@ -23,6 +23,7 @@ const char* ffn_kind_name(FfnKind k) {
     case FfnKind::SwiGLU: return "swiglu";
     case FfnKind::GELU: return "gelu";
     case FfnKind::ReLU: return "relu";
+    case FfnKind::GeGLU: return "geglu";
   }
   return "?";
 }
@@ -68,6 +69,10 @@ void ModelConfig::validate() const {
     need(rope_theta > 0.0f, "rope theta must be positive");
   }
   need(n_token_types >= 0 && n_token_types <= 1024, "token types = " + s(n_token_types) + " (must be 0..1024)");
+  need(embed_scale > 0.0f && embed_scale < 1e6f, "embedding scale out of range");
+  need(attn_scale >= 0.0f && attn_scale < 1e6f, "attention scale out of range");
+  need(attn_softcap >= 0.0f && attn_softcap < 1e6f, "attention soft-cap out of range");
+  need(logit_softcap >= 0.0f && logit_softcap < 1e6f, "logit soft-cap out of range");
   need(norm_eps >= 0.0f && norm_eps < 1.0f, "norm epsilon out of range");
 }
 

@@ -9,7 +9,9 @@ namespace qkv {
 
 enum class NormKind { RMSNorm, LayerNorm };
 enum class PosKind { None, RopeAdjacent, RopeHalves, Learned, Sinusoidal };
-enum class FfnKind { SwiGLU, GELU, ReLU };
+// SwiGLU: silu(x W_gate) * (x W_up); GeGLU: gelu_tanh(x W_gate) * (x W_up) (Gemma); GELU/ReLU:
+// act(x W_up + b).
+enum class FfnKind { SwiGLU, GELU, ReLU, GeGLU };
 // Softmax: scaled dot-product attention. Linear: the elu+1 feature-map kernel (linear attention).
 enum class AttnKind { Softmax, Linear };
 // How an encoder turns its per-token states into one vector per text (GGUF *.pooling_type).
@@ -40,6 +42,10 @@ struct ModelConfig {
   int n_rot = 0;                 // rotated dims per head (0 = head_dim)
   FfnKind ffn = FfnKind::SwiGLU;
   bool tied_classifier = true;  // classifier shares the token embedding matrix
+  float embed_scale = 1.0f;     // token embeddings are multiplied by this (Gemma: sqrt(dim))
+  float attn_scale = 0.0f;      // attention score scale; 0 = 1/sqrt(head_dim)
+  float attn_softcap = 0.0f;    // > 0: scores capped as softcap * tanh(s / softcap) (Gemma 2)
+  float logit_softcap = 0.0f;   // > 0: logits capped the same way (Gemma 2)
   int sliding_window = 0;       // > 0: attend only to the last `sliding_window` positions
   // Per layer, when not empty (n_layers entries): attention kind and sliding window (0 = full),
   // overriding Softmax and sliding_window.

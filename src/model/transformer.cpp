@@ -236,6 +236,8 @@ const float* Transformer::encode(const int* tokens, const int* types, const int*
 
 void Transformer::set_external_attention(bool on) {
   const ModelConfig& c = m_.config;
+  if (on && (c.attn_softcap > 0.0f || c.attn_scale > 0.0f))
+    fail(ErrorCode::Unsupported, "external (WebGPU) attention has no score soft-cap or custom scale (" + c.arch + ")");
   for (int l = 0; on && l < c.n_layers; l++)
     if (c.attn_of(l) != AttnKind::Softmax)
       fail(ErrorCode::Unsupported, std::string("external (WebGPU) attention runs softmax layers only; layer ") +
@@ -319,6 +321,7 @@ void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
   for (int t = 0; t < B; t++) {
     float* xt = x + (int64_t)t * dim;
     dequantize_row_simd(w.tok_embed.type, w.tok_embed.row(tokens[t]), xt, dim);
+    if (c.embed_scale != 1.0f) scale_simd(xt, c.embed_scale, dim);
     if (w.type_embed) add_f32_simd(xt, w.type_embed + (int64_t)(encoding_ ? row_type_[t] : 0) * dim, dim);
     if (c.pos == PosKind::Learned) add_f32_simd(xt, w.pos_embed + (int64_t)pos_of(t) * dim, dim);
     if (c.pos == PosKind::Sinusoidal) add_sinusoidal(xt, dim, pos_of(t));
@@ -388,7 +391,8 @@ void Transformer::layer_attention(int l) {
   a.kv_stride = c.kv_dim();
   a.out = xb2_.data();
   a.out_stride = qd;
-  a.scale = 1.0f / std::sqrt((float)hd);
+  a.scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt((float)hd);
+  a.softcap = c.attn_softcap;
   a.q_pos0 = cur_pos_;
   a.causal = true;
   a.window = c.window_of(l);
@@ -444,8 +448,10 @@ void Transformer::layer_rest(int l) {
   }
   matmul(xb_.data(), dim, xb2_.data(), qd, L.wo, B);
   for (int t = 0; t < B; t++) {
-    if (L.bo) add_f32_simd(xb_.data() + (int64_t)t * dim, L.bo, dim);
-    add_f32_simd(x + (int64_t)t * dim, xb_.data() + (int64_t)t * dim, dim);
+    float* o = xb_.data() + (int64_t)t * dim;
+    if (L.bo) add_f32_simd(o, L.bo, dim);
+    if (L.attn_post_norm) rmsnorm_simd(o, o, L.attn_post_norm, dim, c.norm_eps);
+    add_f32_simd(x + (int64_t)t * dim, o, dim);
   }
   if (c.post_norm) norm(x, x, L.attn_norm, L.attn_norm_b, B);
 
@@ -455,9 +461,10 @@ void Transformer::layer_rest(int l) {
     in = xb_.data();
   }
   matmul(hb2_.data(), hid, in, dim, L.w_up, B);
-  if (c.ffn == FfnKind::SwiGLU) {
+  if (c.ffn == FfnKind::SwiGLU || c.ffn == FfnKind::GeGLU) {
     matmul(hb_.data(), hid, in, dim, L.w_gate, B);
-    for (int t = 0; t < B; t++) swiglu_simd(hb_.data() + (int64_t)t * hid, hb2_.data() + (int64_t)t * hid, hid);
+    auto glu = c.ffn == FfnKind::SwiGLU ? swiglu_simd : geglu_simd;
+    for (int t = 0; t < B; t++) glu(hb_.data() + (int64_t)t * hid, hb2_.data() + (int64_t)t * hid, hid);
   } else {
     for (int t = 0; t < B; t++) {
       float* h = hb2_.data() + (int64_t)t * hid;
@@ -469,8 +476,10 @@ void Transformer::layer_rest(int l) {
   }
   matmul(xb_.data(), dim, hb_.data(), hid, L.w_down, B);
   for (int t = 0; t < B; t++) {
-    if (L.b_down) add_f32_simd(xb_.data() + (int64_t)t * dim, L.b_down, dim);
-    add_f32_simd(x + (int64_t)t * dim, xb_.data() + (int64_t)t * dim, dim);
+    float* o = xb_.data() + (int64_t)t * dim;
+    if (L.b_down) add_f32_simd(o, L.b_down, dim);
+    if (L.ffn_post_norm) rmsnorm_simd(o, o, L.ffn_post_norm, dim, c.norm_eps);
+    add_f32_simd(x + (int64_t)t * dim, o, dim);
   }
   if (c.post_norm) norm(x, x, L.ffn_norm, L.ffn_norm_b, B);
 }
@@ -483,6 +492,10 @@ void Transformer::chunk_logits(float* logits_out, bool all_logits) {
   const int B = cur_b_, dim = c.dim, first = all_logits ? 0 : B - 1, count = B - first;
   norm(xb_.data(), x_.data() + (int64_t)first * dim, m_.weights.final_norm, m_.weights.final_norm_b, count);
   matmul(logits_out, c.vocab_size, xb_.data(), dim, m_.weights.classifier, count);
+  if (c.logit_softcap > 0.0f) {
+    const float cap = c.logit_softcap;
+    for (int64_t i = 0; i < (int64_t)count * c.vocab_size; i++) logits_out[i] = cap * std::tanh(logits_out[i] / cap);
+  }
 }
 
 }  // namespace qkv

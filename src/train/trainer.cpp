@@ -67,6 +67,7 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
     else if (k == "seq_len") c.model.seq_len = (int)i64(2, 1 << 14);
     else if (k == "vocab") c.vocab = (int)i64(260, 65536);
     else if (k == "tokenizer") c.tokenizer = v;
+    else if (k == "init") c.init = v;
     else if (k == "data") c.data = v;
     else if (k == "val_fraction") c.val_fraction = f64(0.0, 0.5);
     else if (k == "batch") c.batch = (int)i64(1, 4096);
@@ -94,7 +95,7 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
     else if (k == "stop_at") c.stop_at = (int)i64(0, 100000000);
     else
       fail(ErrorCode::BadArgument, where + ": unknown key '" + k +
-                                       "' (known: dim n_layers n_heads n_kv_heads hidden_dim seq_len vocab tokenizer data "
+                                       "' (known: init dim n_layers n_heads n_kv_heads hidden_dim seq_len vocab tokenizer data "
                                        "val_fraction batch steps warmup lr min_lr weight_decay clip beta1 beta2 seed "
                                        "eval_interval eval_batches log_interval out state dtype name threads resume stop_at)");
   };
@@ -114,6 +115,18 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
   auto need = [](bool ok, const std::string& msg) {
     if (!ok) fail(ErrorCode::BadArgument, "train config: " + msg);
   };
+  need(c.warmup <= c.steps, "warmup is longer than steps");
+  if (c.min_lr < 0) c.min_lr = c.lr / 10;
+  if (c.state.empty()) c.state = c.out + ".state";
+  if (c.name.empty()) c.name = c.out.substr(c.out.find_last_of('/') + 1);
+  if (!c.init.empty()) {  // fine-tuning: the shape and the tokenizer are the model's
+    need(m.dim == 0 && m.n_layers == 0 && n_heads == 0 && n_kv_heads == 0 && m.hidden_dim == 0 && c.vocab == 0 &&
+             c.tokenizer.empty(),
+         "init (a model to fine-tune) brings its own shape and tokenizer: remove dim, n_layers, n_heads, n_kv_heads, "
+         "hidden_dim, vocab and tokenizer (seq_len may shorten the training windows)");
+    need(!c.data.empty(), "data (a UTF-8 text file) is missing");
+    return c;
+  }
   need(m.dim > 0, "dim is missing");
   need(m.n_layers > 0, "n_layers is missing");
   need(n_heads > 0, "n_heads is missing");
@@ -128,10 +141,6 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
        "n_heads " + std::to_string(n_heads) + " is not a multiple of n_kv_heads " + std::to_string(m.n_kv_heads));
   m.head_dim = m.dim / n_heads;
   need(m.head_dim % 2 == 0, "head dim (dim / n_heads) must be even for RoPE");
-  need(c.warmup <= c.steps, "warmup is longer than steps");
-  if (c.min_lr < 0) c.min_lr = c.lr / 10;
-  if (c.state.empty()) c.state = c.out + ".state";
-  if (c.name.empty()) c.name = c.out.substr(c.out.find_last_of('/') + 1);
   return c;
 }
 
@@ -172,13 +181,309 @@ static std::vector<int> encode_documents(const Tokenizer& tok, const std::string
   return ids;
 }
 
-// ---- state file: everything needed to continue exactly --------------------------------------
+// ---- the trainer ----------------------------------------------------------------------------
+
+static const char* qtype_text(QType t) {
+  switch (t) {
+    case QType::F32: return "f32";
+    case QType::F16: return "f16";
+    case QType::BF16: return "bf16";
+    case QType::Q8_0: return "q8_0";
+    case QType::Q4_0: return "q4_0";
+    case QType::Q4_1: return "q4_1";
+    case QType::Q5_0: return "q5_0";
+    case QType::Q5_1: return "q5_1";
+    case QType::Q4_K: return "q4_k";
+    case QType::Q5_K: return "q5_k";
+    case QType::Q6_K: return "q6_k";
+  }
+  return "?";
+}
+
+// Refuses what TrainModel cannot represent, naming it, before anything is copied.
+static void check_base(const LoadedModel& m) {
+  const ModelConfig& c = m.config;
+  auto no = [](const std::string& why) { fail(ErrorCode::Unsupported, "cannot fine-tune this model: " + why); };
+  if (c.arch != "llama") no("architecture '" + c.arch + "' (training supports llama models)");
+  if (!c.tied_classifier) no("its classifier is separate from the token embedding (training supports tied ones)");
+  for (int l = 0; l < c.n_layers; l++)
+    if (c.attn_of(l) != AttnKind::Softmax || c.window_of(l) != 0) no("layer " + std::to_string(l) + " uses linear or sliding-window attention");
+  const ModelWeights& w = m.weights;
+  if (w.pos_embed || w.rope_factors || w.final_norm_b) no("it has position embeddings, RoPE factors or norm biases");
+  auto weight = [&](const Tensor& t, const std::string& name) {
+    if (t.type != QType::F32 && t.type != QType::F16 && t.type != QType::BF16)
+      no(name + " is stored as " + qtype_text(t.type) +
+         " (quantized); fine-tuning needs f32 or f16 weights: use the unquantized model");
+  };
+  weight(w.tok_embed, "the token embedding");
+  for (size_t l = 0; l < w.layers.size(); l++) {
+    const LayerWeights& L = w.layers[l];
+    const std::string n = "layer " + std::to_string(l) + " ";
+    if (L.bq || L.bk || L.bv || L.bo || L.b_up || L.b_down || L.attn_norm_b || L.ffn_norm_b) no(n + "has biases");
+    if (L.q_norm || L.k_norm) no(n + "normalises q and k per head (Qwen3-style)");
+    weight(L.wq, n + "wq");
+    weight(L.wk, n + "wk");
+    weight(L.wv, n + "wv");
+    weight(L.wo, n + "wo");
+    weight(L.w_gate, n + "w_gate");
+    weight(L.w_up, n + "w_up");
+    weight(L.w_down, n + "w_down");
+  }
+}
+
+static void copy_tensor(float* dst, const Tensor& t) {
+  for (int64_t r = 0; r < t.rows; r++) dequantize_row_ref(t.type, t.row(r), dst + r * t.cols, (int)t.cols);
+}
+
+double Trainer::memory_bytes(const ModelConfig& c, int batch, int T) {
+  const double P = (double)ParamLayout(c).total, N = (double)batch * T;
+  const double d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;
+  const double per_layer = N * (4 * d + 2 * q + 2 * kv + 3 * h) + (double)batch * c.n_heads * T * T;
+  const double scratch = N * (2 * d + 2 * q + 2 * kv + 3 * h) + N * (3 * d + V);
+  return 4.0 * (5 * P + c.n_layers * per_layer + scratch);
+}
+
+Trainer::Trainer(const TrainConfig& cfg, const std::string& text, std::unique_ptr<Tokenizer> tok, const LoadedModel* base,
+                 std::shared_ptr<ThreadPool> pool)
+    : cfg_(cfg), tok_(std::move(tok)), pool_(std::move(pool)) {
+  if (!pool_) pool_ = std::make_shared<ThreadPool>(cfg.threads > 0 ? cfg.threads : ThreadPool::hardware_threads());
+  if (cfg_.min_lr < 0) cfg_.min_lr = cfg_.lr / 10;
+  if (text.empty()) fail(ErrorCode::BadArgument, "the training text is empty");
+  auto need = [](bool ok, const std::string& msg) {
+    if (!ok) fail(ErrorCode::BadArgument, "training options: " + msg);
+  };
+  need(cfg_.batch >= 1 && cfg_.steps >= 1, "batch and steps must be at least 1");
+  need(cfg_.warmup >= 0 && cfg_.warmup <= cfg_.steps, "warmup must be in 0..steps");
+  need(cfg_.val_fraction >= 0 && cfg_.val_fraction <= 0.5, "val_fraction must be in [0, 0.5]");
+  need(cfg_.eval_batches >= 1, "eval_batches must be at least 1");
+  need(std::isfinite(cfg_.lr) && cfg_.lr >= 0 && std::isfinite(cfg_.min_lr) && cfg_.beta1 >= 0 && cfg_.beta1 < 1 &&
+           cfg_.beta2 >= 0 && cfg_.beta2 < 1 && cfg_.weight_decay >= 0 && cfg_.clip >= 0,
+       "lr, min_lr, weight_decay, clip must be finite and non-negative, beta1 and beta2 in [0, 1)");
+  if (base) check_base(*base);
+  if (!tok_) {
+    if (base) fail(ErrorCode::BadArgument, "fine-tuning needs the model's tokenizer");
+    tok_ = std::make_unique<Tokenizer>(bpe_tokenizer(train_bpe(text, cfg_.vocab)));
+  }
+  ModelConfig mc = cfg_.model;
+  if (base) {
+    mc = base->config;
+    if (tok_->vocab_size() != mc.vocab_size)
+      fail(ErrorCode::BadArgument, "the tokenizer has " + std::to_string(tok_->vocab_size()) + " pieces, the model " +
+                                       std::to_string(mc.vocab_size));
+    T_ = cfg_.model.seq_len > 0 ? std::min(cfg_.model.seq_len, mc.seq_len) : mc.seq_len;
+  } else {
+    mc.vocab_size = tok_->vocab_size();
+    T_ = mc.seq_len;
+  }
+  cfg_.model = mc;
+  ids_ = encode_documents(*tok_, text);
+  const int T = T_;
+  n_val_ = (int64_t)(ids_.size() * cfg_.val_fraction);
+  n_train_ = (int64_t)ids_.size() - n_val_;
+  if (n_train_ < T + 1)
+    fail(ErrorCode::BadArgument, "training data has " + std::to_string(n_train_) + " training tokens; seq_len " +
+                                     std::to_string(T) + " needs at least " + std::to_string(T + 1));
+  if (n_val_ > 0 && n_val_ < T + 1)
+    fail(ErrorCode::BadArgument, "validation split has " + std::to_string(n_val_) + " tokens, fewer than seq_len + 1 = " +
+                                     std::to_string(T + 1) + "; raise val_fraction or set it to 0");
+  model_ = std::make_unique<TrainModel>(mc, pool_.get());
+  const int64_t P = model_->layout().total;
+  m_.assign(P, 0.0f);
+  v_.assign(P, 0.0f);
+  rng_ = Rng(cfg_.seed * 0x9E3779B97F4A7C15ull + 1).state();
+  if (base) {
+    const ParamLayout& lay = model_->layout();
+    float* p = model_->params().data();
+    const ModelWeights& w = base->weights;
+    const int D = mc.dim;
+    copy_tensor(p + lay.tok_embed, w.tok_embed);
+    for (int l = 0; l < mc.n_layers; l++) {
+      const auto& L = lay.layers[l];
+      const LayerWeights& W = w.layers[l];
+      std::memcpy(p + L.attn_norm, W.attn_norm, D * sizeof(float));
+      copy_tensor(p + L.wq, W.wq);
+      copy_tensor(p + L.wk, W.wk);
+      copy_tensor(p + L.wv, W.wv);
+      copy_tensor(p + L.wo, W.wo);
+      std::memcpy(p + L.ffn_norm, W.ffn_norm, D * sizeof(float));
+      copy_tensor(p + L.w_gate, W.w_gate);
+      copy_tensor(p + L.w_down, W.w_down);
+      copy_tensor(p + L.w_up, W.w_up);
+    }
+    std::memcpy(p + lay.final_norm, w.final_norm, D * sizeof(float));
+  } else {
+    model_->init(cfg_.seed);
+  }
+  int64_t at = 0;
+  for (auto [b, e] : model_->layout().norms) {
+    if (b > at) segs_.push_back({at, b, true});
+    segs_.push_back({b, e, false});
+    at = e;
+  }
+  if (at < P) segs_.push_back({at, P, true});
+  in_.resize((size_t)cfg_.batch * T);
+  tg_.resize((size_t)cfg_.batch * T);
+}
+
+Trainer::~Trainer() = default;
+
+const ModelConfig& Trainer::model_config() const { return model_->config(); }
+int64_t Trainer::n_params() const { return model_->layout().total; }
+
+Trainer::Step Trainer::step() {
+  using clk = std::chrono::steady_clock;
+  if (step_ >= cfg_.steps)
+    fail(ErrorCode::BadArgument, "the run is complete: all " + std::to_string(cfg_.steps) + " steps are done");
+  const auto t0 = clk::now();
+  const int B = cfg_.batch, T = T_;
+  Rng rng(1);
+  rng.set_state(rng_);
+  for (int b = 0; b < B; b++) {
+    const int64_t s = (int64_t)rng.below((uint64_t)(n_train_ - T));
+    for (int t = 0; t < T; t++) {
+      in_[(size_t)b * T + t] = ids_[s + t];
+      tg_[(size_t)b * T + t] = ids_[s + t + 1];
+    }
+  }
+  TrainModel& model = *model_;
+  model.zero_grads();
+  const double loss = model.forward(in_.data(), tg_.data(), B, T);
+  if (!std::isfinite(loss))
+    fail(ErrorCode::Internal, "the loss became " + std::to_string(loss) + " at step " + std::to_string(step_) + "; lower lr");
+  model.backward();
+  std::vector<float>& G = model.grads();
+  double ss = 0.0;
+  for (float g : G) ss += (double)g * g;
+  const double norm = std::sqrt(ss);
+  if (cfg_.clip > 0 && norm > cfg_.clip) {
+    const float f = (float)(cfg_.clip / norm);
+    for (float& g : G) g *= f;
+  }
+  AdamWParams h;
+  h.lr = lr_at(cfg_, step_);
+  h.beta1 = cfg_.beta1;
+  h.beta2 = cfg_.beta2;
+  h.step = step_ + 1;
+  for (const Seg& s : segs_) {
+    h.weight_decay = s.decay ? cfg_.weight_decay : 0.0f;
+    adamw_simd(model.params().data() + s.b, G.data() + s.b, m_.data() + s.b, v_.data() + s.b, s.e - s.b, h);
+  }
+  rng_ = rng.state();  // committed only once the step succeeded
+  step_++;
+  Step r;
+  r.step = step_;
+  r.loss = loss;
+  r.lr = h.lr;
+  r.grad_norm = norm;
+  r.tokens = (int64_t)B * T;
+  r.seconds = std::chrono::duration<double>(clk::now() - t0).count();
+  return r;
+}
+
+double Trainer::evaluate() {
+  if (n_val_ == 0) return std::nan("");
+  const int B = cfg_.batch, T = T_;
+  const int64_t windows = std::min<int64_t>((n_val_ - 1) / T, (int64_t)cfg_.eval_batches * B);
+  double sum = 0.0;
+  int64_t done = 0;
+  while (done < windows) {
+    const int b = (int)std::min<int64_t>(B, windows - done);
+    for (int i = 0; i < b; i++) {
+      const int64_t s = n_train_ + (done + i) * T;
+      for (int t = 0; t < T; t++) {
+        in_[(size_t)i * T + t] = ids_[s + t];
+        tg_[(size_t)i * T + t] = ids_[s + t + 1];
+      }
+    }
+    sum += model_->forward(in_.data(), tg_.data(), b, T) * b;
+    done += b;
+  }
+  return sum / windows;
+}
+
+std::vector<uint8_t> Trainer::to_gguf(const std::string& name, QType type) const {
+  if (type != QType::F32 && type != QType::F16 && type != QType::BF16)
+    fail(ErrorCode::BadArgument, std::string("checkpoints are written as f32, f16 or bf16, not ") + qtype_text(type));
+  LoadedModel view = model_->view();
+  return llama2c_to_gguf(view, *tok_, name, type);
+}
+
+// ---- state: everything needed to continue exactly -------------------------------------------
 
 static constexpr char kStateMagic[8] = {'Q', 'K', 'V', 'T', 'R', 'N', '0', '1'};
 
-static std::string fingerprint(const TrainConfig& c, int64_t n_params) {
-  return c.model.describe() + " | batch " + std::to_string(c.batch) + " | seed " + std::to_string(c.seed) +
-         " | params " + std::to_string(n_params);
+std::string Trainer::fingerprint() const {
+  ModelConfig fc = cfg_.model;
+  fc.vocab_size = 0;  // as written by earlier versions (states stay compatible)
+  return fc.describe() + " | batch " + std::to_string(cfg_.batch) + " | seed " + std::to_string(cfg_.seed) +
+         " | params " + std::to_string(n_params());
+}
+
+std::vector<uint8_t> Trainer::save_state() const {
+  const std::string fp = fingerprint();
+  const std::vector<float>& p = model_->params();
+  std::vector<uint8_t> o;
+  o.reserve(32 + fp.size() + p.size() * 12);
+  auto put = [&](const void* d, size_t n) { o.insert(o.end(), (const uint8_t*)d, (const uint8_t*)d + n); };
+  put(kStateMagic, 8);
+  const uint32_t fl = (uint32_t)fp.size();
+  put(&fl, 4);
+  put(fp.data(), fp.size());
+  const int32_t step = step_;
+  put(&step, 4);
+  put(&rng_, 8);
+  const int64_t n = (int64_t)p.size();
+  put(&n, 8);
+  put(p.data(), p.size() * 4);
+  put(m_.data(), m_.size() * 4);
+  put(v_.data(), v_.size() * 4);
+  return o;
+}
+
+void Trainer::load_state(const uint8_t* bytes, size_t size, const std::string& origin) {
+  size_t off = 0;
+  auto get = [&](void* d, size_t n) {
+    if (size - off < n) fail(ErrorCode::BadModel, origin + " is truncated");
+    std::memcpy(d, bytes + off, n);
+    off += n;
+  };
+  char magic[8];
+  get(magic, 8);
+  if (std::memcmp(magic, kStateMagic, 8) != 0) fail(ErrorCode::BadModel, origin + " is not a qkv training state");
+  uint32_t fl;
+  get(&fl, 4);
+  if (fl > 4096) fail(ErrorCode::BadModel, origin + " is corrupt");
+  std::string got(fl, '\0');
+  get(got.data(), fl);
+  const std::string fp = fingerprint();
+  if (got != fp)
+    fail(ErrorCode::BadArgument, origin + " belongs to another run:\n  state:  " + got + "\n  config: " + fp +
+                                     "\n(delete it or point `state` elsewhere to start over)");
+  int32_t step;
+  uint64_t rng;
+  int64_t n;
+  get(&step, 4);
+  get(&rng, 8);
+  get(&n, 8);
+  const int64_t P = n_params();
+  if (n != P) fail(ErrorCode::BadModel, origin + " has the wrong parameter count");
+  if (step < 0 || step > cfg_.steps) fail(ErrorCode::BadModel, origin + " is at step " + std::to_string(step) + ", outside 0.." + std::to_string(cfg_.steps));
+  if (size - off != (size_t)P * 12) fail(ErrorCode::BadModel, origin + (size - off < (size_t)P * 12 ? " is truncated" : " has trailing bytes"));
+  std::memcpy(model_->params().data(), bytes + off, P * 4);
+  std::memcpy(m_.data(), bytes + off + P * 4, P * 4);
+  std::memcpy(v_.data(), bytes + off + P * 8, P * 4);
+  step_ = step;
+  rng_ = rng ? rng : 1;
+}
+
+// ---- the CLI's loop -----------------------------------------------------------------------
+
+static std::string clock_text(double s) {
+  char b[32];
+  const int t = (int)(s + 0.5);
+  if (t >= 3600) snprintf(b, sizeof b, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
+  else snprintf(b, sizeof b, "%d:%02d", t / 60, t % 60);
+  return b;
 }
 
 static void write_file_atomic(const std::string& path, const void* data, size_t n) {
@@ -191,77 +496,6 @@ static void write_file_atomic(const std::string& path, const void* data, size_t 
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(ErrorCode::Io, "cannot rename " + tmp + " to " + path);
 }
 
-struct OptState {
-  int step = 0;
-  uint64_t rng = 0;
-  std::vector<float> m, v;
-};
-
-static void save_state(const std::string& path, const std::string& fp, const OptState& s, const std::vector<float>& p) {
-  std::vector<uint8_t> o;
-  auto put = [&](const void* d, size_t n) { o.insert(o.end(), (const uint8_t*)d, (const uint8_t*)d + n); };
-  put(kStateMagic, 8);
-  const uint32_t fl = (uint32_t)fp.size();
-  put(&fl, 4);
-  put(fp.data(), fp.size());
-  const int32_t step = s.step;
-  put(&step, 4);
-  put(&s.rng, 8);
-  const int64_t n = (int64_t)p.size();
-  put(&n, 8);
-  put(p.data(), p.size() * 4);
-  put(s.m.data(), s.m.size() * 4);
-  put(s.v.data(), s.v.size() * 4);
-  write_file_atomic(path, o.data(), o.size());
-}
-
-static bool load_state(const std::string& path, const std::string& fp, OptState& s, std::vector<float>& p) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  size_t off = 0;
-  auto get = [&](void* d, size_t n) {
-    if (bytes.size() - off < n) fail(ErrorCode::BadModel, "training state " + path + " is truncated");
-    std::memcpy(d, bytes.data() + off, n);
-    off += n;
-  };
-  char magic[8];
-  get(magic, 8);
-  if (std::memcmp(magic, kStateMagic, 8) != 0) fail(ErrorCode::BadModel, path + " is not a qkv training state file");
-  uint32_t fl;
-  get(&fl, 4);
-  if (fl > 4096) fail(ErrorCode::BadModel, "training state " + path + " is corrupt");
-  std::string got(fl, '\0');
-  get(got.data(), fl);
-  if (got != fp)
-    fail(ErrorCode::BadArgument, "training state " + path + " belongs to another run:\n  state:  " + got +
-                                     "\n  config: " + fp + "\n(delete it or point `state` elsewhere to start over)");
-  int32_t step;
-  get(&step, 4);
-  get(&s.rng, 8);
-  int64_t n;
-  get(&n, 8);
-  if (n != (int64_t)p.size()) fail(ErrorCode::BadModel, "training state " + path + " has the wrong parameter count");
-  s.step = step;
-  get(p.data(), n * 4);
-  s.m.resize(n);
-  s.v.resize(n);
-  get(s.m.data(), n * 4);
-  get(s.v.data(), n * 4);
-  if (off != bytes.size()) fail(ErrorCode::BadModel, "training state " + path + " has trailing bytes");
-  return true;
-}
-
-// ---- the loop -----------------------------------------------------------------------------
-
-static std::string clock_text(double s) {
-  char b[32];
-  const int t = (int)(s + 0.5);
-  if (t >= 3600) snprintf(b, sizeof b, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
-  else snprintf(b, sizeof b, "%d:%02d", t / 60, t % 60);
-  return b;
-}
-
 TrainResult run_training(const TrainConfig& cfg) {
   using clk = std::chrono::steady_clock;
   const bool tty = !cfg.quiet && isatty(2);
@@ -272,11 +506,19 @@ TrainResult run_training(const TrainConfig& cfg) {
     fflush(stderr);
   };
 
-  // Tokenizer: from a file, or learned from the data.
+  // Tokenizer: from a file, or learned from the data (by the Trainer).
   const std::string text = read_text(cfg.data);
   if (text.empty()) fail(ErrorCode::BadArgument, "training data " + cfg.data + " is empty");
   std::unique_ptr<Tokenizer> tok;
-  if (!cfg.tokenizer.empty()) {
+  std::shared_ptr<const Blob> init_blob;
+  LoadedModel base;
+  if (!cfg.init.empty()) {
+    init_blob = map_file(cfg.init);
+    base = load_model(init_blob);
+    tok = embedded_tokenizer(init_blob);
+    if (!tok) fail(ErrorCode::BadArgument, "init model " + cfg.init + " carries no tokenizer (fine-tuning needs a GGUF)");
+    say("fine-tuning %s\n", cfg.init.c_str());
+  } else if (!cfg.tokenizer.empty()) {
     auto blob = map_file(cfg.tokenizer);
     tok = embedded_tokenizer(blob);
     if (!tok) {
@@ -285,156 +527,75 @@ TrainResult run_training(const TrainConfig& cfg) {
     }
   } else {
     say("learning a %d-piece BPE tokenizer from %s\n", cfg.vocab, cfg.data.c_str());
-    tok = std::make_unique<Tokenizer>(bpe_tokenizer(train_bpe(text, cfg.vocab)));
   }
-  const std::vector<int> ids = encode_documents(*tok, text);
-  const int T = cfg.model.seq_len, B = cfg.batch;
-  const int64_t n_val = (int64_t)(ids.size() * cfg.val_fraction);
-  const int64_t n_train = (int64_t)ids.size() - n_val;
-  if (n_train < T + 1)
-    fail(ErrorCode::BadArgument, "training data has " + std::to_string(n_train) + " training tokens; seq_len " +
-                                     std::to_string(T) + " needs at least " + std::to_string(T + 1));
-  if (n_val > 0 && n_val < T + 1)
-    fail(ErrorCode::BadArgument, "validation split has " + std::to_string(n_val) + " tokens, fewer than seq_len + 1 = " +
-                                     std::to_string(T + 1) + "; raise val_fraction or set it to 0");
-
-  ModelConfig mc = cfg.model;
-  mc.vocab_size = tok->vocab_size();
-  auto pool = std::make_unique<ThreadPool>(cfg.threads > 0 ? cfg.threads : ThreadPool::hardware_threads());
-  TrainModel model(mc, pool.get());
-  const int64_t P = model.layout().total;
-  const std::string fp = fingerprint(cfg, P);
-  OptState st;
-  st.m.assign(P, 0.0f);
-  st.v.assign(P, 0.0f);
-  Rng rng(cfg.seed * 0x9E3779B97F4A7C15ull + 1);
-  model.init(cfg.seed);
-  if (cfg.resume && load_state(cfg.state, fp, st, model.params())) {
-    rng.set_state(st.rng);
-    say("resuming from %s at step %d\n", cfg.state.c_str(), st.step);
+  auto pool = std::make_shared<ThreadPool>(cfg.threads > 0 ? cfg.threads : ThreadPool::hardware_threads());
+  Trainer tr(cfg, text, std::move(tok), cfg.init.empty() ? nullptr : &base, pool);
+  const TrainConfig& c = tr.config();
+  if (cfg.resume) {
+    std::ifstream f(cfg.state, std::ios::binary);
+    if (f) {
+      std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      tr.load_state(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "training state " + cfg.state);
+      say("resuming from %s at step %d\n", cfg.state.c_str(), tr.steps_done());
+    }
   }
   say("model: %s\n%.2fM parameters | %lld tokens (%lld train, %lld validation) | batch %d x %d | %d threads, %s\n",
-      mc.describe().c_str(), P / 1e6, (long long)ids.size(), (long long)n_train, (long long)n_val, B, T, pool->size(),
-      "f32");
+      tr.model_config().describe().c_str(), tr.n_params() / 1e6, (long long)(tr.train_tokens() + tr.val_tokens()),
+      (long long)tr.train_tokens(), (long long)tr.val_tokens(), c.batch, tr.window(), tr.threads(), "f32");
 
-  // Optimizer segments: norms get no weight decay.
-  struct Seg {
-    int64_t b, e;
-    bool decay;
-  };
-  std::vector<Seg> segs;
-  {
-    int64_t at = 0;
-    for (auto [b, e] : model.layout().norms) {
-      if (b > at) segs.push_back({at, b, true});
-      segs.push_back({b, e, false});
-      at = e;
-    }
-    if (at < P) segs.push_back({at, P, true});
-  }
-
-  std::vector<int> in((size_t)B * T), tg((size_t)B * T);
-  auto evaluate = [&]() {
-    if (n_val == 0) return std::nan("");
-    const int64_t windows = std::min<int64_t>((n_val - 1) / T, (int64_t)cfg.eval_batches * B);
-    double sum = 0.0;
-    int64_t done = 0;
-    while (done < windows) {
-      const int b = (int)std::min<int64_t>(B, windows - done);
-      for (int i = 0; i < b; i++) {
-        const int64_t s = n_train + (done + i) * T;
-        for (int t = 0; t < T; t++) {
-          in[(size_t)i * T + t] = ids[s + t];
-          tg[(size_t)i * T + t] = ids[s + t + 1];
-        }
-      }
-      sum += model.forward(in.data(), tg.data(), b, T) * b;
-      done += b;
-    }
-    return sum / windows;
-  };
-  auto checkpoint = [&](int step) {
-    LoadedModel view = model.view();
-    std::vector<uint8_t> g = llama2c_to_gguf(view, *tok, cfg.name, parse_qtype(cfg.dtype));
-    write_file_atomic(cfg.out, g.data(), g.size());
-    st.step = step;
-    st.rng = rng.state();
-    save_state(cfg.state, fp, st, model.params());
+  auto checkpoint = [&]() {
+    std::vector<uint8_t> g = tr.to_gguf(c.name, parse_qtype(c.dtype));
+    write_file_atomic(c.out, g.data(), g.size());
+    std::vector<uint8_t> s = tr.save_state();
+    write_file_atomic(c.state, s.data(), s.size());
   };
 
   TrainResult res;
-  res.params = P;
-  res.start_step = st.step;
+  res.params = tr.n_params();
+  res.start_step = tr.steps_done();
   double train_seconds = 0.0, last_val = std::nan("");
   int64_t tokens = 0;
   const auto t_start = clk::now();
-  const int stop = cfg.stop_at > 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;
+  const int stop = c.stop_at > 0 ? std::min(c.stop_at, c.steps) : c.steps;
   int saved_at = -1;
-  for (int step = st.step; step < stop; step++) {
-    const auto t0 = clk::now();
-    for (int b = 0; b < B; b++) {
-      const int64_t s = (int64_t)rng.below((uint64_t)(n_train - T));
-      for (int t = 0; t < T; t++) {
-        in[(size_t)b * T + t] = ids[s + t];
-        tg[(size_t)b * T + t] = ids[s + t + 1];
-      }
-    }
-    model.zero_grads();
-    const double loss = model.forward(in.data(), tg.data(), B, T);
-    if (!std::isfinite(loss)) fail(ErrorCode::Internal, "the loss became " + std::to_string(loss) + " at step " + std::to_string(step) + "; lower lr");
-    model.backward();
-    std::vector<float>& G = model.grads();
-    double ss = 0.0;
-    for (float g : G) ss += (double)g * g;
-    const double norm = std::sqrt(ss);
-    if (cfg.clip > 0 && norm > cfg.clip) {
-      const float f = (float)(cfg.clip / norm);
-      for (float& g : G) g *= f;
-    }
-    AdamWParams h;
-    h.lr = lr_at(cfg, step);
-    h.beta1 = cfg.beta1;
-    h.beta2 = cfg.beta2;
-    h.step = step + 1;
-    for (const Seg& s : segs) {
-      h.weight_decay = s.decay ? cfg.weight_decay : 0.0f;
-      adamw_simd(model.params().data() + s.b, G.data() + s.b, st.m.data() + s.b, st.v.data() + s.b, s.e - s.b, h);
-    }
-    train_seconds += std::chrono::duration<double>(clk::now() - t0).count();
-    tokens += (int64_t)B * T;
-    res.losses.push_back(loss);
+  while (tr.steps_done() < stop) {
+    const Trainer::Step s = tr.step();
+    train_seconds += s.seconds;
+    tokens += s.tokens;
+    res.losses.push_back(s.loss);
+    const int step = s.step;  // 1-based
     const double tps = tokens / std::max(train_seconds, 1e-9);
-    const int done = step + 1 - res.start_step, left = cfg.steps - step - 1;
+    const int done = step - res.start_step, left = c.steps - step;
     const double eta = train_seconds / done * left;
-    const bool eval_now = cfg.eval_interval > 0 && ((step + 1) % cfg.eval_interval == 0 || step + 1 == cfg.steps);
+    const bool eval_now = c.eval_interval > 0 && (step % c.eval_interval == 0 || step == c.steps);
     if (eval_now) {
-      last_val = evaluate();
+      last_val = tr.evaluate();
       say("step %6d/%d | loss %.4f | val %.4f (ppl %.2f) | lr %.2e | grad norm %.3f | %.0f tok/s | %s elapsed, ETA %s\n",
-          step + 1, cfg.steps, loss, last_val, std::exp(last_val), h.lr, norm, tps,
+          step, c.steps, s.loss, last_val, std::exp(last_val), s.lr, s.grad_norm, tps,
           clock_text(std::chrono::duration<double>(clk::now() - t_start).count()).c_str(), clock_text(eta).c_str());
-      checkpoint(step + 1);
-      saved_at = step + 1;
+      checkpoint();
+      saved_at = step;
     } else if (tty) {
-      const int w = 30, fill = (int)((double)(step + 1) / cfg.steps * w);
+      const int w = 30, fill = (int)((double)step / c.steps * w);
       fprintf(stderr, "\r\033[K[%s%s] %d/%d | loss %.4f | lr %.2e | %.0f tok/s | ETA %s", std::string(fill, '#').c_str(),
-              std::string(w - fill, '.').c_str(), step + 1, cfg.steps, loss, h.lr, tps, clock_text(eta).c_str());
+              std::string(w - fill, '.').c_str(), step, c.steps, s.loss, s.lr, tps, clock_text(eta).c_str());
       fflush(stderr);
-    } else if ((step + 1) % cfg.log_interval == 0) {
-      say("step %6d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | ETA %s\n", step + 1, cfg.steps, loss, h.lr,
-          norm, tps, clock_text(eta).c_str());
+    } else if (step % c.log_interval == 0) {
+      say("step %6d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | ETA %s\n", step, c.steps, s.loss, s.lr,
+          s.grad_norm, tps, clock_text(eta).c_str());
     }
   }
-  const int end = std::max(stop, res.start_step);
+  const int end = tr.steps_done();
   if (saved_at != end) {
-    last_val = evaluate();
-    checkpoint(end);
+    last_val = tr.evaluate();
+    checkpoint();
   }
   res.end_step = end;
   res.val_loss = last_val;
   res.seconds = train_seconds;
   res.tokens_per_s = tokens / std::max(train_seconds, 1e-9);
   say("done: %d steps in %s (%.0f tok/s) | final val loss %.4f (ppl %.2f) | wrote %s and %s\n", end - res.start_step,
-      clock_text(train_seconds).c_str(), res.tokens_per_s, last_val, std::exp(last_val), cfg.out.c_str(), cfg.state.c_str());
+      clock_text(train_seconds).c_str(), res.tokens_per_s, last_val, std::exp(last_val), c.out.c_str(), c.state.c_str());
   return res;
 }
 

@@ -3,15 +3,20 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "../kernels/quant.h"
 #include "../model/config.h"
+#include "../model/weights.h"
+#include "../threadpool.h"
 
 namespace qkv {
 
 struct TrainConfig {
   ModelConfig model;          // dim, n_layers, n_heads, n_kv_heads, hidden_dim, seq_len (vocab from the tokenizer)
+  std::string init;           // a GGUF model to fine-tune (its shape and tokenizer); empty: a fresh model
   std::string tokenizer;      // a tokenizer GGUF / tokenizer.bin; empty: learn one of `vocab` pieces from the data
   int vocab = 0;
   std::string data;           // UTF-8 text; blank lines separate documents (each starts with BOS)
@@ -44,7 +49,82 @@ struct TrainResult {
   int start_step = 0, end_step = 0;
 };
 
+// Runs cfg through a Trainer: reads the data and tokenizer files, writes checkpoints and the
+// optimizer state (cfg.out, cfg.state), resumes from the state when asked.
 TrainResult run_training(const TrainConfig& cfg);
+
+class Tokenizer;
+class TrainModel;
+
+// One training run driven step by step: the encoded data, the model, AdamW's moments and the
+// schedule. run_training (the CLI) and the JS API (bindings/train_bindings.cpp) both drive it,
+// so there is one loop. Deterministic for a seed and a thread count.
+class Trainer {
+ public:
+  // text: UTF-8, blank lines separate documents (each starts with BOS); the last
+  // cfg.val_fraction of the token stream is held out. tok: the tokenizer, or null to learn a
+  // BPE of cfg.vocab pieces from text. base: a model to fine-tune (llama layout, f32/f16/bf16
+  // weights, tied classifier; its shape replaces cfg.model and training windows are
+  // min(cfg.model.seq_len, its context) tokens), or null for a fresh model of cfg.model's shape
+  // initialised from cfg.seed. Only the hyperparameters of cfg are used (not its file paths).
+  // Throws Error(BadArgument / Unsupported) naming what is wrong.
+  Trainer(const TrainConfig& cfg, const std::string& text, std::unique_ptr<Tokenizer> tok, const LoadedModel* base,
+          std::shared_ptr<ThreadPool> pool);
+  ~Trainer();
+
+  struct Step {
+    int step = 0;             // 1-based index of the step just run
+    double loss = 0.0;        // mean cross-entropy of its batch (nats per token)
+    float lr = 0.0f;
+    double grad_norm = 0.0;   // before clipping
+    int64_t tokens = 0;       // tokens in its batch
+    double seconds = 0.0;
+  };
+  // One optimizer step on a random batch. Throws Error(BadArgument) past cfg.steps and
+  // Error(Internal) if the loss is not finite.
+  Step step();
+  // Mean loss over up to eval_batches x batch windows of the held-out tokens (NaN if none).
+  double evaluate();
+
+  // The model as a llama GGUF with the tokenizer embedded (matrices as `type`: F32/F16/BF16).
+  std::vector<uint8_t> to_gguf(const std::string& name, QType type = QType::F32) const;
+  // Everything needed to continue exactly: step, data-sampling RNG, parameters, moments.
+  std::vector<uint8_t> save_state() const;
+  // Throws Error(BadModel) for a corrupt state and Error(BadArgument) for one of another run.
+  void load_state(const uint8_t* data, size_t n, const std::string& origin = "training state");
+
+  int steps_done() const { return step_; }
+  const TrainConfig& config() const { return cfg_; }
+  const ModelConfig& model_config() const;
+  int64_t n_params() const;
+  int64_t train_tokens() const { return n_train_; }
+  int64_t val_tokens() const { return n_val_; }
+  int window() const { return T_; }  // tokens per training sequence
+  const Tokenizer& tokenizer() const { return *tok_; }
+  int threads() const { return pool_->size(); }
+  // Bytes a run of this shape allocates (parameters, gradients, moments, transposed weights,
+  // activations), for memory caps checked before anything is allocated.
+  static double memory_bytes(const ModelConfig& c, int batch, int T);
+
+ private:
+  std::string fingerprint() const;
+
+  TrainConfig cfg_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::shared_ptr<ThreadPool> pool_;
+  std::unique_ptr<TrainModel> model_;
+  std::vector<int> ids_;
+  int64_t n_train_ = 0, n_val_ = 0;
+  int T_ = 0, step_ = 0;
+  uint64_t rng_ = 0;
+  std::vector<float> m_, v_;
+  struct Seg {
+    int64_t b, e;
+    bool decay;
+  };
+  std::vector<Seg> segs_;  // optimizer segments: norms get no weight decay
+  std::vector<int> in_, tg_;
+};
 
 // The learning rate at `step` (0-based): linear warm-up to lr over `warmup` steps, then a
 // cosine from lr down to min_lr at `steps`.

@@ -452,3 +452,77 @@ test("README's main command (bash scripts/demo.sh) prints the URL of the page, s
     if (passed) assert.ok(code === 0 || signal === 'SIGINT', `demo.sh ended with ${code ?? signal}:\n${err}`);
   }
 });
+
+/** Short sentences in a fixed pseudo-random order: structure a tiny model learns in a few dozen steps. */
+function toyCorpus() {
+  const s = ['the cat sat on the mat.', 'the dog ran to the park.', 'a bird sang in the tree.',
+    'the sun rose over the hill.', 'we walked along the river.', 'she read a book by the fire.'];
+  let x = 12345, text = '';
+  for (let i = 0; i < 600; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    text += s[(x >>> 16) % 6] + (i % 8 === 7 ? '\n\n' : ' ');
+  }
+  return text;
+}
+
+test('web demo Train panel: trains a tiny model in a worker, stop/resume, loss falls, GGUF downloads, loads and generates', { skip }, async () => {
+  const srv = await startServer(dist, { coopCoep: true });
+  let context;
+  try {
+    const opened = await openDemo(srv.url);
+    context = opened.context;
+    const { page, errors } = opened;
+    await page.click('#train-panel > summary');
+    await page.fill('#train-text', toyCorpus());
+    await page.selectOption('#train-mode', 'fresh');
+    await page.selectOption('#train-preset', 'tiny');
+    await page.fill('#train-steps', '40');
+    await page.fill('#train-batch', '4');
+    await page.fill('#train-lr', '0.01');
+    await page.click('#train-start');
+    const panel = (k) => page.evaluate((key) => document.getElementById('train-panel').dataset[key], k);
+    await page.waitForFunction(() => Number(document.getElementById('train-loss').dataset.points) >= 5, null, { timeout: 60000 });
+    await page.click('#train-stop');
+    await page.waitForFunction(() => document.getElementById('train-panel').dataset.state === 'stopped', null, { timeout: 30000 });
+    const stoppedAt = Number(await page.evaluate(() => document.getElementById('train-loss').dataset.points));
+    assert.ok(stoppedAt >= 5 && stoppedAt < 40, `stopped after ${stoppedAt} steps`);
+    assert.match(await page.textContent('#train-status'), /Stopped at step/);
+    await page.click('#train-resume');
+    await page.waitForFunction(() => document.getElementById('train-panel').dataset.state === 'done', null, { timeout: 120000 });
+    const c = await page.evaluate(() => ({ ...document.getElementById('train-loss').dataset }));
+    assert.equal(Number(c.points), 40, 'every step plotted once');
+    assert.ok(Number(c.last) < 0.7 * Number(c.first), `loss did not fall: first ${c.first}, last five ${c.last}`);
+    assert.match(await page.textContent('#train-info'), /in a worker/);
+    assert.equal(await panel('state'), 'done');
+    // Download: the bytes are a GGUF that the Node package loads and generates with.
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#train-download')]);
+    const bytes = await readFile(await download.path());
+    assert.equal(bytes.subarray(0, 4).toString('latin1'), 'GGUF');
+    const { loadModel } = await import('../../src/js/node.js');
+    const m = await loadModel(bytes, { threads: 1 });
+    assert.equal(m.info.dim, 64);
+    const text = await m.complete('the cat', { temperature: 0, maxTokens: 8 });
+    assert.ok(text.length > 0, 'the trained model generated nothing');
+    m.dispose();
+    // "Use this model": the page loads it and generates.
+    await page.click('#train-use');
+    await page.waitForFunction(() => /trained in this page/.test(document.getElementById('app').dataset.model ?? ''), null, { timeout: 30000 });
+    await waitState(page, 'ready');
+    await generateToEnd(page, 'the cat');
+    await page.screenshot({ path: join(artifacts, 'demo-train.png'), fullPage: true });
+    // Fine-tune the loaded model (now the trained one) for a few steps: it starts where it was.
+    await page.selectOption('#train-mode', 'finetune');
+    await page.fill('#train-steps', '5');
+    await page.fill('#train-lr', '0.001');
+    await page.click('#train-start');
+    await page.waitForFunction(() => document.getElementById('train-panel').dataset.state === 'done' &&
+      document.getElementById('train-loss').dataset.points === '5', null, { timeout: 60000 });
+    const ft = await page.evaluate(() => ({ ...document.getElementById('train-loss').dataset }));
+    assert.ok(Number(ft.first) < 0.8 * Number(c.first), `fine-tuning started from scratch? first loss ${ft.first}, fresh ${c.first}`);
+    assert.match(await page.textContent('#train-info'), /dim 64, 2 layers/);
+    assert.deepEqual(realErrors(errors), [], 'console or page errors');
+  } finally {
+    await context?.close();
+    await srv.close();
+  }
+});

@@ -86,11 +86,21 @@ function qkvGreedy(model, ids, banned, n) {
 // not a failure. Prompt token counts must always agree.
 const TIE = 0.005;
 const MAX_TIES = 6;
+// Block-quantized models (qkv quantize's output): llama.cpp quantizes the activations its own
+// way (Q8_K, one scale per 256, for K-quant weights; f16-rounded scales), qkv per 32 with float
+// scales, so logits differ by quantization noise, not float rounding: on these random models
+// qkv's own q8_0 and f32 files part at margins up to 0.1. A divergence there is a tie below
+// QTIE; what such a model must show is that llama.cpp decodes the blocks as qkv does: the
+// texts agree over at least QMIN_AGREED greedy steps in all (a misread block layout agrees on
+// none: every logit would differ).
+const QUANTIZED = new Set(['llama-q5_k']);
+const QTIE = 0.2;
+const QMIN_AGREED = 40;
 
 test('llama.cpp conformance: token counts and greedy text of every architecture and tokenizer', { skip, timeout: 240000 }, async (t) => {
   const { page, errors } = await openPage(browser, `${server.url}${basename(root)}/tests/js/pages/wllama.html`);
   await page.waitForFunction(() => window.__ready === true, null, { timeout: 30000 });
-  const summary = [], failures = [], ties = [];
+  const summary = [], failures = [], ties = [], qties = [];
   for (const name of names) {
     const path = join(outDir, `${name}.gguf`);
     const model = await loadModel(path, { threads: 1 });
@@ -123,7 +133,8 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
       }
       const url = `/${relative(dirname(root), path)}`;
       const { out } = await page.evaluate(([u, reqs]) => window.__wllama(u, reqs), [url, requests]);
-      let same = 0;
+      let same = 0, agreed = 0;
+      const quantized = QUANTIZED.has(name);
       out.forEach((r, i) => {
         const want = expected[i];
         const where = `${name} ${want.what}`;
@@ -134,23 +145,28 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
         if (u.prompt_tokens !== want.promptTokens) return failures.push(`${where}: ${u.prompt_tokens} prompt tokens in llama.cpp, ${want.promptTokens} in qkv`);
         const { out: ids, gaps } = want.gen;
         const text = model.detokenize(ids);
-        if (got === text && u.completion_tokens === ids.length) return same++;
+        if (got === text && u.completion_tokens === ids.length) return agreed += ids.length, same++;
         // The first step whose token takes qkv's text off llama.cpp's.
         let k = 0;
         while (k < ids.length && got.startsWith(model.detokenize(ids.slice(0, k + 1)))) k++;
+        agreed += k;
         const detail = `llama.cpp ${JSON.stringify(got)} (${u.completion_tokens} tokens), qkv ${JSON.stringify(text)} (${ids.length})`;
+        if (quantized && k < ids.length && gaps[k] < QTIE) return qties.push(`${where}: step ${k}, margin ${gaps[k].toFixed(4)}`);
         if (k < ids.length && gaps[k] < TIE) return ties.push(`${where}: step ${k}, margin ${gaps[k].toFixed(5)}`);
         failures.push(`${where}: diverges at step ${k} (qkv margin ${k < gaps.length ? gaps[k].toFixed(4) : '-'}): ${detail}`);
       });
-      summary.push(`${name} (${model.info.arch}, ${model.info.tokenizer}, vocab ${V}): ${same}/${out.length} identical`);
+      summary.push(`${name} (${model.info.arch}, ${model.info.tokenizer}, vocab ${V}): ${same}/${out.length} identical` +
+        (quantized ? `, ${agreed} greedy steps agreed` : ''));
+      if (quantized && agreed < QMIN_AGREED) failures.push(`${name}: only ${agreed} greedy steps agree with llama.cpp`);
     } finally {
       model.dispose();
     }
   }
   t.diagnostic(summary.join('; '));
+  if (qties.length) t.diagnostic(`quantized models, divergences at quantization-noise margins: ${qties.join('; ')}`);
   if (ties.length) t.diagnostic(`near-ties ordered differently (same prompt tokens, same text up to there): ${ties.join('; ')}`);
   assert.deepEqual(failures, [], 'llama.cpp and qkv disagree');
   assert.ok(ties.length <= MAX_TIES, `${ties.length} near-tie divergences: more than chance explains`);
   assert.deepEqual(errors.filter((e) => !/favicon/.test(e)), [], 'page errors');
-  assert.ok(names.length >= 8, `only ${names.length} models`);
+  assert.ok(names.length >= 10, `only ${names.length} models`);
 });

@@ -11,6 +11,7 @@
 #include "common.h"
 #include "formats/file.h"
 #include "formats/gguf_writer.h"
+#include "formats/quantize.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace qkv;
@@ -26,6 +27,16 @@ static const char* kLlama3 =
 static const char* kPhi3 =
     "{% for message in messages %}{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n'}}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}";
+
+// Gemma's turns; the system text opens the first user turn (what llama.cpp's built-in Gemma
+// format and qkv's renderer do).
+static const char* kGemma =
+    "{% set sys = namespace(t='') %}{% for message in messages %}{% if message['role'] == 'system' %}"
+    "{% set sys.t = sys.t + message['content'] | trim + '\n\n' %}{% else %}"
+    "{{ '<start_of_turn>' + ('model' if message['role'] == 'assistant' else 'user') + '\n' }}"
+    "{% if message['role'] == 'user' %}{{ sys.t }}{% set sys.t = '' %}{% endif %}"
+    "{{ message['content'] | trim + '<end_of_turn>\n' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}";
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -126,7 +137,21 @@ int main(int argc, char** argv) {
         {"gpt2-default", spec("gpt2", "default", true, 16)},
         {"smollm", spec("llama", "smollm", true, 17)},
         {"phi3", spec("phi3", "", false, 18)},
+        {"gemma", spec("gemma", "", true, 19)},
+        {"llama-q5_k", spec("llama", "", false, 20)},
+        {"gemma2", spec("gemma2", "", true, 21)},
     };
+    cases[10].spec.spm = &spm;
+    cases[10].spec.spm_specials = {"<start_of_turn>", "<end_of_turn>"};
+    cases[10].spec.chat_template = kGemma;
+    cases[8].spec.spm = &spm;  // Gemma: SentencePiece plus its turn markers, tied classifier
+    cases[8].spec.spm_specials = {"<start_of_turn>", "<end_of_turn>"};
+    cases[8].spec.chat_template = kGemma;
+    // Rows of 256 so that `qkv quantize --type q5_k` writes real Q5_K and Q6_K blocks.
+    cases[9].spec.spm = &spm;
+    cases[9].spec.dim = 256;
+    cases[9].spec.hidden = 512;
+    cases[9].spec.layers = 3;
     cases[7].spec.spm = &spm;  // Phi-3: SentencePiece plus its turn markers, whose trailing whitespace llama.cpp strips
     cases[7].spec.spm_specials = {"<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>", "<s>", "</s>"};
     cases[7].spec.name = "qkv test Phi-3";
@@ -142,6 +167,8 @@ int main(int argc, char** argv) {
     std::string list = "[";
     for (const Case& c : cases) {
       std::vector<uint8_t> bytes = write_test_model(c.spec);
+      if (std::string(c.name) == "llama-q5_k")
+        bytes = quantize_gguf(GgufFile::parse(std::make_shared<VectorBlob>(std::move(bytes))), QType::Q5_K).bytes;
       const std::string path = out + "/" + c.name + ".gguf";
       FILE* f = fopen(path.c_str(), "wb");
       if (!f || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) fail(ErrorCode::Io, "cannot write " + path);

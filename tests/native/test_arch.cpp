@@ -1,4 +1,4 @@
-// GGUF architectures (llama, qwen2, qwen3, gpt2) as table rows, byte-level BPE tokenizers and
+// GGUF architectures (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2) as table rows, byte-level BPE tokenizers and
 // their pre-tokenizers, chat formats, and refusals of bad metadata. llama.cpp conformance of the
 // same models lives in tests/js/wllama.test.mjs; these tests pin the pieces one by one.
 #include <gtest/gtest.h>
@@ -195,8 +195,21 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
     EXPECT_EQ((const uint8_t*)L.wv.data, (const uint8_t*)L.wk.data + L.wk.rows * L.wk.row_bytes());
     EXPECT_EQ(L.bk, L.bq + c.q_dim());
     EXPECT_TRUE(L.attn_norm_b && L.ffn_norm_b && L.b_up && L.b_down && L.bo && m.weights.pos_embed);
+  } else if (s.arch == "gemma2") {
+    EXPECT_NE(d.find("rmsnorm, rope-neox, geglu, tied"), std::string::npos) << d;
+    EXPECT_FLOAT_EQ(c.attn_softcap, 2.0f);
+    EXPECT_FLOAT_EQ(c.logit_softcap, 2.5f);
+    EXPECT_EQ(c.layer_window, (std::vector<int>{8, 0})) << "sliding window on the even layers";
+    EXPECT_TRUE(m.weights.layers[1].attn_post_norm && m.weights.layers[1].ffn_post_norm);
+  } else if (s.arch == "gemma") {
+    EXPECT_NE(d.find("rmsnorm, rope-neox, geglu, tied"), std::string::npos) << d;
+    EXPECT_EQ(c.head_dim, 32) << "key_length sets the head width";
+    EXPECT_EQ(c.q_dim(), 2 * c.dim);
+    EXPECT_FLOAT_EQ(c.embed_scale, std::sqrt((float)c.dim));
+    EXPECT_TRUE(m.weights.layers[0].w_gate.data != nullptr);
   } else {
     EXPECT_NE(d.find(s.arch == "llama" ? "rmsnorm, rope, swiglu" : "rmsnorm, rope-neox, swiglu"), std::string::npos) << d;
+    EXPECT_FLOAT_EQ(c.embed_scale, 1.0f);
   }
   EXPECT_EQ(m.weights.layers[0].bq != nullptr, s.arch == "qwen2" || s.arch == "gpt2");
   if (s.arch == "phi3") {  // fused gate+up: two row views
@@ -213,6 +226,8 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
   Transformer t(m, 64, nullptr), t1(m, 64, nullptr);
   const float* l = t.forward(ids.data(), (int)ids.size(), 0);
   std::vector<float> batch(l, l + c.vocab_size);
+  if (c.logit_softcap > 0)
+    for (float v : batch) ASSERT_LE(std::fabs(v), c.logit_softcap) << "logits are soft-capped";
   for (size_t i = 0; i < ids.size(); i++) t1.forward(&ids[i], 1, (int)i);
   for (int i = 0; i < c.vocab_size; i++) {
     ASSERT_TRUE(std::isfinite(batch[i]));
@@ -220,7 +235,47 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3"));
+// Each Gemma 2 option changes what the model computes on the conformance prompts' lengths (so
+// the llama.cpp comparison in tests/js/wllama.test.mjs, where gemma2 must agree token for token,
+// checks each of them): dropping one moves the logits by far more than float rounding.
+TEST(Gemma2, EveryOptionMattersOnTheTestModel) {
+  TestModelSpec s;
+  s.arch = "gemma2";
+  s.merges = 60;
+  auto blob = blob_of(write_test_model(s));
+  const LoadedModel m = load_model(blob);
+  std::vector<int> ids;
+  for (int i = 0; i < 24; i++) ids.push_back(3 + (i * 29) % (m.config.vocab_size - 3));
+  auto logits = [&](const LoadedModel& mm) {
+    Transformer t(mm, 64, nullptr);
+    const float* l = t.forward(ids.data(), (int)ids.size(), 0);
+    return std::vector<float>(l, l + mm.config.vocab_size);
+  };
+  const std::vector<float> full = logits(m);
+  auto moved = [&](const LoadedModel& mm) {
+    std::vector<float> l = logits(mm);
+    float d = 0;
+    for (size_t i = 0; i < l.size(); i++) d = std::max(d, std::fabs(l[i] - full[i]));
+    return d;
+  };
+  LoadedModel a = m;
+  a.config.attn_softcap = 0;
+  EXPECT_GT(moved(a), 0.05f) << "attention soft-cap";
+  LoadedModel b = m;
+  b.config.logit_softcap = 0;
+  EXPECT_GT(moved(b), 0.05f) << "logit soft-cap";
+  LoadedModel c = m;
+  c.config.layer_window.clear();
+  EXPECT_GT(moved(c), 0.05f) << "sliding window";
+  LoadedModel d = m;
+  for (auto& L : d.weights.layers) L.attn_post_norm = L.ffn_post_norm = nullptr;
+  EXPECT_GT(moved(d), 0.05f) << "post-norms";
+  LoadedModel e = m;
+  e.config.embed_scale = 1;
+  EXPECT_GT(moved(e), 0.05f) << "embedding scale";
+}
+
+INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "gemma2"));
 
 void expect_load_error(std::vector<uint8_t> bytes, ErrorCode code, const std::string& needle, bool tokenizer = false) {
   try {
@@ -257,7 +312,7 @@ TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
   // Tensors that change RoPE in ways qkv does not implement are refused, not ignored.
   expect_load_error(patched(gpt2, "blk.1.attn_output.weight", "rope_factors_long.weight"), ErrorCode::Unsupported, "LongRoPE");
   expect_load_error(patched(gpt2, BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gptj")),
-                    ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3");
+                    ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2");
   expect_load_error(patched(gpt2, BYTES("\x05\0\0\0\0\0\0\0gpt-2"), BYTES("\x05\0\0\0\0\0\0\0bloom")), ErrorCode::Unsupported, "'bloom'", true);
   expect_load_error(patched(gpt2, "tokenizer.ggml.merges", "tokenizer.ggml.merged"), ErrorCode::BadModel, "tokenizer.ggml.merges", true);
   expect_load_error(patched(gpt2, BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0bork")), ErrorCode::Unsupported, "'bork'", true);

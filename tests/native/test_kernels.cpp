@@ -455,12 +455,14 @@ TEST_P(SoftmaxKernel, SimdMatchesRef) {
 INSTANTIATE_TEST_SUITE_P(Sizes, SoftmaxKernel, QKV_SIZE_OFF_PARAMS);
 
 // ---- activations ----------------------------------------------------------------------------
-enum Act { kSilu, kGelu, kRelu, kSwiglu };
+enum Act { kSilu, kGelu, kRelu, kSwiglu, kGeglu, kScale };
 const char* act_name(int a) {
   switch (a) {
     case kSilu: return "Silu";
     case kGelu: return "Gelu";
     case kRelu: return "Relu";
+    case kGeglu: return "Geglu";
+    case kScale: return "Scale";
     default: return "Swiglu";
   }
 }
@@ -486,6 +488,8 @@ TEST_P(ActivationKernel, SimdMatchesRef) {
     case kGelu: qkv::gelu_ref(ref.data(), n); qkv::gelu_simd(x.data(), n); break;
     case kRelu: qkv::relu_ref(ref.data(), n); qkv::relu_simd(x.data(), n); break;
     case kSwiglu: qkv::swiglu_ref(ref.data(), up.data(), n); qkv::swiglu_simd(x.data(), up.data(), n); break;
+    case kGeglu: qkv::geglu_ref(ref.data(), up.data(), n); qkv::geglu_simd(x.data(), up.data(), n); break;
+    case kScale: qkv::scale_ref(ref.data(), 45.25f, n); qkv::scale_simd(x.data(), 45.25f, n); break;
   }
   // Sanity: a non-trivial reference (n == 1 has x = 0; relu of all-negative input is all zero).
   const bool any_positive = std::any_of(in.begin(), in.end(), [](float v) { return v > 0.0f; });
@@ -493,7 +497,7 @@ TEST_P(ActivationKernel, SimdMatchesRef) {
     ASSERT_TRUE(any_nonzero(ref.data(), n));
   }
   auto tol = [&](size_t i) -> double {
-    if (act == kRelu) return 0.0;
+    if (act == kRelu || act == kScale) return 0.0;  // one rounded product either way
     return kExpRel * std::fabs(ref[i]) + kExpAbs;
   };
   EXPECT_TRUE(AllNear(act_name(act), x.data(), ref.data(), n, tol));
@@ -504,7 +508,7 @@ TEST_P(ActivationKernel, SimdMatchesRef) {
 
 INSTANTIATE_TEST_SUITE_P(
     Sizes, ActivationKernel,
-    ::testing::Combine(::testing::Values((int)kSilu, (int)kGelu, (int)kRelu, (int)kSwiglu),
+    ::testing::Combine(::testing::Values((int)kSilu, (int)kGelu, (int)kRelu, (int)kSwiglu, (int)kGeglu, (int)kScale),
                        ::testing::ValuesIn(vector_sizes()), ::testing::ValuesIn(kOffsets)),
     [](const ::testing::TestParamInfo<ActParam>& info) {
       return std::string(act_name(std::get<0>(info.param))) + "_n" + std::to_string(std::get<1>(info.param)) +
@@ -666,6 +670,7 @@ struct AttnCase {
   KeyMask mask;
   int stride_pad;       // extra floats at the end of each q / kv / out row (NaN in the inputs)
   float scale_mul = 1;  // scale = scale_mul / sqrt(head_dim); large values make peaked softmaxes
+  float softcap = 0;    // > 0: scores softcap * tanh(s / softcap) (Gemma 2)
 };
 
 std::vector<AttnCase> attn_cases() {
@@ -699,6 +704,8 @@ std::vector<AttnCase> attn_cases() {
       {"all_keys_masked", 5, 20, 2, 1, 8, 15, true, 0, kAllMasked, 0},
       {"peaked_scores", 6, 300, 2, 1, 32, 294, true, 0, kNoMask, 0, 12.0f},
       {"peaked_scores_window", 6, 300, 2, 1, 32, 294, true, 100, kRandomMask, 0, 12.0f},
+      {"softcap_decode", 1, 300, 4, 2, 32, 299, true, 0, kNoMask, 0, 12.0f, 3.0f},
+      {"softcap_prefill_window", 40, 200, 2, 1, 16, 160, true, 50, kRandomMask, 1, 6.0f, 2.0f},
   };
 }
 
@@ -762,6 +769,7 @@ TEST_P(AttentionKernel, FlashMatchesRefAndOracle) {
   a.q_pos0 = c.q_pos0;
   a.causal = c.causal;
   a.window = c.window;
+  a.softcap = c.softcap;
   a.key_valid = c.mask == kNoMask ? nullptr : key_valid.data();
 
   // Double-precision oracle written from the header's contract.
@@ -789,6 +797,7 @@ TEST_P(AttentionKernel, FlashMatchesRefAndOracle) {
           double s = 0.0;
           for (int d = 0; d < hd; d++) s += (double)qr[d] * kr[d];
           sc[j] = s * a.scale;
+          if (c.softcap > 0) sc[j] = c.softcap * std::tanh(sc[j] / c.softcap);
           mx = std::max(mx, sc[j]);
         }
         row_visible[(size_t)h * nq + i] = any;

@@ -1,5 +1,6 @@
-// `qkv quantize` and `qkv perplexity`: the Q4_K writer decodes back within its step, the
-// quantize policy (norms f32, classifier at Q8_0 for Q4_K, block fallbacks) is what the file
+// `qkv quantize` and `qkv perplexity`: the Q4_K and Q5_K writers decode back within their step,
+// the quantize policy (norms f32, classifier at Q6_K for Q4_K/Q5_K, Q5_K_M's Q6_K layers, block
+// fallbacks) is what the file
 // holds, the windowed perplexity equals a direct token-by-token computation, and quantized
 // models stay close to the f32 one on text the model generated itself.
 #include <gtest/gtest.h>
@@ -15,7 +16,7 @@
 #include "formats/gguf_writer.h"
 #include "formats/loader.h"
 #include "formats/quantize.h"
-#include "kernels/quantize_k.h"
+#include "kernels/quant.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -96,6 +97,57 @@ TEST(QuantizeQ4K, DecodesBackWithinOneStepOfEachSubBlock) {
   EXPECT_LT(err2, err40 * 1.1);
 }
 
+// Q5_K: the same fit with 32 levels: every value within one step of its sub-block's grid, and a
+// squared error well below Q4_K's on the same data (one more bit: about a quarter).
+TEST(QuantizeQ5K, DecodesBackWithinOneStepAndBeatsQ4K) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  const int n = 2048;
+  std::vector<float> x(n), y(n), z(n);
+  for (int i = 0; i < n; i++) x[i] = g(rng) * (1 + i / 256) + (i % 89 == 0 ? -7.0f : 0.0f);
+  std::vector<uint8_t> q5(qtype_row_bytes(QType::Q5_K, n)), q4(qtype_row_bytes(QType::Q4_K, n));
+  ASSERT_EQ(q5.size(), (size_t)n / 256 * 176);
+  quantize_row_q5_k(x.data(), q5.data(), n);
+  dequantize_row_ref(QType::Q5_K, q5.data(), y.data(), n);
+  quantize_row_q4_k(x.data(), q4.data(), n);
+  dequantize_row_ref(QType::Q4_K, q4.data(), z.data(), n);
+  double e5 = 0, e4 = 0, sig2 = 0;
+  for (int s = 0; s < n / 32; s++) {
+    float lo = 0, hi = 0;
+    for (int i = 0; i < 32; i++) lo = std::min(lo, x[32 * s + i]), hi = std::max(hi, x[32 * s + i]);
+    for (int i = 0; i < 32; i++) {
+      const int k = 32 * s + i;
+      ASSERT_LE(std::fabs(x[k] - y[k]), (hi - lo) / 31 * 1.2f) << "value " << k;
+      e5 += (x[k] - y[k]) * (x[k] - y[k]);
+      e4 += (x[k] - z[k]) * (x[k] - z[k]);
+      sig2 += x[k] * x[k];
+    }
+  }
+  printf("relative RMS error: Q5_K %.4f, Q4_K %.4f\n", std::sqrt(e5 / sig2), std::sqrt(e4 / sig2));
+  EXPECT_LT(std::sqrt(e5 / sig2), 0.06);
+  EXPECT_LT(e5, e4 * 0.4) << "Q5_K must be clearly more precise than Q4_K";
+  // The integer dot product (the engine's path) agrees with the decoded row.
+  std::vector<float> a(n);
+  for (float& v : a) v = g(rng);
+  double ref = 0;
+  for (int k = 0; k < n; k++) ref += (double)y[k] * a[k];
+  EXPECT_NEAR(dot_row_ref(QType::Q5_K, q5.data(), a.data(), n), ref, 1e-3 * std::sqrt((double)n) * 8);
+}
+
+TEST(QuantizeQ5K, ZeroAndConstantRows) {
+  std::vector<float> x(256, 0.0f), y(256, 1.0f);
+  std::vector<uint8_t> q(176);
+  quantize_row_q5_k(x.data(), q.data(), 256);
+  dequantize_row_ref(QType::Q5_K, q.data(), y.data(), 256);
+  for (float v : y) ASSERT_EQ(v, 0.0f);
+  for (float c : {0.5f, -3.0f}) {
+    std::fill(x.begin(), x.end(), c);
+    quantize_row_q5_k(x.data(), q.data(), 256);
+    dequantize_row_ref(QType::Q5_K, q.data(), y.data(), 256);
+    for (float v : y) ASSERT_NEAR(v, c, std::fabs(c) * 0.02f);
+  }
+}
+
 TEST(QuantizeQ4K, ZeroAndConstantRows) {
   std::vector<float> x(256, 0.0f), y(256, 1.0f);
   std::vector<uint8_t> q(144);
@@ -154,7 +206,7 @@ TEST(Quantize, Q4KOnNarrowRowsFallsBackToQ5_0AndKeepsTheClassifierAtQ8_0) {
   EXPECT_EQ(types["blk.3.ffn_down.weight"], 1u);  // rows of 172: not even 32-blocks
   EXPECT_EQ(types["blk.0.attn_norm.weight"], 0u);
   for (const auto& t : q.tensors) {
-    if (t.name == "token_embd.weight") EXPECT_NE(t.note.find("classifier"), std::string::npos);
+    if (t.name == "token_embd.weight") EXPECT_EQ(t.note, "the classifier is kept at Q6_K; rows of 64 do not split into Q6_K blocks of 256, so Q8_0");
     else if (t.to != 0) EXPECT_NE(t.note.find("do not split into Q4_K blocks of 256"), std::string::npos) << t.note;
   }
   EXPECT_TRUE(std::isfinite(ppl_of(blob_of(q.bytes), a.ids)));
@@ -211,9 +263,68 @@ TEST(Quantize, Q4KWideModelUsesQ4KAndItsLogitsFollowTheF32Ones) {
   EXPECT_GT(dot / std::sqrt(na * nb), 0.98) << "cosine of the last logits";
 }
 
+// Q5_K_M's mix (llama.cpp's llama_tensor_get_type): the classifier, and attn_v / ffn_down in
+// the layers use_more_bits picks (all 1 of 1 here), at Q6_K; the rest at Q5_K.
+TEST(Quantize, Q5KWideModelIsAQ5KMMixAndCloserThanQ4K) {
+  std::vector<std::vector<float>> keep;
+  auto f32 = blob_of(wide_model(&keep));
+  QuantizeResult q5 = quantize_gguf(GgufFile::parse(f32), QType::Q5_K);
+  QuantizeResult q4 = quantize_gguf(GgufFile::parse(f32), QType::Q4_K);
+  auto b5 = blob_of(q5.bytes), b4 = blob_of(q4.bytes);
+  auto types = types_of(GgufFile::parse(b5));
+  EXPECT_EQ(types["token_embd.weight"], 13u);
+  EXPECT_EQ(types["blk.0.attn_q.weight"], 13u);
+  EXPECT_EQ(types["blk.0.ffn_up.weight"], 13u);
+  EXPECT_EQ(types["blk.0.attn_v.weight"], 14u);
+  EXPECT_EQ(types["blk.0.ffn_down.weight"], 14u);
+  EXPECT_EQ(types["output.weight"], 14u);
+  EXPECT_EQ(types["output_norm.weight"], 0u);
+  EXPECT_EQ(GgufFile::parse(b5).get_int("general.file_type"), 17);
+  EXPECT_GT(q5.bytes.size(), q4.bytes.size());
+  // Logits of the f32 model vs each: Q5_K closer than Q4_K.
+  Transformer a(load_model(f32), 0, nullptr), m5(load_model(b5), 0, nullptr), m4(load_model(b4), 0, nullptr);
+  std::vector<int> ids = {1, 17, 250, 3, 99, 42, 7, 300};
+  std::vector<float> la(a.forward(ids.data(), 8, 0), a.forward(ids.data(), 8, 0) + 320);
+  std::vector<float> l5(m5.forward(ids.data(), 8, 0), m5.forward(ids.data(), 8, 0) + 320);
+  const float* l4 = m4.forward(ids.data(), 8, 0);
+  double d5 = 0, d4 = 0;
+  for (int i = 0; i < 320; i++) d5 += (l5[i] - la[i]) * (l5[i] - la[i]), d4 += (l4[i] - la[i]) * (l4[i] - la[i]);
+  EXPECT_LT(d5, d4) << "Q5_K logits are closer to f32 than Q4_K's";
+}
+
+// Layers that get Q6_K under Q5_K_M in a 16-layer model (names only: the policy, not the data).
+TEST(Quantize, Q5KMoreBitsLayersFollowLlamaCpp) {
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  std::vector<float> z(256 * 256, 0.01f);
+  for (int l = 0; l < 16; l++) w.add_tensor_f32("blk." + std::to_string(l) + ".attn_v.weight", {256, 256}, z.data());
+  QuantizeResult q = quantize_gguf(GgufFile::parse(blob_of(w.finish())), QType::Q5_K);
+  std::string six;
+  for (const auto& t : q.tensors) six += t.to == 14u ? "6" : t.to == 13u ? "5" : "?";
+  // use_more_bits(i, 16): i < 2, i >= 14, or (i - 2) % 3 == 2.
+  EXPECT_EQ(six, "6655655655655666");
+}
+
+TEST(Quantize, StreamedOutputEqualsTheWholeFileAndReportsProgress) {
+  std::vector<std::vector<float>> keep;
+  auto f32 = blob_of(wide_model(&keep));
+  QuantizeResult whole = quantize_gguf(GgufFile::parse(f32), QType::Q5_K);
+  std::vector<uint8_t> streamed;
+  uint64_t last = 0, total = 0;
+  int calls = 0;
+  quantize_gguf_stream(GgufFile::parse(f32), QType::Q5_K, [&](const std::vector<uint8_t>& b) { streamed.insert(streamed.end(), b.begin(), b.end()); },
+                       [&](uint64_t done, uint64_t t) {
+                         EXPECT_GE(done, last);
+                         last = done, total = t, calls++;
+                       });
+  EXPECT_EQ(streamed, whole.bytes);
+  EXPECT_EQ(last, total);
+  EXPECT_GT(calls, 5);
+}
+
 TEST(Quantize, RefusesWhatItCannotWrite) {
   GgufFile in = GgufFile::parse(aidreams().gguf_f32);
-  EXPECT_THROW(quantize_gguf(in, QType::Q5_K), Error);
+  EXPECT_THROW(quantize_gguf(in, QType::Q6_K), Error);
   EXPECT_THROW(parse_qtype("q3_k"), Error);
 }
 
@@ -263,9 +374,12 @@ TEST(Perplexity, SelfGeneratedTextIsLowAndQuantizedModelsStayClose) {
   EXPECT_LT(f32, 12.0) << "vs 512 for a uniform guess";
   const double q8 = ppl_of(blob_of(quantize_gguf(GgufFile::parse(a.gguf_f32), QType::Q8_0).bytes), a.ids);
   const double q4 = ppl_of(blob_of(quantize_gguf(GgufFile::parse(a.gguf_f32), QType::Q4_0).bytes), a.ids);
-  printf("perplexity on %zu self-generated tokens: f32 %.4f, q8_0 %.4f, q4_0 %.4f\n", a.ids.size(), f32, q8, q4);
+  const double q5k = ppl_of(blob_of(quantize_gguf(GgufFile::parse(a.gguf_f32), QType::Q5_K).bytes), a.ids);
+  printf("perplexity on %zu self-generated tokens: f32 %.4f, q8_0 %.4f, q4_0 %.4f, q5_k %.4f\n", a.ids.size(), f32, q8,
+         q4, q5k);
   EXPECT_LT(std::fabs(q8 / f32 - 1), 0.01);
   EXPECT_LT(std::fabs(q4 / f32 - 1), 0.10);
+  EXPECT_LT(std::fabs(q5k / f32 - 1), 0.03);  // Q5_1 here (rows of 64): between Q8_0 and Q4_0
   EXPECT_NE(q8, f32);  // the weights did change
 }
 

@@ -762,6 +762,85 @@ TEST(Trainer, BadConfigsAreRefusedClearly) {
   EXPECT_THROW(run_training(c), Error);
 }
 
+// The step-wise Trainer fine-tuning a checkpoint: its starting point is the checkpoint's
+// weights (the held-out loss equals the one the first run measured on its own parameters),
+// states round-trip in memory, and what it cannot train is refused by name.
+TEST(Trainer, FineTunesAGgufCheckpointAndRefusesQuantizedOnes) {
+  TrainConfig c = toy_train_config("finetune");
+  c.steps = 10;
+  c.eval_interval = 0;
+  c.threads = 2;
+  const TrainResult r = run_training(c);  // ends with an evaluation of the final parameters
+  std::ifstream f(c.data, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto blob = map_file(c.out);
+  LoadedModel base = load_model(blob);
+  auto pool = std::make_shared<ThreadPool>(2);
+  TrainConfig ft = c;
+  ft.steps = 4;
+  ft.warmup = 0;
+  Trainer t(ft, text, embedded_tokenizer(blob), &base, pool);
+  EXPECT_EQ(t.model_config().dim, 32);
+  EXPECT_EQ(t.model_config().vocab_size, base.config.vocab_size);
+  EXPECT_DOUBLE_EQ(t.evaluate(), r.val_loss);  // f32 checkpoint: the same parameters exactly
+  const double first = t.step().loss;
+  EXPECT_TRUE(std::isfinite(first));
+  const std::vector<uint8_t> state = t.save_state();
+  const double second = t.step().loss;
+  // A second trainer restored from the state takes the same step.
+  Trainer u(ft, text, embedded_tokenizer(blob), &base, pool);
+  u.load_state(state.data(), state.size());
+  EXPECT_EQ(u.steps_done(), 1);
+  EXPECT_EQ(u.step().loss, second);
+  // Hostile states: truncated, or of another shape.
+  EXPECT_THROW(u.load_state(state.data(), state.size() - 5), Error);
+  std::vector<uint8_t> bad = state;
+  bad[3] = 'X';
+  EXPECT_THROW(u.load_state(bad.data(), bad.size()), Error);
+  // Its checkpoint loads through the engine.
+  std::vector<uint8_t> g = t.to_gguf("ft", QType::F16);
+  EXPECT_EQ(load_model(std::make_shared<VectorBlob>(g)).config.dim, 32);
+  // A quantized model is refused, naming the type.
+  std::vector<uint8_t> q8 = llama2c_to_gguf(base, *embedded_tokenizer(blob), "q8", QType::Q8_0);
+  auto qblob = std::make_shared<VectorBlob>(q8);
+  LoadedModel qm = load_model(qblob);
+  try {
+    Trainer q(ft, text, embedded_tokenizer(qblob), &qm, pool);
+    ADD_FAILURE() << "a q8_0 model was accepted for fine-tuning";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("q8_0"), std::string::npos) << e.what();
+  }
+  // Empty text and impossible options are refused.
+  EXPECT_THROW(Trainer(ft, "", embedded_tokenizer(blob), &base, pool), Error);
+  TrainConfig bad_cfg = ft;
+  bad_cfg.warmup = 100;
+  EXPECT_THROW(Trainer(bad_cfg, text, embedded_tokenizer(blob), &base, pool), Error);
+}
+
+// `init = MODEL.gguf` in a config fine-tunes through run_training (the CLI's path): it starts
+// from the checkpoint's loss, not a fresh model's.
+TEST(Trainer, ConfigInitFineTunesACheckpoint) {
+  TrainConfig c = toy_train_config("init_base");
+  c.steps = 30;
+  c.eval_interval = 0;
+  c.threads = 2;
+  const TrainResult base = run_training(c);
+  const std::string data = c.data;
+  TrainConfig ft = parse_train_config("steps = 3\nwarmup = 0\nlr = 1e-4\nbatch = 4\nseq_len = 16\nquiet = true\nthreads = 2\n",
+                                      {"data=" + data, "init=" + c.out, "out=" + ::testing::TempDir() + "qkv_train_init_ft.gguf"});
+  const TrainResult r = run_training(ft);
+  ASSERT_EQ(r.losses.size(), 3u);
+  EXPECT_LT(r.losses[0], 0.8 * base.losses[0]) << "fresh " << base.losses[0] << ", fine-tune " << r.losses[0];
+  EXPECT_EQ(load_model(map_file(ft.out)).config.seq_len, 32);  // the model keeps its context
+  try {
+    parse_train_config("dim = 32\n", {"data=" + data, "init=" + c.out});
+    ADD_FAILURE() << "init with a shape was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("brings its own shape"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Trainer, ScheduleWarmsUpThenFollowsACosine) {
   TrainConfig c;
   c.lr = 1.0f;

@@ -1,6 +1,6 @@
 // Compile-only: the declarations must reject these (each @ts-expect-error fails the build if
 // the line type-checks).
-import { loadModel, type Model } from 'qkv';
+import { loadModel, quantize, type Model } from 'qkv';
 
 async function misuse(model: Model): Promise<void> {
   // @ts-expect-error the tokenizer is a source, not a number
@@ -23,8 +23,27 @@ async function misuse(model: Model): Promise<void> {
   await model.embed(['x'], { pooling: 'max' });
   // @ts-expect-error embed takes strings
   await model.embed([1, 2]);
+  // @ts-expect-error q3_k is not a type quantize writes
+  void quantize(new Uint8Array(8), { type: 'q3_k' });
+  // @ts-expect-error quantize needs a type
+  void quantize(new Uint8Array(8), {});
   // @ts-expect-error tokenize returns ids, not a string
   const s: string = model.tokenize('x');
   void s;
 }
 void misuse;
+
+import { createTrainer } from 'qkv';
+
+async function trainMisuse(): Promise<void> {
+  // @ts-expect-error text is required
+  await createTrainer({ steps: 3 });
+  // @ts-expect-error shape presets are tiny, small, medium
+  await createTrainer({ text: 'x', shape: 'huge' });
+  // @ts-expect-error steps is a number
+  await createTrainer({ text: 'x', steps: '10' });
+  const t = await createTrainer({ text: 'x' });
+  // @ts-expect-error dtype is f32 or f16
+  await t.toGGUF({ dtype: 'q4_0' });
+}
+void trainMisuse;

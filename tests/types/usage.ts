@@ -1,5 +1,5 @@
 // Compile-only check of the public types (tsc --noEmit): every documented call, as users write it.
-import { loadModel, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats, type EmbedPooling } from 'qkv';
+import { loadModel, quantize, QUANTIZE_TYPES, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats, type EmbedPooling } from 'qkv';
 import { createWorker, type RemoteModel } from 'qkv/worker';
 
 async function main(): Promise<void> {
@@ -40,6 +40,8 @@ async function main(): Promise<void> {
   } catch (e) {
     if (e instanceof QkvError && ErrorCodes.includes(e.code)) console.log(e.code satisfies string);
   }
+  const q = await quantize(new Uint8Array(8), { type: 'q5_k', onProgress: (p) => console.log(p.phase, p.done, p.total) });
+  console.log(q.bytes?.length, q.outBytes, q.tensors.map((t) => `${t.name}: ${t.from} -> ${t.to} ${t.note}`), QUANTIZE_TYPES.length);
   const w = await createWorker();
   const rm: RemoteModel = await w.loadModel(new URL('https://example.com/m.bin'), { tokenizer: 'tok.bin' });
   for await (const t of rm.generate('x')) console.log(t.text);
@@ -48,3 +50,24 @@ async function main(): Promise<void> {
   await w.terminate();
 }
 void main;
+
+import { createTrainer, TRAIN_PRESETS, type Trainer, type TrainStep } from 'qkv';
+
+async function training(): Promise<void> {
+  const ac = new AbortController();
+  const t: Trainer = await createTrainer({ text: 'hello world', shape: 'tiny', tokenizer: { vocab: 300 }, steps: 20, batch: 4, seq: 32, lr: 1e-3, seed: 1, threads: 2, worker: 'auto' });
+  const s: TrainStep = await t.step();
+  console.log(s.loss, s.tokensPerSecond, t.info.params, TRAIN_PRESETS.small.dim);
+  const r = await t.run({ onStep: (x) => console.log(x.loss, x.valLoss), signal: ac.signal, evalEvery: 5 });
+  console.log(r.stopped, r.valLoss ?? 'none');
+  for await (const x of t.steps({ signal: ac.signal })) console.log(x.step);
+  t.stop();
+  const gguf: Uint8Array = await t.toGGUF({ dtype: 'f16' });
+  await t.loadState(await t.saveState());
+  const m = await loadModel(gguf);
+  m.dispose();
+  await t.dispose();
+  await createTrainer({ text: new Blob(['x']), model: 'model.gguf', seq: 64, shape: undefined });
+  await createTrainer({ text: 'x', shape: { dim: 64, layers: 2, heads: 4, hiddenDim: 128 } });
+}
+void training;
