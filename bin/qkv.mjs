@@ -12,8 +12,9 @@ function usage(mod, out) {
     '  qkv tokenize MODEL -z TOK TEXT   token ids and pieces of TEXT\n' +
     '  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt\'s logits\n' +
     '  qkv perplexity MODEL FILE [-z TOK] [--ctx N] [--threads N]   perplexity on a text\n' +
-    '  qkv quantize IN OUT.gguf --type q8_0|q4_0|q4_k|q5_k [-z TOK.bin] [--text FILE] [--ctx N] [--threads N]\n\n' +
-    mod.runUsage());
+    '  qkv quantize IN OUT.gguf --type q8_0|q4_0|q4_k|q5_k [-z TOK.bin] [--text FILE] [--ctx N] [--threads N]\n' +
+    '  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n' +
+    '                                   one JSON array (the text\'s embedding) per line\n\n' + mod.runUsage());
 }
 
 // Reads a file into the WASM heap; file-system failures become io errors naming the path.
@@ -131,6 +132,50 @@ async function perplexity(argv) {
   }
 }
 
+// A float as C's printf("%.9g") writes it, so both CLIs print the same bytes.
+function g9(v) {
+  if (v === 0) return Object.is(v, -0) ? '-0' : '0';
+  if (!Number.isFinite(v)) return Number.isNaN(v) ? 'nan' : v > 0 ? 'inf' : '-inf';
+  const [m, e] = v.toExponential(8).split('e');
+  const x = Number(e);
+  const trim = (s) => (s.includes('.') ? s.replace(/0+$/, '').replace(/\.$/, '') : s);
+  if (x < -4 || x >= 9) return `${trim(m)}e${x < 0 ? '-' : '+'}${String(Math.abs(x)).padStart(2, '0')}`;
+  return trim(v.toFixed(8 - x));
+}
+
+// `qkv embed MODEL TEXT... [--pooling P] [--no-normalize] [--truncate] [--threads N]`: one JSON array per text.
+async function embed(argv) {
+  const { loadModel } = await import('../src/js/node.js');
+  let model = null, pooling, normalize = true, truncate = false, threads = 'auto';
+  const texts = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--no-normalize') normalize = false;
+    else if (a === '--truncate') truncate = true;
+    else if (a === '--pooling' || a === '--threads') {
+      if (i + 1 >= argv.length) return fail('bad_argument', `${a} needs a value`);
+      const v = argv[++i];
+      if (a === '--pooling') pooling = v;
+      else if (!/^[0-9]+$/.test(v) || Number(v) < 1 || Number(v) > 256) return fail('bad_argument', `--threads must be 1..256, got ${v}`);
+      else threads = Number(v);
+    } else if (model === null && !a.startsWith('-')) model = a;
+    else texts.push(a);
+  }
+  if (model === null) return fail('bad_argument', 'embed needs MODEL (usage: qkv embed MODEL TEXT...)');
+  if (texts.length === 0) return fail('bad_argument', 'embed needs at least one TEXT');
+  let m;
+  try {
+    m = await loadModel(model, { threads });
+    const vecs = await m.embed(texts, { pooling, normalize, truncate });
+    for (const v of vecs) process.stdout.write(`[${Array.from(v, g9).join(',')}]\n`);
+    return 0;
+  } catch (e) {
+    return fail(e.code ?? 'internal', e.message);
+  } finally {
+    m?.dispose();
+  }
+}
+
 // A file streamed into the heap (no second copy of it outside), as the native CLI maps it.
 async function readPathIntoHeap(mod, path, what) {
   let size;
@@ -219,6 +264,7 @@ async function main(argv) {
   if (cmd === '-h' || cmd === '--help' || cmd === 'help') { usage(mod, process.stdout); return 0; }
   if (cmd === 'info' || cmd === 'tokenize') return infoOrTokenize(cmd, rest);
   if (cmd === 'perplexity') return perplexity(rest);
+  if (cmd === 'embed') return embed(rest);
   if (cmd === 'quantize') return quantize(rest);
   if (cmd !== 'run' && cmd !== 'logits') {
     process.stderr.write(`qkv: unknown command '${cmd}'\n\n`);

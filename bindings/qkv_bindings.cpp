@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "common.h"
+#include "embed_bindings.h"
 #include "cli/args.h"
 #include "engine/generate.h"
 #include "engine/session.h"
@@ -263,7 +264,8 @@ class JsModel {
     o.set("eosId", tok_ ? tok_->eos_id() : 2);
     o.set("eogIds", int_array(tok_ ? tok_->eog_ids() : std::vector<int>()));
     o.set("addBos", tok_ ? tok_->add_bos() : true);
-    o.set("tokenizer", std::string(!tok_ ? "none" : tok_->is_bpe() ? "bpe" : "sentencepiece"));
+    o.set("tokenizer", std::string(!tok_ ? "none" : tok_->is_bpe() ? "bpe" : tok_->is_wordpiece() ? "wordpiece" : "sentencepiece"));
+    embed_info(c, o);
     const ChatTemplate ct = detect_chat_template(tok_ ? tok_->chat_template() : std::string());
     o.set("chatFormat", std::string(chat_format_name(ct.format)));
     o.set("chatFormatGuessed", ct.guessed);
@@ -315,6 +317,14 @@ class JsModel {
     });
   }
 
+  // Sentence embeddings (bindings/embed_bindings.cpp); one encoder Transformer kept for reuse.
+  val embed(val texts, val options) {
+    return guard([&] {
+      if (!enc_) enc_ = std::make_unique<Transformer>(model_, 0, pool_);
+      return embed_js(*enc_, tokenizer(), texts, options);
+    });
+  }
+
   JsSession* createSession(int context) {
     return guard([&] { return new JsSession(model_, context, pool_); });
   }
@@ -362,6 +372,7 @@ class JsModel {
   LoadedModel model_;
   std::unique_ptr<Tokenizer> tok_;
   std::shared_ptr<ThreadPool> pool_;
+  std::unique_ptr<Transformer> enc_;
 };
 
 std::string simd_arch() { return simd_arch_name(); }
@@ -422,6 +433,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("detokenize", &JsModel::detokenize)
       .function("createSession", &JsModel::createSession, allow_raw_pointers())
       .function("allLogits", &JsModel::allLogits)
+      .function("embed", &JsModel::embed)
       .function("benchAttention", &JsModel::benchAttention)
       .function("run", &JsModel::run);
 }

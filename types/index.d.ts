@@ -168,8 +168,15 @@ export interface ModelInfo {
   eogIds: number[];
   /** Whether tokenize() puts BOS first (GGUF: tokenizer.ggml.add_bos_token). */
   addBos: boolean;
-  /** 'sentencepiece' (llama2.c, GGUF `llama`), 'bpe' (GGUF `gpt2`, byte-level), 'none' (not loaded yet). */
-  tokenizer: 'sentencepiece' | 'bpe' | 'unigram' | 'none';
+  /**
+   * 'sentencepiece' (llama2.c, GGUF `llama`), 'bpe' (GGUF `gpt2`, byte-level), 'wordpiece'
+   * (GGUF `bert`), 'unigram' (GGUF `t5`), 'none' (not loaded yet).
+   */
+  tokenizer: 'sentencepiece' | 'bpe' | 'wordpiece' | 'unigram' | 'none';
+  /** True for encoder-only models (BERT, Nomic BERT): they give embeddings (embed()), not text. */
+  encoder: boolean;
+  /** The pooling embed() uses when not told otherwise (GGUF `*.pooling_type`; mean if none). */
+  pooling: EmbedPooling;
   /** Chat format chat() renders, recognized from the model's tokenizer.chat_template. */
   chatFormat: ChatFormat;
   /** True when the model has no chat template qkv recognizes and chat() falls back to ChatML. */
@@ -181,6 +188,25 @@ export interface ModelInfo {
   device: DeviceInfo;
   threading: { mode: 'pthreads' | 'single'; reason: string; threads: number };
   memory: { weightBytes: number; kvCacheBytes: number; gpuKvCacheBytes: number; heapBytes: number };
+}
+
+/** How embed() turns per-token states into one vector: their mean, the first ([CLS]) token's, or the last token's. */
+export type EmbedPooling = 'mean' | 'cls' | 'last';
+
+export interface EmbedOptions {
+  /** Default: the model's (info.pooling). */
+  pooling?: EmbedPooling;
+  /** Scale each vector to unit L2 length (default true), as llama.cpp's embedding API does. */
+  normalize?: boolean;
+  /**
+   * A text longer than the model's context: refused with 'bad_argument' (false, the default), or
+   * cut to its first tokens plus its closing one ([SEP]) (true).
+   */
+  truncate?: boolean;
+  /** Texts per encoder pass (default 32; 1..4096). Each pass is one synchronous WASM call. */
+  batchSize?: number;
+  /** Checked between passes; aborting rejects with QkvError code 'aborted'. */
+  signal?: AbortSignal;
 }
 
 /** A conversation with its own KV cache. */
@@ -256,6 +282,14 @@ export declare class Model {
    * tokenize(t, { bos: false }) decode to " " + t.
    */
   detokenize(ids: ArrayLike<number>): string;
+  /**
+   * Sentence embeddings: one Float32Array of info.dim numbers per text, in order (a single string
+   * counts as a list of one). Texts longer than the model's context, an empty list and non-strings
+   * are refused with QkvError code 'bad_argument'.
+   */
+  embed(texts: string | string[], options?: EmbedOptions): Promise<Float32Array[]>;
+  /** Texts and tokens of the last embed() call. */
+  lastEmbedding: { texts: number; tokens: number } | null;
   /** Frees the model and all its sessions. Idempotent. */
   dispose(): void;
 }

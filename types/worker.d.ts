@@ -1,8 +1,8 @@
 // qkv/worker: the same API with the engine in a Web Worker (Node: a worker thread). Every
 // method is async because it crosses postMessage.
 import type {
-  AttentionMap, ChatMessage, EncoderDecoderInfo, EncoderDecoderInspection, GenerateOptions, GeneratedToken, GenerationStats,
-  LoadOptions, ModelInfo, ModelSource, QkvWarning, SamplingOptions,
+  AttentionMap, ChatMessage, EmbedOptions, EncoderDecoderInfo, EncoderDecoderInspection, GenerateOptions, GeneratedToken,
+  GenerationStats, LoadOptions, ModelInfo, ModelSource, QkvWarning, SamplingOptions,
 } from './index.js';
 
 export { QkvError, ErrorCode } from './index.js';
@@ -33,6 +33,8 @@ export interface RemoteModel {
   refreshInfo(): Promise<ModelInfo>;
   tokenize(text: string, options?: { bos?: boolean; special?: boolean }): Promise<number[]>;
   detokenize(ids: ArrayLike<number>): Promise<string>;
+  /** Sentence embeddings, computed in the worker (see Model.embed). */
+  embed(texts: string | string[], options?: EmbedOptions): Promise<Float32Array[]>;
   createSession(options?: { contextLength?: number }): Promise<RemoteSession>;
   session(): Promise<RemoteSession>;
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../common.h"
+#include "../engine/embed.h"
 #include "../engine/perplexity.h"
 #include "../formats/file.h"
 #include "../engine/encdec_generate.h"
@@ -33,7 +34,9 @@ static int usage(FILE* f) {
              "  qkv quantize IN OUT.gguf --type q8_0|q4_0|q4_k|q5_k [-z TOK.bin] [--text FILE] [--ctx N]\n"
              "                                   F32/F16 GGUF or llama2.c checkpoint to a quantized GGUF\n"
              "  qkv perplexity MODEL FILE [-z TOK.bin] [--ctx N] [--threads N]\n"
-             "                                   perplexity on a text, in windows of N tokens\n%s\n%s",
+             "                                   perplexity on a text, in windows of N tokens\n"
+             "  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n"
+             "                                   one JSON array (the text's embedding) per line\n%s\n%s",
           train_usage(), run_usage());
   return f == stderr ? 1 : 0;
 }
@@ -197,6 +200,48 @@ static int cmd_quantize(const std::vector<std::string>& args) {
   return 0;
 }
 
+// qkv embed MODEL TEXT... [--pooling P] [--no-normalize] [--threads N]
+static int cmd_embed(const std::vector<std::string>& args) {
+  std::vector<std::string> flags, texts;
+  EmbedOptions o;
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    if (a == "--no-normalize") {
+      o.normalize = false;
+    } else if (a == "--truncate") {
+      o.truncate = true;
+    } else if (a == "--pooling") {
+      if (i + 1 >= args.size()) fail(ErrorCode::BadArgument, "--pooling needs mean, cls or last");
+      o.pooling = parse_pooling(args[++i]);
+    } else if (a == "--threads") {
+      if (i + 1 >= args.size()) fail(ErrorCode::BadArgument, a + " needs a value");
+      flags.push_back(a);
+      flags.push_back(args[++i]);
+    } else if (flags.empty() && texts.empty() && !a.empty() && a[0] != '-') {
+      flags.push_back(a);  // MODEL
+    } else {
+      texts.push_back(a);
+    }
+  }
+  if (flags.empty() || flags[0][0] == '-') fail(ErrorCode::BadArgument, "embed needs MODEL (usage: qkv embed MODEL TEXT...)");
+  if (texts.empty()) fail(ErrorCode::BadArgument, "embed needs at least one TEXT");
+  Loaded l = load(parse_run_args(flags));
+  const std::vector<float> e = embed_texts(*l.model, *l.tok, texts, o);
+  const int dim = l.model->config().dim;
+  std::string line;
+  char buf[32];
+  for (size_t i = 0; i < texts.size(); i++) {
+    line = "[";
+    for (int d = 0; d < dim; d++) {
+      snprintf(buf, sizeof buf, "%s%.9g", d ? "," : "", e[i * dim + d]);
+      line += buf;
+    }
+    line += "]\n";
+    fwrite(line.data(), 1, line.size(), stdout);
+  }
+  return 0;
+}
+
 static int cmd_logits(const RunArgs& a) {
   if (a.logits_out.empty()) fail(ErrorCode::BadArgument, "logits needs -o OUT");
   Loaded l = load(a);
@@ -222,6 +267,7 @@ int main(int argc, char** argv) {
     if (cmd == "train-tokenizer") return cmd_train_tokenizer(args);
     if (cmd == "quantize") return cmd_quantize(args);
     if (cmd == "perplexity") return cmd_perplexity(args);
+    if (cmd == "embed") return cmd_embed(args);
     fprintf(stderr, "qkv: unknown command '%s'\n\n", cmd.c_str());
     return usage(stderr);
   } catch (const Error& e) {

@@ -1,4 +1,4 @@
-// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2: kArchs),
+// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2; encoders bert, nomic-bert: kArchs),
 // weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, kept as stored
 // (a fused QKV or gate+up matrix becomes row views). Tokenizers: SentencePiece and byte-level BPE.
 #include "gguf_model.h"
@@ -63,6 +63,7 @@ struct ArchRow {
   bool fused_up;   // ffn_up holds the gate rows, then the up rows (Phi-3)
   bool embed_sqrt_dim;  // token embeddings scaled by sqrt(dim) (Gemma)
   bool gemma2 = false;  // post-norms, soft-capped scores and logits, sliding window on even layers
+  bool encoder = false;  // BERT layout: bidirectional, post-norm, embedding norm, no LM head
 };
 const ArchRow kArchs[] = {
     {"llama", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false},
@@ -78,10 +79,22 @@ const ArchRow kArchs[] = {
     // adds, attention scores and logits soft-capped (cap * tanh(x / cap)), and a sliding window
     // on the even layers (llama.cpp's swa pattern for gemma2).
     {"gemma2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, false, false, false, false, true, true},
+    // Encoders (llama.cpp's names): BERT with learned positions and GELU; Nomic BERT with a fused
+    // QKV, RoPE (NeoX halves) and SwiGLU.
+    {"bert", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, true, false, false, false, false, false, false, true},
+    {"nomic-bert", NormKind::LayerNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, true, false, false, false, false, true},
 };
 
 const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
   return weight(g, name, 1, n, required).f32();
+}
+
+// A table whose rows are added as floats (position_embd, token_types): F32 only.
+const float* f32_table(const GgufFile& g, const std::string& name, int64_t rows, int64_t cols) {
+  const Tensor t = weight(g, name, rows, cols);
+  if (t.type != DType::F32)
+    fail(ErrorCode::Unsupported, "GGUF: tensor " + name + " is " + ggml_type_name(ggml_of_qtype(t.type)) + "; it must be F32");
+  return t.f32();
 }
 
 // Rows [r0, r0 + n) of a matrix: a view, no copy (rows of any type are whole blocks).
@@ -93,7 +106,56 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
 }
 }  // namespace
 
-const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2"; }
+const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, bert, nomic-bert"; }
+
+namespace {
+// The encoder half of the loader: BERT's tensor names (attn_output_norm and layer_output_norm
+// after each residual, token_embd_norm over the embeddings, biases where the file has them).
+void load_encoder_weights(const GgufFile& g, const ArchRow& row, LoadedModel& m) {
+  const ModelConfig& c = m.config;
+  ModelWeights& w = m.weights;
+  const int64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim;
+  w.tok_embed = weight(g, "token_embd.weight", c.vocab_size, d);
+  if (c.pos == PosKind::Learned) w.pos_embed = f32_table(g, "position_embd.weight", c.seq_len, d);
+  if (c.n_token_types > 0) w.type_embed = f32_table(g, "token_types.weight", c.n_token_types, d);
+  w.embed_norm = vec(g, "token_embd_norm.weight", d);
+  w.embed_norm_b = vec(g, "token_embd_norm.bias", d, false);
+  w.layers.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; l++) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights& L = w.layers[l];
+    if (row.fused_qkv || g.find_tensor(p + "attn_qkv.weight")) {
+      const Tensor qkv = weight(g, p + "attn_qkv.weight", q + 2 * kv, d);
+      L.wq = rows_of(qkv, 0, q);
+      L.wk = rows_of(qkv, q, kv);
+      L.wv = rows_of(qkv, q + kv, kv);
+      if (const float* bias = vec(g, p + "attn_qkv.bias", q + 2 * kv, false)) {
+        L.bq = bias;
+        L.bk = bias + q;
+        L.bv = bias + q + kv;
+      }
+    } else {
+      L.wq = weight(g, p + "attn_q.weight", q, d);
+      L.wk = weight(g, p + "attn_k.weight", kv, d);
+      L.wv = weight(g, p + "attn_v.weight", kv, d);
+      L.bq = vec(g, p + "attn_q.bias", q, false);
+      L.bk = vec(g, p + "attn_k.bias", kv, false);
+      L.bv = vec(g, p + "attn_v.bias", kv, false);
+    }
+    L.wo = weight(g, p + "attn_output.weight", d, q);
+    L.bo = vec(g, p + "attn_output.bias", d, false);
+    L.attn_norm = vec(g, p + "attn_output_norm.weight", d);
+    L.attn_norm_b = vec(g, p + "attn_output_norm.bias", d, false);
+    if (c.ffn == FfnKind::SwiGLU) L.w_gate = weight(g, p + "ffn_gate.weight", h, d);
+    L.w_up = weight(g, p + "ffn_up.weight", h, d);
+    L.b_up = vec(g, p + "ffn_up.bias", h, false);
+    L.w_down = weight(g, p + "ffn_down.weight", d, h);
+    L.b_down = vec(g, p + "ffn_down.bias", d, false);
+    L.ffn_norm = vec(g, p + "layer_output_norm.weight", d);
+    L.ffn_norm_b = vec(g, p + "layer_output_norm.bias", d, false);
+  }
+}
+}  // namespace
 
 LoadedModel load_gguf_model(const GgufFile& g) {
   const std::string arch = g.get_string("general.architecture");
@@ -151,6 +213,27 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
   c.vocab_size = to_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
+  if (row->encoder) {
+    const GgufValue* causal = g.find(key("attention.causal"));
+    if (causal && causal->kind != GgufKind::BOOL) bad(key("attention.causal") + " must be a bool");
+    c.causal = causal ? causal->u != 0 : false;
+    c.post_norm = true;
+    c.embed_norm = true;
+    c.tied_classifier = false;
+    if (const GgufTensorInfo* tt = g.find_tensor("token_types.weight")) {
+      if (tt->dims.size() != 2) bad("tensor token_types.weight is not 2-D");
+      c.n_token_types = to_int((int64_t)tt->dims[1], "the token type count (token_types.weight)");
+    }
+    const int64_t pool = g.get_int_or(key("pooling_type"), 0);
+    switch (pool) {
+      case 0: c.pooling = PoolKind::None; break;
+      case 1: c.pooling = PoolKind::Mean; break;
+      case 2: c.pooling = PoolKind::Cls; break;
+      case 3: c.pooling = PoolKind::Last; break;
+      case 4: fail(ErrorCode::Unsupported, "GGUF: " + key("pooling_type") + " = 4 (rank: a reranker) is not supported yet");
+      default: bad(key("pooling_type") + " = " + std::to_string(pool) + " is not a pooling type (0..4)");
+    }
+  }
   if (row->gemma2) {  // llama.cpp's defaults where a key is absent
     auto cap = [&](const char* k, double def) {
       const double v = g.get_float_or(key(k), def);
@@ -171,11 +254,15 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   LoadedModel m;
   m.config = c;
   m.storage = g.blob();
+  if (row->encoder) {
+    load_encoder_weights(g, *row, m);
+    return m;
+  }
   ModelWeights& w = m.weights;
   const int64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim;
   const bool b = row->all_bias;
   w.tok_embed = weight(g, "token_embd.weight", c.vocab_size, d);
-  if (c.pos == PosKind::Learned) w.pos_embed = weight(g, "position_embd.weight", c.seq_len, d).f32();
+  if (c.pos == PosKind::Learned) w.pos_embed = f32_table(g, "position_embd.weight", c.seq_len, d);
   if (rope && g.find_tensor("rope_freqs.weight")) {  // Llama 3.1+: each RoPE frequency divided by a factor
     w.rope_factors = vec(g, "rope_freqs.weight", c.rot_dims() / 2);
     for (int i = 0; i < c.rot_dims() / 2; i++)
@@ -270,8 +357,9 @@ int token_id(const GgufFile& g, const std::string& key, int def, size_t n) {
 Tokenizer load_gguf_vocab(const GgufFile& g) {
   const std::string model = g.get_string("tokenizer.ggml.model");
   if (model == "t5") return load_gguf_unigram(g);
-  if (model != "llama" && model != "gpt2")
-    fail(ErrorCode::Unsupported, "GGUF tokenizer '" + model + "' is not supported; supported: llama (SentencePiece), gpt2 (byte-level BPE), t5 (Unigram)");
+  if (model != "llama" && model != "gpt2" && model != "bert")
+    fail(ErrorCode::Unsupported, "GGUF tokenizer '" + model +
+                                     "' is not supported; supported: llama (SentencePiece), gpt2 (byte-level BPE), bert (WordPiece), t5 (Unigram)");
   std::vector<std::string> pieces = string_array(g, "tokenizer.ggml.tokens");
   const size_t n = pieces.size();
   std::vector<int> types;
@@ -279,6 +367,15 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
     if (t->kind != GgufKind::ARRAY || t->arr.size() != n || !(n == 0 || t->arr[0].is_int()))
       bad("tokenizer.ggml.token_type must have one integer type per token");
     for (const GgufValue& v : t->arr) types.push_back((int)v.i);
+  }
+  if (model == "bert") {  // llama.cpp's defaults: [CLS] 101 (as BOS), [SEP] 102, [UNK] 100
+    auto id_or = [&](int def) { return def < (int)n ? def : -1; };
+    const int cls = token_id(g, "tokenizer.ggml.bos_token_id", token_id(g, "tokenizer.ggml.cls_token_id", id_or(101), n), n);
+    const int sep = token_id(g, "tokenizer.ggml.seperator_token_id", id_or(102), n);
+    const int unk = token_id(g, "tokenizer.ggml.unknown_token_id", id_or(100), n);
+    return Tokenizer::from_wordpiece(std::move(pieces), std::move(types), cls, sep, unk,
+                                     flag(g, "tokenizer.ggml.add_bos_token", true) && cls >= 0,
+                                     flag(g, "tokenizer.ggml.add_sep_token", true) && sep >= 0);
   }
   if (model == "gpt2") {
     const std::string pre = g.find("tokenizer.ggml.pre") ? g.get_string("tokenizer.ggml.pre") : std::string("default");

@@ -7,6 +7,7 @@
 
 #include "../common.h"
 #include "gguf_writer.h"
+#include "../tokenizer/wordpiece.h"
 
 namespace qkv {
 
@@ -82,8 +83,147 @@ LearnedBpe learn_bpe(const std::string& corpus, PreTokenizer pre, int n_merges) 
   return out;
 }
 
+namespace {
+// A BERT-style WordPiece vocabulary as llama.cpp's converter writes it: [PAD] 0, [unused*],
+// [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103; then every character of the built-in corpus (and
+// a-z, 0-9) as a word start ("\u2581c") and a continuation ("c"), the corpus's repeated words
+// whole, and 2-3 character word starts and word ends, so that words split into several pieces.
+// Emoji stay out, so texts with them exercise [UNK].
+int add_wordpiece_tokenizer(GgufWriter& w, int vocab_size) {
+  std::vector<std::string> tokens{"[PAD]"};
+  for (int i = 0; i < 99; i++) tokens.push_back("[unused" + std::to_string(i) + "]");
+  for (const char* sp : {"[UNK]", "[CLS]", "[SEP]", "[MASK]"}) tokens.push_back(sp);
+  std::vector<int32_t> types(tokens.size(), 1);
+  types[0] = types[101] = types[102] = types[103] = 3;
+  types[100] = 2;
+  std::map<std::string, bool> seen;
+  for (const std::string& t : tokens) seen[t] = true;
+  auto add = [&](const std::string& t) {
+    if (t.empty() || seen[t]) return;
+    seen[t] = true;
+    tokens.push_back(t);
+    types.push_back(1);
+  };
+  const std::string mark = "\xE2\x96\x81";
+  std::string alnum = "abcdefghijklmnopqrstuvwxyz0123456789";
+  const std::vector<std::string> words = wordpiece_words(std::string(kCorpus) + " " + alnum);
+  std::map<std::string, int> count;
+  for (const std::string& wd : words) count[wd]++;
+  std::vector<std::string> chars;
+  for (const std::string& wd : words)
+    for (uint32_t cp : utf8_to_codepoints(wd)) {
+      if (cp >= 0x1F000) continue;
+      std::string c;
+      append_utf8(c, cp);
+      chars.push_back(c);
+    }
+  for (char ch : alnum) chars.push_back(std::string(1, ch));
+  for (const std::string& c : chars) add(mark + c);
+  for (const std::string& c : chars) add(c);
+  for (const std::string& wd : words) {
+    const std::vector<uint32_t> cps = utf8_to_codepoints(wd);
+    if (cps.size() < 2 || cps[0] >= 0x1F000) continue;
+    auto span = [&](size_t b, size_t e) {
+      std::string o;
+      for (size_t i = b; i < e && i < cps.size(); i++) append_utf8(o, cps[i]);
+      return o;
+    };
+    if (count[wd] >= 2) add(mark + wd);
+    if (cps.size() >= 4) {
+      add(mark + span(0, 2));
+      add(mark + span(0, 3));
+      add(span(cps.size() - 2, cps.size()));
+      add(span(cps.size() - 3, cps.size()));
+    }
+  }
+  for (int i = 99; (int)tokens.size() < vocab_size; i++) {  // BERT-sized vocabularies for benchmarks
+    tokens.push_back("[unused" + std::to_string(i) + "]");
+    types.push_back(1);
+  }
+  w.add_string("tokenizer.ggml.model", "bert");
+  w.add_strings("tokenizer.ggml.tokens", tokens);
+  w.add_i32s("tokenizer.ggml.token_type", types);
+  w.add_u32("tokenizer.ggml.token_type_count", 2);
+  w.add_u32("tokenizer.ggml.bos_token_id", 101);
+  w.add_u32("tokenizer.ggml.cls_token_id", 101);
+  w.add_u32("tokenizer.ggml.seperator_token_id", 102);
+  w.add_u32("tokenizer.ggml.unknown_token_id", 100);
+  w.add_u32("tokenizer.ggml.padding_token_id", 0);
+  w.add_u32("tokenizer.ggml.mask_token_id", 103);
+  return (int)tokens.size();
+}
+
+// BERT (learned positions, separate Q/K/V with biases, GELU) or Nomic BERT (fused QKV, RoPE,
+// SwiGLU): post-norm encoder layers with llama.cpp's tensor names.
+std::vector<uint8_t> write_encoder_model(const TestModelSpec& s) {
+  const std::string& A = s.arch;
+  const bool nomic = A == "nomic-bert";
+  GgufWriter w;
+  w.add_string("general.architecture", A);
+  w.add_string("general.name", s.name.empty() ? "qkv test " + A : s.name);
+  const int V = add_wordpiece_tokenizer(w, s.vocab_size);
+  const uint64_t d = s.dim, h = s.hidden, kvd = (uint64_t)s.kv_heads * (s.dim / s.heads);
+  auto key = [&](const char* k) { return A + "." + k; };
+  w.add_u32(key("context_length"), s.context);
+  w.add_u32(key("embedding_length"), s.dim);
+  w.add_u32(key("feed_forward_length"), s.hidden);
+  w.add_u32(key("block_count"), s.layers);
+  w.add_u32(key("attention.head_count"), s.heads);
+  w.add_u32(key("attention.head_count_kv"), s.kv_heads);
+  w.add_f32(key("attention.layer_norm_epsilon"), 1e-12f);
+  w.add_bool(key("attention.causal"), false);
+  w.add_u32(key("pooling_type"), s.pooling);
+  if (nomic) w.add_f32(key("rope.freq_base"), 1000.0f);
+  Rand r(s.seed);
+  auto matrix = [&](const std::string& name, uint64_t rows, uint64_t cols, float gain = 1.0f) {
+    const float a = gain * 1.7f / std::sqrt((float)cols);
+    std::vector<float> v = r.fill(rows * cols, -a, a);
+    w.add_tensor_f32(name, {cols, rows}, v.data());
+  };
+  auto vector = [&](const std::string& name, uint64_t n, float center, float spread) {
+    std::vector<float> v = r.fill(n, center - spread, center + spread);
+    w.add_tensor_f32(name, {n}, v.data());
+  };
+  auto table = [&](const std::string& name, uint64_t rows) {
+    std::vector<float> e = r.fill(rows * d, -0.5f, 0.5f);
+    w.add_tensor_f32(name, {d, rows}, e.data());
+  };
+  table("token_embd.weight", (uint64_t)V);
+  table("token_types.weight", 2);
+  if (!nomic) table("position_embd.weight", (uint64_t)s.context);
+  vector("token_embd_norm.weight", d, 1.0f, 0.2f);
+  vector("token_embd_norm.bias", d, 0.0f, 0.1f);
+  for (int l = 0; l < s.layers; l++) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    if (nomic) {
+      matrix(p + "attn_qkv.weight", d + 2 * kvd, d, 2.0f);
+    } else {
+      matrix(p + "attn_q.weight", d, d, 2.0f);
+      vector(p + "attn_q.bias", d, 0.0f, 0.2f);
+      matrix(p + "attn_k.weight", kvd, d, 2.0f);
+      vector(p + "attn_k.bias", kvd, 0.0f, 0.2f);
+      matrix(p + "attn_v.weight", kvd, d);
+      vector(p + "attn_v.bias", kvd, 0.0f, 0.2f);
+    }
+    matrix(p + "attn_output.weight", d, d, 3.0f);
+    if (!nomic) vector(p + "attn_output.bias", d, 0.0f, 0.1f);
+    vector(p + "attn_output_norm.weight", d, 1.0f, 0.2f);
+    vector(p + "attn_output_norm.bias", d, 0.0f, 0.1f);
+    if (nomic) matrix(p + "ffn_gate.weight", h, d);
+    matrix(p + "ffn_up.weight", h, d);
+    if (!nomic) vector(p + "ffn_up.bias", h, 0.0f, 0.2f);
+    matrix(p + "ffn_down.weight", d, h, 3.0f);
+    if (!nomic) vector(p + "ffn_down.bias", d, 0.0f, 0.1f);
+    vector(p + "layer_output_norm.weight", d, 1.0f, 0.2f);
+    vector(p + "layer_output_norm.bias", d, 0.0f, 0.1f);
+  }
+  return w.finish();
+}
+}  // namespace
+
 std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
   const std::string& A = s.arch;
+  if (A == "bert" || A == "nomic-bert") return write_encoder_model(s);
   const bool gpt2 = A == "gpt2", qwen2 = A == "qwen2", qwen3 = A == "qwen3", phi3 = A == "phi3", gemma2 = A == "gemma2",
              gemma = A == "gemma" || gemma2;
   if (A != "llama" && !gpt2 && !qwen2 && !qwen3 && !phi3 && !gemma) fail(ErrorCode::BadArgument, "no test model for architecture '" + A + "'");

@@ -65,7 +65,7 @@ namespace qkv {
 // Small random-weight models of each supported architecture with a tokenizer, for conformance
 // tests against other engines (llama.cpp) and for tests of the loaders.
 struct TestModelSpec {
-  std::string arch = "llama";  // llama, qwen2, qwen3, gpt2, phi3, gemma
+  std::string arch = "llama";  // llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2; encoders: bert, nomic-bert (WordPiece vocabulary)
   std::string pre = "gpt-2";   // BPE pre-tokenizer name (tokenizer.ggml.pre); unused with spm
   const Tokenizer* spm = nullptr;  // a SentencePiece vocabulary to embed instead of a learned BPE one
   std::vector<std::string> spm_specials;  // control tokens appended to it
@@ -78,6 +78,8 @@ struct TestModelSpec {
   uint32_t seed = 1;
   std::string chat_template;  // tokenizer.chat_template, if not empty
   int dec_layers = 0;  // encoder-decoder models: decoder layers (0 = layers)
+  int pooling = 1;  // encoders: *.pooling_type (1 mean, 2 cls, 3 last)
+  int vocab_size = 0;  // encoders: pad the WordPiece vocabulary with [unused*] pieces up to this size
 };
 std::vector<uint8_t> write_test_model(const TestModelSpec& spec);
 // A `t5` encoder-decoder model (arch "t5"; spm gives the pieces of its Unigram vocabulary).

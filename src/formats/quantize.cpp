@@ -70,8 +70,8 @@ std::vector<Planned> plan(const GgufFile& in, QType type) {
     QType& to = p.to;
     std::string& note = p.report.note;
     const bool kquant = type == QType::Q4_K || type == QType::Q5_K;
-    if (t.dims.size() == 1) {
-      to = QType::F32;
+    if (t.dims.size() == 1 || t.name == "position_embd.weight" || t.name == "token_types.weight") {
+      to = QType::F32;  // norms, and the tables the engine adds rows of as floats
     } else if (kquant) {
       std::string rest;
       const int l = layer_of(t.name, &rest);

@@ -24,7 +24,8 @@ struct QuantizeResult {
 };
 
 // Policy (the README's `qkv quantize` section):
-//  - 1-D tensors (norm weights, biases) stay F32;
+//  - 1-D tensors (norm weights, biases) stay F32, and so do the tables whose rows the engine adds
+//    as floats (position_embd, token_types);
 //  - matrices become `type`, except:
 //    * for Q4_K and Q5_K, the classifier (output.weight, or token_embd.weight when the classifier
 //      is tied to it) is kept at Q6_K, as llama.cpp's Q4_K_M / Q5_K_M do: it is the tensor most

@@ -8,6 +8,8 @@ import { EncoderDecoderModel } from './encdec.js';
 
 export { QkvError } from './errors.js';
 
+const POOLINGS = Object.freeze(['mean', 'cls', 'last']);
+
 const DEFAULTS = Object.freeze({
   maxTokens: 256, temperature: 0.8, topK: 0, topP: 0.9, minP: 0, repetitionPenalty: 1,
 });
@@ -389,6 +391,8 @@ export class Model {
     this._info = call(() => handle.info());
     this._info.eogIds = Array.from(this._info.eogIds ?? []);  // a plain array (JSON, postMessage)
     this._default = null;
+    /** Texts and tokens of the last embed() call. */
+    this.lastEmbedding = null;
     const { gpu, warning, ...deviceInfo } = device;
     this._device = deviceInfo;
     this._gpu = gpu ?? null;
@@ -465,6 +469,41 @@ export class Model {
     const h = this._live();
     checkIds(ids, 'detokenize');
     return new TextDecoder('utf-8', { fatal: false }).decode(call(() => h.detokenize(Array.from(ids))));
+  }
+
+  /**
+   * Sentence embeddings: one Float32Array (length info.dim) per text, in order. Encoders
+   * (BERT, Nomic BERT) read each text in both directions; texts are batched together into
+   * passes of up to `batchSize` texts. {pooling: 'mean' | 'cls' | 'last'} (default: the
+   * model's, info.pooling), {normalize: true} (unit L2 length), {truncate: false} (true: a text
+   * longer than the context keeps its first tokens and its closing one), {signal} (checked
+   * between batches).
+   */
+  async embed(texts, options = {}) {
+    const h = this._live();
+    if (typeof texts === 'string') texts = [texts];
+    check(Array.isArray(texts), `embed takes an array of strings, got ${texts === null ? 'null' : typeof texts}`);
+    check(texts.length > 0, 'embed needs at least one text');
+    texts.forEach((t, i) => check(typeof t === 'string', `embed: text ${i} is not a string (${t === null ? 'null' : typeof t})`));
+    check(options !== null && typeof options === 'object', 'embed options must be an object');
+    const { pooling, normalize = true, truncate = false, signal, batchSize = 32 } = options;
+    check(pooling === undefined || POOLINGS.includes(pooling), `pooling must be one of ${POOLINGS.join(', ')}, got ${String(pooling)}`);
+    check(typeof normalize === 'boolean', `normalize must be a boolean, got ${typeof normalize}`);
+    check(typeof truncate === 'boolean', `truncate must be a boolean, got ${typeof truncate}`);
+    checkNumber(options, 'batchSize', 1, 4096, true);
+    const opts = { normalize, truncate, ...(pooling ? { pooling } : {}) };
+    const out = [];
+    let tokens = 0;
+    for (let i = 0; i < texts.length; i += batchSize) {
+      throwIfAborted(signal);
+      const batch = texts.slice(i, i + batchSize).map(wellFormed);
+      const r = call(() => h.embed(batch, opts));
+      for (let k = 0; k < batch.length; k++) out.push(r.data.slice(k * r.dim, (k + 1) * r.dim));
+      for (const n of r.tokens) tokens += n;
+      if (i + batchSize < texts.length) await yieldToLoop();
+    }
+    this.lastEmbedding = { texts: texts.length, tokens };
+    return out;
   }
 
   /** A new conversation with its own KV cache ({contextLength} defaults to the model's). */

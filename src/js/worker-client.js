@@ -152,6 +152,11 @@ class RemoteModel {
   refreshInfo() { return this._c.request({ op: 'info', handle: this._h }).then((i) => (this.info = i)); }
   tokenize(text, options) { return this._c.request({ op: 'call', handle: this._h, method: 'tokenize', args: [text, options] }); }
   detokenize(ids) { return this._c.request({ op: 'call', handle: this._h, method: 'detokenize', args: [Array.from(ids)] }); }
+  /** Sentence embeddings (see Model.embed); the Float32Arrays come back as transferred copies. */
+  embed(texts, options = {}) {
+    const { signal, ...rest } = options ?? {};
+    return this._c.request({ op: 'call', handle: this._h, method: 'embed', args: [texts, rest] }, { signal });
+  }
   async createSession(options) {
     const { handle } = await this._c.request({ op: 'createSession', handle: this._h, options });
     return new RemoteSession(this._c, handle);

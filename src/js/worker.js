@@ -22,7 +22,7 @@ function target(h) {
 function register(o) { const h = nextHandle++; objects.set(h, o); return h; }
 
 const CALLS = {
-  model: new Set(['tokenize', 'detokenize', 'complete']),
+  model: new Set(['tokenize', 'detokenize', 'complete', 'embed']),
   session: new Set(['feed', 'prefill', 'logits', 'sample', 'truncate', 'reset', 'attention', 'complete']),
   encdec: new Set(['tokenize', 'detokenize', 'complete', '_inspectRaw']),
 };
@@ -59,7 +59,7 @@ async function handle(msg) {
       const kind = o instanceof api.Model ? 'model' : o instanceof api.EncoderDecoderModel ? 'encdec' : 'session';
       if (!CALLS[kind].has(msg.method)) throw new api.QkvError('bad_argument', `no method ${msg.method}`);
       const args = [...msg.args];
-      if (msg.method === 'complete') args[1] = { ...(args[1] ?? {}), signal: ac.signal };
+      if (msg.method === 'complete' || msg.method === 'embed') args[1] = { ...(args[1] ?? {}), signal: ac.signal };
       value = await o[msg.method](...args);
     } else if (op === 'generate') {
       const o = target(msg.handle);

@@ -68,7 +68,13 @@ void matvec_f32_simd(float* y, const float* W, const float* x, int n, int r0, in
 template <int MR>
 static void matmul_rows(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
                         int n) {
+#ifdef __wasm__
+  // V8 on x86-64 has 16 SIMD registers: 4 x 3 accumulators + 4 weights + an x vector and the
+  // mul/add temporary (no FMA in SIMD128) spill; 4 x 2 fit.
+  constexpr int NR = 2;
+#else
   constexpr int NR = 3;
+#endif
   int t = 0;
   for (; t + NR <= T; t += NR) dot_block<MR, NR>(Y + t * ldy, ldy, X + t * ldx, ldx, W, n);
   for (; t + 2 <= T; t += 2) dot_block<MR, 2>(Y + t * ldy, ldy, X + t * ldx, ldx, W, n);

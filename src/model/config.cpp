@@ -30,6 +30,15 @@ const char* ffn_kind_name(FfnKind k) {
 }
 
 const char* attn_kind_name(AttnKind k) { return k == AttnKind::Softmax ? "softmax" : "linear"; }
+const char* pool_kind_name(PoolKind k) {
+  switch (k) {
+    case PoolKind::None: return "none";
+    case PoolKind::Mean: return "mean";
+    case PoolKind::Cls: return "cls";
+    case PoolKind::Last: return "last";
+  }
+  return "?";
+}
 
 static void need(bool ok, const std::string& msg) {
   if (!ok) fail(ErrorCode::BadModel, "invalid model header: " + msg);
@@ -60,6 +69,7 @@ void ModelConfig::validate() const {
     need(r % 2 == 0 && r <= head_dim, "rotary dims = " + s(r) + " (must be even and <= head_dim = " + s(head_dim) + ")");
     need(rope_theta > 0.0f, "rope theta must be positive");
   }
+  need(n_token_types >= 0 && n_token_types <= 1024, "token types = " + s(n_token_types) + " (must be 0..1024)");
   need(embed_scale > 0.0f && embed_scale < 1e6f, "embedding scale out of range");
   need(attn_scale >= 0.0f && attn_scale < 1e6f, "attention scale out of range");
   need(attn_softcap >= 0.0f && attn_softcap < 1e6f, "attention soft-cap out of range");
@@ -76,9 +86,10 @@ std::string ModelConfig::describe() const {
   char buf[512];
   snprintf(buf, sizeof buf,
            "%s: dim %d, hidden %d, layers %d, heads %d, kv heads %d, head dim %d, vocab %d, context %d, "
-           "%s, %s, %s, %s classifier",
+           "%s, %s, %s, %s classifier%s%s",
            arch.c_str(), dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, seq_len,
-           norm_kind_name(norm), pos_kind_name(pos), ffn_kind_name(ffn), tied_classifier ? "tied" : "separate");
+           norm_kind_name(norm), pos_kind_name(pos), ffn_kind_name(ffn), tied_classifier ? "tied" : "separate",
+           causal ? "" : ", bidirectional encoder", post_norm ? ", post-norm" : "");
   return buf;
 }
 

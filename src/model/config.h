@@ -16,11 +16,14 @@ enum class PosKind { None, RopeAdjacent, RopeHalves, Learned, Sinusoidal, Relati
 enum class FfnKind { SwiGLU, GELU, ReLU, GeGLU };
 // Softmax: scaled dot-product attention. Linear: the elu+1 feature-map kernel (linear attention).
 enum class AttnKind { Softmax, Linear };
+// How an encoder turns its per-token states into one vector per text (GGUF *.pooling_type).
+enum class PoolKind { None, Mean, Cls, Last };
 
 const char* norm_kind_name(NormKind k);
 const char* pos_kind_name(PosKind k);
 const char* ffn_kind_name(FfnKind k);
 const char* attn_kind_name(AttnKind k);
+const char* pool_kind_name(PoolKind k);
 
 struct ModelConfig {
   std::string arch = "llama";  // family name, for messages and model info
@@ -56,6 +59,16 @@ struct ModelConfig {
   std::vector<int> layer_window;
   AttnKind attn_of(int l) const { return layer_attn.empty() ? AttnKind::Softmax : layer_attn[l]; }
   int window_of(int l) const { return layer_window.empty() ? sliding_window : layer_window[l]; }
+
+  bool causal = true;  // false: bidirectional (encoders)
+  bool post_norm = false;  // true: x = norm(x + sublayer(x)) (original Transformer, BERT); false: x = x + sublayer(norm(x))
+  // Encoders: token-type (segment) embedding rows added to every token (0 = none; BERT: 2),
+  // a LayerNorm over the embeddings before the first layer (BERT), and the pooling embed() uses
+  // when not told otherwise.
+  int n_token_types = 0;
+  bool embed_norm = false;
+  PoolKind pooling = PoolKind::None;
+  bool is_encoder() const { return !causal; }
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

@@ -111,6 +111,8 @@ void Transformer::norm(float* y, const float* x, const float* w, const float* b,
 
 void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits) {
   const ModelConfig& c = m_.config;
+  if (!m_.weights.classifier)
+    fail(ErrorCode::Unsupported, c.arch + " is an encoder without a language-model head: it gives embeddings (embed), not logits");
   if (n <= 0) fail(ErrorCode::BadArgument, "forward needs at least one token");
   if (pos < 0 || (int64_t)pos + n > ctx_)
     fail(ErrorCode::BadArgument, "positions " + std::to_string(pos) + ".." + std::to_string((int64_t)pos + n - 1) +
@@ -161,6 +163,77 @@ const float* Transformer::forward(const int* tokens, int n, int pos, bool all_lo
     else forward_chunk(tokens + i, b, pos + i, nullptr, false);
   }
   return all_logits ? logits_.data() + (size_t)(n - 1) * c.vocab_size : logits_.data();
+}
+
+void Transformer::reserve_rows(int rows) {
+  if (rows <= rows_cap_ && kx_.size() >= (size_t)rows * m_.config.kv_dim()) return;
+  const ModelConfig& c = m_.config;
+  const int R = std::max(rows, rows_cap_), wide = std::max(c.dim, c.q_dim());
+  try {
+    x_.resize((size_t)R * c.dim);
+    xb_.resize((size_t)R * wide);
+    xb2_.resize((size_t)R * wide);
+    q_.resize((size_t)R * c.q_dim());
+    hb_.resize((size_t)R * c.hidden_dim);
+    hb2_.resize((size_t)R * c.hidden_dim);
+    kx_.resize((size_t)R * c.kv_dim());
+    vx_.resize((size_t)R * c.kv_dim());
+    rope_cos_.resize((size_t)R * (c.rot_dims() / 2 + 1));
+    rope_sin_.resize((size_t)R * (c.rot_dims() / 2 + 1));
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCode::OutOfMemory, "not enough memory for the activations of " + std::to_string(rows) + " tokens");
+  }
+  rows_cap_ = R;
+}
+
+const float* Transformer::encode(const int* tokens, const int* types, const int* lens, int n_seqs) {
+  const ModelConfig& c = m_.config;
+  if (external_) fail(ErrorCode::BadArgument, "encode runs attention on the CPU; turn external attention off first");
+  if (n_seqs <= 0) fail(ErrorCode::BadArgument, "encode needs at least one text");
+  int64_t total = 0;
+  for (int s = 0; s < n_seqs; s++) {
+    if (lens[s] <= 0) fail(ErrorCode::BadArgument, "text " + std::to_string(s) + " has no tokens");
+    if (lens[s] > ctx_)
+      fail(ErrorCode::BadArgument, "text " + std::to_string(s) + " has " + std::to_string(lens[s]) +
+                                       " tokens; the context holds " + std::to_string(ctx_));
+    total += lens[s];
+  }
+  if (total > encode_capacity())
+    fail(ErrorCode::BadArgument, "encode got " + std::to_string(total) + " tokens in one call; at most " +
+                                     std::to_string(encode_capacity()) + " (split the batch)");
+  const int N = (int)total;
+  for (int i = 0; i < N; i++) {
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      fail(ErrorCode::BadArgument, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary (0.." +
+                                       std::to_string(c.vocab_size - 1) + ")");
+    if (types && (types[i] < 0 || types[i] >= std::max(1, c.n_token_types)))
+      fail(ErrorCode::BadArgument, "token type " + std::to_string(types[i]) + " is outside 0.." +
+                                       std::to_string(std::max(1, c.n_token_types) - 1));
+  }
+  reserve_rows(N);
+  row_pos_.resize(N);
+  row_type_.assign(N, 0);
+  seq_start_.assign(1, 0);
+  for (int s = 0, r = 0; s < n_seqs; s++) {
+    for (int i = 0; i < lens[s]; i++, r++) {
+      row_pos_[r] = i;
+      if (types) row_type_[r] = types[r];
+    }
+    seq_start_.push_back(seq_start_.back() + lens[s]);
+  }
+  struct Flag {  // encoding_ is set only while this call runs, whatever it throws
+    bool& f;
+    explicit Flag(bool& b) : f(b) { f = true; }
+    ~Flag() { f = false; }
+  } flag(encoding_);
+  chunk_embed(tokens, N, 0);
+  for (int l = 0; l < c.n_layers; l++) {
+    layer_qkv(l);
+    layer_attention(l);
+    layer_rest(l);
+  }
+  if (m_.weights.final_norm) norm(x_.data(), x_.data(), m_.weights.final_norm, m_.weights.final_norm_b, N);
+  return x_.data();
 }
 
 void Transformer::set_external_attention(bool on) {
@@ -244,16 +317,22 @@ void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
   cur_pos_ = pos0;
   float* x = x_.data();
   // Embeddings (+ absolute positions).
+  // (+ token type, then the embedding LayerNorm, for encoders that have them). Under encode()
+  // positions restart at 0 for each text.
+  auto pos_of = [&](int t) { return encoding_ ? row_pos_[t] : pos0 + t; };
   for (int t = 0; t < B; t++) {
-    dequantize_row_simd(w.tok_embed.type, w.tok_embed.row(tokens[t]), x + (int64_t)t * dim, dim);
-    if (c.embed_scale != 1.0f) scale_simd(x + (int64_t)t * dim, c.embed_scale, dim);
-    if (c.pos == PosKind::Learned) add_f32_simd(x + (int64_t)t * dim, w.pos_embed + (int64_t)(pos0 + t) * dim, dim);
-    if (c.pos == PosKind::Sinusoidal) add_sinusoidal(x + (int64_t)t * dim, dim, pos0 + t);
+    float* xt = x + (int64_t)t * dim;
+    dequantize_row_simd(w.tok_embed.type, w.tok_embed.row(tokens[t]), xt, dim);
+    if (c.embed_scale != 1.0f) scale_simd(xt, c.embed_scale, dim);
+    if (w.type_embed) add_f32_simd(xt, w.type_embed + (int64_t)(encoding_ ? row_type_[t] : 0) * dim, dim);
+    if (c.pos == PosKind::Learned) add_f32_simd(xt, w.pos_embed + (int64_t)pos_of(t) * dim, dim);
+    if (c.pos == PosKind::Sinusoidal) add_sinusoidal(xt, dim, pos_of(t));
+    if (w.embed_norm) layernorm_simd(xt, xt, w.embed_norm, w.embed_norm_b, dim, c.norm_eps);
   }
   if (c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves)
     for (int t = 0; t < B; t++)
-      rope_angles(rope_cos_.data() + t * half, rope_sin_.data() + t * half, c.rot_dims(), pos0 + t, c.rope_theta,
-                  c.rope_freq_scale, w.rope_factors);
+      rope_angles(rope_cos_.data() + (int64_t)t * half, rope_sin_.data() + (int64_t)t * half, c.rot_dims(), pos_of(t),
+                  c.rope_theta, c.rope_freq_scale, w.rope_factors);
 }
 
 // Attention inputs: q for this chunk; k and v straight into the cache rows (or, under external
@@ -262,12 +341,18 @@ void Transformer::layer_qkv(int l) {
   const ModelConfig& c = m_.config;
   const LayerWeights& L = m_.weights.layers[l];
   const int B = cur_b_, dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, half = c.rot_dims() / 2;
-  float* kc = external_ ? kx_.data() : key_cache_[l].data() + (int64_t)cur_pos_ * kvd;
-  float* vc = external_ ? vx_.data() : value_cache_[l].data() + (int64_t)cur_pos_ * kvd;
-  norm(xb_.data(), x_.data(), L.attn_norm, L.attn_norm_b, B);
-  matmul(q_.data(), qd, xb_.data(), dim, L.wq, B);
-  matmul(kc, kvd, xb_.data(), dim, L.wk, B);
-  matmul(vc, kvd, xb_.data(), dim, L.wv, B);
+  const bool own_kv = external_ || encoding_;
+  float* kc = own_kv ? kx_.data() : key_cache_[l].data() + (int64_t)cur_pos_ * kvd;
+  float* vc = own_kv ? vx_.data() : value_cache_[l].data() + (int64_t)cur_pos_ * kvd;
+  // Pre-norm: the block reads norm(x); post-norm: x itself (normalised after the residual).
+  const float* in = x_.data();
+  if (!c.post_norm) {
+    norm(xb_.data(), x_.data(), L.attn_norm, L.attn_norm_b, B);
+    in = xb_.data();
+  }
+  matmul(q_.data(), qd, in, dim, L.wq, B);
+  matmul(kc, kvd, in, dim, L.wk, B);
+  matmul(vc, kvd, in, dim, L.wv, B);
   const bool rope = c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves;
   for (int t = 0; t < B; t++) {
     if (L.bq) add_f32_simd(q_.data() + (int64_t)t * qd, L.bq, qd);
@@ -283,8 +368,8 @@ void Transformer::layer_qkv(int l) {
       rmsnorm_simd(v, v, L.k_norm, hd, c.norm_eps);
     }
     if (rope) {
-      const float* cs = rope_cos_.data() + t * half;
-      const float* sn = rope_sin_.data() + t * half;
+      const float* cs = rope_cos_.data() + (int64_t)t * half;
+      const float* sn = rope_sin_.data() + (int64_t)t * half;
       auto f = c.pos == PosKind::RopeAdjacent ? rope_adjacent_simd : rope_halves_simd;
       f(q_.data() + (int64_t)t * qd, c.n_heads, hd, c.rot_dims(), cs, sn);
       f(kc + (int64_t)t * kvd, c.n_kv_heads, hd, c.rot_dims(), cs, sn);
@@ -313,11 +398,37 @@ void Transformer::layer_attention(int l) {
   a.q_pos0 = cur_pos_;
   a.causal = true;
   a.window = c.window_of(l);
-  if (capture_) {
+  if (capture_ && !encoding_) {
     chunk_probs_.assign((size_t)c.n_heads * B * a.n_kv, 0.0f);
     a.probs = chunk_probs_.data();
   }
   auto kernel = c.attn_of(l) == AttnKind::Linear ? attention_linear : attention_flash;
+  if (encoding_) {
+    // Packed texts: each (text, head) pair attends over its own text's rows only, which is the
+    // block-diagonal (segment) mask without computing the blocks that are masked out.
+    a.k = kx_.data();
+    a.v = vx_.data();
+    a.causal = c.causal;
+    a.q_pos0 = 0;
+    const int n_seqs = (int)seq_start_.size() - 1;
+    int64_t work = 0;
+    for (int s = 0; s < n_seqs; s++) work += (int64_t)(seq_start_[s + 1] - seq_start_[s]) * (seq_start_[s + 1] - seq_start_[s]);
+    auto run = [&](int i0, int i1, int) {
+      for (int i = i0; i < i1; i++) {
+        const int s = i / c.n_heads, h = i % c.n_heads, r0 = seq_start_[s], n = seq_start_[s + 1] - r0;
+        AttentionArgs sa = a;
+        sa.n_q = sa.n_kv = n;
+        sa.q = a.q + (int64_t)r0 * qd;
+        sa.k = a.k + (int64_t)r0 * c.kv_dim();
+        sa.v = a.v + (int64_t)r0 * c.kv_dim();
+        sa.out = a.out + (int64_t)r0 * qd;
+        kernel(sa, h, h + 1);
+      }
+    };
+    if (work * c.n_heads * hd < kMinParallelWork) run(0, n_seqs * c.n_heads, 0);
+    else pool_->parallel_for(n_seqs * c.n_heads, 1, run);
+    return;
+  }
   if ((int64_t)c.n_heads * B * a.n_kv * hd < kMinParallelWork) kernel(a, 0, c.n_heads);
   else pool_->parallel_for(c.n_heads, 1, [&](int h0, int h1, int) { kernel(a, h0, h1); });
 }
@@ -329,7 +440,7 @@ void Transformer::layer_rest(int l) {
   const LayerWeights& L = m_.weights.layers[l];
   const int B = cur_b_, dim = c.dim, qd = c.q_dim(), hid = c.hidden_dim;
   float* x = x_.data();
-  if (capture_) {
+  if (capture_ && !encoding_) {
     // Place this chunk's rows into the (layer, head, query, key) record of the whole call.
     const int nq = attn_n_q_, nk = attn_n_kv_, q_off = cur_pos_ - (attn_n_kv_ - attn_n_q_), n_kv = cur_pos_ + B;
     for (int h = 0; h < c.n_heads; h++)
@@ -344,11 +455,16 @@ void Transformer::layer_rest(int l) {
     if (L.attn_post_norm) rmsnorm_simd(o, o, L.attn_post_norm, dim, c.norm_eps);
     add_f32_simd(x + (int64_t)t * dim, o, dim);
   }
+  if (c.post_norm) norm(x, x, L.attn_norm, L.attn_norm_b, B);
 
-  norm(xb_.data(), x, L.ffn_norm, L.ffn_norm_b, B);
-  matmul(hb2_.data(), hid, xb_.data(), dim, L.w_up, B);
+  const float* in = x;
+  if (!c.post_norm) {
+    norm(xb_.data(), x, L.ffn_norm, L.ffn_norm_b, B);
+    in = xb_.data();
+  }
+  matmul(hb2_.data(), hid, in, dim, L.w_up, B);
   if (c.ffn == FfnKind::SwiGLU || c.ffn == FfnKind::GeGLU) {
-    matmul(hb_.data(), hid, xb_.data(), dim, L.w_gate, B);
+    matmul(hb_.data(), hid, in, dim, L.w_gate, B);
     auto glu = c.ffn == FfnKind::SwiGLU ? swiglu_simd : geglu_simd;
     for (int t = 0; t < B; t++) glu(hb_.data() + (int64_t)t * hid, hb2_.data() + (int64_t)t * hid, hid);
   } else {
@@ -367,11 +483,14 @@ void Transformer::layer_rest(int l) {
     if (L.ffn_post_norm) rmsnorm_simd(o, o, L.ffn_post_norm, dim, c.norm_eps);
     add_f32_simd(x + (int64_t)t * dim, o, dim);
   }
+  if (c.post_norm) norm(x, x, L.ffn_norm, L.ffn_norm_b, B);
 }
 
 // Final norm and classifier: every token of the chunk when all logits are wanted, else the last.
 void Transformer::chunk_logits(float* logits_out, bool all_logits) {
   const ModelConfig& c = m_.config;
+  if (!m_.weights.classifier)
+    fail(ErrorCode::Unsupported, c.arch + " is an encoder without a language-model head: it gives embeddings, not logits");
   const int B = cur_b_, dim = c.dim, first = all_logits ? 0 : B - 1, count = B - first;
   norm(xb_.data(), x_.data() + (int64_t)first * dim, m_.weights.final_norm, m_.weights.final_norm_b, count);
   matmul(logits_out, c.vocab_size, xb_.data(), dim, m_.weights.classifier, count);

@@ -1,6 +1,7 @@
 // The decoder-only Transformer: a forward pass over a table of layer options, a KV cache,
 // and batched prefill (a whole prompt in one pass through the matrix-matrix kernels).
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,17 @@ class Transformer {
   int attention_keys() const { return attn_n_kv_; }
 
   static constexpr int kMaxBatch = 64;
+
+  // Encoders: n_seqs texts packed one after another in tokens[0..sum(lens)), each starting at
+  // position 0, run layer-major as one token matrix through the same phases as forward() (so
+  // every token's keys exist before attention). Each token attends to the tokens of its own
+  // text only: all of them when the model is bidirectional (config().causal == false), those up
+  // to itself otherwise. types: a token-type id per token, or null for type 0. Uses no KV cache.
+  // Returns the last layer's states (after the final norm, if the model has one),
+  // (sum(lens), dim), valid until the next call. At most encode_capacity() tokens per call.
+  const float* encode(const int* tokens, const int* types, const int* lens, int n_seqs);
+  int encode_capacity() const { return std::max(kMinEncodeCapacity, ctx_); }
+  static constexpr int kMinEncodeCapacity = 1024;
 
   // External attention (WebGPU): the caller runs attention and holds the KV cache, so the CPU
   // cache is not kept. forward() is then refused; a feed is driven step by step instead:
@@ -76,6 +88,7 @@ class Transformer {
   void matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok);
   void norm(float* y, const float* x, const float* w, const float* b, int n_tok);
   void reserve_cache(int positions);
+  void reserve_rows(int rows);  // activation buffers for `rows` tokens (encode)
 
   LoadedModel m_;
   int ctx_;
@@ -100,6 +113,10 @@ class Transformer {
   bool step_all_ = false;
   std::vector<float> attn_;
   int attn_n_q_ = 0, attn_n_kv_ = 0;
+  // encode() in flight: per token its position and type, per text its first row (n_seqs + 1).
+  bool encoding_ = false;
+  int rows_cap_ = kMaxBatch;
+  std::vector<int> row_pos_, row_type_, seq_start_;
 };
 
 }  // namespace qkv

@@ -42,14 +42,14 @@ struct Tensor {
 };
 
 struct LayerWeights {
-  const float* attn_norm = nullptr;    // (dim,)
+  const float* attn_norm = nullptr;    // (dim,) before attention; post-norm: after its residual
   const float* attn_norm_b = nullptr;  // (dim,) LayerNorm only
   Tensor wq, wk, wv, wo;               // (q_dim, dim), (kv_dim, dim), (kv_dim, dim), (dim, q_dim)
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // optional biases
   // (dim,) RMSNorm of the attention / feed-forward output before its residual add (Gemma 2).
   const float *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
   const float *q_norm = nullptr, *k_norm = nullptr;  // (head_dim,) per-head RMSNorm of q and k before RoPE (Qwen3)
-  const float* ffn_norm = nullptr;     // (dim,)
+  const float* ffn_norm = nullptr;     // (dim,) before the feed-forward; post-norm: after its residual
   const float* ffn_norm_b = nullptr;
   Tensor w_gate, w_down, w_up;         // (hidden, dim), (dim, hidden), (hidden, dim); w_gate unused by GELU/ReLU
   const float *b_up = nullptr, *b_down = nullptr;
@@ -59,10 +59,12 @@ struct ModelWeights {
   Tensor tok_embed;                // (vocab, dim)
   const float* pos_embed = nullptr;  // (seq_len, dim) for PosKind::Learned
   const float* rope_factors = nullptr;  // (n_rot/2,) optional: divides each RoPE frequency (GGUF rope_freqs)
+  const float* type_embed = nullptr;    // (n_token_types, dim) encoders: token-type (segment) rows
+  const float *embed_norm = nullptr, *embed_norm_b = nullptr;  // (dim,) LayerNorm of the embeddings (BERT)
   std::vector<LayerWeights> layers;
-  const float* final_norm = nullptr;  // (dim,)
+  const float* final_norm = nullptr;  // (dim,); null for encoders without one (BERT)
   const float* final_norm_b = nullptr;
-  Tensor classifier;               // (vocab, dim); equals tok_embed when tied
+  Tensor classifier;               // (vocab, dim); equals tok_embed when tied; empty for encoders
 };
 
 // A loaded model: configuration, weights, and the bytes the weights point into.

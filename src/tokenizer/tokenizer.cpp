@@ -10,6 +10,7 @@
 
 #include "../common.h"
 #include "unigram.h"
+#include "wordpiece.h"
 
 namespace qkv {
 
@@ -184,6 +185,31 @@ Tokenizer Tokenizer::from_unigram(std::vector<std::string> pieces, std::vector<f
   return t;
 }
 
+Tokenizer Tokenizer::from_wordpiece(std::vector<std::string> pieces, std::vector<int> types, int cls, int sep, int unk,
+                                    bool add_cls, bool add_sep) {
+  const int n = (int)pieces.size();
+  if (n == 0) bad("the vocabulary is empty");
+  if (!types.empty() && types.size() != pieces.size())
+    bad("has " + std::to_string(types.size()) + " token types for " + std::to_string(n) + " tokens");
+  if (unk < -1 || unk >= n) bad("the unknown token id " + std::to_string(unk) + " is outside the vocabulary");
+  Tokenizer t;
+  t.wpm_ = true;
+  t.add_space_prefix_ = false;
+  t.pieces_ = std::move(pieces);
+  t.scores_.assign(n, 0.0f);
+  t.types_ = std::move(types);
+  t.byte_of_.assign(n, -1);
+  t.unk_ = unk;
+  t.index_.reserve(n * 2);
+  for (int i = 0; i < n; i++) {
+    t.index_[t.pieces_[i]] = i;  // llama.cpp: the last of duplicate pieces wins
+    t.max_token_length_ = std::max(t.max_token_length_, (int)t.pieces_[i].size());
+  }
+  t.index_specials();
+  t.set_specials(cls, sep, add_cls, add_sep, {sep});
+  return t;
+}
+
 void Tokenizer::index_specials() {
   specials_.clear();
   for (int i = 0; i < vocab_size(); i++) {
@@ -220,7 +246,7 @@ void Tokenizer::set_specials(int bos, int eos, bool add_bos, bool add_eos, std::
 bool Tokenizer::is_eog(int id) const { return std::find(eog_.begin(), eog_.end(), id) != eog_.end(); }
 
 std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, bool parse_special) const {
-  if (!spm_marker_ && !bpe_) return encode_llama2c(text, bos, eos);
+  if (!spm_marker_ && !bpe_ && !wpm_) return encode_llama2c(text, bos, eos);
   std::vector<int> ids;
   if (bos && add_bos_ && bos_ >= 0) ids.push_back(bos_);
   // Special tokens written in the text, longest first, split it into text and token fragments.
@@ -261,6 +287,7 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, 
     const std::string part = text.substr(f.b, f.e - f.b);
     if (ugm_) ugm_->encode(part, ids);
     else if (bpe_) encode_bpe_text(part, ids);
+    else if (wpm_) wordpiece_encode(part, index_, max_token_length_, unk_, ids);
     else encode_spm_text(part, add_space_prefix_ && prev_special, ids);
     prev_special = false;
   }
@@ -459,7 +486,7 @@ std::string Tokenizer::decode(int prev, int id) const {
     return o;
   }
   std::string p = pieces_[id];
-  if (spm_marker_) {
+  if (spm_marker_ || wpm_) {
     std::string o;
     for (size_t i = 0; i < p.size();) {
       if (p.compare(i, 3, kSpace) == 0) {

@@ -45,6 +45,11 @@ class Tokenizer {
   // with set_specials.
   static Tokenizer from_unigram(std::vector<std::string> pieces, std::vector<float> scores, std::vector<int> types, int unk,
                                 bool add_space_prefix, bool remove_extra_whitespaces, std::vector<uint8_t> charsmap);
+  // WordPiece as GGUF stores it (tokenizer.ggml.model = bert; see wordpiece.h): word-start
+  // pieces prefixed with U+2581, continuations bare. cls/sep are added around each text
+  // (as BOS/EOS) when add_cls/add_sep; unk spells a word the vocabulary cannot.
+  static Tokenizer from_wordpiece(std::vector<std::string> pieces, std::vector<int> types, int cls, int sep, int unk,
+                                  bool add_cls, bool add_sep);
 
   // Special ids (-1 = none), whether encode(..., bos/eos = true) adds them, and the ids that end
   // a generation (EOS, EOT and the like).
@@ -53,6 +58,7 @@ class Tokenizer {
   int vocab_size() const { return (int)pieces_.size(); }
   bool is_bpe() const { return bpe_; }
   bool is_unigram() const { return (bool)ugm_; }
+  bool is_wordpiece() const { return wpm_; }
   bool add_bos() const { return add_bos_; }
   bool is_eog(int id) const;
   const std::vector<int>& eog_ids() const { return eog_; }
@@ -107,6 +113,7 @@ class Tokenizer {
   bool spm_marker_ = false;  // GGUF mode: U+2581 stands for a space
   bool add_space_prefix_ = true;
   bool bpe_ = false, ignore_merges_ = false;
+  bool wpm_ = false;  // WordPiece (wordpiece.h)
   PreTokenizer pre_ = PreTokenizer::Gpt2;
   std::unordered_map<std::string, int> merge_rank_;  // "left right" -> rank
   std::vector<int> specials_;                        // control/user-defined/unknown ids, longest text first

@@ -70,7 +70,9 @@ void exercise(const std::shared_ptr<const Blob>& blob) {
   Transformer t(std::move(m), 0, nullptr);
   const int V = t.config().vocab_size;
   int ids[2] = {1 % V, (V - 1)};
-  if (t.context() >= 2) t.forward(ids, 2, 0, true);
+  int lens[2] = {1, 1};  // encoders: two texts of one token, packed
+  if (t.config().is_encoder()) t.encode(ids, nullptr, lens, 2);
+  else if (t.context() >= 2) t.forward(ids, 2, 0, true);
 }
 
 void write(const std::string& path, const std::vector<uint8_t>& b) {

@@ -2,7 +2,11 @@
 // llama.cpp conformance test (tests/js/wllama.test.mjs) loads in both engines, and a JSON list;
 // also t5.gguf (encoder-decoder) and unigram-echo.gguf (its tokenizer in a model that repeats
 // the last token), not listed, for the encoder-decoder tests.
+// qkv_test_models --encoders OUTDIR: the encoder models (BERT, Nomic BERT) of tests/js/embed_wllama.test.mjs.
+// qkv_test_models --encoder-shape OUT.gguf ARCH DIM HIDDEN LAYERS HEADS VOCAB: one random encoder
+// of that shape (bench/bench-embed.mjs).
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -40,6 +44,74 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: qkv_test_models OUTDIR [SHARED_MODELS_DIR]\n");
     return 2;
+  }
+  if (std::string(argv[1]) == "--encoder-shape") {
+    if (argc < 9) {
+      fprintf(stderr, "usage: qkv_test_models --encoder-shape OUT.gguf ARCH DIM HIDDEN LAYERS HEADS VOCAB\n");
+      return 2;
+    }
+    try {
+      TestModelSpec s;
+      s.arch = argv[3];
+      s.dim = atoi(argv[4]);
+      s.hidden = atoi(argv[5]);
+      s.layers = atoi(argv[6]);
+      s.heads = s.kv_heads = atoi(argv[7]);
+      s.vocab_size = atoi(argv[8]);
+      s.context = 512;
+      s.seed = 31;
+      std::vector<uint8_t> bytes = write_test_model(s);
+      FILE* f = fopen(argv[2], "wb");
+      if (!f || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) fail(ErrorCode::Io, std::string("cannot write ") + argv[2]);
+      fclose(f);
+    } catch (const Error& e) {
+      fprintf(stderr, "qkv_test_models: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
+  if (std::string(argv[1]) == "--encoders") {
+    if (argc < 3) {
+      fprintf(stderr, "usage: qkv_test_models --encoders OUTDIR\n");
+      return 2;
+    }
+    try {
+      struct Enc {
+        const char* name;
+        const char* arch;
+        int pooling, dim, hidden, layers, heads, kv_heads;
+        uint32_t seed;
+      };
+      const Enc encs[] = {
+          {"bert", "bert", 1, 64, 128, 2, 4, 4, 21},
+          {"bert-cls", "bert", 2, 48, 96, 3, 3, 3, 22},
+          {"nomic-bert", "nomic-bert", 1, 64, 96, 2, 4, 4, 23},
+      };
+      std::string list = "[";
+      for (const Enc& e : encs) {
+        TestModelSpec s;
+        s.arch = e.arch;
+        s.pooling = e.pooling;
+        s.dim = e.dim;
+        s.hidden = e.hidden;
+        s.layers = e.layers;
+        s.heads = e.heads;
+        s.kv_heads = e.kv_heads;
+        s.context = 128;
+        s.seed = e.seed;
+        std::vector<uint8_t> bytes = write_test_model(s);
+        const std::string path = std::string(argv[2]) + "/" + e.name + ".gguf";
+        FILE* f = fopen(path.c_str(), "wb");
+        if (!f || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) fail(ErrorCode::Io, "cannot write " + path);
+        fclose(f);
+        list += std::string(list.size() > 1 ? "," : "") + "\"" + e.name + "\"";
+      }
+      printf("%s]\n", list.c_str());
+    } catch (const Error& e) {
+      fprintf(stderr, "qkv_test_models: %s\n", e.what());
+      return 1;
+    }
+    return 0;
   }
   const std::string out = argv[1];
   const std::string shared = argc > 2 ? argv[2] : "../shared/models";

@@ -19,6 +19,10 @@ async function misuse(model: Model): Promise<void> {
   model.chat('hi');
   // @ts-expect-error info is read-only
   model.info = model.info;
+  // @ts-expect-error pooling is mean, cls or last
+  await model.embed(['x'], { pooling: 'max' });
+  // @ts-expect-error embed takes strings
+  await model.embed([1, 2]);
   // @ts-expect-error q3_k is not a type quantize writes
   void quantize(new Uint8Array(8), { type: 'q3_k' });
   // @ts-expect-error quantize needs a type

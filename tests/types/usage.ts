@@ -1,5 +1,5 @@
 // Compile-only check of the public types (tsc --noEmit): every documented call, as users write it.
-import { loadModel, quantize, QUANTIZE_TYPES, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats, type EncoderDecoderModel, type EncoderDecoderInfo, type EncoderDecoderInspection } from 'qkv';
+import { loadModel, quantize, QUANTIZE_TYPES, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats, type EmbedPooling, type EncoderDecoderModel, type EncoderDecoderInfo, type EncoderDecoderInspection } from 'qkv';
 import { createWorker, type RemoteModel, type RemoteEncoderDecoderModel } from 'qkv/worker';
 
 async function main(): Promise<void> {
@@ -31,6 +31,9 @@ async function main(): Promise<void> {
   console.log(logits.length, stats?.reusedTokens, queries * keys === probs.length, model.detokenize([1, 2]));
   s.truncate(0);
   s.dispose();
+  const vecs: Float32Array[] = await model.embed(['a', 'b'], { pooling: 'cls', normalize: false, truncate: true, batchSize: 8 });
+  const pool: EmbedPooling = model.info.pooling;
+  console.log(vecs[0].length, pool, model.info.encoder, model.lastEmbedding?.tokens);
   model.dispose();
   try {
     await loadModel(new Blob([]), { tokenizer: 'tok.bin' });
@@ -49,7 +52,7 @@ async function main(): Promise<void> {
   const w = await createWorker();
   const rm: RemoteModel = await w.loadModel(new URL('https://example.com/m.bin'), { tokenizer: 'tok.bin' });
   for await (const t of rm.generate('x')) console.log(t.text);
-  console.log((await rm.tokenize('a')).length, (await rm.refreshInfo()).arch);
+  console.log((await rm.tokenize('a')).length, (await rm.refreshInfo()).arch, (await rm.embed('a'))[0].length);
   await rm.dispose();
   const rt5 = await w.loadModel<RemoteEncoderDecoderModel>('t5.gguf');
   for await (const t of rt5.generate('hello', { maxTokens: 4 })) console.log(t.text, rt5.info.decoderLayers);

@@ -1,0 +1,61 @@
+// Model.embed for JS: argument checks, tokenization and pooling (engine/embed.h), typed arrays out.
+#include "embed_bindings.h"
+
+#include <algorithm>
+
+#include "common.h"
+#include "engine/embed.h"
+
+using emscripten::typed_memory_view;
+using emscripten::val;
+
+namespace qkv {
+
+val embed_js(Transformer& model, const Tokenizer& tok, val texts, val options) {
+  if (!texts.isArray()) fail(ErrorCode::BadArgument, "embed takes an array of strings");
+  const unsigned n = texts["length"].as<unsigned>();
+  if (n == 0) fail(ErrorCode::BadArgument, "embed needs at least one text");
+  std::vector<std::string> list;
+  list.reserve(n);
+  for (unsigned i = 0; i < n; i++) {
+    val t = texts[i];
+    if (!t.isString()) fail(ErrorCode::BadArgument, "embed: text " + std::to_string(i) + " is not a string");
+    list.push_back(t.as<std::string>());
+  }
+  EmbedOptions o;
+  if (!options.isUndefined() && !options.isNull()) {
+    val p = options["pooling"];
+    if (!p.isUndefined() && !p.isNull()) {
+      if (!p.isString()) fail(ErrorCode::BadArgument, "embed: pooling must be 'mean', 'cls' or 'last'");
+      o.pooling = parse_pooling(p.as<std::string>());
+    }
+    val norm = options["normalize"];
+    if (!norm.isUndefined() && !norm.isNull()) {
+      if (!norm.isTrue() && !norm.isFalse()) fail(ErrorCode::BadArgument, "embed: normalize must be a boolean");
+      o.normalize = norm.isTrue();
+    }
+    val trunc = options["truncate"];
+    if (!trunc.isUndefined() && !trunc.isNull()) {
+      if (!trunc.isTrue() && !trunc.isFalse()) fail(ErrorCode::BadArgument, "embed: truncate must be a boolean");
+      o.truncate = trunc.isTrue();
+    }
+  }
+  const std::vector<std::vector<int>> ids = embed_tokenize(tok, list);
+  const std::vector<float> e = embed_ids(model, ids, o);
+  std::vector<int> counts;  // tokens embedded (after any truncation)
+  const size_t limit = (size_t)std::min(model.context(), model.encode_capacity());
+  for (const auto& s : ids) counts.push_back((int)std::min(s.size(), limit));
+  val out = val::object();
+  out.set("data", val::global("Float32Array").new_(val(typed_memory_view(e.size(), e.data()))));
+  out.set("dim", model.config().dim);
+  out.set("tokens", val::global("Int32Array").new_(val(typed_memory_view(counts.size(), counts.data()))));
+  out.set("pooling", std::string(pool_kind_name(embed_pooling(model, o))));
+  return out;
+}
+
+void embed_info(const ModelConfig& c, val& info) {
+  info.set("encoder", c.is_encoder());
+  info.set("pooling", std::string(pool_kind_name(c.pooling == PoolKind::None ? PoolKind::Mean : c.pooling)));
+}
+
+}  // namespace qkv

@@ -1,0 +1,19 @@
+// Embedding calls of the Embind Model (bindings/qkv_bindings.cpp forwards Model.embed here).
+#pragma once
+#include <emscripten/val.h>
+
+#include "model/transformer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace qkv {
+
+// texts: a JS array of strings; options: {pooling: 'mean' | 'cls' | 'last' (default: the
+// model's), normalize: boolean (default true), truncate: boolean (default false)}. Returns {data: Float32Array (n * dim), dim,
+// tokens: Int32Array (each text's token count)}. Throws qkv::Error (the caller's guard turns it
+// into a JS Error with a code).
+emscripten::val embed_js(Transformer& model, const Tokenizer& tok, emscripten::val texts, emscripten::val options);
+
+// The model's embedding facts for Model.info(): {encoder, pooling}.
+void embed_info(const ModelConfig& c, emscripten::val& info);
+
+}  // namespace qkv

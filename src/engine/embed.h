@@ -1,0 +1,41 @@
+// Sentence embeddings: texts -> tokens -> encoder states (batched, several texts per pass) ->
+// one pooled, optionally L2-normalised vector per text.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "../model/transformer.h"
+#include "../tokenizer/tokenizer.h"
+
+namespace qkv {
+
+struct EmbedOptions {
+  // Mean: the average of every token's state (the added [CLS]/[SEP] included, as llama.cpp does);
+  // Cls: the first token's; Last: the last token's. None: the model's own (GGUF *.pooling_type),
+  // mean when it names none.
+  PoolKind pooling = PoolKind::None;
+  bool normalize = true;  // divide each vector by its L2 norm
+  int max_batch_tokens = 0;  // tokens per encoder pass (0 = the model's encode_capacity())
+  // A text longer than the model takes: an error naming it (false), or cut to its first
+  // tokens plus its last one (the [SEP] a BERT tokenizer adds) (true).
+  bool truncate = false;
+};
+
+PoolKind parse_pooling(const std::string& name);  // "mean" | "cls" | "last"; Error(BadArgument) otherwise
+
+// The pooling `o` resolves to for this model.
+PoolKind embed_pooling(const Transformer& model, const EmbedOptions& o);
+
+// Embeds pre-tokenized texts: (texts.size(), dim), row i for texts[i]. Consecutive texts share
+// an encoder pass while their tokens fit. Throws Error(BadArgument) for an empty list, an empty
+// text, a text longer than the context (naming it; unless o.truncate), or an id outside the
+// vocabulary.
+std::vector<float> embed_ids(Transformer& model, const std::vector<std::vector<int>>& texts, const EmbedOptions& o);
+
+// Tokenizes each text as llama.cpp does for embeddings (with the tokenizer's added tokens, special
+// tokens written in the text recognised), then embed_ids.
+std::vector<float> embed_texts(Transformer& model, const Tokenizer& tok, const std::vector<std::string>& texts,
+                               const EmbedOptions& o);
+std::vector<std::vector<int>> embed_tokenize(const Tokenizer& tok, const std::vector<std::string>& texts);
+
+}  // namespace qkv

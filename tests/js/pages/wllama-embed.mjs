@@ -1,0 +1,58 @@
+// llama.cpp compiled to WASM (@wllama/wllama) as the reference for encoder models
+// (tests/js/embed_wllama.test.mjs) and the peer of bench/bench-embed.mjs.
+// window.__wllamaEmbed(modelUrl, inputs, opts) loads a GGUF with embeddings on (CPU backend) and
+// returns llama.cpp's L2-normalised embedding and prompt-token count for each input (a text or an
+// array of token ids, taken as they are).
+// window.__wllamaEmbedBench(modelUrl, texts, {threads, batch, reps}) times createEmbedding on
+// `batch` texts at a time and returns the seconds of each repetition.
+import { Wllama } from '../../../node_modules/@wllama/wllama/esm/index.js';
+
+const base = new URL('../../../node_modules/@wllama/wllama/esm/wasm/', import.meta.url).href;
+
+async function load(modelUrl, { threads = 1, pooling, verbose = false, ctx = 512, batch = 512 } = {}) {
+  const single = `${base}wllama.wasm`;
+  const w = new Wllama({ default: single }, { suppressNativeLog: !verbose });
+  w.setCompat(null);
+  const blob = await (await fetch(modelUrl)).blob();
+  await w.loadModel([blob], {
+    n_ctx: ctx, n_batch: batch, n_ubatch: batch, n_threads: threads, n_gpu_layers: 0, embeddings: true,
+    ...(pooling ? { pooling_type: pooling } : {}),
+  });
+  return w;
+}
+
+window.__wllamaEmbed = async (modelUrl, inputs, opts = {}) => {
+  const w = await load(modelUrl, opts);
+  const out = [];
+  try {
+    for (const input of inputs) {
+      try {
+        const res = await w.createEmbedding({ input });
+        out.push({ embedding: res.data[0].embedding, tokens: res.usage.prompt_tokens });
+      } catch (e) {
+        out.push({ error: String(e && e.message || e) });
+      }
+    }
+  } finally {
+    await w.exit();
+  }
+  return out;
+};
+
+window.__wllamaEmbedBench = async (modelUrl, texts, { threads = 1, batch = 32, reps = 3 } = {}) => {
+  const w = await load(modelUrl, { threads, ctx: 2048, batch: 2048 });
+  const times = [];
+  try {
+    await w.createEmbedding({ input: texts.slice(0, batch) });  // warm-up
+    for (let r = 0; r < reps; r++) {
+      const t0 = performance.now();
+      for (let i = 0; i < texts.length; i += batch) await w.createEmbedding({ input: texts.slice(i, i + batch) });
+      times.push((performance.now() - t0) / 1000);
+    }
+  } finally {
+    await w.exit();
+  }
+  return times;
+};
+window.__ready = true;
+document.getElementById('out').textContent = 'ready';
