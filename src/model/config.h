@@ -60,8 +60,6 @@ struct ModelConfig {
   AttnKind attn_of(int l) const { return layer_attn.empty() ? AttnKind::Softmax : layer_attn[l]; }
   int window_of(int l) const { return layer_window.empty() ? sliding_window : layer_window[l]; }
 
-  bool causal = true;  // false: bidirectional (encoders)
-  bool post_norm = false;  // true: x = norm(x + sublayer(x)) (original Transformer, BERT); false: x = x + sublayer(norm(x))
   // Encoders: token-type (segment) embedding rows added to every token (0 = none; BERT: 2),
   // a LayerNorm over the embeddings before the first layer (BERT), and the pooling embed() uses
   // when not told otherwise.
