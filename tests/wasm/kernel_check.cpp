@@ -54,6 +54,24 @@ int main() {
       }
     }
   }
+  // Every half as a Q8_0 block scale (the integer kernels convert scales without F16C here):
+  // one weight of 1 against one activation of 1 with d = 1 gives the scale itself, exactly
+  // (an Inf or NaN scale: not finite; Inf times the zero weights' lanes is NaN, as in f32).
+  {
+    uint8_t blk[34] = {};
+    blk[2] = 1;
+    BlockQ8A one{};
+    one.d = 1.0f;
+    one.q[0] = 1;
+    for (uint32_t h = 0; h < 65536; h++) {
+      blk[0] = (uint8_t)(h & 0xff);
+      blk[1] = (uint8_t)(h >> 8);
+      float got = 0;
+      matmul_q8_simd(QType::Q8_0, &got, 1, &one, blk, 1, 32, 0, 1);
+      const float want = f16_to_f32((uint16_t)h);
+      check(std::isfinite(want) ? got == want : !std::isfinite(got), "block scale (f16)", (int)QType::Q8_0, (int)h, got, want);
+    }
+  }
   // f16 conversion: every half, SIMD vs scalar (NaN stays NaN); the f16 dot vs its reference.
   std::vector<uint16_t> all(65536);
   for (uint32_t h = 0; h < 65536; h++) all[h] = (uint16_t)h;
