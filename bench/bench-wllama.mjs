@@ -2,13 +2,15 @@
 // GGUF files. A benchmark (prints figures), not a test: `bash scripts/bench-wllama.sh`.
 //
 //   node bench/bench-wllama.mjs [--shapes 110m,1b] [--types f32,q8_0,q4_0,q4_k] [--threads 1,2]
+//                               (types: f32, f16, q8_0, q4_0, q4_k; default all but f16)
 //                               [--runs 3] [--prompt 256] [--decode 64] [--dir build/bench-wllama]
 //
 // Models: random weights of llama2.c's 110M shape (dim 768, 12 layers, 12 heads, hidden 2048,
 // vocab 32000) and, with --shapes 110m,1b, a ~0.9B shape (dim 2048, 16 layers, 32 heads, hidden
-// 5632; no f32 there: 3.5 GB does not fit a wasm32 heap with room to run). Each is written as a
-// llama2.c checkpoint with a synthetic 32000-piece tokenizer, then turned into GGUF by qkv's own
-// CLI (`qkv convert` for f32, `qkv quantize` for the rest) and cached in --dir.
+// 5632; no f32 there: 3.5 GB does not fit a wasm32 heap with room to run; f16 is 1.8 GB).
+// Each is written as a llama2.c checkpoint with a synthetic 32000-piece tokenizer, then turned
+// into GGUF by qkv's own CLI (`qkv convert` for f32/f16, `qkv quantize` for the rest) and cached
+// in --dir.
 // The page is served with COOP/COEP, so both engines get threads. Per model and thread count:
 // prefill tok/s of a --prompt token prompt and decode tok/s over --decode tokens, medians of
 // --runs runs after a warm-up; qkv's through its JS API, wllama's from llama.cpp's timings.
@@ -41,7 +43,7 @@ const SHAPES = {
   '1b': { dim: 2048, hidden: 5632, layers: 16, heads: 32, kvHeads: 32, vocab: 32000, seq: 1024 },
 };
 for (const s of shapes) if (!SHAPES[s]) { console.error(`bench-wllama: unknown shape ${s} (110m, 1b)`); process.exit(2); }
-for (const t of types) if (!['f32', 'q8_0', 'q4_0', 'q4_k'].includes(t)) { console.error(`bench-wllama: unknown type ${t}`); process.exit(2); }
+for (const t of types) if (!['f32', 'f16', 'q8_0', 'q4_0', 'q4_k'].includes(t)) { console.error(`bench-wllama: unknown type ${t}`); process.exit(2); }
 const qkvBin = join(root, 'build', 'qkv');
 if (!existsSync(qkvBin) || !existsSync(join(root, 'dist', 'qkv-mt.wasm'))) {
   console.error('bench-wllama: build first (bash scripts/build.sh)');
@@ -107,8 +109,8 @@ function ggufFor(shape, type) {
   writeTokenizer(tok, s.vocab);
   if (!existsSync(bin)) console.error(`[bench-wllama] writing ${bin} (random weights)`);
   writeCheckpoint(bin, s);
-  console.error(`[bench-wllama] ${type === 'f32' ? 'qkv convert' : 'qkv quantize'} -> ${out}`);
-  const argv = type === 'f32' ? ['convert', bin, '-z', tok, '-o', out + '.tmp']
+  console.error(`[bench-wllama] ${type === 'f32' || type === 'f16' ? 'qkv convert' : 'qkv quantize'} -> ${out}`);
+  const argv = type === 'f32' || type === 'f16' ? ['convert', bin, '-z', tok, '-o', out + '.tmp', '--type', type]
     : ['quantize', bin, out + '.tmp', '--type', type, '-z', tok];
   const msg = execFileSync(qkvBin, argv, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   if (msg) process.stderr.write(msg.split('\n').filter((l) => !l.startsWith('  ')).join('\n') + '\n');

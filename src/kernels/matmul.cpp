@@ -81,19 +81,99 @@ static void matmul_rows(float* Y, int64_t ldy, const float* X, int64_t ldx, cons
   for (; t < T; t++) dot_block<MR, 1>(Y + t * ldy, ldy, X + t * ldx, ldx, W, n);
 }
 
+// ---- packed-panel kernel (prefill) ---------------------------------------------------------
+// Weight rows are packed kPanel at a time and kDepth columns at a time into P (kDepth, kPanel):
+// column k of the panel is kPanelV contiguous vectors. The micro-kernel keeps kTok tokens x
+// kPanel rows of Y in registers and, per k, loads the panel's vectors once and multiplies them
+// by each token's x[k] broadcast (an outer product: no horizontal sums, every load contiguous).
+// Each output is summed in k order, one product at a time (fused where the target has FMA,
+// mul + add in WASM, which has no FMA), exactly as matvec_f32_ref does; a depth block after the
+// first resumes from the partial sums stored in Y, which keeps that order.
+// Tile: kPanelV x kTok accumulators + kPanelV weights + 1 broadcast must fit the register file:
+// WASM SIMD128 code runs on x64's 16 xmm registers (V8 keeps some for itself), so 2 x 4 (11
+// live) there; 2 x 6 (15) for AVX2's 16 and AVX-512's 32 registers.
+constexpr int kPanelV = 2;
+constexpr int kPanel = kPanelV * kLanes;
+#if defined(__wasm__)
+constexpr int kTok = 4;
+#else
+constexpr int kTok = 6;
+#endif
+constexpr int kDepth = 8192 / kPanel;  // a packed block is 32 KiB (L1): 1024 columns in WASM, 256 with AVX-512
+
+template <int NT>
+static inline void panel_tile(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* P, int kn, int rows,
+                              bool resume) {
+  fbatch acc[NT][kPanelV];
+  alignas(64) float tmp[kPanel];
+  for (int j = 0; j < NT; j++) {
+    if (!resume) {
+      for (int i = 0; i < kPanelV; i++) acc[j][i] = fbatch(0.0f);
+    } else if (rows == kPanel) {
+      for (int i = 0; i < kPanelV; i++) acc[j][i] = fbatch::load_unaligned(Y + j * ldy + i * kLanes);
+    } else {
+      for (int r = 0; r < kPanel; r++) tmp[r] = r < rows ? Y[j * ldy + r] : 0.0f;
+      for (int i = 0; i < kPanelV; i++) acc[j][i] = fbatch::load_aligned(tmp + i * kLanes);
+    }
+  }
+  // Row pointers, not X + j * ldx + k in the loop: 64-bit index arithmetic is slow in wasm32.
+  const float* xs[NT];
+  for (int j = 0; j < NT; j++) xs[j] = X + j * ldx;
+  const float* p = P;
+  for (int k = 0; k < kn; k++, p += kPanel) {
+    fbatch w[kPanelV];
+    for (int i = 0; i < kPanelV; i++) w[i] = fbatch::load_aligned(p + i * kLanes);
+    for (int j = 0; j < NT; j++) {
+      const fbatch x(xs[j][k]);
+      for (int i = 0; i < kPanelV; i++) acc[j][i] = xsimd::fma(w[i], x, acc[j][i]);
+    }
+  }
+  for (int j = 0; j < NT; j++) {
+    if (rows == kPanel) {
+      for (int i = 0; i < kPanelV; i++) acc[j][i].store_unaligned(Y + j * ldy + i * kLanes);
+    } else {
+      for (int i = 0; i < kPanelV; i++) acc[j][i].store_aligned(tmp + i * kLanes);
+      for (int r = 0; r < rows; r++) Y[j * ldy + r] = tmp[r];
+    }
+  }
+}
+
+template <int NT>
+static void panel_tiles(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* P, int T, int kn, int rows,
+                        bool resume) {
+  int t = 0;
+  for (; t + NT <= T; t += NT) panel_tile<NT>(Y + t * ldy, ldy, X + t * ldx, ldx, P, kn, rows, resume);
+  if constexpr (NT > 1) {
+    if (t < T) panel_tiles<NT - 1>(Y + t * ldy, ldy, X + t * ldx, ldx, P, T - t, kn, rows, resume);
+  }
+}
+
+static void matmul_packed(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T, int n, int r0,
+                          int r1) {
+  alignas(64) float P[kDepth * kPanel];
+  for (int r = r0; r < r1; r += kPanel) {
+    const int rows = r1 - r < kPanel ? r1 - r : kPanel;
+    for (int k0 = 0; k0 < n; k0 += kDepth) {
+      const int kn = n - k0 < kDepth ? n - k0 : kDepth;
+      for (int i = 0; i < rows; i++) {
+        const float* w = W + (int64_t)(r + i) * n + k0;
+        for (int k = 0; k < kn; k++) P[k * kPanel + i] = w[k];
+      }
+      for (int i = rows; i < kPanel; i++)
+        for (int k = 0; k < kn; k++) P[k * kPanel + i] = 0.0f;
+      panel_tiles<kTok>(Y + r, ldy, X + k0, ldx, P, T, kn, rows, k0 > 0);
+    }
+  }
+}
+
 void matmul_f32_simd(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
                      int n, int r0, int r1) {
   if (T == 1) return matvec_f32_simd(Y, W, X, n, r0, r1);
-  // Token tiles keep a slab of X hot in cache while each 4-row weight panel streams through.
-  constexpr int TT = 48;
-  for (int t0 = 0; t0 < T; t0 += TT) {
-    int tn = T - t0 < TT ? T - t0 : TT;
-    const float* Xt = X + t0 * ldx;
-    float* Yt = Y + t0 * ldy;
-    int r = r0;
-    for (; r + 4 <= r1; r += 4) matmul_rows<4>(Yt + r, ldy, Xt, ldx, W + (int64_t)r * n, tn, n);
-    for (; r < r1; r++) matmul_rows<1>(Yt + r, ldy, Xt, ldx, W + (int64_t)r * n, tn, n);
-  }
+  if (T >= kTok) return matmul_packed(Y, ldy, X, ldx, W, T, n, r0, r1);
+  // A few tokens: packing would cost more than it saves; dot products of 4 rows x 3 tokens.
+  int r = r0;
+  for (; r + 4 <= r1; r += 4) matmul_rows<4>(Y + r, ldy, X, ldx, W + (int64_t)r * n, T, n);
+  for (; r < r1; r++) matmul_rows<1>(Y + r, ldy, X, ldx, W + (int64_t)r * n, T, n);
 }
 
 void add_f32_ref(float* y, const float* b, int n) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../native/quant_rows.h"
+#include "kernels/matmul.h"
 #include "kernels/qdot.h"
 #include "kernels/quant.h"
 
@@ -52,6 +53,54 @@ int main() {
           check(y1 == y5[k], "prefill vs decode (bit-exact)", (int)t, n, y5[k], y1);
         }
       }
+    }
+  }
+  // f32 prefill (the packed-panel kernel, 8-row panels and 4-token tiles here) against the
+  // scalar reference: partial panels and tiles, depth blocks (n > 1024), padded strides, rows
+  // outside [r0, r1) untouched. Bound as tests/native/test_kernels.cpp: 1e-5 sum |w x| + 1e-6.
+  for (int T : {2, 3, 4, 5, 9, 64}) {
+    for (int n : {1, 5, 33, 1100}) {
+      for (int d : {1, 7, 8, 9, 67}) {
+        const int ldx = n + 3, ldy = d + 2, r0 = d > 2 ? 1 : 0, r1 = d;
+        std::vector<float> W = randn(d * n, 40 + d, 1.0f), X(T * ldx, NAN), Y(T * ldy, -7.0f), ref(T * d), xt;
+        for (int t = 0; t < T; t++) {
+          const std::vector<float> row = randn(n, 50 + t);
+          std::copy(row.begin(), row.end(), X.begin() + t * ldx);
+          xt.insert(xt.end(), row.begin(), row.end());
+        }
+        matmul_f32_ref(ref.data(), d, xt.data(), n, W.data(), T, d, n);
+        matmul_f32_simd(Y.data(), ldy, X.data(), ldx, W.data(), T, n, r0, r1);
+        for (int t = 0; t < T; t++)
+          for (int c = 0; c < ldy; c++) {
+            const float got = Y[t * ldy + c];
+            if (c < r0 || c >= r1) {
+              check(got == -7.0f, "f32 matmul: outside rows untouched", (int)QType::F32, n, got, -7.0f);
+              continue;
+            }
+            double mag = 0;
+            for (int k = 0; k < n; k++) mag += std::fabs((double)W[c * n + k] * xt[t * n + k]);
+            const float want = ref[t * d + c];
+            check(std::fabs(got - want) <= 1e-5 * mag + 1e-6, "f32 matmul vs reference", (int)QType::F32, n, got, want);
+          }
+      }
+    }
+  }
+  // Every half as a Q8_0 block scale (the integer kernels convert scales without F16C here):
+  // one weight of 1 against one activation of 1 with d = 1 gives the scale itself, exactly
+  // (an Inf or NaN scale: not finite; Inf times the zero weights' lanes is NaN, as in f32).
+  {
+    uint8_t blk[34] = {};
+    blk[2] = 1;
+    BlockQ8A one{};
+    one.d = 1.0f;
+    one.q[0] = 1;
+    for (uint32_t h = 0; h < 65536; h++) {
+      blk[0] = (uint8_t)(h & 0xff);
+      blk[1] = (uint8_t)(h >> 8);
+      float got = 0;
+      matmul_q8_simd(QType::Q8_0, &got, 1, &one, blk, 1, 32, 0, 1);
+      const float want = f16_to_f32((uint16_t)h);
+      check(std::isfinite(want) ? got == want : !std::isfinite(got), "block scale (f16)", (int)QType::Q8_0, (int)h, got, want);
     }
   }
   // f16 conversion: every half, SIMD vs scalar (NaN stays NaN); the f16 dot vs its reference.
