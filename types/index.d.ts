@@ -294,8 +294,8 @@ export declare class Model {
   dispose(): void;
 }
 
-/** What an encoder-decoder model (t5 GGUF) reports: ModelInfo's fields plus its two stacks. */
-export interface EncoderDecoderInfo extends ModelInfo {
+/** What an encoder-decoder model (t5 GGUF) reports: ModelInfo's fields (less the encoder-only ones) plus its two stacks. */
+export interface EncoderDecoderInfo extends Omit<ModelInfo, 'encoder' | 'pooling'> {
   encoderDecoder: true;
   /** Encoder layers (= layers). */
   encoderLayers: number;
