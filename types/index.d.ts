@@ -514,8 +514,8 @@ export interface TrainInfo {
 }
 
 export interface RunOptions {
-  /** Called after every step. */
-  onStep?: (step: TrainStep) => void;
+  /** Called after each step; the next step waits for a returned promise; stop() here ends the run at this step. */
+  onStep?: (step: TrainStep) => void | Promise<void>;
   /** Ends the run after the current step; the promise rejects with code 'aborted'. */
   signal?: AbortSignal;
   /** Evaluate every N steps and at the last step (TrainStep.valLoss). */

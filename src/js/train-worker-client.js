@@ -46,11 +46,23 @@ export class RemoteTrainer {
     return new Promise((resolve, reject) => {
       const id = this._next++;
       const onAbort = () => this._w?.post({ op: 'abort', id });
+      let failure = null;
       this._pending.set(id, (m) => {
-        if (m.type === 'step') { this._steps = m.value.step; this.history.push(m.value); onStep?.(m.value); return; }
+        if (m.type === 'step') {
+          // The worker waits for this ack before its next step, so a stop() in onStep ends the
+          // run at this step (the 'stop' message is posted before the ack).
+          this._steps = m.value.step;
+          this.history.push(m.value);
+          // An onStep that throws ends the run with its error, as in process.
+          Promise.resolve().then(() => onStep?.(m.value)).then(
+            () => this._w?.post({ op: 'ack', id }),
+            (e) => { failure = e; this._w?.post({ op: 'abort', id }); });
+          return;
+        }
         this._pending.delete(id);
         signal?.removeEventListener('abort', onAbort);
-        if (m.type === 'result') resolve(m.value);
+        if (failure) reject(failure);
+        else if (m.type === 'result') resolve(m.value);
         else reject(new QkvError(m.error.code, m.error.message));
       });
       signal?.addEventListener('abort', onAbort, { once: true });

@@ -8,6 +8,9 @@ const api = isNode ? await import('./node.js') : await import('./browser.js');
 
 let trainer = null;
 const running = new Map();  // request id -> AbortController
+// request id -> resolve: a run waits after each step until the page has seen it (its onStep may
+// call stop(), which must end the run at that step, as in process).
+const acks = new Map();
 
 function post(msg, transfer) { port.postMessage(msg, transfer ?? []); }
 function errorOf(e) {
@@ -33,7 +36,10 @@ async function handle(msg) {
     } else if (op === 'evaluate') {
       value = await live().evaluate();
     } else if (op === 'run') {
-      value = await live().run({ ...msg.options, signal: ac.signal, onStep: (r) => post({ id, type: 'step', value: r }) });
+      value = await live().run({
+        ...msg.options, signal: ac.signal,
+        onStep: (r) => new Promise((resolve) => { acks.set(id, resolve); post({ id, type: 'step', value: r }); }),
+      });
     } else if (op === 'stop') {
       trainer?.stop();
     } else if (op === 'stepsDone') {
@@ -55,11 +61,19 @@ async function handle(msg) {
     post({ id, type: 'error', error: errorOf(e) });
   } finally {
     running.delete(id);
+    acks.delete(id);
   }
 }
 
+function ack(id) {
+  const resolve = acks.get(id);
+  acks.delete(id);
+  resolve?.();
+}
+
 function onMessage(msg) {
-  if (msg.op === 'abort') running.get(msg.id)?.abort();
+  if (msg.op === 'abort') { running.get(msg.id)?.abort(); ack(msg.id); }
+  else if (msg.op === 'ack') ack(msg.id);
   else if (msg.op === 'stop') trainer?.stop();  // at once, not queued behind a running step
   else handle(msg);
 }

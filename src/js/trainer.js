@@ -213,7 +213,8 @@ export class Trainer {
 
   /**
    * Runs steps until the run is complete, stop() is called or signal aborts (rejects with
-   * QkvError 'aborted' after the current step). onStep gets each step's record; with evalEvery
+   * QkvError 'aborted' after the current step). onStep gets each step's record (the next step
+   * waits for the promise it returns, if any; stop() inside it ends the run there); with evalEvery
    * = N the validation loss is computed every N steps and at the end ({valLoss} in the record).
    * Resolves to {stepsDone, stopped, valLoss}.
    */
@@ -235,7 +236,7 @@ export class Trainer {
         if (evalEvery > 0 && (r.step % evalEvery === 0 || r.step === this._info.steps)) {
           r.valLoss = valLoss = call(() => this._h.evaluate());
         }
-        if (onStep) onStep(r);
+        if (onStep) await onStep(r);
         await yieldToLoop();  // aborts, stop() and the page get a turn between steps
       }
       throwIfAborted(signal);
