@@ -126,6 +126,22 @@ class Trainer {
   std::vector<int> in_, tg_;
 };
 
+// One `key = value` of a training config, with parsers whose errors (Error(BadArgument)) name
+// where it came from, the key and the value. Both trainers' configs read through these.
+struct ConfigEntry {
+  const std::string& key;
+  const std::string& value;
+  const std::string& where;  // "config line 3", "argument 'lr=1'"
+  [[noreturn]] void bad(const std::string& why) const;
+  long long i64(long long lo, long long hi) const;  // an integer in lo..hi
+  double f64(double lo, double hi) const;           // a number in [lo, hi]
+  bool flag() const;                                // 1/true/yes or 0/false/no
+};
+// Calls f for each key = value line of text ('#' starts a comment, blank lines are skipped),
+// then for each override ("key=value"); a line without '=' throws Error(BadArgument).
+void for_each_config_entry(const std::string& text, const std::vector<std::string>& overrides, const std::string& origin,
+                           const std::function<void(const ConfigEntry&)>& f);
+
 // The learning rate at `step` (0-based): linear warm-up to lr over `warmup` steps, then a
 // cosine from lr down to min_lr at `steps`.
 float lr_at(const TrainConfig& cfg, int step);
