@@ -228,20 +228,7 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
   std::vector<std::vector<int>> vs, vt;
   to_ids(val, vs, vt);
 
-  struct Seg {
-    int64_t b, e;
-    bool decay;
-  };
-  std::vector<Seg> segs;
-  {
-    int64_t at = 0;
-    for (auto [b, e] : model.layout().norms) {
-      if (b > at) segs.push_back({at, b, true});
-      segs.push_back({b, e, false});
-      at = e;
-    }
-    if (at < P) segs.push_back({at, P, true});
-  }
+  const std::vector<ParamSegment> segs = optimizer_segments(model.layout().norms, P);
   std::vector<float> m(P, 0.0f), v(P, 0.0f);
   TrainConfig sched;
   sched.lr = cfg.lr;
@@ -270,13 +257,7 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
   };
   auto save = [&]() {
     std::vector<uint8_t> g = encdec_to_gguf(model.view(), alphabet, cfg.name, parse_qtype(cfg.dtype));
-    const std::string tmp = cfg.out + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      f.write(reinterpret_cast<const char*>(g.data()), (std::streamsize)g.size());
-      if (!f) fail(ErrorCode::Io, "cannot write " + tmp);
-    }
-    if (std::rename(tmp.c_str(), cfg.out.c_str()) != 0) fail(ErrorCode::Io, "cannot rename " + tmp + " to " + cfg.out);
+    write_file_atomic(cfg.out, g.data(), g.size());
   };
 
   EncDecTrainResult res;
@@ -291,22 +272,14 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
     if (!std::isfinite(loss)) fail(ErrorCode::Internal, "the loss became " + std::to_string(loss) + " at step " + std::to_string(step) + "; lower lr");
     model.backward();
     std::vector<float>& G = model.grads();
-    double ss = 0.0;
-    for (float g : G) ss += (double)g * g;
-    const double norm = std::sqrt(ss);
-    if (cfg.clip > 0 && norm > cfg.clip) {
-      const float f = (float)(cfg.clip / norm);
-      for (float& g : G) g *= f;
-    }
+    const double norm = clip_grad_norm(G, cfg.clip);
     AdamWParams h;
     h.lr = lr_at(sched, step);
     h.beta1 = cfg.beta1;
     h.beta2 = cfg.beta2;
+    h.weight_decay = cfg.weight_decay;
     h.step = step + 1;
-    for (const Seg& s : segs) {
-      h.weight_decay = s.decay ? cfg.weight_decay : 0.0f;
-      adamw_simd(model.params().data() + s.b, G.data() + s.b, m.data() + s.b, v.data() + s.b, s.e - s.b, h);
-    }
+    adamw_segments(model.params().data(), G.data(), m.data(), v.data(), segs, h);
     res.losses.push_back(loss);
     const double el = std::chrono::duration<double>(clk::now() - t_start).count();
     if (cfg.eval_interval > 0 && (step + 1) % cfg.eval_interval == 0 && step + 1 < cfg.steps) {

@@ -155,6 +155,38 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
   return c;
 }
 
+std::vector<ParamSegment> optimizer_segments(const std::vector<std::pair<int64_t, int64_t>>& norms, int64_t n_params) {
+  std::vector<ParamSegment> segs;
+  int64_t at = 0;
+  for (auto [b, e] : norms) {
+    if (b > at) segs.push_back({at, b, true});
+    segs.push_back({b, e, false});
+    at = e;
+  }
+  if (at < n_params) segs.push_back({at, n_params, true});
+  return segs;
+}
+
+double clip_grad_norm(std::vector<float>& G, float clip) {
+  double ss = 0.0;
+  for (float g : G) ss += (double)g * g;
+  const double norm = std::sqrt(ss);
+  if (clip > 0 && norm > clip) {
+    const float f = (float)(clip / norm);
+    for (float& g : G) g *= f;
+  }
+  return norm;
+}
+
+void adamw_segments(float* params, const float* G, float* m, float* v, const std::vector<ParamSegment>& segs,
+                    const AdamWParams& h) {
+  AdamWParams hs = h;
+  for (const ParamSegment& s : segs) {
+    hs.weight_decay = s.decay ? h.weight_decay : 0.0f;
+    adamw_simd(params + s.b, G + s.b, m + s.b, v + s.b, s.e - s.b, hs);
+  }
+}
+
 float lr_at(const TrainConfig& c, int step) {
   if (step < c.warmup) return c.lr * (float)(step + 1) / (float)c.warmup;
   const double span = c.steps - c.warmup;
@@ -325,13 +357,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& text, std::unique_pt
   } else {
     model_->init(cfg_.seed);
   }
-  int64_t at = 0;
-  for (auto [b, e] : model_->layout().norms) {
-    if (b > at) segs_.push_back({at, b, true});
-    segs_.push_back({b, e, false});
-    at = e;
-  }
-  if (at < P) segs_.push_back({at, P, true});
+  segs_ = optimizer_segments(model_->layout().norms, P);
   in_.resize((size_t)cfg_.batch * T);
   tg_.resize((size_t)cfg_.batch * T);
 }
@@ -363,22 +389,14 @@ Trainer::Step Trainer::step() {
     fail(ErrorCode::Internal, "the loss became " + std::to_string(loss) + " at step " + std::to_string(step_) + "; lower lr");
   model.backward();
   std::vector<float>& G = model.grads();
-  double ss = 0.0;
-  for (float g : G) ss += (double)g * g;
-  const double norm = std::sqrt(ss);
-  if (cfg_.clip > 0 && norm > cfg_.clip) {
-    const float f = (float)(cfg_.clip / norm);
-    for (float& g : G) g *= f;
-  }
+  const double norm = clip_grad_norm(G, cfg_.clip);
   AdamWParams h;
   h.lr = lr_at(cfg_, step_);
   h.beta1 = cfg_.beta1;
   h.beta2 = cfg_.beta2;
+  h.weight_decay = cfg_.weight_decay;
   h.step = step_ + 1;
-  for (const Seg& s : segs_) {
-    h.weight_decay = s.decay ? cfg_.weight_decay : 0.0f;
-    adamw_simd(model.params().data() + s.b, G.data() + s.b, m_.data() + s.b, v_.data() + s.b, s.e - s.b, h);
-  }
+  adamw_segments(model.params().data(), G.data(), m_.data(), v_.data(), segs_, h);
   rng_ = rng.state();  // committed only once the step succeeded
   step_++;
   Step r;
@@ -497,7 +515,7 @@ static std::string clock_text(double s) {
   return b;
 }
 
-static void write_file_atomic(const std::string& path, const void* data, size_t n) {
+void write_file_atomic(const std::string& path, const void* data, size_t n) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
