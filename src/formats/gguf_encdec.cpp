@@ -103,8 +103,8 @@ EncDecModelData load_gguf_encdec(const GgufFile& g) {
   if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
   c.vocab_size = to_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
+  c.attn_scale = 1.0f;  // T5 does not scale q.k (it is folded into the weights)
   c.validate();
-  m.encdec.attn_scale = 1.0f;  // T5 does not scale q.k (it is folded into the weights)
   m.encdec.decoder_start_id = g.find(key("decoder_start_token_id"))
                                   ? to_int(g.get_int(key("decoder_start_token_id")), key("decoder_start_token_id"))
                                   : 0;

@@ -414,8 +414,7 @@ EncDecModelData EncDecTrainModel::view() const {
   m.config = s_.model_config();
   m.encdec.n_dec_layers = s_.dec_layers;
   m.encdec.decoder_start_id = s_.decoder_start_id;
-  m.encdec.attn_scale = 1.0f;
-  m.encdec.embed_scale = 1.0f;
+  m.config.attn_scale = 1.0f;
   const float* P = params_.data();
   const int64_t d = s_.dim, h = s_.hidden_dim;
   auto t = [&](int64_t off, int64_t rows, int64_t cols) {
