@@ -106,16 +106,7 @@ static void add_char_tokenizer(GgufWriter& w, const std::string& alphabet) {
   scores[0] = scores[1] = scores[2] = 0.0f;
   types[0] = types[1] = 3;
   types[2] = 2;
-  w.add_string("tokenizer.ggml.model", "t5");
-  w.add_strings("tokenizer.ggml.tokens", pieces);
-  w.add_f32s("tokenizer.ggml.scores", scores);
-  w.add_i32s("tokenizer.ggml.token_type", types);
-  w.add_u32("tokenizer.ggml.eos_token_id", 1);
-  w.add_u32("tokenizer.ggml.unknown_token_id", 2);
-  w.add_u32("tokenizer.ggml.padding_token_id", 0);
-  w.add_bool("tokenizer.ggml.add_space_prefix", false);
-  w.add_bool("tokenizer.ggml.add_bos_token", false);
-  w.add_bool("tokenizer.ggml.add_eos_token", true);
+  add_t5_tokenizer(w, pieces, scores, types, false, true);
 }
 
 Tokenizer char_unigram_tokenizer(const std::string& alphabet) {
