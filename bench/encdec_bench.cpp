@@ -54,7 +54,7 @@ EncDecModelData make(Store& s, bool relative) {
   c.ffn = FfnKind::GeGLU;
   c.norm_eps = 1e-6f;
   m.encdec.n_dec_layers = 6;
-  m.encdec.attn_scale = 1.0f / 8.0f;
+  m.config.attn_scale = 1.0f / 8.0f;
   const int d = c.dim, h = c.hidden_dim;
   m.weights.tok_embed = s.mat(c.vocab_size, d);
   auto layer = [&](bool dec, int l) {

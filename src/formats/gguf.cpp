@@ -271,4 +271,55 @@ const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
   return it == by_name_.end() ? nullptr : &tensors_[it->second];
 }
 
+[[noreturn]] static void bad_model(const std::string& m) { fail(ErrorCode::BadModel, "GGUF: " + m); }
+
+int gguf_int(int64_t v, const std::string& key) {
+  if (v < 0 || v > (1 << 30)) bad_model("key " + key + " = " + std::to_string(v) + " is out of range");
+  return (int)v;
+}
+
+Tensor gguf_weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t cols, bool required, bool vec,
+                   const char* vec_rule) {
+  const GgufTensorInfo* t = g.find_tensor(name);
+  if (!t) {
+    if (required) bad_model("tensor " + name + " is missing");
+    return Tensor();
+  }
+  const bool shape_ok = vec ? (t->dims.size() == 1 && (int64_t)t->dims[0] == cols)
+                            : (t->dims.size() == 2 && (int64_t)t->dims[0] == cols && (int64_t)t->dims[1] == rows);
+  if (!shape_ok) {
+    std::string got;
+    for (uint64_t d : t->dims) got += (got.empty() ? "" : " x ") + std::to_string(d);
+    bad_model("tensor " + name + " has shape [" + got + "], expected [" + std::to_string(cols) +
+              (vec ? "" : " x " + std::to_string(rows)) + "]");
+  }
+  DType type;
+  if (!qtype_of_ggml(t->type, &type))
+    fail(ErrorCode::Unsupported, "GGUF: tensor " + name + " is " + ggml_type_name(t->type) +
+                                     "; qkv runs F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K");
+  if (vec && type != DType::F32)
+    fail(ErrorCode::Unsupported, "GGUF: tensor " + name + " is " + ggml_type_name(t->type) + "; " + vec_rule);
+  Tensor w;
+  w.type = type;
+  w.data = g.tensor_data(*t);
+  w.rows = rows;
+  w.cols = cols;
+  return w;
+}
+
+bool gguf_flag(const GgufFile& g, const std::string& key, bool def) {
+  const GgufValue* v = g.find(key);
+  if (!v) return def;
+  if (v->kind != GgufKind::BOOL) bad_model(key + " must be a bool");
+  return v->u != 0;
+}
+
+int gguf_token_id(const GgufFile& g, const std::string& key, int def, size_t n) {
+  const GgufValue* v = g.find(key);
+  if (!v) return def;
+  if (!v->is_int()) bad_model(key + " must be an integer");
+  const int64_t id = v->i;  // a huge u64 reads as negative: none
+  return id >= 0 && (uint64_t)id < n ? (int)id : -1;
+}
+
 }  // namespace qkv

@@ -87,4 +87,20 @@ class GgufFile {
 
 bool looks_like_gguf(const uint8_t* data, uint64_t size);
 
+// Reading a model out of a parsed file (gguf_model.cpp, gguf_encdec.cpp). Errors are
+// Error(BadModel) "GGUF: ..." but where said.
+// A header integer that must be 0..2^30.
+int gguf_int(int64_t v, const std::string& key);
+// A (rows, cols) weight (GGUF lists dims fastest first: ne = [cols, rows]) of a type qkv runs,
+// or with vec a (cols,) F32 vector; an absent one that is not required is an empty Tensor. A
+// type qkv does not run, or a vec that is not F32, is Error(Unsupported); vec_rule ends the
+// latter's message.
+Tensor gguf_weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t cols, bool required, bool vec,
+                   const char* vec_rule);
+// A bool key, def when absent.
+bool gguf_flag(const GgufFile& g, const std::string& key, bool def);
+// A token id key: def when absent, -1 (none) when out of 0..n-1 (some files write -1 or
+// 0xFFFFFFFF, which reads as negative).
+int gguf_token_id(const GgufFile& g, const std::string& key, int def, size_t n);
+
 }  // namespace qkv

@@ -9,59 +9,14 @@ namespace qkv {
 namespace {
 [[noreturn]] void bad(const std::string& m) { fail(ErrorCode::BadModel, "GGUF: " + m); }
 
-int to_int(int64_t v, const std::string& key) {
-  if (v < 0 || v > (1 << 30)) bad("key " + key + " = " + std::to_string(v) + " is out of range");
-  return (int)v;
-}
-
-std::string shape_of(const GgufTensorInfo& t) {
-  std::string s;
-  for (uint64_t d : t.dims) s += (s.empty() ? "" : " x ") + std::to_string(d);
-  return "[" + s + "]";
-}
-
-// A (rows, cols) matrix (ne = [cols, rows]) of any supported type, or a (cols,) f32 vector.
+// A (rows, cols) matrix of any supported type, or a (cols,) f32 vector (gguf_weight).
 Tensor weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t cols, bool required = true, bool vec = false) {
-  const GgufTensorInfo* t = g.find_tensor(name);
-  if (!t) {
-    if (required) bad("tensor " + name + " is missing");
-    return Tensor();
-  }
-  const bool ok = vec ? t->dims.size() == 1 && (int64_t)t->dims[0] == cols
-                      : t->dims.size() == 2 && (int64_t)t->dims[0] == cols && (int64_t)t->dims[1] == rows;
-  if (!ok)
-    bad("tensor " + name + " has shape " + shape_of(*t) + ", expected [" + std::to_string(cols) +
-        (vec ? "" : " x " + std::to_string(rows)) + "]");
-  DType type;
-  if (!qtype_of_ggml(t->type, &type))
-    fail(ErrorCode::Unsupported, "GGUF: tensor " + name + " is " + ggml_type_name(t->type) +
-                                     "; qkv runs F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K");
-  if (vec && type != DType::F32)
-    fail(ErrorCode::Unsupported, "GGUF: tensor " + name + " is " + ggml_type_name(t->type) + "; it must be F32");
-  Tensor w;
-  w.type = type;
-  w.data = g.tensor_data(*t);
-  w.rows = rows;
-  w.cols = cols;
-  return w;
+  return gguf_weight(g, name, rows, cols, required, vec, "it must be F32");
 }
 const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
   return weight(g, name, 1, n, required, true).f32();
 }
 
-bool flag(const GgufFile& g, const std::string& key, bool def) {
-  const GgufValue* v = g.find(key);
-  if (!v) return def;
-  if (v->kind != GgufKind::BOOL) bad(key + " must be a bool");
-  return v->u != 0;
-}
-
-int token_id(const GgufFile& g, const std::string& key, int def, size_t n) {
-  const GgufValue* v = g.find(key);
-  if (!v) return def;
-  if (!v->is_int()) bad(key + " must be an integer");
-  return v->i >= 0 && (uint64_t)v->i < n ? (int)v->i : -1;
-}
 }  // namespace
 
 bool gguf_is_encdec(const GgufFile& g) {
@@ -76,16 +31,16 @@ EncDecModelData load_gguf_encdec(const GgufFile& g) {
   EncDecModelData m;
   ModelConfig& c = m.config;
   c.arch = arch;
-  c.dim = to_int(g.get_int(key("embedding_length")), key("embedding_length"));
-  c.hidden_dim = to_int(g.get_int(key("feed_forward_length")), key("feed_forward_length"));
-  c.n_layers = to_int(g.get_int(key("block_count")), key("block_count"));
-  m.encdec.n_dec_layers = to_int(g.get_int_or(key("decoder_block_count"), c.n_layers), key("decoder_block_count"));
-  c.n_heads = to_int(g.get_int(key("attention.head_count")), key("attention.head_count"));
-  c.n_kv_heads = to_int(g.get_int_or(key("attention.head_count_kv"), c.n_heads), key("attention.head_count_kv"));
-  c.seq_len = to_int(g.get_int_or(key("context_length"), 512), key("context_length"));
+  c.dim = gguf_int(g.get_int(key("embedding_length")), key("embedding_length"));
+  c.hidden_dim = gguf_int(g.get_int(key("feed_forward_length")), key("feed_forward_length"));
+  c.n_layers = gguf_int(g.get_int(key("block_count")), key("block_count"));
+  m.encdec.n_dec_layers = gguf_int(g.get_int_or(key("decoder_block_count"), c.n_layers), key("decoder_block_count"));
+  c.n_heads = gguf_int(g.get_int(key("attention.head_count")), key("attention.head_count"));
+  c.n_kv_heads = gguf_int(g.get_int_or(key("attention.head_count_kv"), c.n_heads), key("attention.head_count_kv"));
+  c.seq_len = gguf_int(g.get_int_or(key("context_length"), 512), key("context_length"));
   if (c.n_heads <= 0) bad(key("attention.head_count") + " must be positive");
   if (g.find(key("attention.key_length"))) {  // T5: d_kv, heads need not split d_model
-    c.head_dim = to_int(g.get_int(key("attention.key_length")), key("attention.key_length"));
+    c.head_dim = gguf_int(g.get_int(key("attention.key_length")), key("attention.key_length"));
     if (g.get_int_or(key("attention.value_length"), c.head_dim) != c.head_dim)
       fail(ErrorCode::Unsupported, "GGUF: " + key("attention.value_length") + " differs from the key length");
   } else {
@@ -95,18 +50,18 @@ EncDecModelData load_gguf_encdec(const GgufFile& g) {
   c.norm = NormKind::RMSNorm;
   c.norm_eps = (float)g.get_float_or(key("attention.layer_norm_rms_epsilon"), 1e-6);
   c.pos = PosKind::RelativeBucket;
-  c.rel_buckets = to_int(g.get_int_or(key("attention.relative_buckets_count"), 32), key("attention.relative_buckets_count"));
+  c.rel_buckets = gguf_int(g.get_int_or(key("attention.relative_buckets_count"), 32), key("attention.relative_buckets_count"));
   c.rel_max_distance = 128;  // not stored; llama.cpp and every T5 checkpoint use 128
   c.causal = false;
   c.ffn = g.find_tensor("enc.blk.0.ffn_gate.weight") ? FfnKind::GeGLU : FfnKind::ReLU;
   const GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
   if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
-  c.vocab_size = to_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
+  c.vocab_size = gguf_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
+  c.attn_scale = 1.0f;  // T5 does not scale q.k (it is folded into the weights)
   c.validate();
-  m.encdec.attn_scale = 1.0f;  // T5 does not scale q.k (it is folded into the weights)
   m.encdec.decoder_start_id = g.find(key("decoder_start_token_id"))
-                                  ? to_int(g.get_int(key("decoder_start_token_id")), key("decoder_start_token_id"))
+                                  ? gguf_int(g.get_int(key("decoder_start_token_id")), key("decoder_start_token_id"))
                                   : 0;
   if (m.encdec.decoder_start_id >= c.vocab_size)
     bad(key("decoder_start_token_id") + " = " + std::to_string(m.encdec.decoder_start_id) + " is outside the vocabulary");
@@ -181,13 +136,13 @@ Tokenizer load_gguf_unigram(const GgufFile& g) {
     for (const GgufValue& v : cm->arr) charsmap.push_back((uint8_t)(v.elem == GgufKind::I8 ? v.i : v.u));
   }
   // llama.cpp's defaults for t5: EOS 1, UNK 2, no BOS; EOS appended.
-  const int eos = token_id(g, "tokenizer.ggml.eos_token_id", 1, n), unk = token_id(g, "tokenizer.ggml.unknown_token_id", 2, n);
-  const int bos = token_id(g, "tokenizer.ggml.bos_token_id", -1, n);
+  const int eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", 1, n), unk = gguf_token_id(g, "tokenizer.ggml.unknown_token_id", 2, n);
+  const int bos = gguf_token_id(g, "tokenizer.ggml.bos_token_id", -1, n);
   if (unk < 0) bad("tokenizer.ggml.unknown_token_id is outside the vocabulary; a unigram tokenizer needs one");
   Tokenizer t = Tokenizer::from_unigram(std::move(pieces), std::move(scores), std::move(types), unk,
-                                        flag(g, "tokenizer.ggml.add_space_prefix", true),
-                                        flag(g, "tokenizer.ggml.remove_extra_whitespaces", false), std::move(charsmap));
-  t.set_specials(bos, eos, flag(g, "tokenizer.ggml.add_bos_token", false) && bos >= 0, flag(g, "tokenizer.ggml.add_eos_token", true),
+                                        gguf_flag(g, "tokenizer.ggml.add_space_prefix", true),
+                                        gguf_flag(g, "tokenizer.ggml.remove_extra_whitespaces", false), std::move(charsmap));
+  t.set_specials(bos, eos, gguf_flag(g, "tokenizer.ggml.add_bos_token", false) && bos >= 0, gguf_flag(g, "tokenizer.ggml.add_eos_token", true),
                  {});
   return t;
 }

@@ -14,41 +14,10 @@ namespace qkv {
 namespace {
 [[noreturn]] void bad(const std::string& m) { fail(ErrorCode::BadModel, "GGUF: " + m); }
 
-int to_int(int64_t v, const std::string& key) {
-  if (v < 0 || v > (1 << 30)) bad("key " + key + " = " + std::to_string(v) + " is out of range");
-  return (int)v;
-}
-
-// A (rows, cols) weight; GGUF lists dims fastest first, so ne = [cols, rows].
+// A (rows, cols) weight, or with rows 1 a (cols,) F32 vector (gguf_weight).
 Tensor weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t cols, bool required = true) {
-  const GgufTensorInfo* t = g.find_tensor(name);
-  if (!t) {
-    if (required) bad("tensor " + name + " is missing");
-    return Tensor();
-  }
-  const bool vec = rows == 1;
-  const bool shape_ok = vec ? (t->dims.size() == 1 && (int64_t)t->dims[0] == cols)
-                            : (t->dims.size() == 2 && (int64_t)t->dims[0] == cols && (int64_t)t->dims[1] == rows);
-  if (!shape_ok) {
-    std::string got;
-    for (uint64_t d : t->dims) got += (got.empty() ? "" : " x ") + std::to_string(d);
-    bad("tensor " + name + " has shape [" + got + "], expected [" + std::to_string(cols) +
-        (vec ? "" : " x " + std::to_string(rows)) + "]");
-  }
-  DType type;
-  if (!qtype_of_ggml(t->type, &type))
-    fail(ErrorCode::Unsupported, std::string("GGUF: tensor ") + name + " is " + ggml_type_name(t->type) +
-                                     "; qkv runs F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K");
-  if (vec && type != DType::F32)
-    fail(ErrorCode::Unsupported, std::string("GGUF: tensor ") + name + " is " + ggml_type_name(t->type) + "; norm weights must be F32");
-  Tensor w;
-  w.type = type;
-  w.data = g.tensor_data(*t);
-  w.rows = rows;
-  w.cols = cols;
-  return w;
+  return gguf_weight(g, name, rows, cols, required, rows == 1, "norm weights must be F32");
 }
-
 
 // One row per supported architecture: the options it sets and the tensors it carries.
 struct ArchRow {
@@ -169,15 +138,15 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   auto key = [&](const char* k) { return arch + "." + k; };
   ModelConfig c;
   c.arch = arch;
-  c.dim = to_int(g.get_int(key("embedding_length")), key("embedding_length"));
-  c.hidden_dim = to_int(g.get_int(key("feed_forward_length")), key("feed_forward_length"));
-  c.n_layers = to_int(g.get_int(key("block_count")), key("block_count"));
-  c.n_heads = to_int(g.get_int(key("attention.head_count")), key("attention.head_count"));
-  c.n_kv_heads = to_int(g.get_int_or(key("attention.head_count_kv"), c.n_heads), key("attention.head_count_kv"));
-  c.seq_len = to_int(g.get_int(key("context_length")), key("context_length"));
+  c.dim = gguf_int(g.get_int(key("embedding_length")), key("embedding_length"));
+  c.hidden_dim = gguf_int(g.get_int(key("feed_forward_length")), key("feed_forward_length"));
+  c.n_layers = gguf_int(g.get_int(key("block_count")), key("block_count"));
+  c.n_heads = gguf_int(g.get_int(key("attention.head_count")), key("attention.head_count"));
+  c.n_kv_heads = gguf_int(g.get_int_or(key("attention.head_count_kv"), c.n_heads), key("attention.head_count_kv"));
+  c.seq_len = gguf_int(g.get_int(key("context_length")), key("context_length"));
   if (c.n_heads <= 0) bad(key("attention.head_count") + " must be positive");
   if (g.find(key("attention.key_length"))) {  // Qwen3, Gemma: heads need not split the width
-    c.head_dim = to_int(g.get_int(key("attention.key_length")), key("attention.key_length"));
+    c.head_dim = gguf_int(g.get_int(key("attention.key_length")), key("attention.key_length"));
     if (g.get_int_or(key("attention.value_length"), c.head_dim) != c.head_dim)
       fail(ErrorCode::Unsupported, "GGUF: " + key("attention.value_length") + " differs from the key length");
   } else {
@@ -194,7 +163,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   const bool rope = c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves;
   if (rope) {
     c.rope_theta = (float)g.get_float_or(key("rope.freq_base"), 10000.0);
-    c.n_rot = to_int(g.get_int_or(key("rope.dimension_count"), c.head_dim), key("rope.dimension_count"));
+    c.n_rot = gguf_int(g.get_int_or(key("rope.dimension_count"), c.head_dim), key("rope.dimension_count"));
     if (const GgufValue* s = g.find(key("rope.scaling.type"))) {
       const std::string type = s->kind == GgufKind::STRING ? s->s : "?";
       if (type == "linear") {
@@ -211,7 +180,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     fail(ErrorCode::Unsupported, "GGUF: LongRoPE frequency factors (rope_factors_long/short) are not supported yet");
   const GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
   if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
-  c.vocab_size = to_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
+  c.vocab_size = gguf_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
   if (row->encoder) {
     const GgufValue* causal = g.find(key("attention.causal"));
@@ -222,7 +191,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     c.tied_classifier = false;
     if (const GgufTensorInfo* tt = g.find_tensor("token_types.weight")) {
       if (tt->dims.size() != 2) bad("tensor token_types.weight is not 2-D");
-      c.n_token_types = to_int((int64_t)tt->dims[1], "the token type count (token_types.weight)");
+      c.n_token_types = gguf_int((int64_t)tt->dims[1], "the token type count (token_types.weight)");
     }
     const int64_t pool = g.get_int_or(key("pooling_type"), 0);
     switch (pool) {
@@ -242,7 +211,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     };
     c.attn_softcap = cap("attn_logit_softcapping", 50.0);
     c.logit_softcap = cap("final_logit_softcapping", 30.0);
-    const int window = to_int(g.get_int_or(key("attention.sliding_window"), 4096), key("attention.sliding_window"));
+    const int window = gguf_int(g.get_int_or(key("attention.sliding_window"), 4096), key("attention.sliding_window"));
     c.layer_window.assign(c.n_layers, 0);
     for (int l = 0; l < c.n_layers; l += 2) c.layer_window[l] = window;
     // llama.cpp scales the 27B model's queries by 1/sqrt(dim / heads) (its query_pre_attn_scalar),
@@ -338,22 +307,6 @@ std::vector<std::string> string_array(const GgufFile& g, const std::string& key)
   return out;
 }
 
-bool flag(const GgufFile& g, const std::string& key, bool def) {
-  const GgufValue* v = g.find(key);
-  if (!v) return def;
-  if (v->kind != GgufKind::BOOL) bad(key + " must be a bool");
-  return v->u != 0;
-}
-
-// A token id key: absent or out of range (some files write -1 or 0xFFFFFFFF) = none.
-int token_id(const GgufFile& g, const std::string& key, int def, size_t n) {
-  const GgufValue* v = g.find(key);
-  if (!v) return def;
-  if (!v->is_int()) bad(key + " must be an integer");
-  const int64_t id = v->i;  // a huge u64 reads as negative: none
-  return id >= 0 && (uint64_t)id < n ? (int)id : -1;
-}
-
 Tokenizer load_gguf_vocab(const GgufFile& g) {
   const std::string model = g.get_string("tokenizer.ggml.model");
   if (model == "t5") return load_gguf_unigram(g);
@@ -370,22 +323,22 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
   }
   if (model == "bert") {  // llama.cpp's defaults: [CLS] 101 (as BOS), [SEP] 102, [UNK] 100
     auto id_or = [&](int def) { return def < (int)n ? def : -1; };
-    const int cls = token_id(g, "tokenizer.ggml.bos_token_id", token_id(g, "tokenizer.ggml.cls_token_id", id_or(101), n), n);
-    const int sep = token_id(g, "tokenizer.ggml.seperator_token_id", id_or(102), n);
-    const int unk = token_id(g, "tokenizer.ggml.unknown_token_id", id_or(100), n);
+    const int cls = gguf_token_id(g, "tokenizer.ggml.bos_token_id", gguf_token_id(g, "tokenizer.ggml.cls_token_id", id_or(101), n), n);
+    const int sep = gguf_token_id(g, "tokenizer.ggml.seperator_token_id", id_or(102), n);
+    const int unk = gguf_token_id(g, "tokenizer.ggml.unknown_token_id", id_or(100), n);
     return Tokenizer::from_wordpiece(std::move(pieces), std::move(types), cls, sep, unk,
-                                     flag(g, "tokenizer.ggml.add_bos_token", true) && cls >= 0,
-                                     flag(g, "tokenizer.ggml.add_sep_token", true) && sep >= 0);
+                                     gguf_flag(g, "tokenizer.ggml.add_bos_token", true) && cls >= 0,
+                                     gguf_flag(g, "tokenizer.ggml.add_sep_token", true) && sep >= 0);
   }
   if (model == "gpt2") {
     const std::string pre = g.find("tokenizer.ggml.pre") ? g.get_string("tokenizer.ggml.pre") : std::string("default");
     const PreTokenizer kind = pre_tokenizer_from_name(pre);
     const std::vector<std::string> merges = string_array(g, "tokenizer.ggml.merges");
     Tokenizer t = Tokenizer::from_bpe(std::move(pieces), std::move(types), merges, kind, kind == PreTokenizer::Llama3);
-    const int bos = token_id(g, "tokenizer.ggml.bos_token_id", -1, n), eos = token_id(g, "tokenizer.ggml.eos_token_id", -1, n);
-    const int eot = token_id(g, "tokenizer.ggml.eot_token_id", -1, n), eom = token_id(g, "tokenizer.ggml.eom_token_id", -1, n);
-    const bool add_bos = flag(g, "tokenizer.ggml.add_bos_token", kind == PreTokenizer::Llama3) && bos >= 0;
-    t.set_specials(bos, eos, add_bos, flag(g, "tokenizer.ggml.add_eos_token", false), {eot, eom});
+    const int bos = gguf_token_id(g, "tokenizer.ggml.bos_token_id", -1, n), eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", -1, n);
+    const int eot = gguf_token_id(g, "tokenizer.ggml.eot_token_id", -1, n), eom = gguf_token_id(g, "tokenizer.ggml.eom_token_id", -1, n);
+    const bool add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token", kind == PreTokenizer::Llama3) && bos >= 0;
+    t.set_specials(bos, eos, add_bos, gguf_flag(g, "tokenizer.ggml.add_eos_token", false), {eot, eom});
     return t;
   }
   std::vector<float> scores(n, 0.0f);
@@ -393,13 +346,13 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
     if (s->kind != GgufKind::ARRAY || s->arr.size() != n) bad("tokenizer.ggml.scores must have one score per token");
     for (size_t i = 0; i < n; i++) scores[i] = (float)(s->arr[i].is_float() ? s->arr[i].f : (double)s->arr[i].i);
   }
-  const int bos = token_id(g, "tokenizer.ggml.bos_token_id", 1, n), eos = token_id(g, "tokenizer.ggml.eos_token_id", 2, n);
-  const int unk = token_id(g, "tokenizer.ggml.unknown_token_id", 0, n);
+  const int bos = gguf_token_id(g, "tokenizer.ggml.bos_token_id", 1, n), eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", 2, n);
+  const int unk = gguf_token_id(g, "tokenizer.ggml.unknown_token_id", 0, n);
   if (bos < 0 || eos < 0) bad("tokenizer.ggml.bos_token_id / eos_token_id are outside the vocabulary");
   Tokenizer t = Tokenizer::from_spm_pieces(std::move(pieces), std::move(scores), std::move(types), bos, eos, unk,
-                                           flag(g, "tokenizer.ggml.add_space_prefix", true));
-  const int eot = token_id(g, "tokenizer.ggml.eot_token_id", -1, n);
-  t.set_specials(bos, eos, flag(g, "tokenizer.ggml.add_bos_token", true), flag(g, "tokenizer.ggml.add_eos_token", false), {eot});
+                                           gguf_flag(g, "tokenizer.ggml.add_space_prefix", true));
+  const int eot = gguf_token_id(g, "tokenizer.ggml.eot_token_id", -1, n);
+  t.set_specials(bos, eos, gguf_flag(g, "tokenizer.ggml.add_bos_token", true), gguf_flag(g, "tokenizer.ggml.add_eos_token", false), {eot});
   // llama.cpp strips the whitespace after Phi-3's special tokens (it goes by the model's name),
   // except after <unk>, <s> and <|endoftext|>.
   std::string name = g.find("general.name") && g.get("general.name").kind == GgufKind::STRING ? g.get_string("general.name") : "";

@@ -31,16 +31,7 @@ int add_unigram_vocab(GgufWriter& w, const Tokenizer& spm, std::mt19937& rng, bo
     scores.push_back(0.0f);
     types.push_back(4);
   }
-  w.add_string("tokenizer.ggml.model", "t5");
-  w.add_strings("tokenizer.ggml.tokens", pieces);
-  w.add_f32s("tokenizer.ggml.scores", scores);
-  w.add_i32s("tokenizer.ggml.token_type", types);
-  w.add_u32("tokenizer.ggml.eos_token_id", 1);
-  w.add_u32("tokenizer.ggml.unknown_token_id", 2);
-  w.add_u32("tokenizer.ggml.padding_token_id", 0);
-  w.add_bool("tokenizer.ggml.add_space_prefix", true);
-  w.add_bool("tokenizer.ggml.add_bos_token", false);
-  w.add_bool("tokenizer.ggml.add_eos_token", add_eos);
+  add_t5_tokenizer(w, pieces, scores, types, true, add_eos);
   return (int)pieces.size();
 }
 }  // namespace

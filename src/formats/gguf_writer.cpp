@@ -171,6 +171,20 @@ std::vector<uint8_t> GgufWriter::finish(uint32_t alignment) const {
   return o;
 }
 
+void add_t5_tokenizer(GgufWriter& w, const std::vector<std::string>& pieces, const std::vector<float>& scores,
+                      const std::vector<int32_t>& types, bool add_space_prefix, bool add_eos) {
+  w.add_string("tokenizer.ggml.model", "t5");
+  w.add_strings("tokenizer.ggml.tokens", pieces);
+  w.add_f32s("tokenizer.ggml.scores", scores);
+  w.add_i32s("tokenizer.ggml.token_type", types);
+  w.add_u32("tokenizer.ggml.eos_token_id", 1);
+  w.add_u32("tokenizer.ggml.unknown_token_id", 2);
+  w.add_u32("tokenizer.ggml.padding_token_id", 0);
+  w.add_bool("tokenizer.ggml.add_space_prefix", add_space_prefix);
+  w.add_bool("tokenizer.ggml.add_bos_token", false);
+  w.add_bool("tokenizer.ggml.add_eos_token", add_eos);
+}
+
 void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok, const std::vector<std::string>& extra_control) {
   // llama2.c's tokenizer.bin spells spaces as ' '; SentencePiece in GGUF as U+2581.
   std::vector<std::string> pieces;

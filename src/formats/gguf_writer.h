@@ -51,6 +51,11 @@ class GgufWriter {
 // `extra_control` pieces are appended as control tokens.
 void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok, const std::vector<std::string>& extra_control = {});
 
+// A T5 Unigram vocabulary as tokenizer.ggml.* keys: pieces (U+2581 for spaces) with their
+// scores and token types; </s> 1, <unk> 2, <pad> 0; no BOS.
+void add_t5_tokenizer(GgufWriter& w, const std::vector<std::string>& pieces, const std::vector<float>& scores,
+                      const std::vector<int32_t>& types, bool add_space_prefix, bool add_eos);
+
 // A llama2.c model and its tokenizer as a `llama` GGUF with the tokenizer embedded; weight
 // matrices stored as `type` (norms stay f32).
 std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name,

@@ -1,6 +1,7 @@
 // The qkv JS API over the Embind module, independent of where it runs (Node, browser, worker).
 // Entry points (node.js, browser.js) supply the module loader and path reading.
 import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
+import { call, now, yieldToLoop } from './util.js';
 import { readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, chooseDevice, gpuFeed, shapeOf } from './gpu-backend.js';
 import { createKvCache } from './webgpu.js';
@@ -13,21 +14,6 @@ const POOLINGS = Object.freeze(['mean', 'cls', 'last']);
 const DEFAULTS = Object.freeze({
   maxTokens: 256, temperature: 0.8, topK: 0, topP: 0.9, minP: 0, repetitionPenalty: 1,
 });
-
-/** Gives the event loop a turn (so aborts, UI events and other tasks can run). */
-const yieldToLoop = typeof setImmediate === 'function'
-  ? () => new Promise((r) => setImmediate(r))
-  : () => new Promise((r) => { const ch = new MessageChannel(); ch.port1.onmessage = () => r(); ch.port2.postMessage(0); });
-
-function now() { return typeof performance !== 'undefined' ? performance.now() : Date.now(); }
-
-function call(fn) {
-  try {
-    return fn();
-  } catch (e) {
-    throw toQkvError(e);
-  }
-}
 
 function checkNumber(opts, key, lo, hi, integer = false) {
   const v = opts[key];

@@ -1,23 +1,10 @@
 // Encoder-decoder models (t5 GGUF) in the JS API: generate(source) streams the target as
 // decoder-only models stream a continuation ({token, text} items, stop strings, AbortSignal,
 // lastGeneration stats); inspect(source, target) gives encoder, decoder self- and cross-attention.
-import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
+import { QkvError, check, throwIfAborted } from './errors.js';
+import { call, now, yieldToLoop } from './util.js';
 import { StopMatcher, TextStream, generationOptions } from './core.js';
 import { inspectionView } from './inspection.js';
-
-function call(fn) {
-  try {
-    return fn();
-  } catch (e) {
-    throw toQkvError(e);
-  }
-}
-
-const yieldToLoop = typeof setImmediate === 'function'
-  ? () => new Promise((r) => setImmediate(r))
-  : () => new Promise((r) => { const ch = new MessageChannel(); ch.port1.onmessage = () => r(); ch.port2.postMessage(0); });
-
-function now() { return typeof performance !== 'undefined' ? performance.now() : Date.now(); }
 
 const wellFormed = typeof String.prototype.toWellFormed === 'function'
   ? (s) => s.toWellFormed()

@@ -2,6 +2,7 @@
 // createTrainerWith(env, options) runs it in this thread; train-worker-client.js runs the same
 // object in a Worker. Entry points (node.js, browser.js) choose between them.
 import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
+import { call, yieldToLoop } from './util.js';
 import { readSource } from './source.js';
 
 /** Model shapes that train in reasonable time on a CPU (and in a browser tab). */
@@ -18,20 +19,6 @@ const DEFAULTS = Object.freeze({
 
 /** Text up to this many UTF-8 bytes (the encoded tokens and the BPE statistics scale with it). */
 export const MAX_TRAIN_TEXT_BYTES = 256 * 1024 ** 2;
-
-const yieldToLoop = typeof setImmediate === 'function'
-  ? () => new Promise((r) => setImmediate(r))
-  : () => new Promise((r) => { const ch = new MessageChannel(); ch.port1.onmessage = () => r(); ch.port2.postMessage(0); });
-
-function now() { return typeof performance !== 'undefined' ? performance.now() : Date.now(); }
-
-function call(fn) {
-  try {
-    return fn();
-  } catch (e) {
-    throw toQkvError(e);
-  }
-}
 
 function int(o, key, lo, hi) {
   const v = o[key];

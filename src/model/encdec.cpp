@@ -61,8 +61,6 @@ EncoderDecoder::EncoderDecoder(EncDecModelData model, int context, std::shared_p
   if (e.decoder_start_id < 0 || e.decoder_start_id >= c.vocab_size)
     fail(ErrorCode::BadModel, "invalid model header: decoder start token " + std::to_string(e.decoder_start_id) +
                                   " is outside the vocabulary of " + std::to_string(c.vocab_size));
-  if (!(e.attn_scale >= 0.0f && e.attn_scale < 1e6f) || !(e.embed_scale > 0.0f && e.embed_scale < 1e6f))
-    fail(ErrorCode::BadModel, "invalid model header: attention or embedding scale out of range");
   if ((int)m_.weights.enc.size() != c.n_layers || (int)m_.weights.dec.size() != e.n_dec_layers)
     fail(ErrorCode::BadModel, "encoder-decoder weights do not match the layer counts");
   if (c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves || c.pos == PosKind::Learned)
@@ -146,7 +144,7 @@ static void add_sinusoidal(float* x, int dim, int pos) {
 
 void EncoderDecoder::embed(const int* tokens, int n, int pos0, float* x) {
   const ModelConfig& c = m_.config;
-  const float s = m_.encdec.embed_scale;
+  const float s = c.embed_scale;
   for (int t = 0; t < n; t++) {
     if (tokens[t] < 0 || tokens[t] >= c.vocab_size)
       fail(ErrorCode::BadArgument, "token id " + std::to_string(tokens[t]) + " is outside the vocabulary (0.." +
@@ -177,7 +175,7 @@ void EncoderDecoder::residual(float* x, float* out, const float* w, const float*
 void EncoderDecoder::run_attention(const Attn& a) {
   const ModelConfig& c = m_.config;
   const int H = c.n_heads, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), group = c.n_heads / c.n_kv_heads;
-  const float scale = m_.encdec.attn_scale > 0.0f ? m_.encdec.attn_scale : 1.0f / std::sqrt((float)hd);
+  const float scale = m_.config.attn_scale > 0.0f ? m_.config.attn_scale : 1.0f / std::sqrt((float)hd);
   const bool par = (int64_t)H * a.n_q * a.n_kv * hd >= kMinParallelWork;
   if (!a.rel_bias) {
     AttentionArgs f;

@@ -33,8 +33,8 @@ struct EncDecLayerWeights {
 struct EncDecConfig {
   int n_dec_layers = 0;      // decoder layers (ModelConfig::n_layers counts the encoder's)
   int decoder_start_id = 0;  // the first decoder input (T5: the pad token, 0)
-  float attn_scale = 0.0f;   // scores = scale * q.k; 0: 1/sqrt(head_dim). T5 folds it into Wq (1)
-  float embed_scale = 1.0f;  // embeddings times this (original Transformer: sqrt(dim))
+  // The score and embedding scales are ModelConfig's attn_scale (T5 folds it into Wq: 1) and
+  // embed_scale (original Transformer: sqrt(dim)).
 };
 
 struct EncDecWeights {

@@ -13,6 +13,7 @@
 #include "../kernels/norm.h"
 #include "../kernels/norm_backward.h"
 #include "../kernels/optim.h"
+#include "model.h"
 #include "rng.h"
 
 namespace qkv {
@@ -150,24 +151,15 @@ void EncDecTrainModel::matmul(float* y, const float* x, int64_t w_off, int rows,
 
 void EncDecTrainModel::matmul_back(float* dx, bool acc, const float* dy, const float* x, int64_t w_off, int rows, int cols,
                                    int n) {
-  const float* W = params_.data() + w_off;
-  float* dW = grads_.data() + w_off;
-  if (dx)
-    pool_->parallel_for(n, 4, [&](int t0, int t1, int) { matmul_dx_simd(dx, cols, dy, rows, W, rows, cols, t0, t1, acc); });
-  pool_->parallel_for(rows, 4, [&](int r0, int r1, int) { matmul_dw_simd(dW, dy, rows, x, cols, n, cols, r0, r1); });
+  linear_backward(pool_, dx, acc, dy, x, params_.data() + w_off, grads_.data() + w_off, rows, cols, n);
 }
 
 void EncDecTrainModel::norm_rows(std::vector<float>& y, const std::vector<float>& x, int64_t w_off, int n) {
-  const int D = s_.dim;
-  grow(y, (size_t)n * D);
-  for (int i = 0; i < n; i++) rmsnorm_simd(&y[(size_t)i * D], &x[(size_t)i * D], &params_[w_off], D, s_.norm_eps);
+  rmsnorm_rows(y, x, &params_[w_off], s_.dim, s_.norm_eps, n);
 }
 
 void EncDecTrainModel::norm_back(float* dx, const float* dy, const std::vector<float>& x, int64_t w_off, int n) {
-  const int D = s_.dim;
-  for (int i = 0; i < n; i++)
-    rmsnorm_backward_simd(dx + (size_t)i * D, &grads_[w_off], dy + (size_t)i * D, &x[(size_t)i * D], &params_[w_off], D,
-                          s_.norm_eps);
+  rmsnorm_rows_backward(dx, &grads_[w_off], dy, x.data(), &params_[w_off], s_.dim, s_.norm_eps, n);
 }
 
 namespace {
@@ -383,14 +375,7 @@ double EncDecTrainModel::forward(const std::vector<std::vector<int>>& sources, c
   norm_rows(xf_, dec_x_, lay_.dec_norm, Nt_);
   grow(dlogits_, (size_t)Nt_ * V);
   matmul(dlogits_.data(), xf_.data(), lay_.tok_embed, V, D, Nt_);
-  std::vector<double> row(Nt_);
-  const float scale = 1.0f / Nt_;
-  pool_->parallel_for(Nt_, 8, [&](int i0, int i1, int) {
-    for (int i = i0; i < i1; i++) row[i] = cross_entropy_simd(&dlogits_[(size_t)i * V], V, dec_out_[i], scale);
-  });
-  double loss = 0.0;
-  for (double r : row) loss += r;
-  return loss / Nt_;
+  return mean_cross_entropy(pool_, dlogits_.data(), V, dec_out_.data(), Nt_);
 }
 
 void EncDecTrainModel::backward() {
@@ -414,8 +399,7 @@ EncDecModelData EncDecTrainModel::view() const {
   m.config = s_.model_config();
   m.encdec.n_dec_layers = s_.dec_layers;
   m.encdec.decoder_start_id = s_.decoder_start_id;
-  m.encdec.attn_scale = 1.0f;
-  m.encdec.embed_scale = 1.0f;
+  m.config.attn_scale = 1.0f;
   const float* P = params_.data();
   const int64_t d = s_.dim, h = s_.hidden_dim;
   auto t = [&](int64_t off, int64_t rows, int64_t cols) {

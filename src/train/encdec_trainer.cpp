@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <memory>
 #include <sstream>
 
@@ -20,32 +19,11 @@
 
 namespace qkv {
 
-static std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-}
-
-// Each non-comment key = value of the text, then of the overrides.
-static void each_kv(const std::string& text, const std::vector<std::string>& overrides, const std::string& origin,
-                    const std::function<void(const std::string&, const std::string&, const std::string&)>& f) {
-  auto line_kv = [&](const std::string& raw, const std::string& where) {
-    std::string line = raw.substr(0, raw.find('#'));
-    if (trim(line).empty()) return;
-    size_t eq = line.find('=');
-    if (eq == std::string::npos) fail(ErrorCode::BadArgument, where + ": expected key = value, got '" + trim(raw) + "'");
-    f(trim(line.substr(0, eq)), trim(line.substr(eq + 1)), where);
-  };
-  std::istringstream in(text);
-  std::string line;
-  for (int n = 1; std::getline(in, line); n++) line_kv(line, origin + " line " + std::to_string(n));
-  for (const auto& o : overrides) line_kv(o, "argument '" + o + "'");
-}
-
 bool is_encdec_train_config(const std::string& text, const std::vector<std::string>& overrides) {
   bool enc = false;
   try {
-    each_kv(text, overrides, "config", [&](const std::string& k, const std::string& v, const std::string&) {
-      if (k == "arch") enc = v == "encdec";
+    for_each_config_entry(text, overrides, "config", [&](const ConfigEntry& e) {
+      if (e.key == "arch") enc = e.value == "encdec";
     });
   } catch (const Error&) {
     return false;  // the regular parser reports the malformed line
@@ -56,65 +34,44 @@ bool is_encdec_train_config(const std::string& text, const std::vector<std::stri
 EncDecTrainConfig parse_encdec_train_config(const std::string& text, const std::vector<std::string>& overrides,
                                             const std::string& origin) {
   EncDecTrainConfig c;
-  each_kv(text, overrides, origin, [&](const std::string& k, const std::string& v, const std::string& where) {
-    auto bad = [&](const std::string& why) { fail(ErrorCode::BadArgument, where + ": " + k + " = '" + v + "': " + why); };
-    auto i64 = [&](long long lo, long long hi) {
-      char* end = nullptr;
-      errno = 0;
-      long long r = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end || errno) bad("not an integer");
-      if (r < lo || r > hi) bad("must be " + std::to_string(lo) + ".." + std::to_string(hi));
-      return r;
-    };
-    auto f64 = [&](double lo, double hi) {
-      char* end = nullptr;
-      double r = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || std::isnan(r)) bad("not a number");
-      if (r < lo || r > hi) bad("must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-      return r;
-    };
-    auto flag = [&]() {
-      if (v == "1" || v == "true" || v == "yes") return true;
-      if (v == "0" || v == "false" || v == "no") return false;
-      bad("must be true or false");
-      return false;
-    };
+  for_each_config_entry(text, overrides, origin, [&](const ConfigEntry& e) {
+    const std::string &k = e.key, &v = e.value;
     EncDecTrainShape& s = c.shape;
     if (k == "arch") {
-      if (v != "encdec") bad("this trainer takes arch = encdec");
-    } else if (k == "dim") s.dim = (int)i64(1, 4096);
-    else if (k == "n_heads") s.n_heads = (int)i64(1, 256);
-    else if (k == "hidden_dim") s.hidden_dim = (int)i64(1, 16384);
-    else if (k == "enc_layers") s.enc_layers = (int)i64(1, 64);
-    else if (k == "dec_layers") s.dec_layers = (int)i64(1, 64);
-    else if (k == "seq_len") s.seq_len = (int)i64(2, 4096);
-    else if (k == "rel_buckets") s.rel_buckets = (int)i64(4, 256);
+      if (v != "encdec") e.bad("this trainer takes arch = encdec");
+    } else if (k == "dim") s.dim = (int)e.i64(1, 4096);
+    else if (k == "n_heads") s.n_heads = (int)e.i64(1, 256);
+    else if (k == "hidden_dim") s.hidden_dim = (int)e.i64(1, 16384);
+    else if (k == "enc_layers") s.enc_layers = (int)e.i64(1, 64);
+    else if (k == "dec_layers") s.dec_layers = (int)e.i64(1, 64);
+    else if (k == "seq_len") s.seq_len = (int)e.i64(2, 4096);
+    else if (k == "rel_buckets") s.rel_buckets = (int)e.i64(4, 256);
     else if (k == "task") {
-      if (v != "dates") bad("the only generated task is 'dates'");
+      if (v != "dates") e.bad("the only generated task is 'dates'");
       c.task = v;
-    } else if (k == "val_examples") c.val_examples = (int)i64(1, 1 << 20);
-    else if (k == "data_seed") c.data_seed = (uint64_t)i64(0, 1LL << 62);
-    else if (k == "batch") c.batch = (int)i64(1, 4096);
-    else if (k == "steps") c.steps = (int)i64(1, 100000000);
-    else if (k == "warmup") c.warmup = (int)i64(0, 100000000);
-    else if (k == "lr") c.lr = (float)f64(0.0, 10.0);
-    else if (k == "min_lr") c.min_lr = (float)f64(0.0, 10.0);
-    else if (k == "weight_decay") c.weight_decay = (float)f64(0.0, 10.0);
-    else if (k == "clip") c.clip = (float)f64(0.0, 1e9);
-    else if (k == "beta1") c.beta1 = (float)f64(0.0, 0.999999);
-    else if (k == "beta2") c.beta2 = (float)f64(0.0, 0.999999);
-    else if (k == "seed") c.seed = (uint64_t)i64(0, 1LL << 62);
-    else if (k == "eval_interval") c.eval_interval = (int)i64(0, 100000000);
-    else if (k == "log_interval") c.log_interval = (int)i64(1, 100000000);
+    } else if (k == "val_examples") c.val_examples = (int)e.i64(1, 1 << 20);
+    else if (k == "data_seed") c.data_seed = (uint64_t)e.i64(0, 1LL << 62);
+    else if (k == "batch") c.batch = (int)e.i64(1, 4096);
+    else if (k == "steps") c.steps = (int)e.i64(1, 100000000);
+    else if (k == "warmup") c.warmup = (int)e.i64(0, 100000000);
+    else if (k == "lr") c.lr = (float)e.f64(0.0, 10.0);
+    else if (k == "min_lr") c.min_lr = (float)e.f64(0.0, 10.0);
+    else if (k == "weight_decay") c.weight_decay = (float)e.f64(0.0, 10.0);
+    else if (k == "clip") c.clip = (float)e.f64(0.0, 1e9);
+    else if (k == "beta1") c.beta1 = (float)e.f64(0.0, 0.999999);
+    else if (k == "beta2") c.beta2 = (float)e.f64(0.0, 0.999999);
+    else if (k == "seed") c.seed = (uint64_t)e.i64(0, 1LL << 62);
+    else if (k == "eval_interval") c.eval_interval = (int)e.i64(0, 100000000);
+    else if (k == "log_interval") c.log_interval = (int)e.i64(1, 100000000);
     else if (k == "out") c.out = v;
     else if (k == "dtype") {
-      if (v != "f32" && v != "f16") bad("must be f32 or f16");
+      if (v != "f32" && v != "f16") e.bad("must be f32 or f16");
       c.dtype = v;
     } else if (k == "name") c.name = v;
-    else if (k == "threads") c.threads = (int)i64(0, 256);
-    else if (k == "quiet") c.quiet = flag();
+    else if (k == "threads") c.threads = (int)e.i64(0, 256);
+    else if (k == "quiet") c.quiet = e.flag();
     else
-      fail(ErrorCode::BadArgument, where + ": unknown key '" + k +
+      fail(ErrorCode::BadArgument, e.where + ": unknown key '" + k +
                                        "' for arch = encdec (known: arch dim n_heads hidden_dim enc_layers dec_layers seq_len "
                                        "rel_buckets task val_examples data_seed batch steps warmup lr min_lr weight_decay clip "
                                        "beta1 beta2 seed eval_interval log_interval out dtype name threads quiet)");
@@ -149,16 +106,7 @@ static void add_char_tokenizer(GgufWriter& w, const std::string& alphabet) {
   scores[0] = scores[1] = scores[2] = 0.0f;
   types[0] = types[1] = 3;
   types[2] = 2;
-  w.add_string("tokenizer.ggml.model", "t5");
-  w.add_strings("tokenizer.ggml.tokens", pieces);
-  w.add_f32s("tokenizer.ggml.scores", scores);
-  w.add_i32s("tokenizer.ggml.token_type", types);
-  w.add_u32("tokenizer.ggml.eos_token_id", 1);
-  w.add_u32("tokenizer.ggml.unknown_token_id", 2);
-  w.add_u32("tokenizer.ggml.padding_token_id", 0);
-  w.add_bool("tokenizer.ggml.add_space_prefix", false);
-  w.add_bool("tokenizer.ggml.add_bos_token", false);
-  w.add_bool("tokenizer.ggml.add_eos_token", true);
+  add_t5_tokenizer(w, pieces, scores, types, false, true);
 }
 
 Tokenizer char_unigram_tokenizer(const std::string& alphabet) {
@@ -271,20 +219,7 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
   std::vector<std::vector<int>> vs, vt;
   to_ids(val, vs, vt);
 
-  struct Seg {
-    int64_t b, e;
-    bool decay;
-  };
-  std::vector<Seg> segs;
-  {
-    int64_t at = 0;
-    for (auto [b, e] : model.layout().norms) {
-      if (b > at) segs.push_back({at, b, true});
-      segs.push_back({b, e, false});
-      at = e;
-    }
-    if (at < P) segs.push_back({at, P, true});
-  }
+  const std::vector<ParamSegment> segs = optimizer_segments(model.layout().norms, P);
   std::vector<float> m(P, 0.0f), v(P, 0.0f);
   TrainConfig sched;
   sched.lr = cfg.lr;
@@ -313,13 +248,7 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
   };
   auto save = [&]() {
     std::vector<uint8_t> g = encdec_to_gguf(model.view(), alphabet, cfg.name, parse_qtype(cfg.dtype));
-    const std::string tmp = cfg.out + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      f.write(reinterpret_cast<const char*>(g.data()), (std::streamsize)g.size());
-      if (!f) fail(ErrorCode::Io, "cannot write " + tmp);
-    }
-    if (std::rename(tmp.c_str(), cfg.out.c_str()) != 0) fail(ErrorCode::Io, "cannot rename " + tmp + " to " + cfg.out);
+    write_file_atomic(cfg.out, g.data(), g.size());
   };
 
   EncDecTrainResult res;
@@ -334,22 +263,14 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
     if (!std::isfinite(loss)) fail(ErrorCode::Internal, "the loss became " + std::to_string(loss) + " at step " + std::to_string(step) + "; lower lr");
     model.backward();
     std::vector<float>& G = model.grads();
-    double ss = 0.0;
-    for (float g : G) ss += (double)g * g;
-    const double norm = std::sqrt(ss);
-    if (cfg.clip > 0 && norm > cfg.clip) {
-      const float f = (float)(cfg.clip / norm);
-      for (float& g : G) g *= f;
-    }
+    const double norm = clip_grad_norm(G, cfg.clip);
     AdamWParams h;
     h.lr = lr_at(sched, step);
     h.beta1 = cfg.beta1;
     h.beta2 = cfg.beta2;
+    h.weight_decay = cfg.weight_decay;
     h.step = step + 1;
-    for (const Seg& s : segs) {
-      h.weight_decay = s.decay ? cfg.weight_decay : 0.0f;
-      adamw_simd(model.params().data() + s.b, G.data() + s.b, m.data() + s.b, v.data() + s.b, s.e - s.b, h);
-    }
+    adamw_segments(model.params().data(), G.data(), m.data(), v.data(), segs, h);
     res.losses.push_back(loss);
     const double el = std::chrono::duration<double>(clk::now() - t_start).count();
     if (cfg.eval_interval > 0 && (step + 1) % cfg.eval_interval == 0 && step + 1 < cfg.steps) {

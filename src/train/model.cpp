@@ -118,16 +118,17 @@ void TrainModel::transpose_weights() {
   });
 }
 
+void linear_backward(ThreadPool* pool, float* dx, bool acc_dx, const float* dy, const float* x, const float* W, float* dW,
+                     int rows, int cols, int n) {
+  if (dx) {
+    pool->parallel_for(n, 4, [&](int t0, int t1, int) { matmul_dx_simd(dx, cols, dy, rows, W, rows, cols, t0, t1, acc_dx); });
+  }
+  pool->parallel_for(rows, 4, [&](int r0, int r1, int) { matmul_dw_simd(dW, dy, rows, x, cols, n, cols, r0, r1); });
+}
+
 void TrainModel::matmul_back(float* dx, bool acc_dx, const float* dy, const float* x, int64_t w_off, int rows,
                              int cols, int n_tok) {
-  const float* W = params_.data() + w_off;
-  float* dW = grads_.data() + w_off;
-  if (dx) {
-    pool_->parallel_for(n_tok, 4, [&](int t0, int t1, int) {
-      matmul_dx_simd(dx, cols, dy, rows, W, rows, cols, t0, t1, acc_dx);
-    });
-  }
-  pool_->parallel_for(rows, 4, [&](int r0, int r1, int) { matmul_dw_simd(dW, dy, rows, x, cols, n_tok, cols, r0, r1); });
+  linear_backward(pool_, dx, acc_dx, dy, x, params_.data() + w_off, grads_.data() + w_off, rows, cols, n_tok);
 }
 
 // The fields the forward and backward attention arguments share, for sequence b of the batch.
@@ -151,17 +152,33 @@ static void grow(std::vector<float>& v, size_t n) {
   if (v.size() != n) v.assign(n, 0.0f);
 }
 
+void rmsnorm_rows(std::vector<float>& y, const std::vector<float>& x, const float* w, int dim, float eps, int n) {
+  grow(y, (size_t)n * dim);
+  for (int i = 0; i < n; i++) rmsnorm_simd(&y[(size_t)i * dim], &x[(size_t)i * dim], w, dim, eps);
+}
+
+void rmsnorm_rows_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int dim, float eps, int n) {
+  for (int i = 0; i < n; i++)
+    rmsnorm_backward_simd(dx + (size_t)i * dim, dw, dy + (size_t)i * dim, x + (size_t)i * dim, w, dim, eps);
+}
+
+double mean_cross_entropy(ThreadPool* pool, float* logits, int vocab, const int* targets, int n) {
+  std::vector<double> row(n, 0.0);
+  const float scale = 1.0f / n;
+  pool->parallel_for(n, 8, [&](int i0, int i1, int) {
+    for (int i = i0; i < i1; i++) row[i] = cross_entropy_simd(logits + (size_t)i * vocab, vocab, targets[i], scale);
+  });
+  double loss = 0.0;
+  for (double r : row) loss += r;
+  return loss / n;
+}
+
 void TrainModel::norm_rows(std::vector<float>& y, const std::vector<float>& x, int64_t w_off, int n_tok) {
-  const int D = c_.dim;
-  grow(y, (size_t)n_tok * D);
-  for (int i = 0; i < n_tok; i++) rmsnorm_simd(&y[(size_t)i * D], &x[(size_t)i * D], &params_[w_off], D, c_.norm_eps);
+  rmsnorm_rows(y, x, &params_[w_off], c_.dim, c_.norm_eps, n_tok);
 }
 
 void TrainModel::norm_rows_back(const std::vector<float>& x, int64_t w_off, int n_tok) {
-  const int D = c_.dim;
-  for (int i = 0; i < n_tok; i++)
-    rmsnorm_backward_simd(&dx_[(size_t)i * D], &grads_[w_off], &dxn_[(size_t)i * D], &x[(size_t)i * D], &params_[w_off], D,
-                          c_.norm_eps);
+  rmsnorm_rows_backward(dx_.data(), &grads_[w_off], dxn_.data(), x.data(), &params_[w_off], c_.dim, c_.norm_eps, n_tok);
 }
 
 double TrainModel::forward(const int* inputs, const int* targets, int B, int T) {
@@ -237,15 +254,8 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
   norm_rows(xf_, x, lay_.final_norm, N);
   grow(dlogits_, (size_t)N * V);
   matmul(dlogits_.data(), xf_.data(), lay_.tok_embed, V, D, N);
-  // Logits -> per-row loss, and the rows become d(mean loss)/d(logits).
-  row_loss_.assign(N, 0.0);
-  const float scale = 1.0f / N;
-  pool_->parallel_for(N, 8, [&](int i0, int i1, int) {
-    for (int i = i0; i < i1; i++) row_loss_[i] = cross_entropy_simd(&dlogits_[(size_t)i * V], V, targets_[i], scale);
-  });
-  double loss = 0.0;
-  for (double r : row_loss_) loss += r;
-  return loss / N;
+  // Logits -> mean loss, and the rows become d(mean loss)/d(logits).
+  return mean_cross_entropy(pool_, dlogits_.data(), V, targets_.data(), N);
 }
 
 void TrainModel::backward() {

@@ -83,9 +83,22 @@ class TrainModel {
   std::vector<LayerActs> acts_;
   std::vector<float> x_final_, xf_, dlogits_;  // (N,dim) (N,dim) (N,vocab)
   std::vector<float> rope_cos_, rope_sin_;     // (T, n_rot/2)
-  std::vector<double> row_loss_;
   // Backward scratch.
   std::vector<float> dx_, dxn_, dq_, dk_, dv_, datt_, dh_, dg_, du_;
 };
+
+// Pieces of a training pass over flat f32 parameters that TrainModel and EncDecTrainModel
+// (encdec_model.h) share.
+// dx (+= when acc_dx) dy W when dx is not null, and dW += dy^T x: W, dW (rows, cols), dy
+// (n, rows), x (n, cols); tokens and rows split over the pool.
+void linear_backward(ThreadPool* pool, float* dx, bool acc_dx, const float* dy, const float* x, const float* W, float* dW,
+                     int rows, int cols, int n);
+// y = rmsnorm(x) row by row with weights w: n rows of dim (y is sized to n * dim).
+void rmsnorm_rows(std::vector<float>& y, const std::vector<float>& x, const float* w, int dim, float eps, int n);
+// dx += d(rmsnorm_rows)/dx and dw += d/dw, from dy (n rows of dim).
+void rmsnorm_rows_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int dim, float eps, int n);
+// Mean softmax cross-entropy of n rows of vocab logits against targets; each row of logits
+// becomes the gradient of that mean with respect to it.
+double mean_cross_entropy(ThreadPool* pool, float* logits, int vocab, const int* targets, int n);
 
 }  // namespace qkv

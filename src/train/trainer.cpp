@@ -31,85 +31,96 @@ static std::string trim(const std::string& s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-TrainConfig parse_train_config(const std::string& text, const std::vector<std::string>& overrides,
-                               const std::string& origin) {
-  TrainConfig c;
-  c.model.dim = 0;
-  int n_heads = 0, n_kv_heads = 0;
-  auto set = [&](const std::string& k, const std::string& v, const std::string& where) {
-    auto bad = [&](const std::string& why) { fail(ErrorCode::BadArgument, where + ": " + k + " = '" + v + "': " + why); };
-    auto i64 = [&](long long lo, long long hi) {
-      char* end = nullptr;
-      errno = 0;
-      long long r = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end || errno) bad("not an integer");
-      if (r < lo || r > hi) bad("must be " + std::to_string(lo) + ".." + std::to_string(hi));
-      return r;
-    };
-    auto f64 = [&](double lo, double hi) {
-      char* end = nullptr;
-      double r = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || std::isnan(r)) bad("not a number");
-      if (r < lo || r > hi) bad("must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-      return r;
-    };
-    auto flag = [&]() {
-      if (v == "1" || v == "true" || v == "yes") return true;
-      if (v == "0" || v == "false" || v == "no") return false;
-      bad("must be true or false");
-      return false;
-    };
-    if (k == "dim") c.model.dim = (int)i64(1, 1 << 14);
-    else if (k == "n_layers") c.model.n_layers = (int)i64(1, 256);
-    else if (k == "n_heads") n_heads = (int)i64(1, 1024);
-    else if (k == "n_kv_heads") n_kv_heads = (int)i64(1, 1024);
-    else if (k == "hidden_dim") c.model.hidden_dim = (int)i64(1, 1 << 16);
-    else if (k == "seq_len") c.model.seq_len = (int)i64(2, 1 << 14);
-    else if (k == "vocab") c.vocab = (int)i64(260, 65536);
-    else if (k == "tokenizer") c.tokenizer = v;
-    else if (k == "init") c.init = v;
-    else if (k == "data") c.data = v;
-    else if (k == "val_fraction") c.val_fraction = f64(0.0, 0.5);
-    else if (k == "batch") c.batch = (int)i64(1, 4096);
-    else if (k == "steps") c.steps = (int)i64(1, 100000000);
-    else if (k == "warmup") c.warmup = (int)i64(0, 100000000);
-    else if (k == "lr") c.lr = (float)f64(0.0, 10.0);
-    else if (k == "min_lr") c.min_lr = (float)f64(0.0, 10.0);
-    else if (k == "weight_decay") c.weight_decay = (float)f64(0.0, 10.0);
-    else if (k == "clip") c.clip = (float)f64(0.0, 1e9);
-    else if (k == "beta1") c.beta1 = (float)f64(0.0, 0.999999);
-    else if (k == "beta2") c.beta2 = (float)f64(0.0, 0.999999);
-    else if (k == "seed") c.seed = (uint64_t)i64(0, (1LL << 62));
-    else if (k == "eval_interval") c.eval_interval = (int)i64(0, 100000000);
-    else if (k == "eval_batches") c.eval_batches = (int)i64(1, 100000);
-    else if (k == "log_interval") c.log_interval = (int)i64(1, 100000000);
-    else if (k == "out") c.out = v;
-    else if (k == "state") c.state = v;
-    else if (k == "dtype") {
-      if (v != "f32" && v != "f16") bad("must be f32 or f16");
-      c.dtype = v;
-    } else if (k == "name") c.name = v;
-    else if (k == "threads") c.threads = (int)i64(0, 256);
-    else if (k == "resume") c.resume = flag();
-    else if (k == "quiet") c.quiet = flag();
-    else if (k == "stop_at") c.stop_at = (int)i64(0, 100000000);
-    else
-      fail(ErrorCode::BadArgument, where + ": unknown key '" + k +
-                                       "' (known: init dim n_layers n_heads n_kv_heads hidden_dim seq_len vocab tokenizer data "
-                                       "val_fraction batch steps warmup lr min_lr weight_decay clip beta1 beta2 seed "
-                                       "eval_interval eval_batches log_interval out state dtype name threads resume stop_at)");
-  };
+void ConfigEntry::bad(const std::string& why) const {
+  fail(ErrorCode::BadArgument, where + ": " + key + " = '" + value + "': " + why);
+}
+
+long long ConfigEntry::i64(long long lo, long long hi) const {
+  char* end = nullptr;
+  errno = 0;
+  long long r = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end || errno) bad("not an integer");
+  if (r < lo || r > hi) bad("must be " + std::to_string(lo) + ".." + std::to_string(hi));
+  return r;
+}
+
+double ConfigEntry::f64(double lo, double hi) const {
+  char* end = nullptr;
+  double r = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end || std::isnan(r)) bad("not a number");
+  if (r < lo || r > hi) bad("must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return r;
+}
+
+bool ConfigEntry::flag() const {
+  if (value == "1" || value == "true" || value == "yes") return true;
+  if (value == "0" || value == "false" || value == "no") return false;
+  bad("must be true or false");
+}
+
+void for_each_config_entry(const std::string& text, const std::vector<std::string>& overrides, const std::string& origin,
+                           const std::function<void(const ConfigEntry&)>& f) {
   auto line_kv = [&](const std::string& raw, const std::string& where) {
     std::string line = raw.substr(0, raw.find('#'));
     if (trim(line).empty()) return;
     size_t eq = line.find('=');
     if (eq == std::string::npos) fail(ErrorCode::BadArgument, where + ": expected key = value, got '" + trim(raw) + "'");
-    set(trim(line.substr(0, eq)), trim(line.substr(eq + 1)), where);
+    const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    f(ConfigEntry{key, value, where});
   };
   std::istringstream in(text);
   std::string line;
   for (int n = 1; std::getline(in, line); n++) line_kv(line, origin + " line " + std::to_string(n));
   for (const auto& o : overrides) line_kv(o, "argument '" + o + "'");
+}
+
+TrainConfig parse_train_config(const std::string& text, const std::vector<std::string>& overrides,
+                               const std::string& origin) {
+  TrainConfig c;
+  c.model.dim = 0;
+  int n_heads = 0, n_kv_heads = 0;
+  for_each_config_entry(text, overrides, origin, [&](const ConfigEntry& e) {
+    const std::string &k = e.key, &v = e.value;
+    if (k == "dim") c.model.dim = (int)e.i64(1, 1 << 14);
+    else if (k == "n_layers") c.model.n_layers = (int)e.i64(1, 256);
+    else if (k == "n_heads") n_heads = (int)e.i64(1, 1024);
+    else if (k == "n_kv_heads") n_kv_heads = (int)e.i64(1, 1024);
+    else if (k == "hidden_dim") c.model.hidden_dim = (int)e.i64(1, 1 << 16);
+    else if (k == "seq_len") c.model.seq_len = (int)e.i64(2, 1 << 14);
+    else if (k == "vocab") c.vocab = (int)e.i64(260, 65536);
+    else if (k == "tokenizer") c.tokenizer = v;
+    else if (k == "init") c.init = v;
+    else if (k == "data") c.data = v;
+    else if (k == "val_fraction") c.val_fraction = e.f64(0.0, 0.5);
+    else if (k == "batch") c.batch = (int)e.i64(1, 4096);
+    else if (k == "steps") c.steps = (int)e.i64(1, 100000000);
+    else if (k == "warmup") c.warmup = (int)e.i64(0, 100000000);
+    else if (k == "lr") c.lr = (float)e.f64(0.0, 10.0);
+    else if (k == "min_lr") c.min_lr = (float)e.f64(0.0, 10.0);
+    else if (k == "weight_decay") c.weight_decay = (float)e.f64(0.0, 10.0);
+    else if (k == "clip") c.clip = (float)e.f64(0.0, 1e9);
+    else if (k == "beta1") c.beta1 = (float)e.f64(0.0, 0.999999);
+    else if (k == "beta2") c.beta2 = (float)e.f64(0.0, 0.999999);
+    else if (k == "seed") c.seed = (uint64_t)e.i64(0, (1LL << 62));
+    else if (k == "eval_interval") c.eval_interval = (int)e.i64(0, 100000000);
+    else if (k == "eval_batches") c.eval_batches = (int)e.i64(1, 100000);
+    else if (k == "log_interval") c.log_interval = (int)e.i64(1, 100000000);
+    else if (k == "out") c.out = v;
+    else if (k == "state") c.state = v;
+    else if (k == "dtype") {
+      if (v != "f32" && v != "f16") e.bad("must be f32 or f16");
+      c.dtype = v;
+    } else if (k == "name") c.name = v;
+    else if (k == "threads") c.threads = (int)e.i64(0, 256);
+    else if (k == "resume") c.resume = e.flag();
+    else if (k == "quiet") c.quiet = e.flag();
+    else if (k == "stop_at") c.stop_at = (int)e.i64(0, 100000000);
+    else
+      fail(ErrorCode::BadArgument, e.where + ": unknown key '" + k +
+                                       "' (known: init dim n_layers n_heads n_kv_heads hidden_dim seq_len vocab tokenizer data "
+                                       "val_fraction batch steps warmup lr min_lr weight_decay clip beta1 beta2 seed "
+                                       "eval_interval eval_batches log_interval out state dtype name threads resume stop_at)");
+  });
 
   ModelConfig& m = c.model;
   auto need = [](bool ok, const std::string& msg) {
@@ -142,6 +153,38 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
   m.head_dim = m.dim / n_heads;
   need(m.head_dim % 2 == 0, "head dim (dim / n_heads) must be even for RoPE");
   return c;
+}
+
+std::vector<ParamSegment> optimizer_segments(const std::vector<std::pair<int64_t, int64_t>>& norms, int64_t n_params) {
+  std::vector<ParamSegment> segs;
+  int64_t at = 0;
+  for (auto [b, e] : norms) {
+    if (b > at) segs.push_back({at, b, true});
+    segs.push_back({b, e, false});
+    at = e;
+  }
+  if (at < n_params) segs.push_back({at, n_params, true});
+  return segs;
+}
+
+double clip_grad_norm(std::vector<float>& G, float clip) {
+  double ss = 0.0;
+  for (float g : G) ss += (double)g * g;
+  const double norm = std::sqrt(ss);
+  if (clip > 0 && norm > clip) {
+    const float f = (float)(clip / norm);
+    for (float& g : G) g *= f;
+  }
+  return norm;
+}
+
+void adamw_segments(float* params, const float* G, float* m, float* v, const std::vector<ParamSegment>& segs,
+                    const AdamWParams& h) {
+  AdamWParams hs = h;
+  for (const ParamSegment& s : segs) {
+    hs.weight_decay = s.decay ? h.weight_decay : 0.0f;
+    adamw_simd(params + s.b, G + s.b, m + s.b, v + s.b, s.e - s.b, hs);
+  }
 }
 
 float lr_at(const TrainConfig& c, int step) {
@@ -314,13 +357,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& text, std::unique_pt
   } else {
     model_->init(cfg_.seed);
   }
-  int64_t at = 0;
-  for (auto [b, e] : model_->layout().norms) {
-    if (b > at) segs_.push_back({at, b, true});
-    segs_.push_back({b, e, false});
-    at = e;
-  }
-  if (at < P) segs_.push_back({at, P, true});
+  segs_ = optimizer_segments(model_->layout().norms, P);
   in_.resize((size_t)cfg_.batch * T);
   tg_.resize((size_t)cfg_.batch * T);
 }
@@ -352,22 +389,14 @@ Trainer::Step Trainer::step() {
     fail(ErrorCode::Internal, "the loss became " + std::to_string(loss) + " at step " + std::to_string(step_) + "; lower lr");
   model.backward();
   std::vector<float>& G = model.grads();
-  double ss = 0.0;
-  for (float g : G) ss += (double)g * g;
-  const double norm = std::sqrt(ss);
-  if (cfg_.clip > 0 && norm > cfg_.clip) {
-    const float f = (float)(cfg_.clip / norm);
-    for (float& g : G) g *= f;
-  }
+  const double norm = clip_grad_norm(G, cfg_.clip);
   AdamWParams h;
   h.lr = lr_at(cfg_, step_);
   h.beta1 = cfg_.beta1;
   h.beta2 = cfg_.beta2;
+  h.weight_decay = cfg_.weight_decay;
   h.step = step_ + 1;
-  for (const Seg& s : segs_) {
-    h.weight_decay = s.decay ? cfg_.weight_decay : 0.0f;
-    adamw_simd(model.params().data() + s.b, G.data() + s.b, m_.data() + s.b, v_.data() + s.b, s.e - s.b, h);
-  }
+  adamw_segments(model.params().data(), G.data(), m_.data(), v_.data(), segs_, h);
   rng_ = rng.state();  // committed only once the step succeeded
   step_++;
   Step r;
@@ -486,7 +515,7 @@ static std::string clock_text(double s) {
   return b;
 }
 
-static void write_file_atomic(const std::string& path, const void* data, size_t n) {
+void write_file_atomic(const std::string& path, const void* data, size_t n) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../kernels/optim.h"
 #include "../kernels/quant.h"
 #include "../model/config.h"
 #include "../model/weights.h"
@@ -52,6 +53,13 @@ struct TrainResult {
 // Runs cfg through a Trainer: reads the data and tokenizer files, writes checkpoints and the
 // optimizer state (cfg.out, cfg.state), resumes from the state when asked.
 TrainResult run_training(const TrainConfig& cfg);
+
+// AdamW over a model's flat f32 parameters, as both trainers step: a range of parameters with or
+// without weight decay (the norm weights get none).
+struct ParamSegment {
+  int64_t b, e;
+  bool decay;
+};
 
 class Tokenizer;
 class TrainModel;
@@ -118,13 +126,38 @@ class Trainer {
   int T_ = 0, step_ = 0;
   uint64_t rng_ = 0;
   std::vector<float> m_, v_;
-  struct Seg {
-    int64_t b, e;
-    bool decay;
-  };
-  std::vector<Seg> segs_;  // optimizer segments: norms get no weight decay
+  std::vector<ParamSegment> segs_;  // optimizer segments: norms get no weight decay
   std::vector<int> in_, tg_;
 };
+
+// One `key = value` of a training config, with parsers whose errors (Error(BadArgument)) name
+// where it came from, the key and the value. Both trainers' configs read through these.
+struct ConfigEntry {
+  const std::string& key;
+  const std::string& value;
+  const std::string& where;  // "config line 3", "argument 'lr=1'"
+  [[noreturn]] void bad(const std::string& why) const;
+  long long i64(long long lo, long long hi) const;  // an integer in lo..hi
+  double f64(double lo, double hi) const;           // a number in [lo, hi]
+  bool flag() const;                                // 1/true/yes or 0/false/no
+};
+// Calls f for each key = value line of text ('#' starts a comment, blank lines are skipped),
+// then for each override ("key=value"); a line without '=' throws Error(BadArgument).
+void for_each_config_entry(const std::string& text, const std::vector<std::string>& overrides, const std::string& origin,
+                           const std::function<void(const ConfigEntry&)>& f);
+
+// The segments of n_params parameters given the norm ranges (ascending, disjoint).
+std::vector<ParamSegment> optimizer_segments(const std::vector<std::pair<int64_t, int64_t>>& norms, int64_t n_params);
+// Scales the gradient G down to L2 norm `clip` when it is larger (clip 0: never); returns the
+// norm before clipping.
+double clip_grad_norm(std::vector<float>& G, float clip);
+// One AdamW update of params (moments m, v) by G, segment by segment: h.weight_decay where a
+// segment decays, 0 elsewhere.
+void adamw_segments(float* params, const float* G, float* m, float* v, const std::vector<ParamSegment>& segs,
+                    const AdamWParams& h);
+
+// Writes path's bytes through path + ".tmp" and a rename, so a reader never sees half a file.
+void write_file_atomic(const std::string& path, const void* data, size_t n);
 
 // The learning rate at `step` (0-based): linear warm-up to lr over `warmup` steps, then a
 // cosine from lr down to min_lr at `steps`.

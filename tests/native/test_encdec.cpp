@@ -74,7 +74,7 @@ EncDecModelData make_model(const Spec& s, Owned& o) {
     c.pos = PosKind::Sinusoidal;
     c.ffn = FfnKind::ReLU;
     c.norm_eps = 1e-5f;
-    m.encdec.embed_scale = std::sqrt((float)s.dim);
+    c.embed_scale = std::sqrt((float)s.dim);
   } else {
     c.norm = NormKind::RMSNorm;
     c.pos = PosKind::RelativeBucket;
@@ -83,7 +83,7 @@ EncDecModelData make_model(const Spec& s, Owned& o) {
     c.ffn = FfnKind::GeGLU;
     c.norm_eps = 1e-6f;
     c.tied_classifier = false;
-    m.encdec.attn_scale = 1.0f;
+    c.attn_scale = 1.0f;
   }
   m.encdec.n_dec_layers = s.dec_layers;
   m.encdec.decoder_start_id = 0;
@@ -190,7 +190,7 @@ struct Ref {
   std::vector<Vec> attend(const std::vector<Vec>& Q, const std::vector<Vec>& K, const std::vector<Vec>& V, bool causal,
                           const float* rel, bool bidir) const {
     const int H = c.n_heads, hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
-    const double scale = m.encdec.attn_scale > 0 ? m.encdec.attn_scale : 1.0 / std::sqrt((double)hd);
+    const double scale = m.config.attn_scale > 0 ? m.config.attn_scale : 1.0 / std::sqrt((double)hd);
     std::vector<Vec> out(Q.size(), Vec(c.q_dim(), 0.0));
     for (size_t i = 0; i < Q.size(); i++)
       for (int h = 0; h < H; h++) {
@@ -213,7 +213,7 @@ struct Ref {
   }
   Vec embed(int tok, int pos) const {
     Vec x(c.dim);
-    for (int i = 0; i < c.dim; i++) x[i] = m.weights.tok_embed.f32()[(size_t)tok * c.dim + i] * (double)m.encdec.embed_scale;
+    for (int i = 0; i < c.dim; i++) x[i] = m.weights.tok_embed.f32()[(size_t)tok * c.dim + i] * (double)m.config.embed_scale;
     if (c.pos == PosKind::Sinusoidal)
       for (int i = 0; i < c.dim; i += 2) {
         const double a = pos / std::pow(10000.0, (double)i / c.dim);
