@@ -13,4 +13,8 @@ if [ ! -d ../shared/models ]; then
 fi
 (cd build && ctest --output-on-failure -j"$(nproc 2>/dev/null || echo 2)")
 bash scripts/fuzz.sh "${QKV_FUZZ_SECONDS:-60}"
-node --test tests/js/*.test.mjs
+# WebAssembly compiled once with the optimizing tier (no Liftoff baseline, no background
+# tier-up): once, under heavy load, a test process hung at exit after its last test passed (main
+# thread blocked on a futex, no CPU). Node's exit waits for the platform's background tasks, and
+# WASM tier-up jobs are such tasks: the suspected cause (cf. nodejs/node#36616), not a confirmed one.
+node --no-liftoff --no-wasm-dynamic-tiering --test tests/js/*.test.mjs
