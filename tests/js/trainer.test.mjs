@@ -202,6 +202,29 @@ test('the worker trainer gives the in-process losses and the same interface', as
   await assert.rejects(w.step(), (e) => e.code === 'disposed');
 });
 
+test('onStep: stop() in it ends the run at that step, a throw ends it with the error, a promise is awaited (in process and in a worker)', async () => {
+  for (const worker of [false, true]) {
+    const t = await createTrainer({ ...BASE, steps: 8, threads: 1, worker });
+    try {
+      // Stopping at every step: each run does exactly one (a worker must not start the next one
+      // before the page has seen this one).
+      for (let k = 1; k <= 3; k++) {
+        const r = await t.run({ onStep: () => t.stop() });
+        assert.deepEqual([r.stepsDone, r.stopped], [k, true], `worker ${worker}, run ${k}`);
+      }
+      const boom = new Error('boom');
+      await assert.rejects(t.run({ onStep: () => { throw boom; } }), (e) => e === boom);
+      assert.equal(t.stepsDone, 4, `worker ${worker}: the throwing onStep's step counts, no later one`);
+      const seen = [];
+      const r = await t.run({ onStep: async (s) => { await new Promise((res) => setTimeout(res, 5)); seen.push(s.step); } });
+      assert.deepEqual(seen, [5, 6, 7, 8]);
+      assert.equal(r.stopped, false);
+    } finally {
+      await t.dispose();
+    }
+  }
+});
+
 test('bad options are typed errors naming the problem', async () => {
   const bad = async (opts, code, re) => {
     await assert.rejects(createTrainer(opts), (e) => {
