@@ -193,30 +193,37 @@ static std::vector<Span> spans_of(int kind, const std::vector<int>& src_off, con
   return out;
 }
 
+// The forward arguments of one example's attention (a span of queries over its keys), shared by
+// the forward and backward passes.
+static BiasAttentionArgs span_args(const Span& sp, int dim, int n_heads, bool causal, const float* bias, const float* q,
+                                   const float* k, const float* v, const float* out, const float* probs) {
+  BiasAttentionArgs a;
+  a.n_q = sp.q_len;
+  a.n_kv = sp.k_len;
+  a.n_heads = n_heads;
+  a.head_dim = dim / n_heads;
+  a.q = q + (int64_t)sp.q_off * dim;
+  a.k = k + (int64_t)sp.k_off * dim;
+  a.v = v + (int64_t)sp.k_off * dim;
+  a.q_stride = a.kv_stride = a.out_stride = dim;
+  a.out = const_cast<float*>(out) + (int64_t)sp.q_off * dim;
+  a.probs = const_cast<float*>(probs) + sp.p_off;
+  a.scale = 1.0f;
+  a.causal = causal;
+  a.bias = bias;
+  a.bucket = bias ? sp.bucket.data() : nullptr;
+  return a;
+}
+
 void EncDecTrainModel::attention(Kind kind, const float* q, const float* k, const float* v, float* out,
                                  std::vector<float>& probs) {
   int64_t total = 0;
   const std::vector<Span> spans = spans_of((int)kind, src_off_, src_len_, tgt_off_, tgt_len_, s_, &total);
   grow(probs, (size_t)total);
-  const int D = s_.dim;
   const float* bias = kind == Kind::EncSelf ? &params_[lay_.enc_bias] : kind == Kind::DecSelf ? &params_[lay_.dec_bias] : nullptr;
   pool_->parallel_for(s_.n_heads, 1, [&](int h0, int h1, int) {
     for (const Span& sp : spans) {
-      BiasAttentionArgs a;
-      a.n_q = sp.q_len;
-      a.n_kv = sp.k_len;
-      a.n_heads = s_.n_heads;
-      a.head_dim = D / s_.n_heads;
-      a.q = q + (int64_t)sp.q_off * D;
-      a.k = k + (int64_t)sp.k_off * D;
-      a.v = v + (int64_t)sp.k_off * D;
-      a.q_stride = a.kv_stride = a.out_stride = D;
-      a.out = out + (int64_t)sp.q_off * D;
-      a.probs = probs.data() + sp.p_off;
-      a.scale = 1.0f;
-      a.causal = kind == Kind::DecSelf;
-      a.bias = bias;
-      a.bucket = bias ? sp.bucket.data() : nullptr;
+      BiasAttentionArgs a = span_args(sp, s_.dim, s_.n_heads, kind == Kind::DecSelf, bias, q, k, v, out, probs.data());
       bias_attention_simd(a, h0, h1);
     }
   });
@@ -231,21 +238,7 @@ void EncDecTrainModel::attention_back(Kind kind, const float* q, const float* k,
   float* dbias = kind == Kind::EncSelf ? &grads_[lay_.enc_bias] : kind == Kind::DecSelf ? &grads_[lay_.dec_bias] : nullptr;
   pool_->parallel_for(s_.n_heads, 1, [&](int h0, int h1, int) {
     for (const Span& sp : spans) {
-      BiasAttentionArgs a;
-      a.n_q = sp.q_len;
-      a.n_kv = sp.k_len;
-      a.n_heads = s_.n_heads;
-      a.head_dim = D / s_.n_heads;
-      a.q = q + (int64_t)sp.q_off * D;
-      a.k = k + (int64_t)sp.k_off * D;
-      a.v = v + (int64_t)sp.k_off * D;
-      a.q_stride = a.kv_stride = a.out_stride = D;
-      a.out = const_cast<float*>(out) + (int64_t)sp.q_off * D;
-      a.probs = const_cast<float*>(probs) + sp.p_off;
-      a.scale = 1.0f;
-      a.causal = kind == Kind::DecSelf;
-      a.bias = bias;
-      a.bucket = bias ? sp.bucket.data() : nullptr;
+      BiasAttentionArgs a = span_args(sp, D, s_.n_heads, kind == Kind::DecSelf, bias, q, k, v, out, probs);
       a.dout = dout + (int64_t)sp.q_off * D;
       a.dq = dq + (int64_t)sp.q_off * D;
       a.dk = dk + (int64_t)sp.k_off * D;
