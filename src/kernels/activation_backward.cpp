@@ -21,7 +21,7 @@ void swiglu_backward_simd(float* dg, float* du, const float* dh, const float* g,
   for (; i + kLanes <= n; i += kLanes) {
     fbatch gv = fbatch::load_unaligned(g + i), hv = fbatch::load_unaligned(dh + i);
     fbatch s = one / (one + xsimd::exp(-gv));
-    (hv * fbatch::load_unaligned(u + i) * s * xsimd::fma(gv, one - s, one)).store_unaligned(dg + i);
+    (hv * fbatch::load_unaligned(u + i) * s * madd(gv, one - s, one)).store_unaligned(dg + i);
     (hv * gv * s).store_unaligned(du + i);
   }
   swiglu_backward_ref(dg + i, du + i, dh + i, g + i, u + i, n - i);
@@ -42,8 +42,8 @@ void gelu_backward_simd(float* dx, const float* dy, const float* x, int n) {
   int i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     fbatch v = fbatch::load_unaligned(x + i), v2 = v * v;
-    fbatch t = xsimd::tanh(c * xsimd::fma(a * v2, v, v));
-    fbatch d = half * (one + t) + half * v * (one - t * t) * c * xsimd::fma(a3, v2, one);
+    fbatch t = xsimd::tanh(c * madd(a * v2, v, v));
+    fbatch d = half * (one + t) + half * v * (one - t * t) * c * madd(a3, v2, one);
     (fbatch::load_unaligned(dy + i) * d).store_unaligned(dx + i);
   }
   gelu_backward_ref(dx + i, dy + i, x + i, n - i);

@@ -61,7 +61,7 @@ static inline float dot_simd(const float* x, const float* y, int n) {
   fbatch acc(0.0f);
   int d = 0;
   for (; d + kLanes <= n; d += kLanes)
-    acc = xsimd::fma(fbatch::load_unaligned(x + d), fbatch::load_unaligned(y + d), acc);
+    acc = madd(fbatch::load_unaligned(x + d), fbatch::load_unaligned(y + d), acc);
   float s = xsimd::reduce_add(acc);
   for (; d < n; d++) s += x[d] * y[d];
   return s;
@@ -72,7 +72,7 @@ static inline void axpy(float* y, float p, const float* v, int n) {
   fbatch pb(p);
   int d = 0;
   for (; d + kLanes <= n; d += kLanes)
-    xsimd::fma(pb, fbatch::load_unaligned(v + d), fbatch::load_unaligned(y + d)).store_unaligned(y + d);
+    madd(pb, fbatch::load_unaligned(v + d), fbatch::load_unaligned(y + d)).store_unaligned(y + d);
   for (; d < n; d++) y[d] += p * v[d];
 }
 

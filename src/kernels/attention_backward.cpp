@@ -46,7 +46,7 @@ void attention_backward_ref(const AttentionBackwardArgs& a) {
 static inline float dot(const float* x, const float* y, int n) {
   fbatch acc(0.0f);
   int d = 0;
-  for (; d + kLanes <= n; d += kLanes) acc = xsimd::fma(fbatch::load_unaligned(x + d), fbatch::load_unaligned(y + d), acc);
+  for (; d + kLanes <= n; d += kLanes) acc = madd(fbatch::load_unaligned(x + d), fbatch::load_unaligned(y + d), acc);
   float s = xsimd::reduce_add(acc);
   for (; d < n; d++) s += x[d] * y[d];
   return s;
@@ -57,7 +57,7 @@ static inline void axpy(float* y, float a, const float* x, int n) {
   const fbatch ab(a);
   int d = 0;
   for (; d + kLanes <= n; d += kLanes)
-    xsimd::fma(ab, fbatch::load_unaligned(x + d), fbatch::load_unaligned(y + d)).store_unaligned(y + d);
+    madd(ab, fbatch::load_unaligned(x + d), fbatch::load_unaligned(y + d)).store_unaligned(y + d);
   for (; d < n; d++) y[d] += a * x[d];
 }
 

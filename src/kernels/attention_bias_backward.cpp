@@ -16,7 +16,7 @@ namespace {
 float dot_simd(const float* a, const float* b, int n) {
   fbatch acc(0.0f);
   int i = 0;
-  for (; i + kLanes <= n; i += kLanes) acc = xsimd::fma(fbatch::load_unaligned(a + i), fbatch::load_unaligned(b + i), acc);
+  for (; i + kLanes <= n; i += kLanes) acc = madd(fbatch::load_unaligned(a + i), fbatch::load_unaligned(b + i), acc);
   float s = xsimd::reduce_add(acc);
   for (; i < n; i++) s += a[i] * b[i];
   return s;
@@ -27,7 +27,7 @@ void axpy_simd(float* y, float s, const float* x, int n) {
   const fbatch sb(s);
   int i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    xsimd::fma(sb, fbatch::load_unaligned(x + i), fbatch::load_unaligned(y + i)).store_unaligned(y + i);
+    madd(sb, fbatch::load_unaligned(x + i), fbatch::load_unaligned(y + i)).store_unaligned(y + i);
   for (; i < n; i++) y[i] += s * x[i];
 }
 

@@ -31,7 +31,7 @@ static inline void dot_block(float* Y, int64_t ldy, const float* X, int64_t ldx,
     for (int i = 0; i < MR; i++) w[i] = fbatch::load_unaligned(W + (int64_t)i * n + k);
     for (int j = 0; j < NR; j++) {
       fbatch xv = fbatch::load_unaligned(X + j * ldx + k);
-      for (int i = 0; i < MR; i++) acc[i][j] = xsimd::fma(w[i], xv, acc[i][j]);
+      for (int i = 0; i < MR; i++) acc[i][j] = madd(w[i], xv, acc[i][j]);
     }
   }
   for (int i = 0; i < MR; i++)
@@ -49,13 +49,13 @@ static inline float dot_row(const float* w, const float* x, int n) {
   fbatch a0(0.0f), a1(0.0f), a2(0.0f), a3(0.0f);
   int k = 0;
   for (; k + 4 * kLanes <= n; k += 4 * kLanes) {
-    a0 = xsimd::fma(fbatch::load_unaligned(w + k), fbatch::load_unaligned(x + k), a0);
-    a1 = xsimd::fma(fbatch::load_unaligned(w + k + kLanes), fbatch::load_unaligned(x + k + kLanes), a1);
-    a2 = xsimd::fma(fbatch::load_unaligned(w + k + 2 * kLanes), fbatch::load_unaligned(x + k + 2 * kLanes), a2);
-    a3 = xsimd::fma(fbatch::load_unaligned(w + k + 3 * kLanes), fbatch::load_unaligned(x + k + 3 * kLanes), a3);
+    a0 = madd(fbatch::load_unaligned(w + k), fbatch::load_unaligned(x + k), a0);
+    a1 = madd(fbatch::load_unaligned(w + k + kLanes), fbatch::load_unaligned(x + k + kLanes), a1);
+    a2 = madd(fbatch::load_unaligned(w + k + 2 * kLanes), fbatch::load_unaligned(x + k + 2 * kLanes), a2);
+    a3 = madd(fbatch::load_unaligned(w + k + 3 * kLanes), fbatch::load_unaligned(x + k + 3 * kLanes), a3);
   }
   for (; k + kLanes <= n; k += kLanes)
-    a0 = xsimd::fma(fbatch::load_unaligned(w + k), fbatch::load_unaligned(x + k), a0);
+    a0 = madd(fbatch::load_unaligned(w + k), fbatch::load_unaligned(x + k), a0);
   float s = xsimd::reduce_add((a0 + a1) + (a2 + a3));
   for (; k < n; k++) s += w[k] * x[k];
   return s;
@@ -91,7 +91,8 @@ static void matmul_rows(float* Y, int64_t ldy, const float* X, int64_t ldx, cons
 // first resumes from the partial sums stored in Y, which keeps that order.
 // Tile: kPanelV x kTok accumulators + kPanelV weights + 1 broadcast must fit the register file:
 // WASM SIMD128 code runs on x64's 16 xmm registers (V8 keeps some for itself), so 2 x 4 (11
-// live) there; 2 x 6 (15) for AVX2's 16 and AVX-512's 32 registers.
+// live) there; 2 x 6 (15) for AVX2's 16 and AVX-512's 32 registers. (Relaxed SIMD's madd needs
+// no temporary, but 2 x 5 and 2 x 6 measured 40% slower than 2 x 4 in V8 all the same.)
 constexpr int kPanelV = 2;
 constexpr int kPanel = kPanelV * kLanes;
 #if defined(__wasm__)
@@ -125,7 +126,7 @@ static inline void panel_tile(float* Y, int64_t ldy, const float* X, int64_t ldx
     for (int i = 0; i < kPanelV; i++) w[i] = fbatch::load_aligned(p + i * kLanes);
     for (int j = 0; j < NT; j++) {
       const fbatch x(xs[j][k]);
-      for (int i = 0; i < kPanelV; i++) acc[j][i] = xsimd::fma(w[i], x, acc[j][i]);
+      for (int i = 0; i < kPanelV; i++) acc[j][i] = madd(w[i], x, acc[j][i]);
     }
   }
   for (int j = 0; j < NT; j++) {
@@ -149,7 +150,7 @@ static void panel_tiles(float* Y, int64_t ldy, const float* X, int64_t ldx, cons
 }
 
 static void matmul_packed(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T, int n, int r0,
-                          int r1) {
+                          int r1, bool accumulate) {
   alignas(64) float P[kDepth * kPanel];
   for (int r = r0; r < r1; r += kPanel) {
     const int rows = r1 - r < kPanel ? r1 - r : kPanel;
@@ -161,7 +162,7 @@ static void matmul_packed(float* Y, int64_t ldy, const float* X, int64_t ldx, co
       }
       for (int i = rows; i < kPanel; i++)
         for (int k = 0; k < kn; k++) P[k * kPanel + i] = 0.0f;
-      panel_tiles<kTok>(Y + r, ldy, X + k0, ldx, P, T, kn, rows, k0 > 0);
+      panel_tiles<kTok>(Y + r, ldy, X + k0, ldx, P, T, kn, rows, accumulate || k0 > 0);
     }
   }
 }
@@ -169,11 +170,33 @@ static void matmul_packed(float* Y, int64_t ldy, const float* X, int64_t ldx, co
 void matmul_f32_simd(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
                      int n, int r0, int r1) {
   if (T == 1) return matvec_f32_simd(Y, W, X, n, r0, r1);
-  if (T >= kTok) return matmul_packed(Y, ldy, X, ldx, W, T, n, r0, r1);
+  if (T >= kTok) return matmul_packed(Y, ldy, X, ldx, W, T, n, r0, r1, false);
   // A few tokens: packing would cost more than it saves; dot products of 4 rows x 3 tokens.
   int r = r0;
   for (; r + 4 <= r1; r += 4) matmul_rows<4>(Y + r, ldy, X, ldx, W + (int64_t)r * n, T, n);
   for (; r < r1; r++) matmul_rows<1>(Y + r, ldy, X, ldx, W + (int64_t)r * n, T, n);
+}
+
+void matmul_f32_acc_ref(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T, int d, int n) {
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < d; i++) {
+      float s = Y[t * ldy + i];
+      for (int k = 0; k < n; k++) s += W[(int64_t)i * n + k] * X[t * ldx + k];
+      Y[t * ldy + i] = s;
+    }
+}
+
+void matmul_f32_acc_simd(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T, int n, int r0,
+                         int r1) {
+  if (T >= kTok) return matmul_packed(Y, ldy, X, ldx, W, T, n, r0, r1, true);
+  // A few tokens: the products into a row buffer, then added.
+  float buf[256];
+  for (int t = 0; t < T; t++)
+    for (int r = r0; r < r1; r += 256) {
+      const int m = r1 - r < 256 ? r1 - r : 256;
+      matvec_f32_simd(buf, W + (int64_t)r * n, X + t * ldx, n, 0, m);
+      for (int i = 0; i < m; i++) Y[t * ldy + r + i] += buf[i];
+    }
 }
 
 void add_f32_ref(float* y, const float* b, int n) {

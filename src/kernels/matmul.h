@@ -17,6 +17,12 @@ void matmul_f32_ref(float* Y, int64_t ldy, const float* X, int64_t ldx, const fl
 void matmul_f32_simd(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
                      int n, int r0, int r1);
 
+// Y += X W^T         as matmul_f32 but adding to Y. The packed kernel starts each output from
+// Y's value and adds the products in k order (matmul_f32_acc_ref's order).
+void matmul_f32_acc_ref(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
+                        int d, int n);
+void matmul_f32_acc_simd(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
+                         int n, int r0, int r1);
 // y += b             y: (n,), b: (n,)
 void add_f32_ref(float* y, const float* b, int n);
 void add_f32_simd(float* y, const float* b, int n);

@@ -22,7 +22,7 @@ static float sum_squares(const float* x, int n) {
   int i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     fbatch v = fbatch::load_unaligned(x + i);
-    acc = xsimd::fma(v, v, acc);
+    acc = madd(v, v, acc);
   }
   float s = xsimd::reduce_add(acc);
   for (; i < n; i++) s += x[i] * x[i];
@@ -59,7 +59,7 @@ void layernorm_simd(float* y, const float* x, const float* w, const float* b, in
   fbatch m(mean), vacc(0.0f);
   for (i = 0; i + kLanes <= n; i += kLanes) {
     fbatch d = fbatch::load_unaligned(x + i) - m;
-    vacc = xsimd::fma(d, d, vacc);
+    vacc = madd(d, d, vacc);
   }
   float var = xsimd::reduce_add(vacc);
   for (; i < n; i++) var += (x[i] - mean) * (x[i] - mean);

@@ -26,8 +26,8 @@ void rmsnorm_backward_simd(float* dx, float* dw, const float* dy, const float* x
   int i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     fbatch xv = fbatch::load_unaligned(x + i);
-    ss = xsimd::fma(xv, xv, ss);
-    dot = xsimd::fma(fbatch::load_unaligned(w + i) * fbatch::load_unaligned(dy + i), xv, dot);
+    ss = madd(xv, xv, ss);
+    dot = madd(fbatch::load_unaligned(w + i) * fbatch::load_unaligned(dy + i), xv, dot);
   }
   float s = xsimd::reduce_add(ss), d = xsimd::reduce_add(dot);
   for (int j = i; j < n; j++) {
@@ -41,7 +41,7 @@ void rmsnorm_backward_simd(float* dx, float* dw, const float* dy, const float* x
     fbatch xv = fbatch::load_unaligned(x + i), gy = fbatch::load_unaligned(dy + i);
     fbatch g = rb * fbatch::load_unaligned(w + i) * gy - cb * xv;
     (fbatch::load_unaligned(dx + i) + g).store_unaligned(dx + i);
-    xsimd::fma(gy, xv * rb, fbatch::load_unaligned(dw + i)).store_unaligned(dw + i);
+    madd(gy, xv * rb, fbatch::load_unaligned(dw + i)).store_unaligned(dw + i);
   }
   for (; i < n; i++) {
     dx[i] += r * w[i] * dy[i] - c * x[i];
@@ -89,7 +89,7 @@ void layernorm_backward_simd(float* dx, float* dw, float* db, const float* dy, c
   int i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     fbatch d = fbatch::load_unaligned(x + i) - mb;
-    vacc = xsimd::fma(d, d, vacc);
+    vacc = madd(d, d, vacc);
   }
   float var = xsimd::reduce_add(vacc);
   for (int j = i; j < n; j++) var += (x[j] - mean) * (x[j] - mean);
@@ -99,7 +99,7 @@ void layernorm_backward_simd(float* dx, float* dw, float* db, const float* dy, c
   for (i = 0; i + kLanes <= n; i += kLanes) {
     fbatch g = fbatch::load_unaligned(w + i) * fbatch::load_unaligned(dy + i);
     g1 += g;
-    g2 = xsimd::fma(g, (fbatch::load_unaligned(x + i) - mb) * rb, g2);
+    g2 = madd(g, (fbatch::load_unaligned(x + i) - mb) * rb, g2);
   }
   float mg = xsimd::reduce_add(g1), mgx = xsimd::reduce_add(g2);
   for (int j = i; j < n; j++) {
@@ -114,7 +114,7 @@ void layernorm_backward_simd(float* dx, float* dw, float* db, const float* dy, c
     fbatch xh = (fbatch::load_unaligned(x + i) - mb) * rb;
     fbatch d = rb * (fbatch::load_unaligned(w + i) * gy - mgb - xh * mgxb);
     (fbatch::load_unaligned(dx + i) + d).store_unaligned(dx + i);
-    xsimd::fma(gy, xh, fbatch::load_unaligned(dw + i)).store_unaligned(dw + i);
+    madd(gy, xh, fbatch::load_unaligned(dw + i)).store_unaligned(dw + i);
     if (db) (fbatch::load_unaligned(db + i) + gy).store_unaligned(db + i);
   }
   for (; i < n; i++) {

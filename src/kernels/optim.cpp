@@ -51,8 +51,8 @@ void adamw_simd(float* p, const float* g, float* m, float* v, int64_t n, const A
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     fbatch gv = fbatch::load_unaligned(g + i), pv = fbatch::load_unaligned(p + i);
-    fbatch mv = xsimd::fma(b1, fbatch::load_unaligned(m + i), c1 * gv);
-    fbatch vv = xsimd::fma(b2, fbatch::load_unaligned(v + i), c2 * gv * gv);
+    fbatch mv = madd(b1, fbatch::load_unaligned(m + i), c1 * gv);
+    fbatch vv = madd(b2, fbatch::load_unaligned(v + i), c2 * gv * gv);
     mv.store_unaligned(m + i);
     vv.store_unaligned(v + i);
     fbatch upd = (mv * ib1) / (xsimd::sqrt(vv * ib2) + eps);

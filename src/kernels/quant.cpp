@@ -326,7 +326,7 @@ static float dot_f16(const uint8_t* w, const float* x, int n) {
   fbatch acc(0.0f);
   for (; k + 64 <= n; k += 64) {
     f16_to_f32_simd(w + 2 * k, buf, 64);
-    for (int j = 0; j < 64; j += kLanes) acc = xsimd::fma(fbatch::load_aligned(buf + j), fbatch::load_unaligned(x + k + j), acc);
+    for (int j = 0; j < 64; j += kLanes) acc = madd(fbatch::load_aligned(buf + j), fbatch::load_unaligned(x + k + j), acc);
   }
   s = xsimd::reduce_add(acc);
 #endif
@@ -355,7 +355,7 @@ float dot_row_simd(QType t, const void* row, const float* x, int n) {
     const float* w = static_cast<const float*>(row);
     fbatch acc(0.0f);
     int k = 0;
-    for (; k + kLanes <= n; k += kLanes) acc = xsimd::fma(fbatch::load_unaligned(w + k), fbatch::load_unaligned(x + k), acc);
+    for (; k + kLanes <= n; k += kLanes) acc = madd(fbatch::load_unaligned(w + k), fbatch::load_unaligned(x + k), acc);
     float s = xsimd::reduce_add(acc);
     for (; k < n; k++) s += w[k] * x[k];
     return s;
@@ -368,7 +368,7 @@ float dot_row_simd(QType t, const void* row, const float* x, int n) {
       const int m = n - k0 < 64 ? n - k0 : 64;
       dequantize_row_ref(t, p + 2 * k0, buf, m);
       int k = 0;
-      for (; k + kLanes <= m; k += kLanes) acc = xsimd::fma(fbatch::load_aligned(buf + k), fbatch::load_unaligned(x + k0 + k), acc);
+      for (; k + kLanes <= m; k += kLanes) acc = madd(fbatch::load_aligned(buf + k), fbatch::load_unaligned(x + k0 + k), acc);
       for (; k < m; k++) tail += buf[k] * x[k0 + k];
     }
     return xsimd::reduce_add(acc) + tail;
@@ -383,7 +383,7 @@ float dot_row_simd(QType t, const void* row, const float* x, int n) {
       decode_scaled(t, p, blk);
       int j = 0;
       for (; j + kLanes <= block; j += kLanes)
-        acc = xsimd::fma(fbatch::load_aligned(blk + j), fbatch::load_unaligned(x + b * block + j), acc);
+        acc = madd(fbatch::load_aligned(blk + j), fbatch::load_unaligned(x + b * block + j), acc);
       for (; j < block; j++) tail += blk[j] * x[b * block + j];
     }
     return xsimd::reduce_add(acc) + tail;
@@ -394,7 +394,7 @@ float dot_row_simd(QType t, const void* row, const float* x, int n) {
     decode_block(t, p, buf);
     fbatch acc(0.0f);
     int j = 0;
-    for (; j + kLanes <= 32; j += kLanes) acc = xsimd::fma(fbatch::load_aligned(buf + j), fbatch::load_unaligned(x + b * 32 + j), acc);
+    for (; j + kLanes <= 32; j += kLanes) acc = madd(fbatch::load_aligned(buf + j), fbatch::load_unaligned(x + b * 32 + j), acc);
     float bs = xsimd::reduce_add(acc);
     for (; j < 32; j++) bs += buf[j] * x[b * 32 + j];
     s += f16_to_f32(u16_at(p)) * bs;

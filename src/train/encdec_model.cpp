@@ -137,21 +137,17 @@ uint64_t EncDecTrainModel::relu_pattern() const {
 
 void EncDecTrainModel::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
-static constexpr int64_t kMinParallelWork = 1 << 15;
-
 static void grow(std::vector<float>& v, size_t n) {
   if (v.size() != n) v.assign(n, 0.0f);
 }
 
 void EncDecTrainModel::matmul(float* y, const float* x, int64_t w_off, int rows, int cols, int n) {
-  const float* W = params_.data() + w_off;
-  if ((int64_t)rows * cols * n < kMinParallelWork) return matmul_f32_simd(y, rows, x, cols, W, n, cols, 0, rows);
-  pool_->parallel_for(rows, 8, [&](int r0, int r1, int) { matmul_f32_simd(y, rows, x, cols, W, n, cols, r0, r1); });
+  linear_forward(pool_, y, x, params_.data() + w_off, rows, cols, n);
 }
 
 void EncDecTrainModel::matmul_back(float* dx, bool acc, const float* dy, const float* x, int64_t w_off, int rows, int cols,
                                    int n) {
-  linear_backward(pool_, dx, acc, dy, x, params_.data() + w_off, grads_.data() + w_off, rows, cols, n);
+  linear_backward(pool_, scratch_, dx, acc, dy, x, params_.data() + w_off, grads_.data() + w_off, rows, cols, n);
 }
 
 void EncDecTrainModel::norm_rows(std::vector<float>& y, const std::vector<float>& x, int64_t w_off, int n) {

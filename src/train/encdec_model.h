@@ -15,6 +15,7 @@
 
 #include "../model/encdec.h"
 #include "../threadpool.h"
+#include "model.h"
 
 namespace qkv {
 
@@ -88,6 +89,7 @@ class EncDecTrainModel {
   EncDecParamLayout lay_;
   ThreadPool* pool_;
   std::vector<float> params_, grads_;
+  LinearScratch scratch_;  // linear_backward's transposed operands
   // Batch: source rows [src_off[b], +src_len[b]), target rows likewise; probs offsets per example.
   std::vector<int> src_ids_, dec_in_, dec_out_, src_off_, src_len_, tgt_off_, tgt_len_;
   int Ns_ = 0, Nt_ = 0;

@@ -84,51 +84,71 @@ void TrainModel::zero_grads() { std::memset(grads_.data(), 0, grads_.size() * si
 // Below this many multiply-adds a product runs on the calling thread.
 static constexpr int64_t kMinParallelWork = 1 << 15;
 
-void TrainModel::matmul(float* y, const float* x, int64_t w_off, int rows, int cols, int n_tok) {
-  const float* WT = wt_.data() + w_off;  // (cols, rows)
-  if ((int64_t)rows * cols * n_tok < kMinParallelWork) return matmul_dx_simd(y, rows, x, cols, WT, cols, rows, 0, n_tok, false);
-  pool_->parallel_for(n_tok, 4, [&](int t0, int t1, int) { matmul_dx_simd(y, rows, x, cols, WT, cols, rows, t0, t1, false); });
-}
-
-void TrainModel::transpose_weights() {
-  if (wt_.size() != params_.size()) wt_.assign(params_.size(), 0.0f);
-  std::vector<std::tuple<int64_t, int, int>> mats;  // offset, rows, cols
-  const int d = c_.dim, q = c_.q_dim(), kv = c_.kv_dim(), h = c_.hidden_dim;
-  mats.emplace_back(lay_.tok_embed, c_.vocab_size, d);
-  for (const auto& L : lay_.layers) {
-    mats.emplace_back(L.wq, q, d);
-    mats.emplace_back(L.wk, kv, d);
-    mats.emplace_back(L.wv, kv, d);
-    mats.emplace_back(L.wo, d, q);
-    mats.emplace_back(L.w_gate, h, d);
-    mats.emplace_back(L.w_down, d, h);
-    mats.emplace_back(L.w_up, h, d);
-  }
-  pool_->parallel_for((int)mats.size(), 1, [&](int m0, int m1, int) {
-    for (int m = m0; m < m1; m++) {
-      auto [off, rows, cols] = mats[m];
-      const float* src = params_.data() + off;
-      float* dst = wt_.data() + off;
-      constexpr int kB = 32;  // tiles keep both sides in cache
-      for (int r0 = 0; r0 < rows; r0 += kB)
-        for (int c0 = 0; c0 < cols; c0 += kB)
-          for (int r = r0; r < std::min(rows, r0 + kB); r++)
-            for (int cc = c0; cc < std::min(cols, c0 + kB); cc++) dst[(int64_t)cc * rows + r] = src[(int64_t)r * cols + cc];
-    }
+// f(i) for each row i < n, rows split over the pool (element-wise work: any split gives the same bits).
+template <class F>
+static void each_row(ThreadPool* pool, int n, F f) {
+  pool->parallel_for(n, 16, [&](int i0, int i1, int) {
+    for (int i = i0; i < i1; i++) f(i);
   });
 }
 
-void linear_backward(ThreadPool* pool, float* dx, bool acc_dx, const float* dy, const float* x, const float* W, float* dW,
-                     int rows, int cols, int n) {
+void TrainModel::matmul(float* y, const float* x, int64_t w_off, int rows, int cols, int n_tok) {
+  linear_forward(pool_, y, x, params_.data() + w_off, rows, cols, n_tok);
+}
+
+// Output rows per task: whole packed panels of the f32 kernel (8 floats in WASM, 32 with AVX-512).
+static constexpr int kPanelGrain = 32;
+
+void linear_forward(ThreadPool* pool, float* y, const float* x, const float* W, int rows, int cols, int n) {
+  if ((int64_t)rows * cols * n < kMinParallelWork) return matmul_f32_simd(y, rows, x, cols, W, n, cols, 0, rows);
+  pool->parallel_for(rows, kPanelGrain, [&](int r0, int r1, int) { matmul_f32_simd(y, rows, x, cols, W, n, cols, r0, r1); });
+}
+
+// Transposes src (rows, cols; row stride lds) into dst (cols, rows), in tiles that keep both in cache.
+static void transpose(ThreadPool* pool, float* dst, const float* src, int64_t lds, int rows, int cols) {
+  constexpr int kB = 32;
+  pool->parallel_for((cols + kB - 1) / kB, 1, [&](int b0, int b1, int) {
+    for (int c0 = b0 * kB; c0 < std::min(cols, b1 * kB); c0 += kB)
+      for (int r0 = 0; r0 < rows; r0 += kB)
+        for (int r = r0; r < std::min(rows, r0 + kB); r++)
+          for (int c = c0; c < std::min(cols, c0 + kB); c++) dst[(int64_t)c * rows + r] = src[r * lds + c];
+  });
+}
+
+// Both products run on the packed f32 kernel (matmul_f32_simd), which wants its second operand
+// as rows of the summed dimension: dx = dy W reads W^T, and dW += dy^T x sums over tokens, so it
+// reads dy^T and x^T, transposed a block of tokens at a time. The transposes move O(n (rows +
+// cols)) floats for O(n rows cols) multiply-adds.
+void linear_backward(ThreadPool* pool, LinearScratch& s, float* dx, bool acc_dx, const float* dy, const float* x,
+                     const float* W, float* dW, int rows, int cols, int n) {
   if (dx) {
-    pool->parallel_for(n, 4, [&](int t0, int t1, int) { matmul_dx_simd(dx, cols, dy, rows, W, rows, cols, t0, t1, acc_dx); });
+    if (s.wt.size() < (size_t)rows * cols) s.wt.resize((size_t)rows * cols);
+    transpose(pool, s.wt.data(), W, cols, rows, cols);  // (cols, rows)
+    const float* WT = s.wt.data();
+    pool->parallel_for(cols, kPanelGrain, [&](int c0, int c1, int) {
+      if (acc_dx) matmul_f32_acc_simd(dx, cols, dy, rows, WT, n, rows, c0, c1);
+      else matmul_f32_simd(dx, cols, dy, rows, WT, n, rows, c0, c1);
+    });
   }
-  pool->parallel_for(rows, 4, [&](int r0, int r1, int) { matmul_dw_simd(dW, dy, rows, x, cols, n, cols, r0, r1); });
+  constexpr int kTokBlock = 256;
+  const int tb = std::min(n, kTokBlock);
+  if (s.a.size() < (size_t)rows * tb) s.a.resize((size_t)rows * tb);
+  if (s.b.size() < (size_t)cols * tb) s.b.resize((size_t)cols * tb);
+  for (int t0 = 0; t0 < n; t0 += tb) {
+    const int tn = std::min(tb, n - t0);
+    transpose(pool, s.a.data(), dy + (int64_t)t0 * rows, rows, tn, rows);  // (rows, tn)
+    transpose(pool, s.b.data(), x + (int64_t)t0 * cols, cols, tn, cols);   // (cols, tn)
+    const float* At = s.a.data();
+    const float* Bt = s.b.data();
+    pool->parallel_for(cols, kPanelGrain, [&](int c0, int c1, int) {
+      matmul_f32_acc_simd(dW, cols, At, tn, Bt, rows, tn, c0, c1);
+    });
+  }
 }
 
 void TrainModel::matmul_back(float* dx, bool acc_dx, const float* dy, const float* x, int64_t w_off, int rows,
                              int cols, int n_tok) {
-  linear_backward(pool_, dx, acc_dx, dy, x, params_.data() + w_off, grads_.data() + w_off, rows, cols, n_tok);
+  linear_backward(pool_, scratch_, dx, acc_dx, dy, x, params_.data() + w_off, grads_.data() + w_off, rows, cols, n_tok);
 }
 
 // The fields the forward and backward attention arguments share, for sequence b of the batch.
@@ -193,7 +213,6 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
       fail(ErrorCode::BadArgument, "token id outside the vocabulary of " + std::to_string(V));
   B_ = B;
   T_ = T;
-  transpose_weights();
   inputs_.assign(inputs, inputs + N);
   targets_.assign(targets, targets + N);
   acts_.resize(c.n_layers);
@@ -218,11 +237,11 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
     matmul(A.q.data(), A.xn1.data(), L.wq, qd, D, N);
     matmul(A.k.data(), A.xn1.data(), L.wk, kvd, D, N);
     matmul(A.v.data(), A.xn1.data(), L.wv, kvd, D, N);
-    for (int i = 0; i < N; i++) {
+    each_row(pool_, N, [&](int i) {
       const int t = i % T;
       rope_adjacent_simd(&A.q[(size_t)i * qd], c.n_heads, hd, c.rot_dims(), &rope_cos_[t * half], &rope_sin_[t * half]);
       rope_adjacent_simd(&A.k[(size_t)i * kvd], c.n_kv_heads, hd, c.rot_dims(), &rope_cos_[t * half], &rope_sin_[t * half]);
-    }
+    });
     grow(A.probs, (size_t)B * c.n_heads * T * T);
     grow(A.att, (size_t)N * qd);
     pool_->parallel_for(B * c.n_heads, 1, [&](int u0, int u1, int) {
@@ -238,7 +257,7 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
     });
     std::vector<float> tmp((size_t)N * D);
     matmul(tmp.data(), A.att.data(), L.wo, D, qd, N);
-    for (size_t i = 0; i < x.size(); i++) x[i] += tmp[i];
+    each_row(pool_, N, [&](int i) { add_f32_simd(&x[(size_t)i * D], &tmp[(size_t)i * D], D); });
     A.x_mid = x;
     norm_rows(A.xn2, x, L.ffn_norm, N);
     grow(A.g, (size_t)N * H);
@@ -246,9 +265,9 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
     matmul(A.g.data(), A.xn2.data(), L.w_gate, H, D, N);
     matmul(A.u.data(), A.xn2.data(), L.w_up, H, D, N);
     A.h = A.g;
-    for (int i = 0; i < N; i++) swiglu_simd(&A.h[(size_t)i * H], &A.u[(size_t)i * H], H);
+    each_row(pool_, N, [&](int i) { swiglu_simd(&A.h[(size_t)i * H], &A.u[(size_t)i * H], H); });
     matmul(tmp.data(), A.h.data(), L.w_down, D, H, N);
-    for (size_t i = 0; i < x.size(); i++) x[i] += tmp[i];
+    each_row(pool_, N, [&](int i) { add_f32_simd(&x[(size_t)i * D], &tmp[(size_t)i * D], D); });
   }
   x_final_ = x;
   norm_rows(xf_, x, lay_.final_norm, N);
@@ -282,9 +301,10 @@ void TrainModel::backward() {
     LayerActs& A = acts_[l];
     // Feed-forward: x_out = x_mid + W_down (silu(W_gate xn2) * W_up xn2).
     matmul_back(dh_.data(), false, dx_.data(), A.h.data(), L.w_down, D, H, N);
-    for (int i = 0; i < N; i++)
+    each_row(pool_, N, [&](int i) {
       swiglu_backward_simd(&dg_[(size_t)i * H], &du_[(size_t)i * H], &dh_[(size_t)i * H], &A.g[(size_t)i * H],
                            &A.u[(size_t)i * H], H);
+    });
     matmul_back(dxn_.data(), false, dg_.data(), A.xn2.data(), L.w_gate, H, D, N);
     matmul_back(dxn_.data(), true, du_.data(), A.xn2.data(), L.w_up, H, D, N);
     norm_rows_back(A.x_mid, L.ffn_norm, N);
@@ -305,11 +325,11 @@ void TrainModel::backward() {
         attention_backward_simd(a, g, g + 1);
       }
     });
-    for (int i = 0; i < N; i++) {
+    each_row(pool_, N, [&](int i) {
       const int t = i % T;
       rope_adjacent_backward_simd(&dq_[(size_t)i * qd], c.n_heads, hd, c.rot_dims(), &rope_cos_[t * half], &rope_sin_[t * half]);
       rope_adjacent_backward_simd(&dk_[(size_t)i * kvd], c.n_kv_heads, hd, c.rot_dims(), &rope_cos_[t * half], &rope_sin_[t * half]);
-    }
+    });
     matmul_back(dxn_.data(), false, dq_.data(), A.xn1.data(), L.wq, qd, D, N);
     matmul_back(dxn_.data(), true, dk_.data(), A.xn1.data(), L.wk, kvd, D, N);
     matmul_back(dxn_.data(), true, dv_.data(), A.xn1.data(), L.wv, kvd, D, N);

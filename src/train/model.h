@@ -12,6 +12,11 @@
 namespace qkv {
 
 // Offsets of each tensor in the flat parameter array (llama layout, tied classifier).
+// Transposed operands linear_backward reuses between calls.
+struct LinearScratch {
+  std::vector<float> wt, a, b;
+};
+
 struct ParamLayout {
   struct Layer {
     int64_t attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_down, w_up;
@@ -57,7 +62,6 @@ class TrainModel {
 
  private:
   void matmul(float* y, const float* x, int64_t w_off, int rows, int cols, int n_tok);  // y = x W^T
-  void transpose_weights();
   void norm_rows(std::vector<float>& y, const std::vector<float>& x, int64_t w_off, int n_tok);  // y = rmsnorm(x)
   void norm_rows_back(const std::vector<float>& x, int64_t w_off, int n_tok);  // dx_ += ..., grads += ... from dxn_
   void matmul_back(float* dx, bool acc_dx, const float* dy, const float* x, int64_t w_off, int rows, int cols,
@@ -67,11 +71,7 @@ class TrainModel {
   ParamLayout lay_;
   ThreadPool* pool_;
   std::vector<float> params_, grads_;
-  // Transposed copies of the weight matrices (same offsets as params_), refreshed by forward():
-  // the forward then runs the outer-product kernel of matmul_backward.h (Y = X W^T = X (W^T)),
-  // which needs no horizontal reductions and is about twice as fast as the dot-product form
-  // at training's small widths.
-  std::vector<float> wt_;
+  LinearScratch scratch_;
 
   // Activations of the last forward, N = B*T tokens.
   int B_ = 0, T_ = 0;
@@ -89,10 +89,13 @@ class TrainModel {
 
 // Pieces of a training pass over flat f32 parameters that TrainModel and EncDecTrainModel
 // (encdec_model.h) share.
+// y = x W^T: W (rows, cols), x (n, cols), y (n, rows); rows split over the pool.
+void linear_forward(ThreadPool* pool, float* y, const float* x, const float* W, int rows, int cols, int n);
 // dx (+= when acc_dx) dy W when dx is not null, and dW += dy^T x: W, dW (rows, cols), dy
-// (n, rows), x (n, cols); tokens and rows split over the pool.
-void linear_backward(ThreadPool* pool, float* dx, bool acc_dx, const float* dy, const float* x, const float* W, float* dW,
-                     int rows, int cols, int n);
+// (n, rows), x (n, cols); columns split over the pool. The scratch keeps the transposed
+// operands between calls (at most rows x cols + 256 x (rows + cols) floats).
+void linear_backward(ThreadPool* pool, LinearScratch& scratch, float* dx, bool acc_dx, const float* dy, const float* x,
+                     const float* W, float* dW, int rows, int cols, int n);
 // y = rmsnorm(x) row by row with weights w: n rows of dim (y is sized to n * dim).
 void rmsnorm_rows(std::vector<float>& y, const std::vector<float>& x, const float* w, int dim, float eps, int n);
 // dx += d(rmsnorm_rows)/dx and dw += d/dw, from dy (n rows of dim).

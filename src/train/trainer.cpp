@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -283,7 +284,9 @@ double Trainer::memory_bytes(const ModelConfig& c, int batch, int T) {
   const double d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;
   const double per_layer = N * (4 * d + 2 * q + 2 * kv + 3 * h) + (double)batch * c.n_heads * T * T;
   const double scratch = N * (2 * d + 2 * q + 2 * kv + 3 * h) + N * (3 * d + V);
-  return 4.0 * (5 * P + c.n_layers * per_layer + scratch);
+  // linear_backward's transposes: the largest weight matrix and a 256-token block of both sides.
+  const double transposed = std::max({V * d, h * d, q * d}) + 256.0 * (std::max({V, h, q, d}) + std::max({d, h, q}));
+  return 4.0 * (4 * P + c.n_layers * per_layer + scratch + transposed);
 }
 
 Trainer::Trainer(const TrainConfig& cfg, const std::string& text, std::unique_ptr<Tokenizer> tok, const LoadedModel* base,

@@ -110,7 +110,7 @@ class Trainer {
   int window() const { return T_; }  // tokens per training sequence
   const Tokenizer& tokenizer() const { return *tok_; }
   int threads() const { return pool_->size(); }
-  // Bytes a run of this shape allocates (parameters, gradients, moments, transposed weights,
+  // Bytes a run of this shape allocates (parameters, gradients, moments, transposed operands,
   // activations), for memory caps checked before anything is allocated.
   static double memory_bytes(const ModelConfig& c, int batch, int T);
 

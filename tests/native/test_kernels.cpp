@@ -284,6 +284,27 @@ TEST_P(MatmulKernel, SimdMatchesRefWithStridesAndRowRanges) {
         }
         EXPECT_EQ(untouched_violations, 0) << "outputs outside rows [r0,r1) or in the ldy padding were written";
         EXPECT_TRUE(Y.guards_intact()) << "write outside Y";
+
+        // Y += X W^T: starts from each output's value (the training backward accumulates).
+        std::vector<float> y0((size_t)T * d), want((size_t)T * d);
+        fill_uniform(rng, y0.data(), y0.size(), -4.0f, 4.0f);
+        Y.fill_sentinel();
+        for (int t = 0; t < T; t++)
+          for (int i = r0; i < r1; i++) Y[t * ldy + i] = y0[(size_t)t * d + i];
+        std::copy(y0.begin(), y0.end(), want.begin());
+        qkv::matmul_f32_acc_ref(want.data(), d, xt.data(), n, W.data(), T, d, n);
+        qkv::matmul_f32_acc_simd(Y.data(), ldy, X.data(), ldx, W.data(), T, n, r0, r1);
+        untouched_violations = 0;
+        for (int t = 0; t < T; t++) {
+          EXPECT_TRUE(AllNear("accumulating matmul token " + std::to_string(t), Y.data() + t * ldy + r0,
+                              want.data() + (size_t)t * d + r0, r1 - r0, [&](size_t i) {
+                                return bound[(size_t)t * d + r0 + i] + kDotRel * std::fabs(y0[(size_t)t * d + r0 + i]);
+                              }));
+          for (int c = 0; c < ldy; c++)
+            if ((c < r0 || c >= r1) && !is_sentinel(Y[t * ldy + c])) untouched_violations++;
+        }
+        EXPECT_EQ(untouched_violations, 0) << "accumulating: outputs outside rows [r0,r1) were written";
+        EXPECT_TRUE(Y.guards_intact()) << "accumulating: write outside Y";
       }
     }
   }

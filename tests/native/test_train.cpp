@@ -23,6 +23,7 @@
 #include "kernels/activation_backward.h"
 #include "kernels/attention.h"
 #include "kernels/attention_backward.h"
+#include "kernels/matmul.h"
 #include "kernels/matmul_backward.h"
 #include "kernels/norm_backward.h"
 #include "kernels/optim.h"
@@ -119,51 +120,64 @@ TEST(TrainKernels, MatmulDxDwMatchFiniteDifferences) {
   std::vector<float> dx(T * n, 0.0f), dw(d * n, 0.0f), dx2(T * n, 0.0f), dw2(d * n, 0.0f);
   matmul_dx_ref(dx.data(), n, R.data(), d, W.data(), T, d, n, false);
   matmul_dw_ref(dw.data(), R.data(), d, X.data(), n, T, d, n);
-  matmul_dx_simd(dx2.data(), n, R.data(), d, W.data(), d, n, 0, T, false);
-  matmul_dw_simd(dw2.data(), R.data(), d, X.data(), n, T, n, 0, d);
+  ThreadPool pool(1);
+  LinearScratch scratch;
+  linear_backward(&pool, scratch, dx2.data(), false, R.data(), X.data(), W.data(), dw2.data(), d, n, T);
   EXPECT_TRUE(GradNear("dX ref", dx, fdx));
   EXPECT_TRUE(GradNear("dW ref", dw, fdw));
   EXPECT_TRUE(GradNear("dX simd", dx2, fdx));
   EXPECT_TRUE(GradNear("dW simd", dw2, fdw));
 }
 
-TEST(TrainKernels, MatmulDxDwSimdMatchRefOnAwkwardSizesAndSplits) {
+// linear_backward (the packed f32 kernel on transposed operands, token blocks of 256) and
+// linear_forward against the scalar references, across sizes, thread counts and accumulation.
+TEST(TrainKernels, LinearForwardBackwardMatchRefOnAwkwardSizes) {
   std::mt19937 g(2);
-  for (int n : sizes())
-    for (int d : {1, 4, 7, 33})
-      for (int T : {1, 5, 9}) {
-        SCOPED_TRACE("T=" + std::to_string(T) + " d=" + std::to_string(d) + " n=" + std::to_string(n));
-        const int ldx = n + 3, ldy = d + 2;  // strided rows
-        auto X = randv(g, T * ldx), W = randv(g, d * n), dY = randv(g, T * ldy);
-        for (bool acc : {false, true}) {
-          auto a = randv(g, T * ldx), b = a;
-          matmul_dx_ref(a.data(), ldx, dY.data(), ldy, W.data(), T, d, n, acc);
-          matmul_dx_simd(b.data(), ldx, dY.data(), ldy, W.data(), d, n, 0, T / 2, acc);  // two ranges
-          matmul_dx_simd(b.data(), ldx, dY.data(), ldy, W.data(), d, n, T / 2, T, acc);
-          ASSERT_TRUE(SameWithin("dX", a, b));
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    LinearScratch scratch;
+    for (int n : sizes())
+      for (int d : {1, 4, 7, 33, 70})
+        for (int T : {1, 5, 9, 300}) {
+          SCOPED_TRACE("threads=" + std::to_string(threads) + " T=" + std::to_string(T) + " d=" + std::to_string(d) +
+                       " n=" + std::to_string(n));
+          auto X = randv(g, T * n), W = randv(g, d * n), dY = randv(g, T * d);
+          std::vector<float> y(T * d), yref(T * d);
+          linear_forward(&pool, y.data(), X.data(), W.data(), d, n, T);
+          matmul_f32_ref(yref.data(), d, X.data(), n, W.data(), T, d, n);
+          ASSERT_TRUE(SameWithin("Y", yref, y));
+          for (bool acc : {false, true}) {
+            auto a = randv(g, T * n), b = a;
+            auto wa = randv(g, d * n), wb = wa;
+            matmul_dx_ref(a.data(), n, dY.data(), d, W.data(), T, d, n, acc);
+            matmul_dw_ref(wa.data(), dY.data(), d, X.data(), n, T, d, n);
+            linear_backward(&pool, scratch, b.data(), acc, dY.data(), X.data(), W.data(), wb.data(), d, n, T);
+            ASSERT_TRUE(SameWithin("dX", a, b));
+            ASSERT_TRUE(SameWithin("dW", wa, wb));
+          }
         }
-        auto a = randv(g, d * n), b = a;
-        matmul_dw_ref(a.data(), dY.data(), ldy, X.data(), ldx, T, d, n);
-        matmul_dw_simd(b.data(), dY.data(), ldy, X.data(), ldx, T, n, 0, d / 2);
-        matmul_dw_simd(b.data(), dY.data(), ldy, X.data(), ldx, T, n, d / 2, d);
-        ASSERT_TRUE(SameWithin("dW", a, b));
-      }
+  }
 }
 
-TEST(TrainKernels, MatmulDxIsIdenticalForAnyRowSplit) {
+// Training is deterministic for a thread count; the products are also the same for any.
+TEST(TrainKernels, LinearBackwardIsIdenticalForAnyThreadCount) {
   std::mt19937 g(3);
-  const int T = 23, d = 40, n = 3 * kLanes + 1;
+  const int T = 523, d = 70, n = 3 * kLanes + 1;
   auto W = randv(g, d * n), dY = randv(g, T * d), X = randv(g, T * n);
-  std::vector<float> a(T * n), b(T * n), wa(d * n, 0.0f), wb(d * n, 0.0f);
-  matmul_dx_simd(a.data(), n, dY.data(), d, W.data(), d, n, 0, T, false);
-  for (int t = 0; t < T; t += 3) matmul_dx_simd(b.data(), n, dY.data(), d, W.data(), d, n, t, std::min(T, t + 3), false);
-  EXPECT_EQ(a, b);
-  matmul_dw_simd(wa.data(), dY.data(), d, X.data(), n, T, n, 0, d);
-  for (int r = 0; r < d; r += 5) matmul_dw_simd(wb.data(), dY.data(), d, X.data(), n, T, n, r, std::min(d, r + 5));
-  EXPECT_EQ(wa, wb);
+  std::vector<std::vector<float>> dx, dw;
+  for (int threads : {1, 2, 5}) {
+    ThreadPool pool(threads);
+    LinearScratch scratch;
+    std::vector<float> a(T * n), wa(d * n, 0.5f);
+    linear_backward(&pool, scratch, a.data(), false, dY.data(), X.data(), W.data(), wa.data(), d, n, T);
+    dx.push_back(a);
+    dw.push_back(wa);
+  }
+  EXPECT_EQ(dx[0], dx[1]);
+  EXPECT_EQ(dx[0], dx[2]);
+  EXPECT_EQ(dw[0], dw[1]);
+  EXPECT_EQ(dw[0], dw[2]);
 }
-
-// ---- RMSNorm -----------------------------------------------------------------------------
 
 TEST(TrainKernels, RmsnormBackwardMatchesFiniteDifferences) {
   std::mt19937 g(4);
