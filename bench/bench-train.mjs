@@ -6,7 +6,11 @@
 // build (1 thread) and the pthreads build (2 threads), all in Node. Both sides time the same
 // thing: the sum of the step times (batch sampling, forward, backward, clipping, AdamW).
 //
+// WASM runs in both SIMD variants: the baseline SIMD128 build and the relaxed-SIMD build (fused
+// multiply-add); Node 20 runs the latter behind a V8 flag, which this script sets for itself.
+//
 //   node bench/bench-train.mjs [--steps N] [--rounds N] [--threads 1,2] [--small] [--only native|wasm]
+//                              [--simd both|baseline|relaxed]
 //
 // Prints tokens/s per configuration and the WASM/native ratio at each thread count.
 import { spawnSync } from 'node:child_process';
@@ -14,7 +18,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
 import { createTrainer } from '../src/js/node.js';
+
+setFlagsFromString('--experimental-wasm-relaxed-simd');  // Node 20; on by default from Node 22
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -24,6 +31,8 @@ const rounds = Number(opt('--rounds', '2'));
 const only = opt('--only', 'both');  // 'native' | 'wasm' | 'both'
 const threadList = opt('--threads', '1,2').split(',').map(Number);
 const small = args.includes('--small');
+const simdList = { both: ['baseline', 'relaxed'], baseline: ['baseline'], relaxed: ['relaxed'] }[opt('--simd', 'both')];
+if (!simdList) throw new Error('--simd must be both, baseline or relaxed');
 const native = process.env.QKV_NATIVE_BIN || join(root, 'build', 'qkv');
 const tokenizer = join(root, 'models', 'kjv-2m.gguf');  // a 2048-piece tokenizer
 
@@ -64,9 +73,9 @@ function runNative(threads) {
   return { tps: Number(m[1]), cpuTps: (steps * batch * seq) / (t[0] + t[1]), params };
 }
 
-async function runWasm(threads) {
+async function runWasm(threads, simd) {
   const t = await createTrainer({
-    text, tokenizer, shape, seq, batch, steps, warmup: 1, lr: 1e-3, seed: 1, valFraction: 0, threads,
+    text, tokenizer, shape, seq, batch, steps, warmup: 1, lr: 1e-3, seed: 1, valFraction: 0, threads, simd,
   });
   try {
     let tokens = 0, ms = 0;
@@ -86,16 +95,21 @@ async function runWasm(threads) {
 console.log(`training throughput: ${small ? 'small' : '10M'} model (dim ${shape.dim}, ${shape.layers} layers, ${shape.heads}/${shape.kvHeads} heads, ` +
   `hidden ${shape.hiddenDim}, vocab 2048), batch ${batch} x ${seq} tokens, ${steps} steps each; tokens/s = tokens / sum of step times`);
 console.log(`best of ${rounds} alternating rounds; wall: tokens / sum of step times; CPU: tokens per CPU-second of all threads`);
-console.log('threads | native tok/s wall (CPU) | WASM tok/s wall (CPU), build | WASM / native wall (CPU)');
+console.log('threads | native tok/s wall (CPU) | WASM variant: tok/s wall (CPU), build | WASM / native wall (CPU)');
 const best = (a, b) => (!a ? b : { ...b, tps: Math.max(a.tps, b.tps), cpuTps: Math.max(a.cpuTps, b.cpuTps) });
 for (const th of threadList) {
-  let n = null, w = null;
+  let n = null;
+  const w = {};
   for (let r = 0; r < rounds; r++) {
     if (only !== 'wasm') n = best(n, runNative(th));
-    if (only !== 'native') w = best(w, await runWasm(th));
+    if (only !== 'native') for (const v of simdList) w[v] = best(w[v], await runWasm(th, v));
   }
   const f = (x) => (x ? `${x.tps.toFixed(0)} (${x.cpuTps.toFixed(0)})` : '-');
-  console.log(`${String(th).padStart(7)} | ${f(n).padStart(23)} | ${f(w).padStart(16)}, ${w?.mode ?? '-'} | ` +
-    (n && w ? `${(w.tps / n.tps).toFixed(2)} (${(w.cpuTps / n.cpuTps).toFixed(2)})` : '-') + `  [${(w ?? n).params}M parameters]`);
+  const rows = only === 'native' ? [null] : simdList;
+  for (const v of rows) {
+    const x = v ? w[v] : null;
+    console.log(`${String(th).padStart(7)} | ${f(n).padStart(23)} | ${(v ?? '-').padEnd(8)}: ${f(x).padStart(12)}, ${x?.mode ?? '-'} | ` +
+      (n && x ? `${(x.tps / n.tps).toFixed(2)} (${(x.cpuTps / n.cpuTps).toFixed(2)})` : '-') + `  [${(x ?? n).params}M parameters]`);
+  }
 }
-console.log('(the same Trainer code on both sides; native: -march=native, WASM: SIMD128. Timings on a shared machine are noisy: compare the ratios of one run.)');
+console.log('(the same Trainer code on both sides; native: -march=native, WASM: SIMD128 or relaxed SIMD. Timings on a shared machine are noisy: compare the ratios of one run.)');

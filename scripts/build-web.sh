@@ -4,7 +4,7 @@
 #   web/dist/index.html, app.js, *.js, style.css, _headers   the page (from web/)
 #   web/dist/qkv/src/js/*.js                                  the npm package's JS API
 #   web/dist/qkv/src/webgpu/*.wgsl                            its WebGPU shaders (fetched relative to src/js)
-#   web/dist/qkv/dist/qkv{,-mt}.{mjs,wasm}, qkv-mt.worker.js  the WASM builds (src/js -> ../../dist)
+#   web/dist/qkv/dist/qkv{,-mt}{,-relaxed}.{mjs,wasm}, *.worker.js  the WASM builds (src/js -> ../../dist)
 #   web/dist/models/default.json + the default model and its tokenizer
 #   web/dist/models/index.json + the other models/*.gguf (the demo's list of built-in models)
 #
@@ -27,7 +27,7 @@ log() { printf '[build-web] %s\n' "$*" >&2; }
 if [ "${QKV_SKIP_WASM_BUILD:-0}" != 1 ]; then
   bash scripts/build.sh wasm >/dev/null
 fi
-for f in qkv.mjs qkv.wasm qkv-mt.mjs qkv-mt.wasm qkv-mt.worker.js package.json; do
+for f in qkv.mjs qkv.wasm qkv-mt.mjs qkv-mt.wasm qkv-mt.worker.js qkv-relaxed.mjs qkv-relaxed.wasm qkv-mt-relaxed.mjs qkv-mt-relaxed.wasm qkv-mt-relaxed.worker.js package.json; do
   [ -f "dist/$f" ] || { log "error: dist/$f is missing (bash scripts/build.sh wasm failed?)"; exit 1; }
 done
 
@@ -86,7 +86,7 @@ for f in web/*.html web/*.js web/*.css web/_headers; do
 done
 for f in src/js/*.js; do put "$f" "qkv/src/js/$(basename "$f")"; done
 for f in src/webgpu/*.wgsl; do put "$f" "qkv/src/webgpu/$(basename "$f")"; done
-for f in qkv.mjs qkv.wasm qkv-mt.mjs qkv-mt.wasm qkv-mt.worker.js package.json; do put "dist/$f" "qkv/dist/$f"; done
+for f in qkv.mjs qkv.wasm qkv-mt.mjs qkv-mt.wasm qkv-mt.worker.js qkv-relaxed.mjs qkv-relaxed.wasm qkv-mt-relaxed.mjs qkv-mt-relaxed.wasm qkv-mt-relaxed.worker.js package.json; do put "dist/$f" "qkv/dist/$f"; done
 put package.json qkv/package.json
 
 mname="$(basename "$model")" tname=""

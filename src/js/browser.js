@@ -4,6 +4,7 @@ import { Model, QkvError, Session, loadModelWith } from './core.js';
 import { QUANTIZE_TYPES, quantizeWith } from './quantize.js';
 import { TRAIN_PRESETS, Trainer, createTrainerWith, trainOptions } from './trainer.js';
 import { createRemoteTrainer } from './train-worker-client.js';
+import { chooseSimd } from './util.js';
 
 export { Model, QkvError, Session, TRAIN_PRESETS, Trainer };
 export { ErrorCodes } from './errors.js';
@@ -24,9 +25,19 @@ async function instantiate(name) {
   });
 }
 
+async function cached(name) {
+  if (!cache.has(name)) cache.set(name, instantiate(name));
+  try {
+    return await cache.get(name);
+  } catch (e) {
+    cache.delete(name);
+    throw e;
+  }
+}
+
 const browserEnv = {
   openPath: null,
-  async load({ threads = 'auto' }) {
+  async load({ threads = 'auto', simd = 'auto' }) {
     const hw = Math.max(1, globalThis.navigator?.hardwareConcurrency ?? 1);
     const isolated = globalThis.crossOriginIsolated === true && typeof SharedArrayBuffer !== 'undefined';
     const wanted = threads === 'auto' ? Math.min(hw, MAX_WASM_THREADS) : Math.min(threads, MAX_WASM_THREADS);
@@ -41,16 +52,32 @@ const browserEnv = {
       name = 'qkv-mt';
       reason = 'cross-origin isolated page: WebAssembly threads available';
     }
-    if (!cache.has(name)) cache.set(name, instantiate(name));
+    // The relaxed-SIMD variant where the engine runs it; 'auto' falls back to the baseline build
+    // if the variant cannot be fetched (a deployment that left it out).
+    let variant = chooseSimd(simd);
     let mod;
     try {
-      mod = await cache.get(name);
+      if (variant.relaxed) {
+        try {
+          mod = await cached(`${name}-relaxed`);
+        } catch (e) {
+          if (simd === 'relaxed') throw e;
+          variant = { relaxed: false, reason: `the relaxed-SIMD build failed to load (${e.message})` };
+        }
+      }
+      mod ??= await cached(name);
     } catch (e) {
-      cache.delete(name);
       throw new QkvError('internal', `cannot start the WebAssembly engine (${name}): ${e.message}`, { cause: e });
     }
     const threaded = name === 'qkv-mt';
-    return { mod, runtime: { threads: threaded ? wanted : 1, threading: { mode: threaded ? 'pthreads' : 'single', reason } } };
+    return {
+      mod,
+      runtime: {
+        threads: threaded ? wanted : 1,
+        threading: { mode: threaded ? 'pthreads' : 'single', reason },
+        simd: { build: variant.relaxed ? 'wasm-relaxed' : 'wasm', reason: variant.reason },
+      },
+    };
   },
 };
 

@@ -1,7 +1,7 @@
 // The qkv JS API over the Embind module, independent of where it runs (Node, browser, worker).
 // Entry points (node.js, browser.js) supply the module loader and path reading.
 import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
-import { call, now, yieldToLoop } from './util.js';
+import { call, checkSimdOption, now, yieldToLoop } from './util.js';
 import { readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, chooseDevice, gpuFeed, shapeOf } from './gpu-backend.js';
 import { createKvCache } from './webgpu.js';
@@ -433,6 +433,7 @@ export class Model {
       backend: this._device.kind,
       device: { ...this._device },
       threading: { ...this._runtime.threading, threads: i.threads },
+      simdReason: this._runtime.simd.reason,
       memory: {
         weightBytes: i.weightBytes, kvCacheBytes: kv, gpuKvCacheBytes: gpuKv,
         heapBytes: this._mod.HEAPU8 ? this._mod.HEAPU8.byteLength : 0,
@@ -544,6 +545,7 @@ export async function loadModelWith(env, source, options = {}) {
     check(Number.isInteger(options.threads) && options.threads >= 1 && options.threads <= 256,
       `threads must be 'auto' or an integer in [1, 256], got ${options.threads}`);
   }
+  checkSimdOption(options.simd);
   throwIfAborted(signal);
   const { mod, runtime } = await env.load(options);
   throwIfAborted(signal);

@@ -39,6 +39,7 @@ export class EncoderDecoderModel {
       backend: 'wasm',
       device: { kind: 'wasm', requested: 'wasm', reason: 'encoder-decoder models run in WASM' },
       threading: { ...this._runtime.threading, threads: i.threads },
+      simdReason: this._runtime.simd.reason,
       memory: { weightBytes: i.weightBytes, kvCacheBytes: this._h.kvCacheBytes(), gpuKvCacheBytes: 0, heapBytes: this._mod.HEAPU8 ? this._mod.HEAPU8.byteLength : 0 },
     };
   }

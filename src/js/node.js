@@ -26,15 +26,16 @@ async function openPath(path, signal) {
 
 const nodeEnv = {
   openPath,
-  async load({ threads = 'auto' }) {
+  async load({ threads = 'auto', simd = 'auto' }) {
     const hw = hardwareThreads();
     const wanted = threads === 'auto' ? Math.min(hw, MAX_WASM_THREADS) : Math.min(threads, MAX_WASM_THREADS);
-    const { mod, threaded, reason } = await loadWasmModule({ threads: wanted });
+    const { mod, threaded, reason, simd: simdInfo } = await loadWasmModule({ threads: wanted, simd });
     return {
       mod,
       runtime: {
         threads: threaded ? wanted : 1,
         threading: { mode: threaded ? 'pthreads' : 'single', reason },
+        simd: simdInfo,
       },
     };
   },

@@ -2,7 +2,7 @@
 // createTrainerWith(env, options) runs it in this thread; train-worker-client.js runs the same
 // object in a Worker. Entry points (node.js, browser.js) choose between them.
 import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
-import { call, yieldToLoop } from './util.js';
+import { call, checkSimdOption, yieldToLoop } from './util.js';
 import { readSource } from './source.js';
 
 /** Model shapes that train in reasonable time on a CPU (and in a browser tab). */
@@ -46,7 +46,7 @@ function isSource(x) {
  */
 export function trainOptions(options) {
   check(options !== null && typeof options === 'object' && !Array.isArray(options), 'createTrainer takes an options object');
-  const { text, model, tokenizer, shape, threads = 'auto', worker, ...rest } = options;
+  const { text, model, tokenizer, shape, threads = 'auto', simd, worker, ...rest } = options;
   const known = new Set(['seq', 'batch', 'steps', 'warmup', 'lr', 'minLr', 'weightDecay', 'clip', 'beta1', 'beta2',
     'seed', 'valFraction', 'evalBatches', 'maxMemory', 'name', 'signal']);
   for (const k of Object.keys(rest)) check(known.has(k), `unknown training option '${k}'`);
@@ -57,6 +57,7 @@ export function trainOptions(options) {
   if (threads !== 'auto') {
     check(Number.isInteger(threads) && threads >= 1 && threads <= 256, `threads must be 'auto' or an integer in [1, 256], got ${threads}`);
   }
+  checkSimdOption(simd);
   check(model === undefined || model === null || isSource(model),
     'model must be a URL, path, Blob or the bytes of a GGUF model to fine-tune');
   let shp = {};
@@ -119,7 +120,7 @@ export function trainOptions(options) {
   const { signal, name, ...engine } = o;
   return {
     opts: { ...engine, ...shp, seq, warmup, vocab },
-    model: model ?? null, tokenizer: tokSource, text, threads, worker: worker ?? 'auto', signal,
+    model: model ?? null, tokenizer: tokSource, text, threads, simd: simd ?? 'auto', worker: worker ?? 'auto', signal,
     name: name ?? (model ? 'qkv fine-tuned' : 'qkv trained'),
   };
 }
@@ -165,7 +166,10 @@ export class Trainer {
   /** Shape, sizes, data split, threads. */
   get info() {
     this._live();
-    return { ...this._info, threading: { ...this._runtime.threading, threads: this._info.threads }, worker: false };
+    return {
+      ...this._info, threading: { ...this._runtime.threading, threads: this._info.threads },
+      simd: this._runtime.simd.build, simdReason: this._runtime.simd.reason, worker: false,
+    };
   }
 
   /** Optimizer steps done so far (restored by loadState). */
@@ -284,7 +288,7 @@ export async function createTrainerWith(env, options) {
   check(text.length > 0, 'text is empty: give the text to train on');
   const size = typeof TextEncoder !== 'undefined' ? new TextEncoder().encode(text).byteLength : text.length;
   check(size <= MAX_TRAIN_TEXT_BYTES, `text is ${size} bytes, more than the ${MAX_TRAIN_TEXT_BYTES} this API takes`);
-  const { mod, runtime } = await env.load({ threads: t.threads });
+  const { mod, runtime } = await env.load({ threads: t.threads, simd: t.simd });
   throwIfAborted(t.signal);
   // The engine copies the bytes into its own allocation; a view into the WASM heap could be
   // detached by that very allocation growing the heap, so it gets a JS-owned copy.

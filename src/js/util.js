@@ -1,5 +1,5 @@
 // Small helpers the API modules (core.js, encdec.js, trainer.js) share.
-import { toQkvError } from './errors.js';
+import { QkvError, check, toQkvError } from './errors.js';
 
 /** Gives the event loop a turn (so aborts, UI events and other tasks can run). */
 export const yieldToLoop = typeof setImmediate === 'function'
@@ -16,4 +16,54 @@ export function call(fn) {
   } catch (e) {
     throw toQkvError(e);
   }
+}
+
+/** Values of the `simd` load option. */
+export const SIMD_MODES = ['auto', 'relaxed', 'baseline'];
+
+// A module whose one function runs f32x4.relaxed_madd (0xfd 0x105) on three zero vectors.
+const RELAXED_PROBE = new Uint8Array([
+  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,  // magic, version
+  0x01, 0x04, 0x01, 0x60, 0x00, 0x00,              // type: () -> ()
+  0x03, 0x02, 0x01, 0x00,                          // function 0 of type 0
+  0x0a, 0x3e, 0x01, 0x3c, 0x00,                    // code: one body of 60 bytes, no locals
+  0xfd, 0x0c, ...new Array(16).fill(0), 0xfd, 0x0c, ...new Array(16).fill(0), 0xfd, 0x0c, ...new Array(16).fill(0),
+  0xfd, 0x85, 0x02, 0x1a, 0x0b,                    // f32x4.relaxed_madd, drop, end
+]);
+
+/** Whether this engine runs relaxed SIMD (Chromium >= 114 and Node >= 22 do). */
+export function relaxedSimdSupported() {
+  try {
+    return WebAssembly.validate(RELAXED_PROBE);
+  } catch {
+    return false;
+  }
+}
+
+/** Throws QkvError('bad_argument') unless simd is a valid `simd` option (or undefined). */
+export function checkSimdOption(simd) {
+  check(simd === undefined || SIMD_MODES.includes(simd),
+    `simd must be one of ${SIMD_MODES.map((m) => `'${m}'`).join(', ')}, got ${String(simd)}`);
+}
+
+/**
+ * Picks the build variant for the `simd` option: the relaxed-SIMD build (fused multiply-add in
+ * the f32 kernels) where the engine validates it, the baseline SIMD128 build otherwise.
+ * Returns {relaxed, reason}; throws QkvError('unsupported') when 'relaxed' cannot be had.
+ */
+export function chooseSimd(simd = 'auto', { supported = relaxedSimdSupported(), built = true } = {}) {
+  checkSimdOption(simd);
+  if (simd === 'baseline') return { relaxed: false, reason: 'baseline SIMD128 requested' };
+  if (!supported) {
+    if (simd === 'relaxed') {
+      throw new QkvError('unsupported', 'simd: \'relaxed\' was requested, but this WebAssembly engine does not run relaxed SIMD '
+        + '(Chromium >= 114 and Node >= 22 do; Node 20 with --experimental-wasm-relaxed-simd)');
+    }
+    return { relaxed: false, reason: 'this WebAssembly engine has no relaxed SIMD' };
+  }
+  if (!built) {
+    if (simd === 'relaxed') throw new QkvError('unsupported', 'simd: \'relaxed\' was requested, but the relaxed-SIMD build is not present (scripts/build.sh wasm)');
+    return { relaxed: false, reason: 'the relaxed-SIMD build is not present' };
+  }
+  return { relaxed: true, reason: 'the engine runs relaxed SIMD: fused multiply-add' };
 }

@@ -1,5 +1,7 @@
 // Loads the Emscripten/Embind module under Node: the pthreads build (dist/qkv-mt.*) by default,
-// the single-thread build (dist/qkv.*) when asked for one thread or when the threaded one is absent.
+// the single-thread build (dist/qkv.*) when asked for one thread or when the threaded one is absent;
+// each in its relaxed-SIMD variant (dist/qkv-mt-relaxed.*, qkv-relaxed.*) where Node runs relaxed
+// SIMD (Node >= 22, or --experimental-wasm-relaxed-simd) unless {simd: 'baseline'}.
 // Emscripten 3.1.6's ES6 output expects CommonJS globals under Node and would try to fetch()
 // the .wasm by path, so we define the globals and hand it the bytes ourselves.
 import { existsSync } from 'node:fs';
@@ -8,6 +10,7 @@ import { createRequire } from 'node:module';
 import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { chooseSimd } from './util.js';
 
 export const distDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist');
 
@@ -43,10 +46,11 @@ async function instantiate(name) {
 export const MAX_WASM_THREADS = 8;
 
 /**
- * Returns {mod, threaded, reason}. threads: 'auto' | number (1 = the single-thread build).
+ * Returns {mod, threaded, reason, simd: {build: 'wasm' | 'wasm-relaxed', reason}}. threads: 'auto' | number (1 = the
+ * single-thread build); simd: 'auto' | 'relaxed' | 'baseline'.
  * Modules are cached: each build is instantiated once per process.
  */
-export async function loadWasmModule({ threads = 'auto' } = {}) {
+export async function loadWasmModule({ threads = 'auto', simd = 'auto' } = {}) {
   const haveMt = existsSync(join(distDir, 'qkv-mt.wasm'));
   let name, reason;
   if (threads === 1) {
@@ -59,11 +63,16 @@ export async function loadWasmModule({ threads = 'auto' } = {}) {
     name = 'qkv-mt';
     reason = 'Node supports WebAssembly threads';
   }
-  if (!cache.has(name)) cache.set(name, instantiate(name));
+  const variant = chooseSimd(simd, { built: existsSync(join(distDir, `${name}-relaxed.wasm`)) });
+  const file = variant.relaxed ? `${name}-relaxed` : name;
+  if (!cache.has(file)) cache.set(file, instantiate(file));
   try {
-    return { mod: await cache.get(name), threaded: name === 'qkv-mt', reason };
+    return {
+      mod: await cache.get(file), threaded: name === 'qkv-mt', reason,
+      simd: { build: variant.relaxed ? 'wasm-relaxed' : 'wasm', reason: variant.reason },
+    };
   } catch (e) {
-    cache.delete(name);
+    cache.delete(file);
     throw e;
   }
 }

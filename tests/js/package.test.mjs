@@ -79,7 +79,8 @@ after(() => {
 test('the tarball holds the WASM builds, the JS API, the CLI and the types', (t) => {
   t.diagnostic(`npm pack ${timings.pack?.toFixed(0)} ms, npm install ${timings.install?.toFixed(0)} ms, ${packed.length} files`);
   const required = ['package.json', 'dist/package.json', 'dist/qkv.mjs', 'dist/qkv.wasm', 'dist/qkv-mt.mjs', 'dist/qkv-mt.wasm',
-    'dist/qkv-mt.worker.js', 'bin/qkv.mjs', 'README.md'];
+    'dist/qkv-mt.worker.js', 'dist/qkv-relaxed.mjs', 'dist/qkv-relaxed.wasm', 'dist/qkv-mt-relaxed.mjs',
+    'dist/qkv-mt-relaxed.wasm', 'dist/qkv-mt-relaxed.worker.js', 'bin/qkv.mjs', 'README.md'];
   for (const f of required) assert.ok(packed.includes(f), `${f} is missing from the tarball; it holds:\n${packed.join('\n')}`);
   const js = readdirSync(join(root, 'src', 'js')).filter((f) => /\.m?js$/.test(f));
   assert.ok(js.length >= 5);

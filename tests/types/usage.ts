@@ -9,10 +9,12 @@ async function main(): Promise<void> {
     onProgress: ({ loaded, total }) => console.log(loaded, total ?? 'unknown'),
     signal: ac.signal,
     threads: 'auto',
+    simd: 'auto',
   });
   const info: ModelInfo = model.info;
   const mode: 'pthreads' | 'single' = info.threading.mode;
-  console.log(info.vocabSize, info.memory.heapBytes, mode);
+  const build: string = info.simd + ': ' + info.simdReason;
+  console.log(info.vocabSize, info.memory.heapBytes, mode, build);
   for await (const { token, text } of model.generate('Once', { maxTokens: 8, temperature: 0.7, topK: 40, topP: 0.9, minP: 0.05, repetitionPenalty: 1.1, seed: 1, stop: ['\n'], signal: ac.signal })) {
     console.log(token, text);
   }
