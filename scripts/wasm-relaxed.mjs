@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Rewrites the relaxed-SIMD multiply-add of a module built by clang 14 to the standard opcode.
+// Rewrites the relaxed-SIMD instructions of a module built by clang 14 to the standard opcodes.
 //
 // clang 14 (Emscripten 3.1.6) knows relaxed SIMD only as the pre-standard proposal: its
 // f32x4.fma is opcode 0xfd 0xaf (a + b * c); the standard f32x4.relaxed_madd is 0xfd 0x105
@@ -18,6 +18,10 @@ import { setFlagsFromString } from 'node:v8';
 const OLD_FMA = 0xaf; // pre-standard f32x4.fma (clang 14)
 const OLD_FMS = 0xb0; // pre-standard f32x4.fms: no standard equivalent with the same operands
 const MADD = [0x85, 0x02]; // 0x105, f32x4.relaxed_madd
+// i32x4.laneselect (pre-standard 0xd2, three v128 in, one out) carries the relaxed integer dot
+// product, for which clang 14 has no builtin (src/kernels/qdot.cpp).
+const OLD_LANESELECT_I32 = 0xd2;
+const DOT_ADD = [0x93, 0x02]; // 0x113, i32x4.relaxed_dot_i8x16_i7x16_add_s
 
 export function rewriteRelaxed(bytes) {
   const b = bytes;
@@ -94,8 +98,19 @@ export function rewriteRelaxed(bytes) {
             rewritten++;
             continue;
           }
+          if (sub === OLD_LANESELECT_I32) {
+            if (p - at !== 2) fail('i32x4.laneselect with an unexpected encoding');
+            b[at] = DOT_ADD[0];
+            b[at + 1] = DOT_ADD[1];
+            rewritten++;
+            continue;
+          }
           if (sub === OLD_FMS) fail('f32x4.fms has no standard equivalent: use madd');
-          if (sub === 0x105) { already++; continue; }
+          if (sub >= 0xa0 && (sub === 0xa2 || sub === 0xa5 || sub === 0xa6 || sub === 0xb2 || sub === 0xb3 || sub === 0xb4 ||
+              sub === 0xc5 || sub === 0xc6 || sub === 0xcf || sub === 0xd0 || sub === 0xd3 || sub === 0xd4)) {
+            fail(`pre-standard relaxed SIMD instruction 0x${sub.toString(16)} has no rewrite`);
+          }
+          if (sub === 0x105 || sub === 0x113) { already++; continue; }
           if (sub <= 0xff) continue; // every other SIMD128 instruction has no immediate
           fail(`unexpected SIMD instruction ${sub}`);
         }
@@ -125,5 +140,5 @@ if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()
   if (!WebAssembly.validate(bytes)) { console.error(`wasm-relaxed: ${file} does not validate after the rewrite`); process.exit(1); }
   writeFileSync(file + '.tmp', bytes);
   renameSync(file + '.tmp', file);
-  console.log(`wasm-relaxed: ${file}: ${n} f32x4.relaxed_madd`);
+  console.log(`wasm-relaxed: ${file}: ${n} relaxed SIMD instructions rewritten`);
 }
