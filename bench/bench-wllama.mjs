@@ -4,6 +4,7 @@
 //   node bench/bench-wllama.mjs [--shapes 110m,1b] [--types f32,q8_0,q4_0,q4_k] [--threads 1,2]
 //                               (types: f32, f16, q8_0, q4_0, q4_k; default all but f16)
 //                               [--runs 3] [--prompt 256] [--decode 64] [--dir build/bench-wllama]
+//                               [--simd relaxed,baseline]  (qkv's builds: relaxed SIMD, SIMD128; default both)
 //
 // Models: random weights of llama2.c's 110M shape (dim 768, 12 layers, 12 heads, hidden 2048,
 // vocab 32000) and, with --shapes 110m,1b, a ~0.9B shape (dim 2048, 16 layers, 32 heads, hidden
@@ -28,7 +29,7 @@ const opt = (name, def) => {
   return i >= 0 && i + 1 < args.length ? args[i + 1] : def;
 };
 for (let i = 0; i < args.length; i += 2) {
-  if (!['--shapes', '--types', '--threads', '--runs', '--prompt', '--decode', '--dir'].includes(args[i])) {
+  if (!['--shapes', '--types', '--threads', '--runs', '--prompt', '--decode', '--dir', '--simd'].includes(args[i])) {
     console.error(`bench-wllama: unknown option ${args[i]} (see the header of bench/bench-wllama.mjs)`);
     process.exit(2);
   }
@@ -36,6 +37,8 @@ for (let i = 0; i < args.length; i += 2) {
 const shapes = opt('shapes', '110m').split(',');
 const types = opt('types', 'f32,q8_0,q4_0,q4_k').split(',');
 const threadList = opt('threads', '1,2').split(',').map(Number);
+const simdList = opt('simd', 'relaxed,baseline').split(',');
+for (const v of simdList) if (!['relaxed', 'baseline'].includes(v)) { console.error(`bench-wllama: --simd takes relaxed and/or baseline, got ${v}`); process.exit(2); }
 const runs = Number(opt('runs', '3')), promptLen = Number(opt('prompt', '256')), decode = Number(opt('decode', '64'));
 const dir = resolve(opt('dir', join(root, 'build', 'bench-wllama')));
 const SHAPES = {
@@ -156,7 +159,7 @@ try {
       const size = statSync(file).size;
       for (const threads of threadList) {
         const row = { shape, type, size, threads };
-        for (const engine of ['qkv', 'wllama']) {
+        for (const engine of [...simdList.map((v) => `qkv-${v}`), 'wllama']) {
           // A fresh page per measurement: each engine starts from an empty heap.
           const context = await browser.newContext();
           const page = await context.newPage();
@@ -165,8 +168,9 @@ try {
           try {
             await page.goto(base);
             await page.waitForFunction(() => window.benchReady === true, null, { timeout: 60000 });
-            const cfg = { model: `/models/${file.slice(dir.length + 1)}`, threads, prompt, decode, runs };
-            row[engine] = await page.evaluate(([fn, c]) => window[fn](c), [engine === 'qkv' ? 'benchQkv' : 'benchWllama', cfg]);
+            const cfg = { model: `/models/${file.slice(dir.length + 1)}`, threads, prompt, decode, runs,
+                          simd: engine.startsWith('qkv-') ? engine.slice(4) : undefined };
+            row[engine] = await page.evaluate(([fn, c]) => window[fn](c), [engine === 'wllama' ? 'benchWllama' : 'benchQkv', cfg]);
           } catch (e) {
             row[engine] = { error: String(e.message || e).split('\n')[0] + (errors.length ? ` (${errors[0]})` : '') };
           } finally {
@@ -174,7 +178,7 @@ try {
           }
           const r = row[engine];
           console.error(`[bench-wllama] ${shape} ${type} ${threads}t ${engine}: ` +
-            (r.error ? `error: ${r.error}` : `prefill ${r.prefill.toFixed(1)} tok/s (${r.promptTokens} tokens), decode ${r.decode.toFixed(1)} tok/s`));
+            (r.error ? `error: ${r.error}` : `prefill ${r.prefill.toFixed(1)} tok/s (${r.promptTokens} tokens), decode ${r.decode.toFixed(1)} tok/s${r.simd ? ` [${r.simd}]` : ""}`));
         }
         rows.push(row);
       }
@@ -190,12 +194,18 @@ const ratio = (a, b) => (a && b ? (a / b).toFixed(2) + 'x' : '-');
 const mb = (n) => (n / 1048576).toFixed(0) + ' MiB';
 console.log(`\nqkv vs wllama ${rows.find((r) => r.wllama?.version)?.wllama.version ?? ''} in headless Chromium ` +
   `(${promptLen}-token prompt, ${decode} decoded tokens, median of ${runs} runs after a warm-up)\n`);
-console.log('| model | type | file | threads | qkv prefill | wllama prefill | ratio | qkv decode | wllama decode | ratio |');
-console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+const head = simdList.map((v) => `qkv ${v}`);
+console.log(`| model | type | file | threads | ${head.map((h) => `${h} prefill`).join(' | ')} | wllama prefill | ` +
+  `${head.map((h) => `ratio ${h}`).join(' | ')} | ${head.map((h) => `${h} decode`).join(' | ')} | wllama decode | ` +
+  `${head.map((h) => `ratio ${h}`).join(' | ')} |`);
+console.log(`|${' --- |'.repeat(4 + 2 * (2 * simdList.length + 1))}`);
 for (const r of rows) {
-  const q = r.qkv || {}, w = r.wllama || {};
-  console.log(`| ${r.shape} | ${r.type} | ${mb(r.size)} | ${r.threads} | ${q.error ? 'error' : f(q.prefill)} | ${w.error ? 'error' : f(w.prefill)} | ` +
-    `${ratio(q.prefill, w.prefill)} | ${q.error ? 'error' : f(q.decode)} | ${w.error ? 'error' : f(w.decode)} | ${ratio(q.decode, w.decode)} |`);
+  const w = r.wllama || {};
+  const qs = simdList.map((v) => r[`qkv-${v}`] || {});
+  const val = (x, k) => (x.error ? 'error' : f(x[k]));
+  console.log(`| ${r.shape} | ${r.type} | ${mb(r.size)} | ${r.threads} | ${qs.map((q) => val(q, 'prefill')).join(' | ')} | ${val(w, 'prefill')} | ` +
+    `${qs.map((q) => ratio(q.prefill, w.prefill)).join(' | ')} | ${qs.map((q) => val(q, 'decode')).join(' | ')} | ${val(w, 'decode')} | ` +
+    `${qs.map((q) => ratio(q.decode, w.decode)).join(' | ')} |`);
 }
 console.log('\nratio = qkv / wllama (above 1: qkv faster). tok/s; prefill and decode per engine as described in bench/bench-wllama.mjs.');
-for (const r of rows) for (const e of ['qkv', 'wllama']) if (r[e]?.error) console.log(`${r.shape} ${r.type} ${r.threads}t ${e}: ${r[e].error}`);
+for (const r of rows) for (const e of [...simdList.map((v) => `qkv-${v}`), 'wllama']) if (r[e]?.error) console.log(`${r.shape} ${r.type} ${r.threads}t ${e}: ${r[e].error}`);

@@ -7,9 +7,9 @@ const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 
 // Prefill: one feed of the whole prompt. Decode: greedy sample + feed of one token, `decode`
 // times. The first run warms up and is not counted; the figures are medians of `runs`.
-window.benchQkv = async ({ model, threads, prompt, decode, runs }) => {
+window.benchQkv = async ({ model, threads, prompt, decode, runs, simd }) => {
   let t = performance.now();
-  const m = await loadModel(model, { threads });
+  const m = await loadModel(model, { threads, simd });
   const loadMs = performance.now() - t;
   try {
     const ids = m.tokenize(prompt);
@@ -27,7 +27,7 @@ window.benchQkv = async ({ model, threads, prompt, decode, runs }) => {
     }
     s.dispose();
     return { promptTokens: ids.length, prefill: median(pre), decode: median(dec), threads: m.info.threading.threads,
-             mode: m.info.threading.mode, loadMs };
+             mode: m.info.threading.mode, simd: m.info.simd, loadMs };
   } finally {
     m.dispose();
   }
