@@ -15,13 +15,16 @@
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 
-const OLD_FMA = 0xaf; // pre-standard f32x4.fma (clang 14)
-const OLD_FMS = 0xb0; // pre-standard f32x4.fms: no standard equivalent with the same operands
-const MADD = [0x85, 0x02]; // 0x105, f32x4.relaxed_madd
-// i32x4.laneselect (pre-standard 0xd2, three v128 in, one out) carries the relaxed integer dot
-// product, for which clang 14 has no builtin (src/kernels/qdot.cpp).
-const OLD_LANESELECT_I32 = 0xd2;
-const DOT_ADD = [0x93, 0x02]; // 0x113, i32x4.relaxed_dot_i8x16_i7x16_add_s
+// Pre-standard opcode (clang 14) -> the standard instruction's LEB128 bytes (both two bytes long).
+const REWRITES = new Map([
+  [0xaf, { name: 'f32x4.fma', to: [0x85, 0x02] }],        // -> 0x105 f32x4.relaxed_madd
+  // i32x4.laneselect (three v128 in, one out) carries the relaxed integer dot product, for which
+  // clang 14 has no builtin (src/kernels/qdot.cpp).
+  [0xd2, { name: 'i32x4.laneselect', to: [0x93, 0x02] }], // -> 0x113 i32x4.relaxed_dot_i8x16_i7x16_add_s
+]);
+const STANDARD = new Set([0x105, 0x113]);
+// The other pre-standard relaxed instructions: none has a rewrite, so the build stops on them.
+const UNMAPPED = new Set([0xa2, 0xa5, 0xa6, 0xb0, 0xb2, 0xb3, 0xb4, 0xc5, 0xc6, 0xcf, 0xd0, 0xd3, 0xd4]);
 
 export function rewriteRelaxed(bytes) {
   const b = bytes;
@@ -91,26 +94,16 @@ export function rewriteRelaxed(bytes) {
           if (sub === 12 || sub === 13) { p += 16; continue; }
           if (sub >= 21 && sub <= 34) { p++; continue; }
           if (sub >= 84 && sub <= 91) { memarg(); p++; continue; }
-          if (sub === OLD_FMA) {
-            if (p - at !== 2) fail('f32x4.fma with an unexpected encoding');
-            b[at] = MADD[0];
-            b[at + 1] = MADD[1];
+          const rw = REWRITES.get(sub);
+          if (rw) {
+            if (p - at !== 2) fail(`${rw.name} with an unexpected encoding`);
+            b[at] = rw.to[0];
+            b[at + 1] = rw.to[1];
             rewritten++;
             continue;
           }
-          if (sub === OLD_LANESELECT_I32) {
-            if (p - at !== 2) fail('i32x4.laneselect with an unexpected encoding');
-            b[at] = DOT_ADD[0];
-            b[at + 1] = DOT_ADD[1];
-            rewritten++;
-            continue;
-          }
-          if (sub === OLD_FMS) fail('f32x4.fms has no standard equivalent: use madd');
-          if (sub >= 0xa0 && (sub === 0xa2 || sub === 0xa5 || sub === 0xa6 || sub === 0xb2 || sub === 0xb3 || sub === 0xb4 ||
-              sub === 0xc5 || sub === 0xc6 || sub === 0xcf || sub === 0xd0 || sub === 0xd3 || sub === 0xd4)) {
-            fail(`pre-standard relaxed SIMD instruction 0x${sub.toString(16)} has no rewrite`);
-          }
-          if (sub === 0x105 || sub === 0x113) { already++; continue; }
+          if (UNMAPPED.has(sub)) fail(`pre-standard relaxed SIMD instruction 0x${sub.toString(16)} has no rewrite (use madd)`);
+          if (STANDARD.has(sub)) { already++; continue; }
           if (sub <= 0xff) continue; // every other SIMD128 instruction has no immediate
           fail(`unexpected SIMD instruction ${sub}`);
         }
