@@ -7,7 +7,7 @@
 // thing: the sum of the step times (batch sampling, forward, backward, clipping, AdamW).
 //
 // WASM runs in both SIMD variants: the baseline SIMD128 build and the relaxed-SIMD build (fused
-// multiply-add); Node 20 runs the latter behind V8 flags, which this script restarts itself with.
+// multiply-add); Node 20 runs the latter behind a V8 flag, which this script sets for itself.
 //
 //   node bench/bench-train.mjs [--steps N] [--rounds N] [--threads 1,2] [--small] [--only native|wasm]
 //                              [--simd both|baseline|relaxed]
@@ -18,14 +18,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-// Node 20 runs relaxed SIMD behind a flag, and correctly only without Liftoff (src/js/wasm-node.mjs):
-// start again with both.
-if (!process.execArgv.includes('--no-liftoff')) {
-  const r = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--no-liftoff', ...process.execArgv,
-    fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
-  process.exit(r.status ?? 1);
-}
-const { createTrainer } = await import('../src/js/node.js');
+import { setFlagsFromString } from 'node:v8';
+import { createTrainer } from '../src/js/node.js';
+
+setFlagsFromString('--experimental-wasm-relaxed-simd');  // Node 20; on by default from Node 22
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);

@@ -50,15 +50,10 @@ export function checkSimdOption(simd) {
  * Picks the build variant for the `simd` option: the relaxed-SIMD build (fused multiply-add in
  * the f32 kernels) where the engine validates it, the baseline SIMD128 build otherwise.
  * Returns {relaxed, reason}; throws QkvError('unsupported') when 'relaxed' cannot be had.
- * unsafe: why this engine's relaxed SIMD must not be used even though it validates, or null.
  */
-export function chooseSimd(simd = 'auto', { supported = relaxedSimdSupported(), built = true, unsafe = null } = {}) {
+export function chooseSimd(simd = 'auto', { supported = relaxedSimdSupported(), built = true } = {}) {
   checkSimdOption(simd);
   if (simd === 'baseline') return { relaxed: false, reason: 'baseline SIMD128 requested' };
-  if (supported && unsafe) {
-    if (simd === 'relaxed') throw new QkvError('unsupported', `simd: 'relaxed' was requested, but ${unsafe}`);
-    return { relaxed: false, reason: unsafe };
-  }
   if (!supported) {
     if (simd === 'relaxed') {
       throw new QkvError('unsupported', 'simd: \'relaxed\' was requested, but this WebAssembly engine does not run relaxed SIMD '

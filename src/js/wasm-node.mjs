@@ -42,18 +42,6 @@ async function instantiate(name) {
   return mod;
 }
 
-/**
- * Node 20 (V8 11.3) runs relaxed SIMD only behind --experimental-wasm-relaxed-simd, and its
- * baseline compiler (Liftoff) computes i32x4.relaxed_dot_i8x16_i7x16_add_s wrong (the optimizing
- * tier and Chromium get it right): there the relaxed build runs only with --no-liftoff.
- */
-function nodeRelaxedUnsafe() {
-  if (Number(process.versions.node.split('.')[0]) >= 22) return null;
-  const flags = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)];
-  if (flags.includes('--no-liftoff')) return null;
-  return `Node ${process.versions.node}'s experimental relaxed SIMD miscomputes the integer dot product unless run with --no-liftoff`;
-}
-
 /** Threads the pthreads build can run (its worker pool is started with this many). */
 export const MAX_WASM_THREADS = 8;
 
@@ -75,7 +63,7 @@ export async function loadWasmModule({ threads = 'auto', simd = 'auto' } = {}) {
     name = 'qkv-mt';
     reason = 'Node supports WebAssembly threads';
   }
-  const variant = chooseSimd(simd, { built: existsSync(join(distDir, `${name}-relaxed.wasm`)), unsafe: nodeRelaxedUnsafe() });
+  const variant = chooseSimd(simd, { built: existsSync(join(distDir, `${name}-relaxed.wasm`)) });
   const file = variant.relaxed ? `${name}-relaxed` : name;
   if (!cache.has(file)) cache.set(file, instantiate(file));
   try {

@@ -295,34 +295,13 @@ inline float fsum(F a) {
 
 #elif QKV_QDOT_WASM
 struct W32 { v128_t lo, hi; };     // bytes 0..15, 16..31
+struct X32 { v128_t a, b, c, d; };  // i16 x 8: elements 0..7, 8..15, 16..23, 24..31
 using I32 = v128_t;
 using F = v128_t;
-inline W32 load_w32(const uint8_t* p) { return {wasm_v128_load(p), wasm_v128_load(p + 16)}; }
-#if defined(QKV_RELAXED_SIMD)
-// Relaxed SIMD: activations are stored as bytes. Unsigned weight codes (at most 31) multiply them
-// with i32x4.relaxed_dot_i8x16_i7x16_add_s, four products a lane in one instruction: the codes
-// are its 7-bit operand, so every engine gives the exact sum (each pair sum, at most 2*127*31,
-// fits the i16 intermediate). clang 14 has no builtin for that instruction: the build writes
-// i32x4.laneselect (the same three v128 operands and result) and scripts/wasm-relaxed.mjs
-// rewrites its opcode. Signed weights (Q8_0, Q6_K) take the i16 path on widened activations
-// (the compiler drops whichever half a kernel does not use).
-struct X32 { v128_t lo, hi, a, b, c, d; };  // bytes 0..15, 16..31; the same as i16 x 8
-const char* const kImpl = "wasm-relaxed-simd";
-inline X32 load_x32(const q8a_t* q) {
-  const v128_t lo = wasm_v128_load(q), hi = wasm_v128_load(q + 16);
-  return {lo, hi, wasm_i16x8_extend_low_i8x16(lo), wasm_i16x8_extend_high_i8x16(lo), wasm_i16x8_extend_low_i8x16(hi),
-          wasm_i16x8_extend_high_i8x16(hi)};
-}
-// acc + (4 adjacent products of x (signed bytes) and w (bytes 0..127)) per i32 lane.
-inline v128_t relaxed_dot_add(v128_t x, v128_t w, v128_t acc) {
-  typedef int i32x4 __attribute__((__vector_size__(16)));
-  return (v128_t)__builtin_wasm_laneselect_i32x4((i32x4)x, (i32x4)w, (i32x4)acc);
-}
-#else
-struct X32 { v128_t a, b, c, d; };  // i16 x 8: elements 0..7, 8..15, 16..23, 24..31
 const char* const kImpl = "wasm-simd128";
+
+inline W32 load_w32(const uint8_t* p) { return {wasm_v128_load(p), wasm_v128_load(p + 16)}; }
 inline X32 load_x32(const q8a_t* q) { return {wasm_v128_load(q), wasm_v128_load(q + 8), wasm_v128_load(q + 16), wasm_v128_load(q + 24)}; }
-#endif
 inline W32 nibbles16(const uint8_t* p) {
   const v128_t b = wasm_v128_load(p);
   return {wasm_v128_and(b, wasm_i8x16_splat(0x0f)), wasm_u8x16_shr(b, 4)};
@@ -349,15 +328,8 @@ inline I32 dot4(v128_t w0, v128_t w1, v128_t w2, v128_t w3, const X32& x) {
                         wasm_i32x4_add(wasm_i32x4_dot_i16x8(w2, x.c), wasm_i32x4_dot_i16x8(w3, x.d)));
 }
 inline I32 dot_us(W32 w, const X32& x) {
-#if defined(QKV_RELAXED_SIMD)
-  // The carrier's operands must never be constants: the optimizers know laneselect's meaning and
-  // fold it (a zero third operand selects the second one). So the first product starts from
-  // w.hi, taken off again at the end.
-  return wasm_i32x4_sub(relaxed_dot_add(x.hi, w.hi, relaxed_dot_add(x.lo, w.lo, w.hi)), w.hi);
-#else
   return dot4(wasm_u16x8_extend_low_u8x16(w.lo), wasm_u16x8_extend_high_u8x16(w.lo), wasm_u16x8_extend_low_u8x16(w.hi),
               wasm_u16x8_extend_high_u8x16(w.hi), x);
-#endif
 }
 inline I32 dot_ss(W32 w, const X32& x) {
   return dot4(wasm_i16x8_extend_low_i8x16(w.lo), wasm_i16x8_extend_high_i8x16(w.lo), wasm_i16x8_extend_low_i8x16(w.hi),
@@ -375,7 +347,7 @@ inline void scale_u8x8(const uint8_t* v, float s, float* out) {
   wasm_v128_store(out + 4, wasm_f32x4_mul(wasm_f32x4_convert_u32x4(wasm_u32x4_extend_high_u16x8(w)), m));
 }
 inline F fzero() { return wasm_f32x4_splat(0.0f); }
-inline F fmadd(I32 i, float s, F acc) { return madd(fbatch(wasm_f32x4_convert_i32x4(i)), fbatch(s), fbatch(acc)).data; }
+inline F fmadd(I32 i, float s, F acc) { return wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(i), wasm_f32x4_splat(s))); }
 inline float fsum(F a) {
   return (wasm_f32x4_extract_lane(a, 0) + wasm_f32x4_extract_lane(a, 1)) +
          (wasm_f32x4_extract_lane(a, 2) + wasm_f32x4_extract_lane(a, 3));

@@ -16,8 +16,8 @@
 namespace qkv {
 
 // WASM SIMD128 has no 8-bit multiply-add, so there the activations are stored already widened
-// to 16 bits (their values are the same, -127..127). Relaxed SIMD has one: bytes.
-#if defined(__wasm_simd128__) && !defined(QKV_PORTABLE_QDOT) && !defined(QKV_RELAXED_SIMD)
+// to 16 bits (their values are the same, -127..127).
+#if defined(__wasm_simd128__) && !defined(QKV_PORTABLE_QDOT)
 using q8a_t = int16_t;
 #else
 using q8a_t = int8_t;
