@@ -2,7 +2,7 @@
 // method is async because it crosses postMessage.
 import type {
   AttentionMap, ChatMessage, EmbedOptions, EncoderDecoderInfo, EncoderDecoderInspection, GenerateOptions, GeneratedToken,
-  GenerationStats, LoadOptions, ModelInfo, ModelSource, QkvWarning, SamplingOptions,
+  GenerationStats, LoadOptions, ModelInfo, ModelSource, QkvWarning, QuantizeOptions, QuantizeResult, SamplingOptions,
 } from './index.js';
 
 export { QkvError, ErrorCode } from './index.js';
@@ -63,6 +63,11 @@ export interface QkvWorker {
    * are. options.gpu is ignored (the worker uses its own navigator.gpu); onWarning runs here.
    */
   loadModel<M extends RemoteModel | RemoteEncoderDecoderModel = RemoteModel>(source: ModelSource, options?: LoadOptions): Promise<M>;
+  /**
+   * quantize() with the work in the worker: the page stays responsive. onProgress and onChunk run
+   * here (chunks arrive as transferred copies); without onChunk the bytes come back in one buffer.
+   */
+  quantize(source: ModelSource, options: QuantizeOptions): Promise<QuantizeResult>;
   terminate(): Promise<number> | void;
 }
 

@@ -46,12 +46,13 @@ class Connection {
   }
 
   /** One request, one result. */
-  request(msg, { signal, onProgress, transfer } = {}) {
+  request(msg, { signal, onProgress, onChunk, transfer } = {}) {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(new QkvError('aborted', 'the operation was aborted'));
       const onAbort = () => this.w.post({ op: 'abort', id });
       const id = this.send(msg, (m) => {
         if (m.type === 'progress') return onProgress?.(m.value);
+        if (m.type === 'chunk') return onChunk?.(m.value);
         this.pending.delete(id);
         signal?.removeEventListener('abort', onAbort);
         if (m.type === 'result') resolve(m.value);
@@ -207,9 +208,25 @@ class RemoteEncoderDecoderModel {
   }
 }
 
+// Async iterables cannot cross postMessage: gather them here, then send the bytes. A relative
+// URL means relative to the page, not to the worker's script.
+async function pack(s) {
+  if (s && typeof s === 'object' && !(s instanceof URL) && !ArrayBuffer.isView(s) && !(s instanceof ArrayBuffer) &&
+      !(typeof Blob !== 'undefined' && s instanceof Blob) && (s[Symbol.asyncIterator] || s[Symbol.iterator])) {
+    const parts = [];
+    for await (const c of s) parts.push(c instanceof Uint8Array ? c : new Uint8Array(c));
+    const out = new Uint8Array(parts.reduce((a, p) => a + p.byteLength, 0));
+    let o = 0; for (const p of parts) { out.set(p, o); o += p.byteLength; }
+    return out;
+  }
+  if (s instanceof URL) return s.href;
+  if (typeof s === 'string' && !isNode && globalThis.location) return new URL(s, globalThis.location.href).href;
+  return s;
+}
+
 /**
  * Starts the engine in a worker. `url` defaults to this package's worker.js.
- * Returns {loadModel, terminate}.
+ * Returns {loadModel, quantize, terminate}.
  */
 export async function createWorker(url = new URL('./worker.js', import.meta.url)) {
   const w = await spawn(url);
@@ -228,21 +245,6 @@ export async function createWorker(url = new URL('./worker.js', import.meta.url)
           console.warn(`qkv: ${w.message}`);
         }
       });
-      const pack = async (s) => {
-        // Async iterables cannot cross postMessage: gather them here, then transfer the bytes.
-        if (s && typeof s === 'object' && !(s instanceof URL) && !ArrayBuffer.isView(s) && !(s instanceof ArrayBuffer) &&
-            !(typeof Blob !== 'undefined' && s instanceof Blob) && (s[Symbol.asyncIterator] || s[Symbol.iterator])) {
-          const parts = [];
-          for await (const c of s) parts.push(c instanceof Uint8Array ? c : new Uint8Array(c));
-          const out = new Uint8Array(parts.reduce((a, p) => a + p.byteLength, 0));
-          let o = 0; for (const p of parts) { out.set(p, o); o += p.byteLength; }
-          return out;
-        }
-        if (s instanceof URL) return s.href;
-        // A relative URL means relative to the page, not to the worker's script.
-        if (typeof s === 'string' && !isNode && globalThis.location) return new URL(s, globalThis.location.href).href;
-        return s;
-      };
       const source2 = await pack(source);
       const tok2 = await pack(rest.tokenizer);
       let loaded;
@@ -260,6 +262,14 @@ export async function createWorker(url = new URL('./worker.js', import.meta.url)
       /** Warnings so far (WebGPU unavailable or lost, with the fallback taken). */
       model.warnings = warnings;
       return model;
+    },
+    /** quantize() (see the package's main entry) with the work in the worker. */
+    async quantize(source, options = {}) {
+      const { onProgress, onChunk, signal, tokenizer, ...rest } = options ?? {};
+      if (onChunk !== undefined && typeof onChunk !== 'function') throw new QkvError('bad_argument', 'onChunk must be a function');
+      if (onProgress !== undefined && typeof onProgress !== 'function') throw new QkvError('bad_argument', 'onProgress must be a function');
+      return conn.request({ op: 'quantize', source: await pack(source), chunks: !!onChunk,
+        options: { ...rest, tokenizer: await pack(tokenizer) } }, { signal, onProgress, onChunk });
     },
     terminate() { return w.terminate(); },
   };

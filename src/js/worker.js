@@ -9,7 +9,7 @@ const objects = new Map();  // handle id -> Model | Session
 const running = new Map();  // request id -> AbortController
 let nextHandle = 1;
 
-function post(msg) { port.postMessage(msg); }
+function post(msg, transfer) { port.postMessage(msg, transfer); }
 function errorOf(e) {
   const err = e instanceof api.QkvError ? e : new api.QkvError('internal', String(e?.message ?? e));
   return { code: err.code, message: err.message };
@@ -41,6 +41,15 @@ async function handle(msg) {
       };
       const model = await api.loadModel(msg.source, options);
       value = { handle: register(model), info: model.info };
+    } else if (op === 'quantize') {
+      // The output: streamed back as 'chunk' messages (the page's onChunk) or one transferred buffer.
+      const options = {
+        ...msg.options, signal: ac.signal, onProgress: (p) => post({ id, type: 'progress', value: p }),
+        onChunk: msg.chunks ? (c) => post({ id, type: 'chunk', value: c }, [c.buffer]) : undefined,
+      };
+      const r = await api.quantize(msg.source, options);
+      post({ id, type: 'result', value: r }, r.bytes ? [r.bytes.buffer] : []);
+      return;
     } else if (op === 'info') {
       value = target(msg.handle).info;
     } else if (op === 'createSession') {

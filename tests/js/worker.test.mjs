@@ -96,3 +96,34 @@ test('worker chat equals in-process chat', async () => {
   await assert.rejects(async () => { for await (const _ of rm.chat([{ role: 'bot', content: 'x' }])) { /* none */ } },
     (e) => e instanceof QkvError && e.code === 'bad_argument');
 });
+
+test('worker quantize gives the bytes in-process quantize gives, whole or in chunks, with progress and typed errors', async () => {
+  const { quantize } = await import('../../src/js/node.js');
+  const src = join(models, 'stories260K.bin'), tokenizer = join(models, 'aidreams-tok512.bin');
+  const local = await quantize(src, { type: 'q8_0', tokenizer });
+  const phases = new Set();
+  const remote = await w.quantize(src, { type: 'q8_0', tokenizer, onProgress: (p) => phases.add(p.phase) });
+  assert.ok(remote.bytes instanceof Uint8Array && remote.bytes.byteLength > 0);
+  assert.deepEqual(remote.bytes, local.bytes);
+  assert.equal(remote.outBytes, local.outBytes);
+  assert.deepEqual(remote.tensors, local.tensors);
+  assert.ok(phases.has('quantize'), `progress phases: ${[...phases]}`);
+  const chunks = [];
+  const streamed = await w.quantize(src, { type: 'q8_0', tokenizer, onChunk: (c) => chunks.push(c) });
+  assert.equal(streamed.bytes, null);
+  assert.ok(chunks.length >= 1);
+  const joined = new Uint8Array(chunks.reduce((a, c) => a + c.byteLength, 0));
+  let o = 0; for (const c of chunks) { joined.set(c, o); o += c.byteLength; }
+  assert.deepEqual(joined, local.bytes);
+  // The result loads in the worker like any model.
+  const m = await w.loadModel(remote.bytes.slice(), { threads: 1 });
+  assert.ok((await m.complete('Once upon', { maxTokens: 5, temperature: 0 })).length > 0);
+  await m.dispose();
+  await assert.rejects(w.quantize(src, { type: 'q3_k', tokenizer }),
+    (e) => e instanceof QkvError && e.code === 'bad_argument' && /type must be one of/.test(e.message));
+  await assert.rejects(w.quantize(src, { type: 'q8_0', tokenizer, onChunk: 5 }),
+    (e) => e instanceof QkvError && e.code === 'bad_argument' && /onChunk/.test(e.message));
+  const ac = new AbortController();
+  ac.abort();
+  await assert.rejects(w.quantize(src, { type: 'q8_0', tokenizer, signal: ac.signal }), (e) => e.code === 'aborted');
+});

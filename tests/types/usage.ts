@@ -60,6 +60,8 @@ async function main(): Promise<void> {
   for await (const t of rt5.generate('hello', { maxTokens: 4 })) console.log(t.text, rt5.info.decoderLayers);
   console.log((await rt5.inspect('hello')).cross(0, 0).length);
   await rt5.dispose();
+  const wq = await w.quantize('model.gguf', { type: 'q4_k', onProgress: (p) => console.log(p.phase), onChunk: (c) => console.log(c.byteLength) });
+  console.log(wq.outBytes, wq.bytes === null);
   await w.terminate();
 }
 void main;
