@@ -12,12 +12,12 @@
 // the median of --runs passes after a warm-up, per engine and thread count, each engine in a page
 // of its own, their passes alternating. wllama gets --batch texts per createEmbedding call with as
 // many parallel slots (--single: one text per call instead).
-import { createServer } from 'node:http';
 import { execFileSync } from 'node:child_process';
-import { createReadStream, existsSync, mkdirSync, realpathSync, statSync } from 'node:fs';
-import { extname, join, normalize, resolve, sep } from 'node:path';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchBrowser } from '../tests/js/browser.mjs';
+import { serveBenchPage } from './bench-server.mjs';
 
 const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const args = process.argv.slice(2);
@@ -57,29 +57,8 @@ if (!existsSync(file)) {
   execFileSync(maker, ['--encoder-shape', file, 'bert', s.dim, s.hidden, s.layers, s.heads, s.vocab].map(String), { stdio: 'inherit' });
 }
 
-// ---- server: /qkv/ = the repository, /wllama/ = wllama's esm folder, /models/ = dir -------
-const MIME = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm',
-               '.json': 'application/json' };
-const mounts = { '/qkv/': root, '/wllama/': realpathSync(join(root, 'node_modules', '@wllama', 'wllama', 'esm')), '/models/': dir };
-const PAGE = '<!doctype html><meta charset="utf-8"><title>qkv vs wllama: embeddings</title><script type="module" src="/qkv/bench/embed-page.mjs"></script>';
-const server = createServer((req, res) => {
-  const headers = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp',
-                    'Cross-Origin-Resource-Policy': 'same-origin', 'Cache-Control': 'no-store' };
-  const url = decodeURIComponent(new URL(req.url, 'http://x').pathname);
-  if (url === '/') { res.writeHead(200, { ...headers, 'Content-Type': 'text/html' }); res.end(PAGE); return; }
-  for (const [prefix, base] of Object.entries(mounts)) {
-    if (!url.startsWith(prefix)) continue;
-    const f = normalize(join(base, url.slice(prefix.length)));
-    if (!f.startsWith(base + sep) || !existsSync(f) || !statSync(f).isFile()) break;
-    res.writeHead(200, { ...headers, 'Content-Type': MIME[extname(f)] || 'application/octet-stream', 'Content-Length': statSync(f).size });
-    createReadStream(f).pipe(res);
-    return;
-  }
-  res.writeHead(404, headers);
-  res.end('not found');
-});
-await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
-const base = `http://127.0.0.1:${server.address().port}/`;
+// ---- server (bench/bench-server.mjs) -----------------------------------------------------
+const { server, base } = await serveBenchPage({ root, modelDir: dir, title: 'qkv vs wllama: embeddings', script: '/qkv/bench/embed-page.mjs' });
 
 // Sentences of single letters: each letter is one word-start piece, so a sentence of n letters
 // is n + 2 tokens with [CLS] and [SEP].

@@ -15,12 +15,12 @@
 // The page is served with COOP/COEP, so both engines get threads. Per model and thread count:
 // prefill tok/s of a --prompt token prompt and decode tok/s over --decode tokens, medians of
 // --runs runs after a warm-up; qkv's through its JS API, wllama's from llama.cpp's timings.
-import { createServer } from 'node:http';
 import { execFileSync } from 'node:child_process';
-import { createReadStream, existsSync, mkdirSync, openSync, closeSync, writeSync, statSync, realpathSync, renameSync } from 'node:fs';
-import { extname, join, normalize, resolve, sep } from 'node:path';
+import { existsSync, mkdirSync, openSync, closeSync, writeSync, statSync, renameSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchBrowser } from '../tests/js/browser.mjs';
+import { serveBenchPage } from './bench-server.mjs';
 
 const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const args = process.argv.slice(2);
@@ -121,30 +121,8 @@ function ggufFor(shape, type) {
   return out;
 }
 
-// ---- server: /qkv/ = the repository, /wllama/ = wllama's esm folder, /models/ = dir -------
-const MIME = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm',
-               '.json': 'application/json' };
-const mounts = { '/qkv/': root, '/wllama/': realpathSync(join(root, 'node_modules', '@wllama', 'wllama', 'esm')), '/models/': dir };
-const PAGE = '<!doctype html><meta charset="utf-8"><title>qkv vs wllama</title><script type="module" src="/qkv/bench/wllama-page.mjs"></script>';
-const server = createServer((req, res) => {
-  const headers = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp',
-                    'Cross-Origin-Resource-Policy': 'same-origin', 'Cache-Control': 'no-store' };
-  const url = decodeURIComponent(new URL(req.url, 'http://x').pathname);
-  if (url === '/') { res.writeHead(200, { ...headers, 'Content-Type': 'text/html' }); res.end(PAGE); return; }
-  for (const [prefix, base] of Object.entries(mounts)) {
-    if (!url.startsWith(prefix)) continue;
-    const file = normalize(join(base, url.slice(prefix.length)));
-    if (!file.startsWith(base + sep) || !existsSync(file) || !statSync(file).isFile()) break;
-    res.writeHead(200, { ...headers, 'Content-Type': MIME[extname(file)] || 'application/octet-stream',
-                         'Content-Length': statSync(file).size });
-    createReadStream(file).pipe(res);
-    return;
-  }
-  res.writeHead(404, headers);
-  res.end('not found');
-});
-await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
-const base = `http://127.0.0.1:${server.address().port}/`;
+// ---- server (bench/bench-server.mjs) -----------------------------------------------------
+const { server, base } = await serveBenchPage({ root, modelDir: dir, title: 'qkv vs wllama', script: '/qkv/bench/wllama-page.mjs' });
 
 // ---- run -------------------------------------------------------------------------------
 let seed = 7;

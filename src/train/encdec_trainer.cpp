@@ -262,25 +262,18 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
     const double loss = model.forward(bs, bt);
     if (!std::isfinite(loss)) fail(ErrorCode::Internal, "the loss became " + std::to_string(loss) + " at step " + std::to_string(step) + "; lower lr");
     model.backward();
-    std::vector<float>& G = model.grads();
-    const double norm = clip_grad_norm(G, cfg.clip);
-    AdamWParams h;
-    h.lr = lr_at(sched, step);
-    h.beta1 = cfg.beta1;
-    h.beta2 = cfg.beta2;
-    h.weight_decay = cfg.weight_decay;
-    h.step = step + 1;
-    adamw_segments(model.params().data(), G.data(), m.data(), v.data(), segs, h);
+    const float lr = lr_at(sched, step);
+    const double norm = optimizer_step(model.params().data(), model.grads(), m.data(), v.data(), segs, cfg, lr, step);
     res.losses.push_back(loss);
     const double el = std::chrono::duration<double>(clk::now() - t_start).count();
     if (cfg.eval_interval > 0 && (step + 1) % cfg.eval_interval == 0 && step + 1 < cfg.steps) {
       double ex = 0;
       const double vl = evaluate(&ex);
       say("step %5d/%d | loss %.4f | val %.3e | exact %.1f%% | lr %.2e | %.0f s\n", step + 1, cfg.steps, loss, vl, 100 * ex,
-          h.lr, el);
+          lr, el);
       save();
     } else if ((step + 1) % cfg.log_interval == 0) {
-      say("step %5d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f s\n", step + 1, cfg.steps, loss, h.lr, norm, el);
+      say("step %5d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f s\n", step + 1, cfg.steps, loss, lr, norm, el);
     }
   }
   res.seconds = std::chrono::duration<double>(clk::now() - t_start).count();

@@ -391,21 +391,14 @@ Trainer::Step Trainer::step() {
   if (!std::isfinite(loss))
     fail(ErrorCode::Internal, "the loss became " + std::to_string(loss) + " at step " + std::to_string(step_) + "; lower lr");
   model.backward();
-  std::vector<float>& G = model.grads();
-  const double norm = clip_grad_norm(G, cfg_.clip);
-  AdamWParams h;
-  h.lr = lr_at(cfg_, step_);
-  h.beta1 = cfg_.beta1;
-  h.beta2 = cfg_.beta2;
-  h.weight_decay = cfg_.weight_decay;
-  h.step = step_ + 1;
-  adamw_segments(model.params().data(), G.data(), m_.data(), v_.data(), segs_, h);
+  const float lr = lr_at(cfg_, step_);
+  const double norm = optimizer_step(model.params().data(), model.grads(), m_.data(), v_.data(), segs_, cfg_, lr, step_);
   rng_ = rng.state();  // committed only once the step succeeded
   step_++;
   Step r;
   r.step = step_;
   r.loss = loss;
-  r.lr = h.lr;
+  r.lr = lr;
   r.grad_norm = norm;
   r.tokens = (int64_t)B * T;
   r.seconds = std::chrono::duration<double>(clk::now() - t0).count();

@@ -156,6 +156,23 @@ double clip_grad_norm(std::vector<float>& G, float clip);
 void adamw_segments(float* params, const float* G, float* m, float* v, const std::vector<ParamSegment>& segs,
                     const AdamWParams& h);
 
+// The optimizer half of a training step, shared by both trainers: clips G to cfg.clip, then one
+// AdamW update at lr with cfg's betas and weight decay (step: 0-based). Returns the gradient norm
+// before clipping. Config: any type with clip, beta1, beta2 and weight_decay.
+template <class Config>
+double optimizer_step(float* params, std::vector<float>& G, float* m, float* v, const std::vector<ParamSegment>& segs,
+                      const Config& cfg, float lr, int step) {
+  const double norm = clip_grad_norm(G, cfg.clip);
+  AdamWParams h;
+  h.lr = lr;
+  h.beta1 = cfg.beta1;
+  h.beta2 = cfg.beta2;
+  h.weight_decay = cfg.weight_decay;
+  h.step = step + 1;
+  adamw_segments(params, G.data(), m, v, segs, h);
+  return norm;
+}
+
 // Writes path's bytes through path + ".tmp" and a rename, so a reader never sees half a file.
 void write_file_atomic(const std::string& path, const void* data, size_t n);
 
