@@ -3,7 +3,8 @@
 // integer primitives that have three implementations:
 //   AVX2 (x86): 32 bytes per register; _mm256_maddubs_epi16 (u8 x s8 -> pairs of i16) and
 //               _mm256_madd_epi16 (-> i32), which xsimd has no equivalent for;
-//   WASM SIMD128: bytes widened to i16 and i32x4.dot_i16x8 (activations are stored widened);
+//   WASM SIMD128: bytes widened to i16 as they are loaded, and i32x4.dot_i16x8 (activations are
+//               stored widened);
 //   portable: plain loops (any other target, or -DQKV_PORTABLE_QDOT).
 // The float work (quantizing activations) uses xsimd.
 #include "qdot.h"
@@ -239,6 +240,7 @@ const char* const kImpl = "avx2";
 
 inline __m256i bytes(int v) { return _mm256_set1_epi8((char)v); }
 inline W32 load_w32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline W32 load_s32(const uint8_t* p) { return load_w32(p); }  // the signed products read the same bytes
 inline X32 load_x32(const q8a_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
 // Elements 0..15 = low nibbles of p[0..16), 16..31 = their high nibbles (Q4_0/Q4_1/Q5 order).
 inline W32 nibbles16(const uint8_t* p) {
@@ -247,11 +249,11 @@ inline W32 nibbles16(const uint8_t* p) {
 }
 inline W32 low4(W32 v) { return _mm256_and_si256(v, bytes(0x0f)); }
 inline W32 high4(W32 v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), bytes(0x0f)); }
-// (v >> s) & mask per byte.
+// (v >> s) & mask per byte, s < 0 shifting left (the masks keep bits of the byte's own).
 inline W32 bits_at(W32 v, int s, int mask) {
-  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(s)), bytes(mask));
+  const __m256i sh = s >= 0 ? _mm256_srl_epi16(v, _mm_cvtsi32_si128(s)) : _mm256_sll_epi16(v, _mm_cvtsi32_si128(-s));
+  return _mm256_and_si256(sh, bytes(mask));
 }
-inline W32 shl4(W32 v) { return _mm256_slli_epi16(v, 4); }  // bytes < 16 only
 inline W32 or8(W32 a, W32 b) { return _mm256_or_si256(a, b); }
 inline W32 sub8(W32 v, int c) { return _mm256_sub_epi8(v, bytes(c)); }
 // Byte e = 16 where bit e of `bits` is set, else 0.
@@ -294,63 +296,98 @@ inline float fsum(F a) {
 }
 
 #elif QKV_QDOT_WASM
-struct W32 { v128_t lo, hi; };     // bytes 0..15, 16..31
-struct X32 { v128_t a, b, c, d; };  // i16 x 8: elements 0..7, 8..15, 16..23, 24..31
+// Weights are widened to i16 as they are loaded: v128.load8x8_s/u is one sign/zero-extending
+// load on x64 and arm64, where widening a loaded 16-byte vector costs three shuffles (the high
+// half takes two). Lanes follow the activations: elements 0..7, 8..15, 16..23, 24..31. Nibbles
+// and bit fields are then cut from zero-extended bytes with 16-bit shifts and masks, which WASM
+// has natively (its 8-bit shifts are emulated).
+struct W32 { v128_t a, b, c, d; };
+struct X32 { v128_t a, b, c, d; };
 using I32 = v128_t;
 using F = v128_t;
 const char* const kImpl = "wasm-simd128";
 
-inline W32 load_w32(const uint8_t* p) { return {wasm_v128_load(p), wasm_v128_load(p + 16)}; }
+// LLVM narrows a mask or shift of zero-extended bytes back to 8-bit ops and a shuffle (an
+// emulated i8x16.shr_u and a v128.load64_zero instead of one extending load); an empty asm
+// statement hides the loaded value from it.
+inline v128_t opaque(v128_t v) {
+  __asm__("" : "+r"(v));
+  return v;
+}
+inline v128_t u8x8(const uint8_t* p) { return opaque(wasm_u16x8_load8x8(p)); }
+inline v128_t s8x8(const uint8_t* p) { return opaque(wasm_i16x8_load8x8(p)); }
+inline W32 load_w32(const uint8_t* p) { return {u8x8(p), u8x8(p + 8), u8x8(p + 16), u8x8(p + 24)}; }
+inline W32 load_s32(const uint8_t* p) { return {s8x8(p), s8x8(p + 8), s8x8(p + 16), s8x8(p + 24)}; }
 inline X32 load_x32(const q8a_t* q) { return {wasm_v128_load(q), wasm_v128_load(q + 8), wasm_v128_load(q + 16), wasm_v128_load(q + 24)}; }
+template <class Op>
+inline W32 each(W32 v, Op op) { return {op(v.a), op(v.b), op(v.c), op(v.d)}; }
 inline W32 nibbles16(const uint8_t* p) {
-  const v128_t b = wasm_v128_load(p);
-  return {wasm_v128_and(b, wasm_i8x16_splat(0x0f)), wasm_u8x16_shr(b, 4)};
+  const v128_t lo = u8x8(p), hi = u8x8(p + 8), m = wasm_i16x8_splat(0x0f);
+  return {wasm_v128_and(lo, m), wasm_v128_and(hi, m), wasm_u16x8_shr(lo, 4), wasm_u16x8_shr(hi, 4)};
 }
-inline W32 low4(W32 v) { return {wasm_v128_and(v.lo, wasm_i8x16_splat(0x0f)), wasm_v128_and(v.hi, wasm_i8x16_splat(0x0f))}; }
-inline W32 high4(W32 v) { return {wasm_u8x16_shr(v.lo, 4), wasm_u8x16_shr(v.hi, 4)}; }
-inline W32 bits_at(W32 v, int s, int mask) {
-  const v128_t m = wasm_i8x16_splat((int8_t)mask);
-  return {wasm_v128_and(wasm_u8x16_shr(v.lo, s), m), wasm_v128_and(wasm_u8x16_shr(v.hi, s), m)};
+inline W32 low4(W32 v) { return each(v, [](v128_t x) { return wasm_v128_and(x, wasm_i16x8_splat(0x0f)); }); }
+inline W32 high4(W32 v) { return each(v, [](v128_t x) { return wasm_u16x8_shr(x, 4); }); }  // lanes < 256
+inline W32 bits_at(W32 v, int s, int mask) {  // s < 0: left
+  return each(v, [=](v128_t x) {
+    return wasm_v128_and(s >= 0 ? wasm_u16x8_shr(x, s) : wasm_i16x8_shl(x, -s), wasm_i16x8_splat((int16_t)mask));
+  });
 }
-inline W32 shl4(W32 v) { return {wasm_i8x16_shl(v.lo, 4), wasm_i8x16_shl(v.hi, 4)}; }
-inline W32 or8(W32 a, W32 b) { return {wasm_v128_or(a.lo, b.lo), wasm_v128_or(a.hi, b.hi)}; }
-inline W32 sub8(W32 v, int c) { return {wasm_i8x16_sub(v.lo, wasm_i8x16_splat((int8_t)c)), wasm_i8x16_sub(v.hi, wasm_i8x16_splat((int8_t)c))}; }
+inline W32 or8(W32 a, W32 b) { return {wasm_v128_or(a.a, b.a), wasm_v128_or(a.b, b.b), wasm_v128_or(a.c, b.c), wasm_v128_or(a.d, b.d)}; }
+inline W32 sub8(W32 v, int c) { return each(v, [=](v128_t x) { return wasm_i16x8_sub(x, wasm_i16x8_splat((int16_t)c)); }); }
 inline W32 bits_to_16s(uint32_t bits) {
-  const v128_t v = wasm_i32x4_splat((int32_t)bits);
-  const v128_t bit = wasm_i64x2_splat((int64_t)0x8040201008040201ull), sixteen = wasm_i8x16_splat(16);
-  const v128_t lo = wasm_i8x16_swizzle(v, wasm_i8x16_make(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
-  const v128_t hi = wasm_i8x16_swizzle(v, wasm_i8x16_make(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  return {wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(lo, bit), bit), sixteen),
-          wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hi, bit), bit), sixteen)};
+  const v128_t bit = wasm_i16x8_make(1, 2, 4, 8, 16, 32, 64, 128), sixteen = wasm_i16x8_splat(16);
+  auto group = [&](int g) {
+    const v128_t v = wasm_v128_and(wasm_i16x8_splat((int16_t)((bits >> (8 * g)) & 0xff)), bit);
+    return wasm_v128_and(wasm_i16x8_eq(v, bit), sixteen);
+  };
+  return {group(0), group(1), group(2), group(3)};
 }
 inline I32 dot4(v128_t w0, v128_t w1, v128_t w2, v128_t w3, const X32& x) {
   return wasm_i32x4_add(wasm_i32x4_add(wasm_i32x4_dot_i16x8(w0, x.a), wasm_i32x4_dot_i16x8(w1, x.b)),
                         wasm_i32x4_add(wasm_i32x4_dot_i16x8(w2, x.c), wasm_i32x4_dot_i16x8(w3, x.d)));
 }
-inline I32 dot_us(W32 w, const X32& x) {
-  return dot4(wasm_u16x8_extend_low_u8x16(w.lo), wasm_u16x8_extend_high_u8x16(w.lo), wasm_u16x8_extend_low_u8x16(w.hi),
-              wasm_u16x8_extend_high_u8x16(w.hi), x);
-}
-inline I32 dot_ss(W32 w, const X32& x) {
-  return dot4(wasm_i16x8_extend_low_i8x16(w.lo), wasm_i16x8_extend_high_i8x16(w.lo), wasm_i16x8_extend_low_i8x16(w.hi),
-              wasm_i16x8_extend_high_i8x16(w.hi), x);
-}
+inline I32 dot_us(const W32& w, const X32& x) { return dot4(w.a, w.b, w.c, w.d, x); }
+inline I32 dot_ss(const W32& w, const X32& x) { return dot4(w.a, w.b, w.c, w.d, x); }
 // |w| <= 32 and |s| <= 128 for Q6_K: the scaled weights fit in i16.
-inline I32 dot_ss16(W32 w, const X32& x, int sa, int sb) {
+inline I32 dot_ss16(const W32& w, const X32& x, int sa, int sb) {
   const v128_t a = wasm_i16x8_splat((int16_t)sa), b = wasm_i16x8_splat((int16_t)sb);
-  return dot4(wasm_i16x8_mul(wasm_i16x8_extend_low_i8x16(w.lo), a), wasm_i16x8_mul(wasm_i16x8_extend_high_i8x16(w.lo), a),
-              wasm_i16x8_mul(wasm_i16x8_extend_low_i8x16(w.hi), b), wasm_i16x8_mul(wasm_i16x8_extend_high_i8x16(w.hi), b), x);
+  return dot4(wasm_i16x8_mul(w.a, a), wasm_i16x8_mul(w.b, a), wasm_i16x8_mul(w.c, b), wasm_i16x8_mul(w.d, b), x);
 }
 inline void scale_u8x8(const uint8_t* v, float s, float* out) {
-  const v128_t w = wasm_u16x8_load8x8(v), m = wasm_f32x4_splat(s);
-  wasm_v128_store(out, wasm_f32x4_mul(wasm_f32x4_convert_u32x4(wasm_u32x4_extend_low_u16x8(w)), m));
-  wasm_v128_store(out + 4, wasm_f32x4_mul(wasm_f32x4_convert_u32x4(wasm_u32x4_extend_high_u16x8(w)), m));
+  const v128_t w = u8x8(v), m = wasm_f32x4_splat(s);
+  wasm_v128_store(out, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_u32x4_extend_low_u16x8(w)), m));
+  wasm_v128_store(out + 4, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_u32x4_extend_high_u16x8(w)), m));
 }
 inline F fzero() { return wasm_f32x4_splat(0.0f); }
-inline F fmadd(I32 i, float s, F acc) { return wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(i), wasm_f32x4_splat(s))); }
+inline F fmadd_v(I32 i, v128_t s, F acc) { return madd(fbatch(wasm_f32x4_convert_i32x4(i)), fbatch(s), fbatch(acc)).data; }
 inline float fsum(F a) {
   return (wasm_f32x4_extract_lane(a, 0) + wasm_f32x4_extract_lane(a, 1)) +
          (wasm_f32x4_extract_lane(a, 2) + wasm_f32x4_extract_lane(a, 3));
+}
+// u32 lanes holding f16 bits -> f32, exactly for every class: the exponent and mantissa moved
+// into f32 position and multiplied by 2^112 (rebias; subnormals come out normalised), Inf and
+// NaN given the all-ones exponent, then the sign.
+inline v128_t f16_lanes(v128_t h) {
+  const v128_t mag = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), 13);
+  const v128_t finite = wasm_f32x4_mul(mag, wasm_f32x4_splat(0x1p112f));
+  const v128_t special = wasm_i32x4_eq(wasm_v128_and(h, wasm_i32x4_splat(0x7c00)), wasm_i32x4_splat(0x7c00));
+  const v128_t v = wasm_v128_bitselect(wasm_v128_or(mag, wasm_i32x4_splat(0x7f800000)), finite, special);
+  return wasm_v128_or(v, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
+}
+// The f16 values at p + i * stride, i = 0..3, as f32 lanes.
+inline v128_t half4(const uint8_t* p, size_t stride) {
+  v128_t h = wasm_i32x4_splat(0);  // each f16 into the low half of a 32-bit lane (pinsrw on x64)
+  h = wasm_v128_load16_lane(p, h, 0);
+  h = wasm_v128_load16_lane(p + stride, h, 2);
+  h = wasm_v128_load16_lane(p + 2 * stride, h, 4);
+  h = wasm_v128_load16_lane(p + 3 * stride, h, 6);
+  return f16_lanes(h);
+}
+// [sum of a's lanes, sum of b's, sum of c's, sum of d's]
+inline v128_t hsum4(v128_t a, v128_t b, v128_t c, v128_t d) {
+  const v128_t ab = wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 4, 1, 5), wasm_i32x4_shuffle(a, b, 2, 6, 3, 7));
+  const v128_t cd = wasm_i32x4_add(wasm_i32x4_shuffle(c, d, 0, 4, 1, 5), wasm_i32x4_shuffle(c, d, 2, 6, 3, 7));
+  return wasm_i32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
 }
 
 #else  // portable: plain loops the compiler may vectorise
@@ -361,6 +398,7 @@ using F = float;
 const char* const kImpl = "portable";
 
 inline W32 load_w32(const uint8_t* p) { W32 r; for (int k = 0; k < 32; k++) r.v[k] = p[k]; return r; }
+inline W32 load_s32(const uint8_t* p) { W32 r; for (int k = 0; k < 32; k++) r.v[k] = (int8_t)p[k]; return r; }
 inline X32 load_x32(const q8a_t* q) { X32 r; for (int k = 0; k < 32; k++) r.v[k] = q[k]; return r; }
 inline W32 nibbles16(const uint8_t* p) {
   W32 r;
@@ -369,8 +407,7 @@ inline W32 nibbles16(const uint8_t* p) {
 }
 inline W32 low4(W32 v) { for (auto& e : v.v) e &= 0x0f; return v; }
 inline W32 high4(W32 v) { for (auto& e : v.v) e = (e >> 4) & 0x0f; return v; }
-inline W32 bits_at(W32 v, int s, int mask) { for (auto& e : v.v) e = (e >> s) & mask; return v; }
-inline W32 shl4(W32 v) { for (auto& e : v.v) e = (int16_t)(e << 4); return v; }
+inline W32 bits_at(W32 v, int s, int mask) { for (auto& e : v.v) e = (s >= 0 ? e >> s : e << -s) & mask; return v; }
 inline W32 or8(W32 a, W32 b) { for (int k = 0; k < 32; k++) a.v[k] |= b.v[k]; return a; }
 // Bytes loaded by load_w32 are unsigned; a signed weight type reinterprets them first.
 inline W32 sub8(W32 v, int c) { for (auto& e : v.v) e = (int16_t)(int8_t)(uint8_t)(e - c); return v; }
@@ -396,20 +433,18 @@ inline float fsum(F a) { return a; }
 // or signed weights whose two halves carry the integer scales sa(j), sb(j).
 enum class Kind { Signed, UnsignedMin, Signed16 };
 
-// Q8_0 is the one type whose weights are already signed bytes; the portable loader widens
-// bytes as unsigned, so it re-reads them signed.
+// Q8_0: f16 d, then 32 signed bytes (load_s32: the one type whose stored weights are signed).
 struct DecQ8_0 {
   static constexpr int kSub = 1, kBytes = 34;
   static constexpr Kind kKind = Kind::Signed;
   const uint8_t* p;
   float s;
   void prepare(const uint8_t* b) { p = b; s = half(b); }
-#if !QKV_QDOT_AVX2 && !QKV_QDOT_WASM
-  W32 w(int) const { W32 r; for (int k = 0; k < 32; k++) r.v[k] = (int8_t)p[2 + k]; return r; }
-#else
-  W32 w(int) const { return load_w32(p + 2); }
-#endif
+  W32 w(int) const { return load_s32(p + 2); }
   float d(int) const { return s; }
+#if QKV_QDOT_WASM
+  static void group_scales(const uint8_t* blk, v128_t* d, v128_t*) { *d = half4(blk, kBytes); }
+#endif
 };
 
 // Q4_0, Q4_1, Q5_0, Q5_1: f16 d, [f16 m], [u32 fifth bits], 16 bytes of nibbles. The unsigned
@@ -432,6 +467,12 @@ struct DecQ4_5 {
   }
   float d(int) const { return s; }
   float min(int) const { return m; }
+#if QKV_QDOT_WASM
+  static void group_scales(const uint8_t* blk, v128_t* d, v128_t* m) {
+    *d = half4(blk, kBytes);
+    *m = M ? half4(blk + 2, kBytes) : wasm_f32x4_mul(*d, wasm_f32x4_splat(K5 ? -16.0f : -8.0f));
+  }
+#endif
 };
 
 // Q4_K / Q5_K: 8 sub-blocks with 6-bit scales and mins, unpacked once per super-block.
@@ -440,6 +481,30 @@ struct DecQ45_K {
   static constexpr int kSub = 8, kBytes = K5 ? 176 : 144;
   static constexpr Kind kKind = Kind::UnsignedMin;
   const uint8_t* p;
+#if QKV_QDOT_WASM
+  // The same unpacking in SIMD, the scales kept as vectors: scalar code here (and a store of
+  // words reloaded as bytes) cost as much per super-block as two sub-blocks' products.
+  v128_t dv[2], mv[2];  // d * scale and -dmin * min of sub-blocks 0-3, 4-7
+  void prepare(const uint8_t* b) {
+    p = b;
+    const v128_t dd = f16_lanes(wasm_u32x4_extend_low_u16x8(wasm_v128_load32_zero(b)));  // d, dmin
+    const v128_t d = wasm_i32x4_shuffle(dd, dd, 0, 0, 0, 0), mneg = wasm_f32x4_neg(wasm_i32x4_shuffle(dd, dd, 1, 1, 1, 1));
+    const v128_t a = wasm_v128_load(b + 4);  // words a0 a1 a2 as in the scalar code (then 4 bytes of quants)
+    const v128_t lo = wasm_i32x4_shuffle(a, wasm_u32x4_shr(a, 4), 0, 2, 1, 6);        // a0, a2, a1, a2 >> 4
+    const v128_t hi = wasm_i32x4_shuffle(a, wasm_i32x4_splat(0), 4, 0, 4, 1);         // 0, a0, 0, a1
+    const v128_t v = wasm_v128_or(wasm_v128_and(lo, wasm_i32x4_make(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+                                  wasm_i32x4_shl(wasm_v128_and(wasm_u32x4_shr(hi, 6), wasm_i32x4_splat(0x03030303)), 4));
+    const v128_t sc = wasm_u16x8_extend_low_u8x16(v), mn = wasm_u16x8_extend_high_u8x16(v);
+    dv[0] = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_u32x4_extend_low_u16x8(sc)), d);
+    dv[1] = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_u32x4_extend_high_u16x8(sc)), d);
+    mv[0] = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_u32x4_extend_low_u16x8(mn)), mneg);
+    mv[1] = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_u32x4_extend_high_u16x8(mn)), mneg);
+  }
+  void group_scales(int j0, v128_t* d, v128_t* m) const {
+    *d = dv[j0 / 4];
+    *m = mv[j0 / 4];
+  }
+#else
   float ds[8], ms[8];
   void prepare(const uint8_t* b) {
     p = b;
@@ -457,14 +522,15 @@ struct DecQ45_K {
     scale_u8x8(sm, d, ds);
     scale_u8x8(sm + 8, -dmin, ms);
   }
+  float d(int j) const { return ds[j]; }
+  float min(int j) const { return ms[j]; }
+#endif
   W32 w(int j) const {
     const W32 q = load_w32(p + (K5 ? 48 : 16) + 32 * (j / 2));
     const W32 lo = j % 2 ? high4(q) : low4(q);
     if (!K5) return lo;
-    return or8(lo, shl4(bits_at(load_w32(p + 16), j, 1)));
+    return or8(lo, bits_at(load_w32(p + 16), j - 4, 0x10));  // bit j to bit 4
   }
-  float d(int j) const { return ds[j]; }
-  float min(int j) const { return ms[j]; }
 };
 
 // Q6_K: 8 sub-blocks of 32 in two halves of 128; an int8 scale per 16 elements.
@@ -478,11 +544,14 @@ struct DecQ6_K {
     const int h = j / 4, c = j % 4;
     const W32 ql = load_w32(p + 64 * h + 32 * (c % 2));
     const W32 lo = c < 2 ? low4(ql) : high4(ql);
-    return sub8(or8(lo, shl4(bits_at(load_w32(p + 128 + 32 * h), 2 * c, 3))), 32);
+    return sub8(or8(lo, bits_at(load_w32(p + 128 + 32 * h), 2 * c - 4, 0x30)), 32);  // bits 2c, 2c + 1 to 4, 5
   }
   float d(int) const { return s; }
   int sa(int j) const { return (int8_t)p[192 + 8 * (j / 4) + 2 * (j % 4)]; }
   int sb(int j) const { return (int8_t)p[192 + 8 * (j / 4) + 2 * (j % 4) + 1]; }
+#if QKV_QDOT_WASM
+  void group_scales(int, v128_t* d, v128_t*) const { *d = wasm_f32x4_splat(s); }
+#endif
 };
 
 // a * b + c rounded the same way in every tile shape: with hardware FMA always fused (the
@@ -505,6 +574,7 @@ inline float fma_s(float a, float b, float c) {
 
 // ---- the register-blocked kernel -----------------------------------------------------------
 
+#if !QKV_QDOT_WASM
 // out[r * NT + t] = row r . token t, for NR weight rows and NT tokens of nb activation blocks.
 template <class D, int NR, int NT>
 inline void dot_tile(const uint8_t* const* rows, const BlockQ8A* const* xs, int nb, float* out) {
@@ -544,6 +614,97 @@ QKV_UNROLL
   for (int r = 0; r < NR; r++)
     for (int t = 0; t < NT; t++) out[r * NT + t] = fsum(acc[r][t]) + macc[r][t];
 }
+#endif
+
+#if QKV_QDOT_WASM
+// The WASM tile: four activation blocks at a time. One block at a time, the float work per
+// block (an f16 scale decoded in scalar code, a convert, a splat, a multiply and an add of four
+// partial sums) costs about as much as its integer dot product. Here a group's four i32x4
+// partial sums are reduced to one vector of four block sums (hsum4: the integer sums are exact,
+// so their order does not matter), converted once and multiplied by the four blocks' combined
+// scales, whose f16s are decoded together (half4); the min term of the unsigned types is one
+// vector multiply-add per group. Every tile shape does the same float operations per (row,
+// token), so decode and prefill give the same bits.
+template <class D>
+inline I32 block_dot(const D& dec, int j, const X32& x) {
+  const W32 w = dec.w(j);
+  if constexpr (D::kKind == Kind::Signed) return dot_ss(w, x);
+  else if constexpr (D::kKind == Kind::Signed16) return dot_ss16(w, x, dec.sa(j), dec.sb(j));
+  else return dot_us(w, x);
+}
+
+template <class D, int NR, int NT>
+inline void dot_tile_grouped(const uint8_t* const* rows, const BlockQ8A* const* xs, int nb, float* out) {
+  constexpr bool kMin = D::kKind == Kind::UnsignedMin;
+  constexpr int U = D::kSub > 4 ? D::kSub : 4;  // activation blocks per step
+  static_assert(U % 4 == 0, "a step is whole groups of four");
+  F acc[NR][NT], macc[NR][NT];
+  for (int r = 0; r < NR; r++)
+    for (int t = 0; t < NT; t++) acc[r][t] = macc[r][t] = fzero();
+  D dec[NR];
+  int b = 0;
+  for (; b + U <= nb; b += U) {
+    if constexpr (D::kSub > 1)
+      for (int r = 0; r < NR; r++) dec[r].prepare(rows[r] + (size_t)(b / D::kSub) * D::kBytes);
+QKV_UNROLL
+    for (int g = 0; g < U / 4; g++) {
+      const int b0 = b + 4 * g;
+      I32 sum[NR][NT][4];
+      v128_t d4[NR], m4[NR];
+QKV_UNROLL
+      for (int i = 0; i < 4; i++) {
+        X32 xq[NT];
+        for (int t = 0; t < NT; t++) xq[t] = load_x32(xs[t][b0 + i].q);
+        for (int r = 0; r < NR; r++) {
+          if constexpr (D::kSub == 1) dec[r].p = rows[r] + (size_t)(b0 + i) * D::kBytes;
+          const int j = D::kSub == 1 ? 0 : 4 * g + i;
+          for (int t = 0; t < NT; t++) sum[r][t][i] = block_dot(dec[r], j, xq[t]);
+        }
+      }
+      for (int r = 0; r < NR; r++) {
+        m4[r] = fzero();
+        if constexpr (D::kSub == 1) D::group_scales(rows[r] + (size_t)b0 * D::kBytes, &d4[r], &m4[r]);
+        else dec[r].group_scales(4 * g, &d4[r], &m4[r]);
+      }
+      for (int t = 0; t < NT; t++) {
+        const BlockQ8A* xb = xs[t] + b0;
+        const v128_t xd = wasm_f32x4_make(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
+        const v128_t xsum = kMin ? wasm_f32x4_make(xb[0].s, xb[1].s, xb[2].s, xb[3].s) : fzero();
+        for (int r = 0; r < NR; r++) {
+          const I32* q = sum[r][t];
+          acc[r][t] = fmadd_v(hsum4(q[0], q[1], q[2], q[3]), wasm_f32x4_mul(d4[r], xd), acc[r][t]);
+          if constexpr (kMin) macc[r][t] = madd(fbatch(m4[r]), fbatch(xsum), fbatch(macc[r][t])).data;
+        }
+      }
+    }
+  }
+  float tail[NR][NT] = {};
+  if constexpr (D::kSub == 1) {  // K-type rows are whole groups
+    for (; b < nb; b++) {
+      for (int r = 0; r < NR; r++) {
+        dec[r].prepare(rows[r] + (size_t)b * D::kBytes);
+        for (int t = 0; t < NT; t++) {
+          const float v = fsum(wasm_f32x4_convert_i32x4(block_dot(dec[r], 0, load_x32(xs[t][b].q))));
+          tail[r][t] = fma_s(v, dec[r].d(0) * xs[t][b].d, tail[r][t]);
+          if constexpr (kMin) tail[r][t] = fma_s(dec[r].min(0), xs[t][b].s, tail[r][t]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < NR; r++)
+    for (int t = 0; t < NT; t++) out[r * NT + t] = fsum(acc[r][t]) + fsum(macc[r][t]) + tail[r][t];
+}
+#endif
+
+// The tile the target runs: out[r * NT + t] = row r . token t.
+template <class D, int NR, int NT>
+inline void tile(const uint8_t* const* rows, const BlockQ8A* const* xs, int nb, float* out) {
+#if QKV_QDOT_WASM
+  dot_tile_grouped<D, NR, NT>(rows, xs, nb, out);
+#else
+  dot_tile<D, NR, NT>(rows, xs, nb, out);
+#endif
+}
 
 template <class D>
 void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, int T, int n, int r0, int r1) {
@@ -558,13 +719,13 @@ void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, in
     for (int i = 0; i < h; i++) {
       const int ra = r0 + i, rc = r0 + h + i;
       const uint8_t* rows[2] = {W + (size_t)ra * rb, W + (size_t)rc * rb};
-      dot_tile<D, 2, 1>(rows, &X, nb, out);
+      tile<D, 2, 1>(rows, &X, nb, out);
       Y[ra] = out[0];
       Y[rc] = out[1];
     }
     if ((r1 - r0) % 2) {
       const uint8_t* rows[1] = {W + (size_t)(r1 - 1) * rb};
-      dot_tile<D, 1, 1>(rows, &X, nb, out);
+      tile<D, 1, 1>(rows, &X, nb, out);
       Y[r1 - 1] = out[0];
     }
     return;
@@ -577,8 +738,8 @@ void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, in
     for (int t = 0; t < T; t += NT) {
       const BlockQ8A* xs[NT];
       for (int i = 0; i < NT; i++) xs[i] = X + (size_t)(t + i < T ? t + i : T - 1) * nb;
-      if (nr == 2) dot_tile<D, 2, NT>(rows, xs, nb, out);
-      else dot_tile<D, 1, NT>(rows, xs, nb, out);
+      if (nr == 2) tile<D, 2, NT>(rows, xs, nb, out);
+      else tile<D, 1, NT>(rows, xs, nb, out);
       for (int i = 0; i < NT && t + i < T; i++)
         for (int k = 0; k < nr; k++) Y[(t + i) * ldy + r + k] = out[k * NT + i];
     }

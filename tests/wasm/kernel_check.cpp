@@ -25,7 +25,8 @@ int main() {
   const QType types[] = {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1, QType::Q4_K, QType::Q5_K, QType::Q6_K};
   for (QType t : types) {
     const int block = qtype_block(t);
-    for (int n : {block, 2 * block, 2048}) {
+    for (int n : {block, 2 * block, 9 * 32, 2048}) {  // 9 blocks: groups of four and a tail
+      if (n % block) continue;
       for (int offset : {0, 3}) {
         std::vector<uint8_t> buf = stored_row(t, randn(n, 3 + n, 0.05f), offset);
         const uint8_t* row = buf.data() + offset;
@@ -88,17 +89,24 @@ int main() {
   // Every half as a Q8_0 block scale (the integer kernels convert scales without F16C here):
   // one weight of 1 against one activation of 1 with d = 1 gives the scale itself, exactly
   // (an Inf or NaN scale: not finite; Inf times the zero weights' lanes is NaN, as in f32).
-  {
-    uint8_t blk[34] = {};
-    blk[2] = 1;
-    BlockQ8A one{};
-    one.d = 1.0f;
-    one.q[0] = 1;
+  // Every f16 in every lane of a group of four blocks (the scales are decoded four at a time
+  // there), and as a lone tail block: the others in the group have zero scales and weights.
+  for (int nblocks : {1, 4}) {
+    std::vector<uint8_t> blk(34 * nblocks);
+    std::vector<BlockQ8A> ones(nblocks);
+    for (BlockQ8A& o : ones) {
+      o = BlockQ8A{};
+      o.d = 1.0f;
+      o.q[0] = 1;
+    }
     for (uint32_t h = 0; h < 65536; h++) {
-      blk[0] = (uint8_t)(h & 0xff);
-      blk[1] = (uint8_t)(h >> 8);
+      std::fill(blk.begin(), blk.end(), 0);
+      uint8_t* b = blk.data() + 34 * (h % nblocks);
+      b[0] = (uint8_t)(h & 0xff);
+      b[1] = (uint8_t)(h >> 8);
+      b[2] = 1;
       float got = 0;
-      matmul_q8_simd(QType::Q8_0, &got, 1, &one, blk, 1, 32, 0, 1);
+      matmul_q8_simd(QType::Q8_0, &got, 1, ones.data(), blk.data(), 1, 32 * nblocks, 0, 1);
       const float want = f16_to_f32((uint16_t)h);
       check(std::isfinite(want) ? got == want : !std::isfinite(got), "block scale (f16)", (int)QType::Q8_0, (int)h, got, want);
     }
