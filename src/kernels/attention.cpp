@@ -76,6 +76,48 @@ static inline void axpy(float* y, float p, const float* v, int n) {
   for (; d < n; d++) y[d] += p * v[d];
 }
 
+// Four dot products q . k_u (k_u = k0 + u * stride), q loaded once for all four; each the same
+// sequence of operations as dot_simd, so the same bits.
+static inline void dot4_simd(const float* q, const float* k0, int64_t stride, int n, float* out) {
+  fbatch acc[4] = {fbatch(0.0f), fbatch(0.0f), fbatch(0.0f), fbatch(0.0f)};
+  int d = 0;
+  for (; d + kLanes <= n; d += kLanes) {
+    const fbatch qv = fbatch::load_unaligned(q + d);
+    for (int u = 0; u < 4; u++) acc[u] = madd(qv, fbatch::load_unaligned(k0 + u * stride + d), acc[u]);
+  }
+  for (int u = 0; u < 4; u++) {
+    float s = xsimd::reduce_add(acc[u]);
+    for (int e = d; e < n; e++) s += q[e] * k0[u * stride + e];
+    out[u] = s;
+  }
+}
+
+// y += sum_j p[j] v_j over the nk rows v_j = v0 + j * stride (keys with p[j] == 0 skipped), NV
+// vectors of y held in registers across all the keys: the same multiply-adds per element, in
+// the same order, as one y += p * v pass per key, without reloading and storing y per key.
+template <int NV>
+static inline void pv_block(float* y, const float* p, int nk, const float* v0, int64_t stride) {
+  fbatch acc[NV];
+  for (int u = 0; u < NV; u++) acc[u] = fbatch::load_unaligned(y + u * kLanes);
+  for (int j = 0; j < nk; j++) {
+    if (p[j] == 0.0f) continue;
+    const fbatch pb(p[j]);
+    const float* v = v0 + j * stride;
+    for (int u = 0; u < NV; u++) acc[u] = madd(pb, fbatch::load_unaligned(v + u * kLanes), acc[u]);
+  }
+  for (int u = 0; u < NV; u++) acc[u].store_unaligned(y + u * kLanes);
+}
+
+static void pv_accumulate(float* y, const float* p, int nk, const float* v0, int64_t stride, int n) {
+  constexpr int NV = 8;  // 8 accumulators: half of WASM's 16 vector registers
+  int d = 0;
+  for (; d + NV * kLanes <= n; d += NV * kLanes) pv_block<NV>(y + d, p, nk, v0 + d, stride);
+  for (; d + kLanes <= n; d += kLanes) pv_block<1>(y + d, p, nk, v0 + d, stride);
+  for (; d < n; d++)
+    for (int j = 0; j < nk; j++)
+      if (p[j] != 0.0f) y[d] += p[j] * v0[j * stride + d];
+}
+
 void attention_flash(const AttentionArgs& a, int h0, int h1) {
   constexpr int BQ = 8;   // queries sharing each loaded key/value row
   constexpr int BK = 64;  // keys per tile
@@ -103,14 +145,16 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
       if (a.window > 0 && a.q_pos0 + i0 - a.window + 1 > 0) kv_begin = a.q_pos0 + i0 - a.window + 1;
       for (int j0 = kv_begin; j0 < kv_end; j0 += BK) {
         const int nk = kv_end - j0 < BK ? kv_end - j0 : BK;
-        // Scores for the tile; each key row is loaded once for all queries of the block.
-        for (int jj = 0; jj < nk; jj++) {
-          const int j = j0 + jj;
-          const float* k = a.k + j * a.kv_stride + g * hd;
-          for (int i = 0; i < nq; i++) {
-            const int qpos = a.q_pos0 + i0 + i;
-            s[i][jj] = visible(a, qpos, j) ? dot_simd(a.q + (i0 + i) * a.q_stride + h * hd, k, hd) * a.scale
-                                           : -INFINITY;
+        // Scores for the tile, four keys at a time (the tile's keys stay in L1 across queries).
+        const float* kt = a.k + (int64_t)j0 * a.kv_stride + g * hd;
+        for (int i = 0; i < nq; i++) {
+          const int qpos = a.q_pos0 + i0 + i;
+          const float* qi = a.q + (i0 + i) * a.q_stride + h * hd;
+          int jj = 0;
+          for (; jj + 4 <= nk; jj += 4) dot4_simd(qi, kt + jj * a.kv_stride, a.kv_stride, hd, &s[i][jj]);
+          for (; jj < nk; jj++) s[i][jj] = dot_simd(qi, kt + jj * a.kv_stride, hd);
+          for (jj = 0; jj < nk; jj++) {
+            s[i][jj] = visible(a, qpos, j0 + jj) ? s[i][jj] * a.scale : -INFINITY;
             if (a.softcap > 0.0f && s[i][jj] != -INFINITY) s[i][jj] = a.softcap * std::tanh(s[i][jj] / a.softcap);
           }
         }
@@ -134,12 +178,9 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
           if (corr != 1.0f)
             for (int d = 0; d < hd; d++) o[d] *= corr;
         }
-        // acc += P V, loading each value row once for the whole query block.
-        for (int jj = 0; jj < nk; jj++) {
-          const float* v = a.v + (j0 + jj) * a.kv_stride + g * hd;
-          for (int i = 0; i < nq; i++)
-            if (s[i][jj] != 0.0f) axpy(acc + i * hd, s[i][jj], v, hd);
-        }
+        // acc += P V (the tile's value rows stay in L1 across queries).
+        const float* vt = a.v + (int64_t)j0 * a.kv_stride + g * hd;
+        for (int i = 0; i < nq; i++) pv_accumulate(acc + i * hd, s[i], nk, vt, a.kv_stride, hd);
       }
       for (int i = 0; i < nq; i++) {
         float* o = a.out + (i0 + i) * a.out_stride + h * hd;
