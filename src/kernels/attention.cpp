@@ -118,34 +118,57 @@ static void pv_accumulate(float* y, const float* p, int nk, const float* v0, int
       if (p[j] != 0.0f) y[d] += p[j] * v0[j * stride + d];
 }
 
+// Reads one float of every 64-byte line of rows [j0, j0 + nk) over columns [c0, c1), in order,
+// so the tile arrives as a sequential stream (a head's slice of each cache row is a strided walk
+// that the hardware prefetchers serve poorly when the cache is out of L2). Returns a sum the
+// caller keeps, so the loads are not dropped.
+static float touch_rows(const float* base, int64_t stride, int j0, int nk, int c0, int c1) {
+  float t = 0.0f;
+  for (int j = j0; j < j0 + nk; j++)
+    for (int c = c0; c < c1; c += 16) t += base[j * stride + c];
+  return t;
+}
+static volatile float g_touch_sink;
+
 void attention_flash(const AttentionArgs& a, int h0, int h1) {
   constexpr int BQ = 8;   // queries sharing each loaded key/value row
   constexpr int BK = 64;  // keys per tile
-  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
-  // Per-thread working set: BQ accumulators of head_dim plus a BQ x BK score tile.
-  thread_local std::vector<float> acc_buf;
-  if ((int)acc_buf.size() < BQ * hd) acc_buf.resize(BQ * hd);
-  float* acc = acc_buf.data();
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, nh = h1 - h0;
+  if (nh <= 0) return;
+  // Per-thread working set: BQ accumulators of head_dim per head, and a BQ x BK score tile.
+  // Tiles are the outer loop and heads the inner one: a tile's key and value rows are read once
+  // (touch_rows) and then serve every head from cache.
+  thread_local std::vector<float> acc_buf, ml_buf;
+  if (acc_buf.size() < (size_t)nh * BQ * hd) acc_buf.resize((size_t)nh * BQ * hd);
+  if (ml_buf.size() < (size_t)nh * BQ * 2) ml_buf.resize((size_t)nh * BQ * 2);
   alignas(64) float s[BQ][BK];
-  float m[BQ], l[BQ];
+  const int c0 = (h0 / group) * hd, c1 = ((h1 - 1) / group + 1) * hd;  // cache columns of these heads
+  float touched = 0.0f;
 
-  for (int h = h0; h < h1; h++) {
-    const int g = h / group;
-    for (int i0 = 0; i0 < a.n_q; i0 += BQ) {
-      const int nq = a.n_q - i0 < BQ ? a.n_q - i0 : BQ;
+  for (int i0 = 0; i0 < a.n_q; i0 += BQ) {
+    const int nq = a.n_q - i0 < BQ ? a.n_q - i0 : BQ;
+    for (int h = h0; h < h1; h++) {
+      float* acc = acc_buf.data() + (size_t)(h - h0) * BQ * hd;
+      float *m = ml_buf.data() + (size_t)(h - h0) * BQ * 2, *l = m + BQ;
       for (int i = 0; i < nq; i++) {
         m[i] = -INFINITY;
         l[i] = 0.0f;
         for (int d = 0; d < hd; d++) acc[i * hd + d] = 0.0f;
       }
-      // Keys past the last query's causal horizon are never visible to this block.
-      int kv_end = a.n_kv;
-      if (a.causal && a.q_pos0 + i0 + nq < kv_end) kv_end = a.q_pos0 + i0 + nq;
-      int kv_begin = 0;
-      if (a.window > 0 && a.q_pos0 + i0 - a.window + 1 > 0) kv_begin = a.q_pos0 + i0 - a.window + 1;
-      for (int j0 = kv_begin; j0 < kv_end; j0 += BK) {
-        const int nk = kv_end - j0 < BK ? kv_end - j0 : BK;
-        // Scores for the tile, four keys at a time (the tile's keys stay in L1 across queries).
+    }
+    // Keys past the last query's causal horizon are never visible to this block.
+    int kv_end = a.n_kv;
+    if (a.causal && a.q_pos0 + i0 + nq < kv_end) kv_end = a.q_pos0 + i0 + nq;
+    int kv_begin = 0;
+    if (a.window > 0 && a.q_pos0 + i0 - a.window + 1 > 0) kv_begin = a.q_pos0 + i0 - a.window + 1;
+    for (int j0 = kv_begin; j0 < kv_end; j0 += BK) {
+      const int nk = kv_end - j0 < BK ? kv_end - j0 : BK;
+      touched += touch_rows(a.k, a.kv_stride, j0, nk, c0, c1) + touch_rows(a.v, a.kv_stride, j0, nk, c0, c1);
+      for (int h = h0; h < h1; h++) {
+        const int g = h / group;
+        float* acc = acc_buf.data() + (size_t)(h - h0) * BQ * hd;
+        float *m = ml_buf.data() + (size_t)(h - h0) * BQ * 2, *l = m + BQ;
+        // Scores for the tile, four keys at a time.
         const float* kt = a.k + (int64_t)j0 * a.kv_stride + g * hd;
         for (int i = 0; i < nq; i++) {
           const int qpos = a.q_pos0 + i0 + i;
@@ -178,10 +201,14 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
           if (corr != 1.0f)
             for (int d = 0; d < hd; d++) o[d] *= corr;
         }
-        // acc += P V (the tile's value rows stay in L1 across queries).
+        // acc += P V (the tile's value rows are in cache).
         const float* vt = a.v + (int64_t)j0 * a.kv_stride + g * hd;
         for (int i = 0; i < nq; i++) pv_accumulate(acc + i * hd, s[i], nk, vt, a.kv_stride, hd);
       }
+    }
+    for (int h = h0; h < h1; h++) {
+      const float* acc = acc_buf.data() + (size_t)(h - h0) * BQ * hd;
+      const float *m = ml_buf.data() + (size_t)(h - h0) * BQ * 2, *l = m + BQ;
       for (int i = 0; i < nq; i++) {
         float* o = a.out + (i0 + i) * a.out_stride + h * hd;
         const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
@@ -196,6 +223,7 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
       }
     }
   }
+  g_touch_sink = touched;
 }
 
 // ---- linear attention ---------------------------------------------------------------------
