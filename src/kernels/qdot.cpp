@@ -348,15 +348,12 @@ inline I32 dot4(v128_t w0, v128_t w1, v128_t w2, v128_t w3, const X32& x) {
 }
 inline I32 dot_us(const W32& w, const X32& x) { return dot4(w.a, w.b, w.c, w.d, x); }
 inline I32 dot_ss(const W32& w, const X32& x) { return dot4(w.a, w.b, w.c, w.d, x); }
-// |w| <= 32 and |s| <= 128 for Q6_K: the scaled weights fit in i16.
+// Each half's products summed, then scaled in i32 (two multiplies instead of four on the
+// weights).
 inline I32 dot_ss16(const W32& w, const X32& x, int sa, int sb) {
-  const v128_t a = wasm_i16x8_splat((int16_t)sa), b = wasm_i16x8_splat((int16_t)sb);
-  return dot4(wasm_i16x8_mul(w.a, a), wasm_i16x8_mul(w.b, a), wasm_i16x8_mul(w.c, b), wasm_i16x8_mul(w.d, b), x);
-}
-inline void scale_u8x8(const uint8_t* v, float s, float* out) {
-  const v128_t w = u8x8(v), m = wasm_f32x4_splat(s);
-  wasm_v128_store(out, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_u32x4_extend_low_u16x8(w)), m));
-  wasm_v128_store(out + 4, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_u32x4_extend_high_u16x8(w)), m));
+  const v128_t lo = wasm_i32x4_add(wasm_i32x4_dot_i16x8(w.a, x.a), wasm_i32x4_dot_i16x8(w.b, x.b));
+  const v128_t hi = wasm_i32x4_add(wasm_i32x4_dot_i16x8(w.c, x.c), wasm_i32x4_dot_i16x8(w.d, x.d));
+  return wasm_i32x4_add(wasm_i32x4_mul(lo, wasm_i32x4_splat(sa)), wasm_i32x4_mul(hi, wasm_i32x4_splat(sb)));
 }
 inline F fzero() { return wasm_f32x4_splat(0.0f); }
 inline F fmadd_v(I32 i, v128_t s, F acc) { return madd(fbatch(wasm_f32x4_convert_i32x4(i)), fbatch(s), fbatch(acc)).data; }
@@ -494,11 +491,13 @@ struct DecQ45_K {
     const v128_t hi = wasm_i32x4_shuffle(a, wasm_i32x4_splat(0), 4, 0, 4, 1);         // 0, a0, 0, a1
     const v128_t v = wasm_v128_or(wasm_v128_and(lo, wasm_i32x4_make(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
                                   wasm_i32x4_shl(wasm_v128_and(wasm_u32x4_shr(hi, 6), wasm_i32x4_splat(0x03030303)), 4));
+    // (opaque: knowing the lanes are zero-extended, LLVM converts them one by one in scalar code)
     const v128_t sc = wasm_u16x8_extend_low_u8x16(v), mn = wasm_u16x8_extend_high_u8x16(v);
-    dv[0] = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_u32x4_extend_low_u16x8(sc)), d);
-    dv[1] = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_u32x4_extend_high_u16x8(sc)), d);
-    mv[0] = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_u32x4_extend_low_u16x8(mn)), mneg);
-    mv[1] = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_u32x4_extend_high_u16x8(mn)), mneg);
+    auto f = [](v128_t u32) { return wasm_f32x4_convert_i32x4(opaque(u32)); };
+    dv[0] = wasm_f32x4_mul(f(wasm_u32x4_extend_low_u16x8(sc)), d);
+    dv[1] = wasm_f32x4_mul(f(wasm_u32x4_extend_high_u16x8(sc)), d);
+    mv[0] = wasm_f32x4_mul(f(wasm_u32x4_extend_low_u16x8(mn)), mneg);
+    mv[1] = wasm_f32x4_mul(f(wasm_u32x4_extend_high_u16x8(mn)), mneg);
   }
   void group_scales(int j0, v128_t* d, v128_t* m) const {
     *d = dv[j0 / 4];
@@ -531,6 +530,19 @@ struct DecQ45_K {
     if (!K5) return lo;
     return or8(lo, bits_at(load_w32(p + 16), j - 4, 0x10));  // bit j to bit 4
   }
+#if QKV_QDOT_WASM
+  // Sub-blocks j and j + 1 (j even): the low and high nibbles of one load.
+  void wpair(int j, W32* a, W32* b) const {
+    const W32 q = load_w32(p + (K5 ? 48 : 16) + 32 * (j / 2));
+    *a = low4(q);
+    *b = high4(q);
+    if (K5) {
+      const W32 qh = load_w32(p + 16);
+      *a = or8(*a, bits_at(qh, j - 4, 0x10));
+      *b = or8(*b, bits_at(qh, j - 3, 0x10));
+    }
+  }
+#endif
 };
 
 // Q6_K: 8 sub-blocks of 32 in two halves of 128; an int8 scale per 16 elements.
@@ -551,6 +563,14 @@ struct DecQ6_K {
   int sb(int j) const { return (int8_t)p[192 + 8 * (j / 4) + 2 * (j % 4) + 1]; }
 #if QKV_QDOT_WASM
   void group_scales(int, v128_t* d, v128_t*) const { *d = wasm_f32x4_splat(s); }
+  // Sub-blocks j and j + 1 (j even) from one load of their shared high bits.
+  void wpair(int j, W32* a, W32* b) const {
+    const int h = j / 4, c = j % 4;
+    const W32 qh = load_w32(p + 128 + 32 * h);
+    const W32 q0 = load_w32(p + 64 * h), q1 = load_w32(p + 64 * h + 32);
+    *a = sub8(or8(c < 2 ? low4(q0) : high4(q0), bits_at(qh, 2 * c - 4, 0x30)), 32);
+    *b = sub8(or8(c < 2 ? low4(q1) : high4(q1), bits_at(qh, 2 * c - 2, 0x30)), 32);
+  }
 #endif
 };
 
@@ -626,8 +646,7 @@ QKV_UNROLL
 // vector multiply-add per group. Every tile shape does the same float operations per (row,
 // token), so decode and prefill give the same bits.
 template <class D>
-inline I32 block_dot(const D& dec, int j, const X32& x) {
-  const W32 w = dec.w(j);
+inline I32 block_dot(const D& dec, int j, const W32& w, const X32& x) {
   if constexpr (D::kKind == Kind::Signed) return dot_ss(w, x);
   else if constexpr (D::kKind == Kind::Signed16) return dot_ss16(w, x, dec.sa(j), dec.sb(j));
   else return dot_us(w, x);
@@ -651,14 +670,29 @@ QKV_UNROLL
       const int b0 = b + 4 * g;
       I32 sum[NR][NT][4];
       v128_t d4[NR], m4[NR];
+      if constexpr (D::kSub == 1) {
 QKV_UNROLL
-      for (int i = 0; i < 4; i++) {
-        X32 xq[NT];
-        for (int t = 0; t < NT; t++) xq[t] = load_x32(xs[t][b0 + i].q);
-        for (int r = 0; r < NR; r++) {
-          if constexpr (D::kSub == 1) dec[r].p = rows[r] + (size_t)(b0 + i) * D::kBytes;
-          const int j = D::kSub == 1 ? 0 : 4 * g + i;
-          for (int t = 0; t < NT; t++) sum[r][t][i] = block_dot(dec[r], j, xq[t]);
+        for (int i = 0; i < 4; i++) {
+          X32 xq[NT];
+          for (int t = 0; t < NT; t++) xq[t] = load_x32(xs[t][b0 + i].q);
+          for (int r = 0; r < NR; r++) {
+            dec[r].p = rows[r] + (size_t)(b0 + i) * D::kBytes;
+            const W32 w = dec[r].w(0);
+            for (int t = 0; t < NT; t++) sum[r][t][i] = block_dot(dec[r], 0, w, xq[t]);
+          }
+        }
+      } else {  // sub-blocks in pairs that share loads (wpair)
+QKV_UNROLL
+        for (int i = 0; i < 4; i += 2) {
+          const int j = 4 * g + i;
+          for (int r = 0; r < NR; r++) {
+            W32 wa, wb;
+            dec[r].wpair(j, &wa, &wb);
+            for (int t = 0; t < NT; t++) {
+              sum[r][t][i] = block_dot(dec[r], j, wa, load_x32(xs[t][b0 + i].q));
+              sum[r][t][i + 1] = block_dot(dec[r], j + 1, wb, load_x32(xs[t][b0 + i + 1].q));
+            }
+          }
         }
       }
       for (int r = 0; r < NR; r++) {
@@ -684,7 +718,7 @@ QKV_UNROLL
       for (int r = 0; r < NR; r++) {
         dec[r].prepare(rows[r] + (size_t)b * D::kBytes);
         for (int t = 0; t < NT; t++) {
-          const float v = fsum(wasm_f32x4_convert_i32x4(block_dot(dec[r], 0, load_x32(xs[t][b].q))));
+          const float v = fsum(wasm_f32x4_convert_i32x4(block_dot(dec[r], 0, dec[r].w(0), load_x32(xs[t][b].q))));
           tail[r][t] = fma_s(v, dec[r].d(0) * xs[t][b].d, tail[r][t]);
           if constexpr (kMin) tail[r][t] = fma_s(dec[r].min(0), xs[t][b].s, tail[r][t]);
         }
