@@ -1,0 +1,97 @@
+// The stored-type kernels timed inside a browser's WebAssembly engine (bench/bench-kernels-chromium.mjs
+// loads this module, built as build-wasm*/qkv_kernel_bench_web.mjs, into headless Chromium).
+// Node's V8 and Chromium's differ in how they lower SIMD128, so kernel work for the browser is
+// measured in the browser. Each case: quantize the activations, then Y = X W^T through
+// matmul_q8_simd, 1 thread; decode (T = 1) over a matrix that fits in cache and one that does
+// not, and a 64-token prefill. The JS side alternates builds case by case and keeps the best.
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <vector>
+
+#include "kernels/qdot.h"
+#include "kernels/quant.h"
+
+namespace {
+
+struct Case {
+  qkv::QType type;
+  const char* type_name;
+  int d, n, T;
+};
+
+const Case kCases[] = {
+    {qkv::QType::Q8_0, "q8_0", 2048, 768, 1}, {qkv::QType::Q8_0, "q8_0", 32768, 768, 1}, {qkv::QType::Q8_0, "q8_0", 2048, 768, 64},
+    {qkv::QType::Q4_0, "q4_0", 2048, 768, 1}, {qkv::QType::Q4_0, "q4_0", 32768, 768, 1}, {qkv::QType::Q4_0, "q4_0", 2048, 768, 64},
+    {qkv::QType::Q4_K, "q4_k", 2048, 768, 1}, {qkv::QType::Q4_K, "q4_k", 32768, 768, 1}, {qkv::QType::Q4_K, "q4_k", 2048, 768, 64},
+    {qkv::QType::Q6_K, "q6_k", 2048, 768, 1}, {qkv::QType::Q6_K, "q6_k", 32768, 768, 1}, {qkv::QType::Q6_K, "q6_k", 2048, 768, 64},
+};
+constexpr int kNumCases = sizeof kCases / sizeof kCases[0];
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+void quantize(qkv::QType t, const float* x, void* dst, int n) {
+  switch (t) {
+    case qkv::QType::Q8_0: return qkv::quantize_row_q8_0(x, dst, n);
+    case qkv::QType::Q4_0: return qkv::quantize_row_q4_0(x, dst, n);
+    case qkv::QType::Q4_K: return qkv::quantize_row_q4_k(x, dst, n);
+    default: return qkv::quantize_row_q6_k(x, dst, n);
+  }
+}
+
+volatile float g_sink;
+
+}  // namespace
+
+extern "C" {
+
+int n_cases() { return kNumCases; }
+const char* case_type(int c) { return kCases[c].type_name; }
+int case_d(int c) { return kCases[c].d; }
+int case_n(int c) { return kCases[c].n; }
+int case_tokens(int c) { return kCases[c].T; }
+double case_flops(int c) { return 2.0 * kCases[c].T * kCases[c].d * kCases[c].n; }
+
+// Seconds per call of case c: the best of 3 timings of a loop of at least 10 ms.
+double run_case(int c) {
+  if (c < 0 || c >= kNumCases) return -1.0;
+  const Case k = kCases[c];
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  const size_t rb = qkv::qtype_row_bytes(k.type, k.n);
+  std::vector<float> row(k.n);
+  // 64 distinct rows repeated: the big matrix is out of cache without quantizing 32768 rows.
+  std::vector<uint8_t> W(rb * k.d);
+  for (int r = 0; r < 64; r++) {
+    for (float& v : row) v = nd(rng);
+    quantize(k.type, row.data(), W.data() + r * rb, k.n);
+  }
+  for (int r = 64; r < k.d; r++) std::copy_n(W.begin() + (r % 64) * rb, rb, W.begin() + r * rb);
+  std::vector<float> X((size_t)k.T * k.n), Y((size_t)k.T * k.d);
+  for (float& v : X) v = 20.0f * nd(rng);
+  std::vector<qkv::BlockQ8A> xq((size_t)k.T * k.n / 32);
+  auto once = [&] {
+    for (int i = 0; i < k.T; i++) qkv::quantize_act_q8_simd(X.data() + (size_t)i * k.n, xq.data() + (size_t)i * k.n / 32, k.n);
+    qkv::matmul_q8_simd(k.type, Y.data(), k.d, xq.data(), W.data(), k.T, k.n, 0, k.d);
+    g_sink = Y[0];
+  };
+  once();
+  int iters = 1;
+  for (;;) {
+    const double t0 = now();
+    for (int i = 0; i < iters; i++) once();
+    if (now() - t0 > 0.01) break;
+    iters *= 2;
+  }
+  double best = 1e30;
+  for (int rep = 0; rep < 3; rep++) {
+    const double t0 = now();
+    for (int i = 0; i < iters; i++) once();
+    best = std::min(best, (now() - t0) / iters);
+  }
+  return best;
+}
+
+}  // extern "C"
+
+int main() { return 0; }
