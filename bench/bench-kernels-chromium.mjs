@@ -4,10 +4,10 @@
 //
 //   node bench/bench-kernels-chromium.mjs [--rounds 15] [BUILD.mjs ...]
 //
-// With no BUILD, it runs build-wasm/ and build-wasm-relaxed/qkv_kernel_bench_web.mjs (those that
-// exist; `cmake --build build-wasm --target qkv_kernel_bench_web`). Given several builds (say
-// one built from a branch and one from main, anywhere on disk), it runs them in one page and
-// alternates them case by case, so the columns compare even on a noisy machine.
+// With no BUILD, it runs build-wasm/qkv_kernel_bench_web.mjs (`cmake --build build-wasm --target
+// qkv_kernel_bench_web`; the block-type kernels are the same in the relaxed-SIMD build). Given
+// several builds (say one built from a branch and one from main, anywhere on disk), it runs
+// them in one page and alternates them case by case, so the columns compare on a noisy machine.
 //
 // Why in the browser: V8 in Node 20 and in Chromium lower SIMD128 differently (a kernel change
 // measured 20% faster in one and slower in the other), and Chromium is where the targets are.
@@ -37,11 +37,8 @@ for (let i = 0; i < args.length; i++) {
     builds.push(resolve(args[i]));
   }
 }
-if (builds.length === 0)
-  for (const d of ['build-wasm', 'build-wasm-relaxed']) {
-    const f = join(root, d, 'qkv_kernel_bench_web.mjs');
-    if (existsSync(f)) builds.push(f);
-  }
+if (builds.length === 0 && existsSync(join(root, 'build-wasm', 'qkv_kernel_bench_web.mjs')))
+  builds.push(join(root, 'build-wasm', 'qkv_kernel_bench_web.mjs'));
 if (builds.length === 0) {
   console.error('bench-kernels-chromium: no build found; run: cmake --build build-wasm --target qkv_kernel_bench_web');
   process.exit(2);

@@ -356,7 +356,9 @@ inline I32 dot_ss16(const W32& w, const X32& x, int sa, int sb) {
   return wasm_i32x4_add(wasm_i32x4_mul(lo, wasm_i32x4_splat(sa)), wasm_i32x4_mul(hi, wasm_i32x4_splat(sb)));
 }
 inline F fzero() { return wasm_f32x4_splat(0.0f); }
-inline F fmadd_v(I32 i, v128_t s, F acc) { return madd(fbatch(wasm_f32x4_convert_i32x4(i)), fbatch(s), fbatch(acc)).data; }
+// acc + i * s as a multiply and an add, also in the relaxed builds: with relaxed_madd here (and
+// for the min term) Q4_0 and Q4_K prefill measured 10-20% slower in Chromium 156.
+inline F fmadd_v(I32 i, v128_t s, F acc) { return wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(i), s)); }
 inline float fsum(F a) {
   return (wasm_f32x4_extract_lane(a, 0) + wasm_f32x4_extract_lane(a, 1)) +
          (wasm_f32x4_extract_lane(a, 2) + wasm_f32x4_extract_lane(a, 3));
@@ -707,7 +709,7 @@ QKV_UNROLL
         for (int r = 0; r < NR; r++) {
           const I32* q = sum[r][t];
           acc[r][t] = fmadd_v(hsum4(q[0], q[1], q[2], q[3]), wasm_f32x4_mul(d4[r], xd), acc[r][t]);
-          if constexpr (kMin) macc[r][t] = madd(fbatch(m4[r]), fbatch(xsum), fbatch(macc[r][t])).data;
+          if constexpr (kMin) macc[r][t] = wasm_f32x4_add(macc[r][t], wasm_f32x4_mul(m4[r], xsum));
         }
       }
     }
@@ -740,27 +742,29 @@ inline void tile(const uint8_t* const* rows, const BlockQ8A* const* xs, int nb, 
 #endif
 }
 
+constexpr int kDecodeRows = 2;  // weight rows per decode tile (4 measured slower in Chromium)
+
 template <class D>
 void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, int T, int n, int r0, int r1) {
   const int nb = n / 32;
   const size_t rb = (size_t)(nb / D::kSub) * D::kBytes;
   float out[8];
   if (T == 1) {
-    // Decode: two rows at a time share each activation load; the rows come from the two halves
-    // of the range, so the two weight streams are far apart (adjacent rows read in lockstep
-    // defeat the hardware prefetcher: 3x slower from DRAM for Q8_0).
-    const int h = (r1 - r0) / 2;
+    // Decode: NR rows at a time share each activation load; the rows come from NR equal parts
+    // of the range, so the weight streams are far apart (adjacent rows read in lockstep defeat
+    // the hardware prefetcher: 3x slower from DRAM for Q8_0). The rest go one at a time.
+    constexpr int NR = kDecodeRows;
+    const int h = (r1 - r0) / NR;
     for (int i = 0; i < h; i++) {
-      const int ra = r0 + i, rc = r0 + h + i;
-      const uint8_t* rows[2] = {W + (size_t)ra * rb, W + (size_t)rc * rb};
-      tile<D, 2, 1>(rows, &X, nb, out);
-      Y[ra] = out[0];
-      Y[rc] = out[1];
+      const uint8_t* rows[NR];
+      for (int k = 0; k < NR; k++) rows[k] = W + (size_t)(r0 + k * h + i) * rb;
+      tile<D, NR, 1>(rows, &X, nb, out);
+      for (int k = 0; k < NR; k++) Y[r0 + k * h + i] = out[k];
     }
-    if ((r1 - r0) % 2) {
-      const uint8_t* rows[1] = {W + (size_t)(r1 - 1) * rb};
+    for (int r = r0 + NR * h; r < r1; r++) {
+      const uint8_t* rows[1] = {W + (size_t)r * rb};
       tile<D, 1, 1>(rows, &X, nb, out);
-      Y[r1 - 1] = out[0];
+      Y[r] = out[0];
     }
     return;
   }
