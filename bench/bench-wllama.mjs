@@ -15,12 +15,15 @@
 // The page is served with COOP/COEP, so both engines get threads. Per model and thread count:
 // prefill tok/s of a --prompt token prompt and decode tok/s over --decode tokens, medians of
 // --runs runs after a warm-up; qkv's through its JS API, wllama's from llama.cpp's timings.
+// Files over 512 MiB reach wllama as llama.cpp split files (bench/gguf-split.mjs; it cannot
+// take them as one buffer); qkv reads the single file. Same tensors, same bytes.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, closeSync, writeSync, statSync, renameSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchBrowser } from '../tests/js/browser.mjs';
 import { serveBenchPage } from './bench-server.mjs';
+import { splitGguf } from './gguf-split.mjs';
 
 const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const args = process.argv.slice(2);
@@ -146,7 +149,11 @@ try {
           try {
             await page.goto(base);
             await page.waitForFunction(() => window.benchReady === true, null, { timeout: 60000 });
-            const cfg = { model: `/models/${file.slice(dir.length + 1)}`, threads, prompt, decode, runs,
+            // wllama takes files over 512 MiB as llama.cpp split files (its documented limit).
+            const files = engine === 'wllama' && size > 512 * 1048576 ? splitGguf(file) : [file];
+            if (files.length > 1) row.wllamaSplit = files.length;
+            const urls = files.map((f) => `/models/${f.slice(dir.length + 1)}`);
+            const cfg = { model: engine === 'wllama' ? urls : urls[0], threads, prompt, decode, runs,
                           simd: engine.startsWith('qkv-') ? engine.slice(4) : undefined };
             row[engine] = await page.evaluate(([fn, c]) => window[fn](c), [engine === 'wllama' ? 'benchWllama' : 'benchQkv', cfg]);
           } catch (e) {
@@ -181,7 +188,7 @@ for (const r of rows) {
   const w = r.wllama || {};
   const qs = simdList.map((v) => r[`qkv-${v}`] || {});
   const val = (x, k) => (x.error ? 'error' : f(x[k]));
-  console.log(`| ${r.shape} | ${r.type} | ${mb(r.size)} | ${r.threads} | ${qs.map((q) => val(q, 'prefill')).join(' | ')} | ${val(w, 'prefill')} | ` +
+  console.log(`| ${r.shape} | ${r.type} | ${mb(r.size)}${r.wllamaSplit ? ` (wllama: ${r.wllamaSplit} split files)` : ''} | ${r.threads} | ${qs.map((q) => val(q, 'prefill')).join(' | ')} | ${val(w, 'prefill')} | ` +
     `${qs.map((q) => ratio(q.prefill, w.prefill)).join(' | ')} | ${qs.map((q) => val(q, 'decode')).join(' | ')} | ${val(w, 'decode')} | ` +
     `${qs.map((q) => ratio(q.decode, w.decode)).join(' | ')} |`);
 }

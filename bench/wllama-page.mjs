@@ -38,8 +38,9 @@ window.benchQkv = async ({ model, threads, prompt, decode, runs, simd }) => {
 window.benchWllama = async ({ model, threads, prompt, decode, runs }) => {
   const w = new Wllama({ default: '/wllama/wasm/wllama.wasm' }, { suppressNativeLog: true });
   let t = performance.now();
-  const blob = await (await fetch(model)).blob();
-  await w.loadModel([blob], { n_threads: threads, n_ctx: 512, n_batch: 512, seed: 1 });
+  const blobs = [];  // one file, or llama.cpp split files in order
+  for (const url of model) blobs.push(await (await fetch(url)).blob());
+  await w.loadModel(blobs, { n_threads: threads, n_ctx: 512, n_batch: 512, seed: 1 });
   const loadMs = performance.now() - t;
   try {
     const pre = [], dec = [];
