@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "common.h"
 #include "engine/generate.h"
 #include "formats/file.h"
@@ -660,10 +662,16 @@ TEST(TrainExport, GgufCheckpointGivesTheSameLossThroughTheInferenceEngine) {
 
 // ---- the trainer -------------------------------------------------------------------------
 
+// ctest runs each test in its own process, several at once, and they share TempDir(): the file
+// is written under a name of this process's and renamed into place, so no test ever reads one
+// that another is in the middle of rewriting (same content either way).
 std::string write_temp(const std::string& name, const std::string& content) {
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream f(path, std::ios::binary);
-  f << content;
+  const std::string path = ::testing::TempDir() + name, tmp = path + "." + std::to_string(getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << content;
+  }
+  std::rename(tmp.c_str(), path.c_str());
   return path;
 }
 
