@@ -143,6 +143,8 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
   if (ml_buf.size() < (size_t)nh * BQ * 2) ml_buf.resize((size_t)nh * BQ * 2);
   alignas(64) float s[BQ][BK];
   const int c0 = (h0 / group) * hd, c1 = ((h1 - 1) / group + 1) * hd;  // cache columns of these heads
+  // With one key/value head the touch would walk the same strided slice the head reads anyway.
+  const bool touch = c1 - c0 > hd;
   float touched = 0.0f;
 
   for (int i0 = 0; i0 < a.n_q; i0 += BQ) {
@@ -163,7 +165,7 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
     if (a.window > 0 && a.q_pos0 + i0 - a.window + 1 > 0) kv_begin = a.q_pos0 + i0 - a.window + 1;
     for (int j0 = kv_begin; j0 < kv_end; j0 += BK) {
       const int nk = kv_end - j0 < BK ? kv_end - j0 : BK;
-      touched += touch_rows(a.k, a.kv_stride, j0, nk, c0, c1) + touch_rows(a.v, a.kv_stride, j0, nk, c0, c1);
+      if (touch) touched += touch_rows(a.k, a.kv_stride, j0, nk, c0, c1) + touch_rows(a.v, a.kv_stride, j0, nk, c0, c1);
       for (int h = h0; h < h1; h++) {
         const int g = h / group;
         float* acc = acc_buf.data() + (size_t)(h - h0) * BQ * hd;
