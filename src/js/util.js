@@ -21,14 +21,17 @@ export function call(fn) {
 /** Values of the `simd` load option. */
 export const SIMD_MODES = ['auto', 'relaxed', 'baseline'];
 
-// A module whose one function runs f32x4.relaxed_madd (0xfd 0x105) on three zero vectors.
+// A module whose one function runs the two relaxed instructions the relaxed builds use:
+// f32x4.relaxed_madd (0xfd 0x105) on three zero vectors, then i16x8.relaxed_dot_i8x16_i7x16_s
+// (0xfd 0x112) of that and a zero vector.
 const RELAXED_PROBE = new Uint8Array([
   0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,  // magic, version
   0x01, 0x04, 0x01, 0x60, 0x00, 0x00,              // type: () -> ()
   0x03, 0x02, 0x01, 0x00,                          // function 0 of type 0
-  0x0a, 0x3e, 0x01, 0x3c, 0x00,                    // code: one body of 60 bytes, no locals
+  0x0a, 0x53, 0x01, 0x51, 0x00,                    // code: one body of 81 bytes, no locals
   0xfd, 0x0c, ...new Array(16).fill(0), 0xfd, 0x0c, ...new Array(16).fill(0), 0xfd, 0x0c, ...new Array(16).fill(0),
-  0xfd, 0x85, 0x02, 0x1a, 0x0b,                    // f32x4.relaxed_madd, drop, end
+  0xfd, 0x85, 0x02,                                // f32x4.relaxed_madd
+  0xfd, 0x0c, ...new Array(16).fill(0), 0xfd, 0x92, 0x02, 0x1a, 0x0b,  // i16x8.relaxed_dot_i8x16_i7x16_s, drop, end
 ]);
 
 /** Whether this engine runs relaxed SIMD (Chromium >= 114 and Node >= 22 do). */

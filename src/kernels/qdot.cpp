@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "../common.h"
 #include "simd.h"
@@ -23,6 +25,9 @@
 #elif defined(__wasm_simd128__) && !defined(QKV_PORTABLE_QDOT)
 #define QKV_QDOT_WASM 1
 #include <wasm_simd128.h>
+#if defined(QKV_RELAXED_SIMD)
+#define QKV_QDOT_RELAXED 1
+#endif
 #endif
 
 namespace qkv {
@@ -78,6 +83,7 @@ void quantize_act_q8_ref(const float* x, BlockQ8A* dst, int n) {
       finite = finite && std::isfinite(v[k]);
       amax = std::fmax(amax, std::fabs(v[k]));
     }
+    o.h[0] = o.h[1] = 0;
     if (!finite) {
       o.d = o.s = NAN;
       for (int k = 0; k < 32; k++) o.q[k] = 0;
@@ -85,13 +91,12 @@ void quantize_act_q8_ref(const float* x, BlockQ8A* dst, int n) {
     }
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     o.d = amax / 127.0f;
-    int sum = 0;
     for (int k = 0; k < 32; k++) {
       const int q = (int)std::nearbyint(v[k] * id);
       o.q[k] = (q8a_t)q;
-      sum += q;
+      o.h[k / 16] = (int16_t)(o.h[k / 16] + q);
     }
-    o.s = o.d * (float)sum;
+    o.s = o.d * (float)(o.h[0] + o.h[1]);
   }
 }
 
@@ -112,6 +117,7 @@ void quantize_act_q8_simd(const float* x, BlockQ8A* dst, int n) {
       finite = finite && (a <= fmax_v);  // false for Inf and NaN
       amax = xsimd::max(amax, a);
     }
+    o.h[0] = o.h[1] = 0;
     if (!xsimd::all(finite)) {
       o.d = o.s = NAN;
       for (int k = 0; k < 32; k++) o.q[k] = 0;
@@ -120,14 +126,16 @@ void quantize_act_q8_simd(const float* x, BlockQ8A* dst, int n) {
     const float a = xsimd::reduce_max(amax);
     const float id = a != 0.0f ? 127.0f / a : 0.0f;
     o.d = a / 127.0f;
-    ibatch sum(0);
+    ibatch sum[2] = {ibatch(0), ibatch(0)};
     for (int i = 0; i < NV; i++) {
       const ibatch q = xsimd::batch_cast<int32_t>(xsimd::nearbyint(xs[i] * fbatch(id)));  // integral: exact cast
       q.store_aligned(qi + i * L);
-      sum += q;
+      sum[i * 2 / NV] += q;
     }
     for (int k = 0; k < 32; k++) o.q[k] = (q8a_t)qi[k];
-    o.s = o.d * (float)xsimd::reduce_add(sum);
+    o.h[0] = (int16_t)xsimd::reduce_add(sum[0]);
+    o.h[1] = (int16_t)xsimd::reduce_add(sum[1]);
+    o.s = o.d * (float)(o.h[0] + o.h[1]);
   }
 }
 
@@ -305,7 +313,11 @@ struct W32 { v128_t a, b, c, d; };
 struct X32 { v128_t a, b, c, d; };
 using I32 = v128_t;
 using F = v128_t;
+#if QKV_QDOT_RELAXED
+const char* const kImpl = "wasm-relaxed";  // Q8_0 as below; the other types through rdot
+#else
 const char* const kImpl = "wasm-simd128";
+#endif
 
 // LLVM narrows a mask or shift of zero-extended bytes back to 8-bit ops and a shuffle (an
 // emulated i8x16.shr_u and a v128.load64_zero instead of one extending load); an empty asm
@@ -318,10 +330,14 @@ inline v128_t u8x8(const uint8_t* p) { return opaque(wasm_u16x8_load8x8(p)); }
 inline v128_t s8x8(const uint8_t* p) { return opaque(wasm_i16x8_load8x8(p)); }
 inline W32 load_w32(const uint8_t* p) { return {u8x8(p), u8x8(p + 8), u8x8(p + 16), u8x8(p + 24)}; }
 inline W32 load_s32(const uint8_t* p) { return {s8x8(p), s8x8(p + 8), s8x8(p + 16), s8x8(p + 24)}; }
-inline X32 load_x32(const q8a_t* q) { return {wasm_v128_load(q), wasm_v128_load(q + 8), wasm_v128_load(q + 16), wasm_v128_load(q + 24)}; }
+inline X32 load_x32(const int16_t* q) { return {wasm_v128_load(q), wasm_v128_load(q + 8), wasm_v128_load(q + 16), wasm_v128_load(q + 24)}; }
+[[maybe_unused]] inline X32 load_x32(const int8_t* q) {  // 8-bit activations (relaxed builds), widened as they load
+  const uint8_t* b = reinterpret_cast<const uint8_t*>(q);
+  return {s8x8(b), s8x8(b + 8), s8x8(b + 16), s8x8(b + 24)};
+}
 template <class Op>
 inline W32 each(W32 v, Op op) { return {op(v.a), op(v.b), op(v.c), op(v.d)}; }
-inline W32 nibbles16(const uint8_t* p) {
+[[maybe_unused]] inline W32 nibbles16(const uint8_t* p) {
   const v128_t lo = u8x8(p), hi = u8x8(p + 8), m = wasm_i16x8_splat(0x0f);
   return {wasm_v128_and(lo, m), wasm_v128_and(hi, m), wasm_u16x8_shr(lo, 4), wasm_u16x8_shr(hi, 4)};
 }
@@ -334,7 +350,7 @@ inline W32 bits_at(W32 v, int s, int mask) {  // s < 0: left
 }
 inline W32 or8(W32 a, W32 b) { return {wasm_v128_or(a.a, b.a), wasm_v128_or(a.b, b.b), wasm_v128_or(a.c, b.c), wasm_v128_or(a.d, b.d)}; }
 inline W32 sub8(W32 v, int c) { return each(v, [=](v128_t x) { return wasm_i16x8_sub(x, wasm_i16x8_splat((int16_t)c)); }); }
-inline W32 bits_to_16s(uint32_t bits) {
+[[maybe_unused]] inline W32 bits_to_16s(uint32_t bits) {
   const v128_t bit = wasm_i16x8_make(1, 2, 4, 8, 16, 32, 64, 128), sixteen = wasm_i16x8_splat(16);
   auto group = [&](int g) {
     const v128_t v = wasm_v128_and(wasm_i16x8_splat((int16_t)((bits >> (8 * g)) & 0xff)), bit);
@@ -346,11 +362,11 @@ inline I32 dot4(v128_t w0, v128_t w1, v128_t w2, v128_t w3, const X32& x) {
   return wasm_i32x4_add(wasm_i32x4_add(wasm_i32x4_dot_i16x8(w0, x.a), wasm_i32x4_dot_i16x8(w1, x.b)),
                         wasm_i32x4_add(wasm_i32x4_dot_i16x8(w2, x.c), wasm_i32x4_dot_i16x8(w3, x.d)));
 }
-inline I32 dot_us(const W32& w, const X32& x) { return dot4(w.a, w.b, w.c, w.d, x); }
+[[maybe_unused]] inline I32 dot_us(const W32& w, const X32& x) { return dot4(w.a, w.b, w.c, w.d, x); }
 inline I32 dot_ss(const W32& w, const X32& x) { return dot4(w.a, w.b, w.c, w.d, x); }
 // Each half's products summed, then scaled in i32 (two multiplies instead of four on the
 // weights).
-inline I32 dot_ss16(const W32& w, const X32& x, int sa, int sb) {
+[[maybe_unused]] inline I32 dot_ss16(const W32& w, const X32& x, int sa, int sb) {
   const v128_t lo = wasm_i32x4_add(wasm_i32x4_dot_i16x8(w.a, x.a), wasm_i32x4_dot_i16x8(w.b, x.b));
   const v128_t hi = wasm_i32x4_add(wasm_i32x4_dot_i16x8(w.c, x.c), wasm_i32x4_dot_i16x8(w.d, x.d));
   return wasm_i32x4_add(wasm_i32x4_mul(lo, wasm_i32x4_splat(sa)), wasm_i32x4_mul(hi, wasm_i32x4_splat(sb)));
@@ -388,6 +404,53 @@ inline v128_t hsum4(v128_t a, v128_t b, v128_t c, v128_t d) {
   const v128_t cd = wasm_i32x4_add(wasm_i32x4_shuffle(c, d, 0, 4, 1, 5), wasm_i32x4_shuffle(c, d, 2, 6, 3, 7));
   return wasm_i32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
 }
+
+
+#if QKV_QDOT_RELAXED
+// Relaxed SIMD's i16x8.relaxed_dot_i8x16_i7x16_s multiplies 16 signed bytes by 16 bytes in
+// 0..127 and adds adjacent pairs into i16 (pmaddubsw on x64, sdot-free smull/saddlp on arm64):
+// deterministic when the second operand's bytes are below 128, which every code of the
+// unsigned types is (nibbles, 5-bit and 6-bit codes), and exact, since a pair sums to at most
+// 2 * 127 * 63 in magnitude. Those types keep their codes as bytes (B32) and the activations
+// stay 8-bit (X8): a 32-element block is two relaxed dots and one i32x4.dot_i16x8 against ones,
+// instead of four of those against widened weights. Q8_0's signed weights are outside i7: it
+// keeps the widened path above (its activations widened by the load).
+//
+// clang 14 has no builtin for the instruction. __builtin_wasm_relaxed_swizzle_i8x16 (the
+// pre-standard opcode 0xa2, same operand and result types, otherwise unused) stands in for it,
+// and scripts/wasm-relaxed.mjs rewrites that opcode to the standard 0x112 after each link.
+// (The accumulating i32x4 form, 0x113, returns wrong sums in Node 20's V8.)
+struct B32 { v128_t lo, hi; };  // codes of elements 0..15 and 16..31, one per byte
+struct X8 { v128_t lo, hi; };   // the 32 activations, one per byte
+inline X8 load_x8(const q8a_t* q) { return {wasm_v128_load(q), wasm_v128_load(q + 16)}; }
+inline v128_t rdot(v128_t x, v128_t w) { return __builtin_wasm_relaxed_swizzle_i8x16(x, w); }
+inline v128_t bmask(int m) { return wasm_i8x16_splat((int8_t)m); }
+// (v >> s) & mask per byte through 16-bit shifts (s < 0: left): the masks keep only bits that
+// came from the byte's own, as bits_at above.
+inline v128_t bits8(v128_t v, int s, int mask) {
+  return wasm_v128_and(s >= 0 ? wasm_u16x8_shr(v, s) : wasm_i16x8_shl(v, -s), bmask(mask));
+}
+// 16 bytes of nibbles: low nibbles are elements 0..15, high nibbles 16..31 (Q4_0 ... Q5_1).
+inline B32 nibbles8(const uint8_t* p) {
+  const v128_t q = opaque(wasm_v128_load(p));
+  return {wasm_v128_and(q, bmask(0x0f)), bits8(q, 4, 0x0f)};
+}
+inline B32 or8(B32 a, B32 b) { return {wasm_v128_or(a.lo, b.lo), wasm_v128_or(a.hi, b.hi)}; }
+// Byte e = 16 where bit e of `bits` is set, else 0.
+inline B32 bits_to_16s8(uint32_t bits) {
+  const v128_t v = wasm_i32x4_splat((int32_t)bits), bit = wasm_i64x2_splat((int64_t)0x8040201008040201ull);
+  auto half = [&](v128_t spread) { return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(spread, bit), bit), bmask(16)); };
+  return {half(wasm_i8x16_shuffle(v, v, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)),
+          half(wasm_i8x16_shuffle(v, v, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3))};
+}
+inline I32 dot_u8(const B32& w, const X8& x) {  // pairs of at most 2 * 2 * 127 * 31: no overflow
+  return wasm_i32x4_dot_i16x8(wasm_i16x8_add(rdot(x.lo, w.lo), rdot(x.hi, w.hi)), wasm_i16x8_splat(1));
+}
+// The halves' pair sums times their i16 scales (splatted), in the one i32x4.dot_i16x8.
+inline I32 dot_u8_16(const B32& w, const X8& x, v128_t sa, v128_t sb) {
+  return wasm_i32x4_add(wasm_i32x4_dot_i16x8(rdot(x.lo, w.lo), sa), wasm_i32x4_dot_i16x8(rdot(x.hi, w.hi), sb));
+}
+#endif
 
 #else  // portable: plain loops the compiler may vectorise
 struct W32 { int16_t v[32]; };
@@ -466,6 +529,12 @@ struct DecQ4_5 {
   }
   float d(int) const { return s; }
   float min(int) const { return m; }
+#if QKV_QDOT_RELAXED
+  B32 w8(int) const {
+    const B32 codes = nibbles8(p + kBytes - 16);
+    return K5 ? or8(codes, bits_to_16s8(u32_at(p + (M ? 4 : 2)))) : codes;
+  }
+#endif
 #if QKV_QDOT_WASM
   static void group_scales(const uint8_t* blk, v128_t* d, v128_t* m) {
     *d = half4(blk, kBytes);
@@ -545,6 +614,19 @@ struct DecQ45_K {
     }
   }
 #endif
+#if QKV_QDOT_RELAXED
+  void wpair8(int j, B32* a, B32* b) const {
+    const uint8_t* q = p + (K5 ? 48 : 16) + 32 * (j / 2);
+    const v128_t q0 = opaque(wasm_v128_load(q)), q1 = opaque(wasm_v128_load(q + 16));
+    *a = {wasm_v128_and(q0, bmask(0x0f)), wasm_v128_and(q1, bmask(0x0f))};
+    *b = {bits8(q0, 4, 0x0f), bits8(q1, 4, 0x0f)};
+    if (K5) {
+      const v128_t h0 = opaque(wasm_v128_load(p + 16)), h1 = opaque(wasm_v128_load(p + 32));
+      *a = or8(*a, B32{bits8(h0, j - 4, 0x10), bits8(h1, j - 4, 0x10)});
+      *b = or8(*b, B32{bits8(h0, j - 3, 0x10), bits8(h1, j - 3, 0x10)});
+    }
+  }
+#endif
 };
 
 // Q6_K: 8 sub-blocks of 32 in two halves of 128; an int8 scale per 16 elements.
@@ -553,7 +635,14 @@ struct DecQ6_K {
   static constexpr Kind kKind = Kind::Signed16;
   const uint8_t* p;
   float s;
-  void prepare(const uint8_t* b) { p = b; s = half(b + 208); }
+  void prepare(const uint8_t* b) {
+    p = b;
+    s = half(b + 208);
+#if QKV_QDOT_RELAXED
+    sc[0] = wasm_i16x8_load8x8(b + 192);
+    sc[1] = wasm_i16x8_load8x8(b + 200);
+#endif
+  }
   W32 w(int j) const {
     const int h = j / 4, c = j % 4;
     const W32 ql = load_w32(p + 64 * h + 32 * (c % 2));
@@ -572,6 +661,42 @@ struct DecQ6_K {
     const W32 q0 = load_w32(p + 64 * h), q1 = load_w32(p + 64 * h + 32);
     *a = sub8(or8(c < 2 ? low4(q0) : high4(q0), bits_at(qh, 2 * c - 4, 0x30)), 32);
     *b = sub8(or8(c < 2 ? low4(q1) : high4(q1), bits_at(qh, 2 * c - 2, 0x30)), 32);
+  }
+#endif
+#if QKV_QDOT_RELAXED
+  // The unsigned codes (0..63, without the -32: the kernel subtracts 32 * (sa * h[0] + sb * h[1])
+  // per activation block) of sub-blocks j and j + 1 (j even).
+  v128_t sc[2];  // the 16 scales as i16: sa(0), sb(0), sa(1), ... sb(3); then sub-blocks 4-7
+  void wpair8(int j, B32* a, B32* b) const {
+    const int h = j / 4, c = j % 4;
+    const uint8_t* ql = p + 64 * h;
+    const v128_t h0 = opaque(wasm_v128_load(p + 128 + 32 * h)), h1 = opaque(wasm_v128_load(p + 144 + 32 * h));
+    const v128_t l0 = opaque(wasm_v128_load(ql)), l1 = opaque(wasm_v128_load(ql + 16));
+    const v128_t m0 = opaque(wasm_v128_load(ql + 32)), m1 = opaque(wasm_v128_load(ql + 48));
+    auto codes = [&](v128_t q, v128_t qh, int hs) {  // nibble (low for c < 2) | 2 high bits at 4, 5
+      return wasm_v128_or(c < 2 ? wasm_v128_and(q, bmask(0x0f)) : bits8(q, 4, 0x0f), bits8(qh, hs, 0x30));
+    };
+    *a = {codes(l0, h0, 2 * c - 4), codes(l1, h1, 2 * c - 4)};
+    *b = {codes(m0, h0, 2 * c - 2), codes(m1, h1, 2 * c - 2)};
+  }
+  // sa(j), sb(j) in every lane.
+  v128_t sa16(int j) const {
+    const v128_t v = sc[j / 4];
+    switch (j % 4) {
+      case 0: return wasm_i16x8_shuffle(v, v, 0, 0, 0, 0, 0, 0, 0, 0);
+      case 1: return wasm_i16x8_shuffle(v, v, 2, 2, 2, 2, 2, 2, 2, 2);
+      case 2: return wasm_i16x8_shuffle(v, v, 4, 4, 4, 4, 4, 4, 4, 4);
+      default: return wasm_i16x8_shuffle(v, v, 6, 6, 6, 6, 6, 6, 6, 6);
+    }
+  }
+  v128_t sb16(int j) const {
+    const v128_t v = sc[j / 4];
+    switch (j % 4) {
+      case 0: return wasm_i16x8_shuffle(v, v, 1, 1, 1, 1, 1, 1, 1, 1);
+      case 1: return wasm_i16x8_shuffle(v, v, 3, 3, 3, 3, 3, 3, 3, 3);
+      case 2: return wasm_i16x8_shuffle(v, v, 5, 5, 5, 5, 5, 5, 5, 5);
+      default: return wasm_i16x8_shuffle(v, v, 7, 7, 7, 7, 7, 7, 7, 7);
+    }
   }
 #endif
 };
@@ -654,8 +779,55 @@ inline I32 block_dot(const D& dec, int j, const W32& w, const X32& x) {
   else return dot_us(w, x);
 }
 
-template <class D, int NR, int NT>
-inline void dot_tile_grouped(const uint8_t* const* rows, const BlockQ8A* const* xs, int nb, float* out) {
+// Whether type D runs the relaxed 8-bit products (every type but Q8_0 in the relaxed builds).
+template <class D>
+constexpr bool kRelaxed8 =
+#if QKV_QDOT_RELAXED
+    D::kKind != Kind::Signed;
+#else
+    false;
+#endif
+
+#if QKV_QDOT_RELAXED
+template <class D>
+inline I32 block_dot(const D& dec, int j, const B32& w, const X8& x) {
+  if constexpr (D::kKind == Kind::Signed16) return dot_u8_16(w, x, dec.sa16(j), dec.sb16(j));
+  else return dot_u8(w, x);
+}
+#endif
+// The activations of one block and the weights of a sub-block (pair), as type D multiplies them.
+template <class D, class Q>
+inline auto load_act(const Q* q) {
+#if QKV_QDOT_RELAXED
+  if constexpr (kRelaxed8<D>) return load_x8(q);
+  else
+#endif
+    return load_x32(q);
+}
+template <class D>
+inline auto weights(const D& dec) {
+#if QKV_QDOT_RELAXED
+  if constexpr (kRelaxed8<D>) return dec.w8(0);
+  else
+#endif
+    return dec.w(0);
+}
+template <class D, class W>
+inline void weight_pair(const D& dec, int j, W* a, W* b) {
+#if QKV_QDOT_RELAXED
+  if constexpr (kRelaxed8<D>) dec.wpair8(j, a, b);
+  else
+#endif
+    dec.wpair(j, a, b);
+}
+#if QKV_QDOT_RELAXED
+using WeightsOfPair = B32;
+#else
+using WeightsOfPair = W32;
+#endif
+
+template <class D, int NR, int NT, class XB>
+inline void dot_tile_grouped(const uint8_t* const* rows, const XB* const* xs, int nb, float* out) {
   constexpr bool kMin = D::kKind == Kind::UnsignedMin;
   constexpr int U = D::kSub > 4 ? D::kSub : 4;  // activation blocks per step
   static_assert(U % 4 == 0, "a step is whole groups of four");
@@ -675,11 +847,11 @@ QKV_UNROLL
       if constexpr (D::kSub == 1) {
 QKV_UNROLL
         for (int i = 0; i < 4; i++) {
-          X32 xq[NT];
-          for (int t = 0; t < NT; t++) xq[t] = load_x32(xs[t][b0 + i].q);
+          decltype(load_act<D>(xs[0][0].q)) xq[NT];
+          for (int t = 0; t < NT; t++) xq[t] = load_act<D>(xs[t][b0 + i].q);
           for (int r = 0; r < NR; r++) {
             dec[r].p = rows[r] + (size_t)(b0 + i) * D::kBytes;
-            const W32 w = dec[r].w(0);
+            const auto w = weights(dec[r]);
             for (int t = 0; t < NT; t++) sum[r][t][i] = block_dot(dec[r], 0, w, xq[t]);
           }
         }
@@ -688,11 +860,12 @@ QKV_UNROLL
         for (int i = 0; i < 4; i += 2) {
           const int j = 4 * g + i;
           for (int r = 0; r < NR; r++) {
-            W32 wa, wb;
-            dec[r].wpair(j, &wa, &wb);
+            using WP = std::conditional_t<kRelaxed8<D>, WeightsOfPair, W32>;
+            WP wa, wb;
+            weight_pair(dec[r], j, &wa, &wb);
             for (int t = 0; t < NT; t++) {
-              sum[r][t][i] = block_dot(dec[r], j, wa, load_x32(xs[t][b0 + i].q));
-              sum[r][t][i + 1] = block_dot(dec[r], j + 1, wb, load_x32(xs[t][b0 + i + 1].q));
+              sum[r][t][i] = block_dot(dec[r], j, wa, load_act<D>(xs[t][b0 + i].q));
+              sum[r][t][i + 1] = block_dot(dec[r], j + 1, wb, load_act<D>(xs[t][b0 + i + 1].q));
             }
           }
         }
@@ -703,12 +876,27 @@ QKV_UNROLL
         else dec[r].group_scales(4 * g, &d4[r], &m4[r]);
       }
       for (int t = 0; t < NT; t++) {
-        const BlockQ8A* xb = xs[t] + b0;
+        const XB* xb = xs[t] + b0;
         const v128_t xd = wasm_f32x4_make(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
         const v128_t xsum = kMin ? wasm_f32x4_make(xb[0].s, xb[1].s, xb[2].s, xb[3].s) : fzero();
+#if QKV_QDOT_RELAXED
+        // Q6_K's offset: the four blocks' half sums h against the group's scale pairs.
+        v128_t hs = wasm_i32x4_splat(0);
+        if constexpr (kRelaxed8<D> && D::kKind == Kind::Signed16) {
+          hs = wasm_v128_load32_lane(xb[0].h, hs, 0);
+          hs = wasm_v128_load32_lane(xb[1].h, hs, 1);
+          hs = wasm_v128_load32_lane(xb[2].h, hs, 2);
+          hs = wasm_v128_load32_lane(xb[3].h, hs, 3);
+        }
+#endif
         for (int r = 0; r < NR; r++) {
           const I32* q = sum[r][t];
-          acc[r][t] = fmadd_v(hsum4(q[0], q[1], q[2], q[3]), wasm_f32x4_mul(d4[r], xd), acc[r][t]);
+          I32 isum = hsum4(q[0], q[1], q[2], q[3]);
+#if QKV_QDOT_RELAXED
+          if constexpr (kRelaxed8<D> && D::kKind == Kind::Signed16)
+            isum = wasm_i32x4_sub(isum, wasm_i32x4_shl(wasm_i32x4_dot_i16x8(dec[r].sc[g], hs), 5));
+#endif
+          acc[r][t] = fmadd_v(isum, wasm_f32x4_mul(d4[r], xd), acc[r][t]);
           if constexpr (kMin) macc[r][t] = wasm_f32x4_add(macc[r][t], wasm_f32x4_mul(m4[r], xsum));
         }
       }
@@ -719,9 +907,9 @@ QKV_UNROLL
     for (; b < nb; b++) {
       for (int r = 0; r < NR; r++) {
         dec[r].prepare(rows[r] + (size_t)b * D::kBytes);
-        const W32 w = dec[r].w(0);
+        const auto w = weights(dec[r]);
         for (int t = 0; t < NT; t++) {
-          const float v = fsum(wasm_f32x4_convert_i32x4(block_dot(dec[r], 0, w, load_x32(xs[t][b].q))));
+          const float v = fsum(wasm_f32x4_convert_i32x4(block_dot(dec[r], 0, w, load_act<D>(xs[t][b].q))));
           tail[r][t] = fma_s(v, dec[r].d(0) * xs[t][b].d, tail[r][t]);
           if constexpr (kMin) tail[r][t] = fma_s(dec[r].min(0), xs[t][b].s, tail[r][t]);
         }
@@ -734,10 +922,10 @@ QKV_UNROLL
 #endif
 
 // The tile the target runs: out[r * NT + t] = row r . token t.
-template <class D, int NR, int NT>
-inline void tile(const uint8_t* const* rows, const BlockQ8A* const* xs, int nb, float* out) {
+template <class D, int NR, int NT, class XB = BlockQ8A>
+inline void tile(const uint8_t* const* rows, const XB* const* xs, int nb, float* out) {
 #if QKV_QDOT_WASM
-  dot_tile_grouped<D, NR, NT>(rows, xs, nb, out);
+  dot_tile_grouped<D, NR, NT, XB>(rows, xs, nb, out);
 #else
   dot_tile<D, NR, NT>(rows, xs, nb, out);
 #endif
@@ -745,30 +933,62 @@ inline void tile(const uint8_t* const* rows, const BlockQ8A* const* xs, int nb, 
 
 constexpr int kDecodeRows = 2;  // weight rows per decode tile (4 measured slower in Chromium)
 
+// Decode: NR rows at a time share each activation load; the rows come from NR equal parts of
+// the range, so the weight streams are far apart (adjacent rows read in lockstep defeat the
+// hardware prefetcher: 3x slower from DRAM for Q8_0). The rest go one at a time.
+template <class D, class XB>
+void decode_rows(float* Y, const XB* X, const uint8_t* W, int nb, size_t rb, int r0, int r1) {
+  constexpr int NR = kDecodeRows;
+  float out[NR];
+  const int h = (r1 - r0) / NR;
+  for (int i = 0; i < h; i++) {
+    const uint8_t* rows[NR];
+    for (int k = 0; k < NR; k++) rows[k] = W + (size_t)(r0 + k * h + i) * rb;
+    tile<D, NR, 1, XB>(rows, &X, nb, out);
+    for (int k = 0; k < NR; k++) Y[r0 + k * h + i] = out[k];
+  }
+  for (int r = r0 + NR * h; r < r1; r++) {
+    const uint8_t* rows[1] = {W + (size_t)r * rb};
+    tile<D, 1, 1, XB>(rows, &X, nb, out);
+    Y[r] = out[0];
+  }
+}
+
+#if QKV_QDOT_RELAXED
+// Q8_0 decode in the relaxed builds: the token's 8-bit activations widened once per call, so the
+// tiles load them as they are (widening them per tile put a third shuffle on the weight
+// widening's port: 4% slower in Chromium).
+struct BlockQ8W {
+  float d, s;
+  int16_t q[32];
+};
+void widen_activations(const BlockQ8A* X, int nb, std::vector<BlockQ8W>* out) {
+  out->resize((size_t)nb);
+  for (int b = 0; b < nb; b++) {
+    BlockQ8W& w = (*out)[(size_t)b];
+    w.d = X[b].d;
+    w.s = X[b].s;
+    const uint8_t* q = reinterpret_cast<const uint8_t*>(X[b].q);
+    for (int k = 0; k < 32; k += 8) wasm_v128_store(w.q + k, wasm_i16x8_load8x8(q + k));
+  }
+}
+#endif
+
 template <class D>
 void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, int T, int n, int r0, int r1) {
   const int nb = n / 32;
   const size_t rb = (size_t)(nb / D::kSub) * D::kBytes;
-  float out[8];
   if (T == 1) {
-    // Decode: NR rows at a time share each activation load; the rows come from NR equal parts
-    // of the range, so the weight streams are far apart (adjacent rows read in lockstep defeat
-    // the hardware prefetcher: 3x slower from DRAM for Q8_0). The rest go one at a time.
-    constexpr int NR = kDecodeRows;
-    const int h = (r1 - r0) / NR;
-    for (int i = 0; i < h; i++) {
-      const uint8_t* rows[NR];
-      for (int k = 0; k < NR; k++) rows[k] = W + (size_t)(r0 + k * h + i) * rb;
-      tile<D, NR, 1>(rows, &X, nb, out);
-      for (int k = 0; k < NR; k++) Y[r0 + k * h + i] = out[k];
+#if QKV_QDOT_RELAXED
+    if constexpr (!kRelaxed8<D>) {
+      thread_local std::vector<BlockQ8W> wide;
+      widen_activations(X, nb, &wide);
+      return decode_rows<D>(Y, wide.data(), W, nb, rb, r0, r1);
     }
-    for (int r = r0 + NR * h; r < r1; r++) {
-      const uint8_t* rows[1] = {W + (size_t)r * rb};
-      tile<D, 1, 1>(rows, &X, nb, out);
-      Y[r] = out[0];
-    }
-    return;
+#endif
+    return decode_rows<D>(Y, X, W, nb, rb, r0, r1);
   }
+  float out[8];
   // Prefill: 2 rows x 4 tokens per tile; a short last group repeats its last token.
   constexpr int NT = 4;
   for (int r = r0; r < r1; r += 2) {

@@ -16,18 +16,22 @@
 namespace qkv {
 
 // WASM SIMD128 has no 8-bit multiply-add, so there the activations are stored already widened
-// to 16 bits (their values are the same, -127..127).
-#if defined(__wasm_simd128__) && !defined(QKV_PORTABLE_QDOT)
+// to 16 bits (their values are the same, -127..127). The relaxed-SIMD builds have one
+// (i16x8.relaxed_dot_i8x16_i7x16_s) and keep 8 bits.
+#if defined(__wasm_simd128__) && !defined(QKV_PORTABLE_QDOT) && !defined(QKV_RELAXED_SIMD)
 using q8a_t = int16_t;
 #else
 using q8a_t = int8_t;
 #endif
 
-// 32 activations: x[k] ~= d * q[k]; s = d * sum_k q[k] (what a weight min multiplies).
+// 32 activations: x[k] ~= d * q[k]; s = d * sum_k q[k] (what a weight min multiplies);
+// h = the integer sums of q[0..16) and q[16..32) (Q6_K's offset of 32 in the relaxed-SIMD
+// kernel, where the weights are multiplied unsigned).
 struct BlockQ8A {
   float d;
   float s;
   q8a_t q[32];
+  int16_t h[2];
 };
 
 // Weight types that have an integer dot product against BlockQ8A.
@@ -49,7 +53,7 @@ float dot_q8_ref(QType t, const void* row, const BlockQ8A* x, int n, double* mag
 void matmul_q8_ref(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1);
 void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1);
 
-// Name of the integer-dot implementation compiled in ("avx2", "wasm-simd128", "portable").
+// Name of the integer-dot implementation compiled in ("avx2", "wasm-simd128", "wasm-relaxed", "portable").
 const char* qdot_impl_name();
 
 }  // namespace qkv

@@ -42,7 +42,7 @@ std::vector<BlockQ8A> quantized(const std::vector<float>& x) {
 }
 
 bool same_blocks(const BlockQ8A& a, const BlockQ8A& b) {
-  if (std::memcmp(a.q, b.q, sizeof a.q) != 0) return false;
+  if (std::memcmp(a.q, b.q, sizeof a.q) != 0 || a.h[0] != b.h[0] || a.h[1] != b.h[1]) return false;
   if (std::isnan(a.d)) return std::isnan(b.d) && std::isnan(a.s) && std::isnan(b.s);
   return a.d == b.d && a.s == b.s;
 }
@@ -64,15 +64,17 @@ TEST(QDotActivations, SimdEqualsReferenceBitForBitAndStaysWithinHalfAStep) {
       quantize_act_q8_simd(x.data(), b.data(), n);
       for (int i = 0; i < n / 32; i++) {
         ASSERT_TRUE(same_blocks(a[i], b[i])) << "n " << n << " block " << i;
-        int sum = 0;
+        int half[2] = {0, 0};
         for (int k = 0; k < 32; k++) {
           const float v = x[32 * i + k];
           ASSERT_LE(std::abs((int)a[i].q[k]), 127);
           // |x - d q| <= d / 2, plus the rounding of 127 / amax (a few ulps of amax).
           ASSERT_LE(std::fabs(v - a[i].d * a[i].q[k]), 0.5f * a[i].d + 127.0f * a[i].d * 3e-7f) << v;
-          sum += a[i].q[k];
+          half[k / 16] += a[i].q[k];
         }
-        ASSERT_EQ(a[i].d * (float)sum, a[i].s);
+        ASSERT_EQ(a[i].h[0], half[0]);
+        ASSERT_EQ(a[i].h[1], half[1]);
+        ASSERT_EQ(a[i].d * (float)(half[0] + half[1]), a[i].s);
       }
     }
   }

@@ -35,7 +35,8 @@ int main() {
         quantize_act_q8_ref(x.data(), a.data(), n);
         quantize_act_q8_simd(x.data(), b.data(), n);
         for (int i = 0; i < n / 32; i++)
-          check(a[i].d == b[i].d && a[i].s == b[i].s && std::memcmp(a[i].q, b[i].q, sizeof a[i].q) == 0,
+          check(a[i].d == b[i].d && a[i].s == b[i].s && std::memcmp(a[i].q, b[i].q, sizeof a[i].q) == 0 &&
+                    a[i].h[0] == b[i].h[0] && a[i].h[1] == b[i].h[1],
                 "activation blocks (bit-exact)", (int)t, n, b[i].d, a[i].d);
         double mag = 0;
         const float ref = dot_q8_ref(t, row, a.data(), n, &mag);
@@ -53,6 +54,40 @@ int main() {
           matmul_q8_simd(t, &y1, 1, X5.data() + k * (n / 32), row, 1, n, 0, 1);
           check(y1 == y5[k], "prefill vs decode (bit-exact)", (int)t, n, y5[k], y1);
         }
+      }
+    }
+  }
+  // Blocks at the edges of their ranges and blocks of random bytes (any code, any K scale or
+  // min, Q6_K scales down to -128) against activations at +-127: the largest products the
+  // 16-bit pair sums (SIMD128's i32x4.dot_i16x8, relaxed SIMD's 8-bit dot) must hold exactly.
+  for (QType t : types) {
+    const int n = qtype_block(t) == 256 ? 512 : 9 * 32;
+    const size_t bb = qtype_row_bytes(t, qtype_block(t));
+    for (int fill : {0xff, 0x80, 0x00, -1}) {
+      std::vector<uint8_t> row(qtype_row_bytes(t, n));
+      unsigned seed = 7;
+      for (uint8_t& v : row) v = fill >= 0 ? (uint8_t)fill : (uint8_t)((seed = seed * 1103515245u + 12345u) >> 16);
+      const uint16_t h = f32_to_f16(1.0f);
+      for (size_t b = 0; b < row.size() / bb; b++) {
+        uint8_t* p = row.data() + b * bb;
+        std::memcpy(t == QType::Q6_K ? p + 208 : p, &h, 2);
+        if (t == QType::Q4_1 || t == QType::Q5_1 || t == QType::Q4_K || t == QType::Q5_K) std::memcpy(p + 2, &h, 2);
+      }
+      std::vector<BlockQ8A> X5(5 * (n / 32));
+      for (int k = 0; k < 5; k++) {
+        std::vector<float> x(n);
+        for (int i = 0; i < n; i++) x[i] = ((i + k) % 3 == 0 ? -1.0f : 1.0f) * ((i * (k + 1)) % 7 == 0 ? 1e-3f : 1.0f);
+        quantize_act_q8_simd(x.data(), X5.data() + k * (n / 32), n);
+      }
+      float y5[5];
+      matmul_q8_simd(t, y5, 1, X5.data(), row.data(), 5, n, 0, 1);
+      for (int k = 0; k < 5; k++) {
+        double mag = 0;
+        const float ref = dot_q8_ref(t, row.data(), X5.data() + k * (n / 32), n, &mag);
+        float y1 = 0;
+        matmul_q8_simd(t, &y1, 1, X5.data() + k * (n / 32), row.data(), 1, n, 0, 1);
+        check(std::fabs(y1 - ref) <= (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30, "edge blocks: simd vs reference", (int)t, fill, y1, ref);
+        check(y1 == y5[k], "edge blocks: prefill vs decode (bit-exact)", (int)t, fill, y5[k], y1);
       }
     }
   }
