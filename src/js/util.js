@@ -51,7 +51,8 @@ export function checkSimdOption(simd) {
 
 /**
  * Picks the build variant for the `simd` option: the relaxed-SIMD build (fused multiply-add in
- * the f32 kernels) where the engine validates it, the baseline SIMD128 build otherwise.
+ * the f32 kernels, 8-bit dot products in the block-type kernels) where the engine validates it,
+ * the baseline SIMD128 build otherwise.
  * Returns {relaxed, reason}; throws QkvError('unsupported') when 'relaxed' cannot be had.
  */
 export function chooseSimd(simd = 'auto', { supported = relaxedSimdSupported(), built = true } = {}) {
@@ -68,5 +69,5 @@ export function chooseSimd(simd = 'auto', { supported = relaxedSimdSupported(), 
     if (simd === 'relaxed') throw new QkvError('unsupported', 'simd: \'relaxed\' was requested, but the relaxed-SIMD build is not present (scripts/build.sh wasm)');
     return { relaxed: false, reason: 'the relaxed-SIMD build is not present' };
   }
-  return { relaxed: true, reason: 'the engine runs relaxed SIMD: fused multiply-add' };
+  return { relaxed: true, reason: 'the engine runs relaxed SIMD: fused multiply-add, 8-bit dot products' };
 }
