@@ -2,7 +2,7 @@
 // The qkv command on the WASM engine: same commands, flags and stdout bytes as the native CLI.
 import { closeSync, createReadStream, openSync, readFileSync, statSync, writeSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import { readSource } from '../src/js/source.js';
+import { modelParts, readSource } from '../src/js/source.js';
 import { MAX_WASM_THREADS, hardwareThreads, loadWasmModule, toHeapBuffer } from '../src/js/wasm-node.mjs';
 
 function usage(mod, out) {
@@ -18,6 +18,26 @@ function usage(mod, out) {
 }
 
 // Reads a file into the WASM heap; file-system failures become io errors naming the path.
+// A model path: the first file of a split GGUF model (NAME-00001-of-0000N.gguf) brings the others.
+async function readModelIntoHeap(mod, path) {
+  const parts = modelParts(path);
+  const first = await readIntoHeap(mod, parts[0]);
+  try {
+    for (const p of parts.slice(1)) {
+      const buf = await readIntoHeap(mod, p);
+      try {
+        first.addPart(buf);
+      } finally {
+        buf.delete();
+      }
+    }
+    return first;
+  } catch (e) {
+    first.delete();
+    throw e;
+  }
+}
+
 async function readIntoHeap(mod, path) {
   try {
     return await toHeapBuffer(mod, path);
@@ -279,7 +299,7 @@ async function main(argv) {
       if (mod !== parser) { args.delete(); args = mod.RunArgs.parse(rest); }  // Embind objects stay in their module
     }
     // Same order as the native CLI: the model is read and validated before the tokenizer.
-    modelBuf = await readIntoHeap(mod, args.modelPath());
+    modelBuf = await readModelIntoHeap(mod, args.modelPath());
     if (cmd === 'run' && mod.isEncoderDecoder(modelBuf)) {  // t5: -i is the source, the target is printed
       engine = new mod.EncDecModel(modelBuf, args.threads());
       modelBuf.delete(); modelBuf = null;

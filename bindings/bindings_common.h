@@ -65,9 +65,25 @@ class JsBuffer {
   val view() const { return val(typed_memory_view((size_t)blob_->size(), blob_->mutable_data())); }
   double size() const { return (double)blob_->size(); }
   std::shared_ptr<HeapBlob> blob() const { return blob_; }
+  // The next file of a split GGUF model, read into its own buffer (this one is the first).
+  void addPart(const JsBuffer& next) {
+    guard([&] {
+      if (next.blob_ == blob_) fail(ErrorCode::BadArgument, "a buffer cannot be its own next part");
+      parts_.push_back(next.blob_);
+      return 0;
+    });
+  }
+  // What a model loads: this buffer, or with parts added a SplitBlob of all of them.
+  std::shared_ptr<const Blob> model_blob() const {
+    if (parts_.empty()) return blob_;
+    std::vector<std::shared_ptr<const Blob>> all{blob_};
+    all.insert(all.end(), parts_.begin(), parts_.end());
+    return std::make_shared<SplitBlob>(std::move(all));
+  }
 
  private:
   std::shared_ptr<HeapBlob> blob_;
+  std::vector<std::shared_ptr<const Blob>> parts_;
 };
 
 inline SamplerOptions sampler_options(val o) {

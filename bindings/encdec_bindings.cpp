@@ -25,9 +25,9 @@ class JsEncDec {
     guard([&] {
       if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
       pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
-      blob_ = buf.blob();
+      blob_ = buf.model_blob();
       model_ = std::make_unique<EncoderDecoder>(load_encdec_model(blob_), 0, pool_);
-      tok_ = embedded_tokenizer(buf.blob());
+      tok_ = embedded_tokenizer(blob_);
       if (!tok_) fail(ErrorCode::BadModel, "the encoder-decoder model carries no tokenizer");
       if (tok_->vocab_size() != model_->config().vocab_size)
         fail(ErrorCode::BadModel, "the tokenizer has " + std::to_string(tok_->vocab_size()) + " pieces, the model " +
@@ -198,7 +198,7 @@ class JsEncDec {
 
 // Whether the bytes are an encoder-decoder GGUF (loadModel picks the class with it).
 bool is_encoder_decoder(const JsBuffer& buf) {
-  return guard([&] { return is_encdec_model(buf.blob()); });
+  return guard([&] { return is_encdec_model(buf.model_blob()); });
 }
 
 }  // namespace

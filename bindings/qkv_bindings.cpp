@@ -224,8 +224,9 @@ class JsModel {
     guard([&] {
       if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
       pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
-      model_ = load_model(model.blob());
-      tok_ = embedded_tokenizer(model.blob());  // GGUF: the tokenizer is in the file
+      const std::shared_ptr<const Blob> blob = model.model_blob();
+      model_ = load_model(blob);
+      tok_ = embedded_tokenizer(blob);  // GGUF: the tokenizer is in the file
       return 0;
     });
   }
@@ -384,7 +385,8 @@ EMSCRIPTEN_BINDINGS(qkv) {
   function("simdArch", &simd_arch);
   function("runUsage", &usage);
   function("benchAttention", &bench_attention_threads);
-  class_<JsBuffer>("Buffer").constructor<double>().function("view", &JsBuffer::view).function("size", &JsBuffer::size);
+  class_<JsBuffer>("Buffer").constructor<double>().function("view", &JsBuffer::view).function("size", &JsBuffer::size)
+      .function("addPart", &JsBuffer::addPart);
   class_<JsRunArgs>("RunArgs")
       .class_function("parse", &JsRunArgs::parse, allow_raw_pointers())
       .function("modelPath", &JsRunArgs::modelPath)

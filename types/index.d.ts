@@ -19,10 +19,17 @@ export type ModelSource =
   | string | URL | Blob | ArrayBuffer | ArrayBufferView
   | AsyncIterable<Uint8Array | ArrayBuffer> | Iterable<Uint8Array | ArrayBuffer>;
 
+/**
+ * A model for loadModel: one source, or the files of a model split by llama.cpp's gguf-split,
+ * in order (paths, URLs or Blobs). A path or URL named NAME-00001-of-0000N.gguf brings its
+ * N - 1 siblings (NAME-00002-of-0000N.gguf, ...) by itself; naming another part is an error.
+ */
+export type ModelFiles = ModelSource | Array<string | URL | Blob>;
+
 export interface LoadProgress {
-  /** Bytes of the model read so far. */
+  /** Bytes of the model read so far (of all its files, for a split model). */
   loaded: number;
-  /** Total bytes, or null when the source does not say (an iterable, a compressed response). */
+  /** Total bytes, or null when the source does not say (an iterable, a compressed response; a split model until its last file). */
   total: number | null;
 }
 
@@ -366,7 +373,7 @@ export declare class EncoderDecoderModel {
  * EncoderDecoderModel: name it as the type argument (loadModel<EncoderDecoderModel>(...)) or
  * check `model instanceof EncoderDecoderModel`.
  */
-export declare function loadModel<M extends Model | EncoderDecoderModel = Model>(source: ModelSource, options?: LoadOptions): Promise<M>;
+export declare function loadModel<M extends Model | EncoderDecoderModel = Model>(source: ModelFiles, options?: LoadOptions): Promise<M>;
 
 /** Weight types quantize() writes (the native CLI's `qkv quantize --type`). */
 export type QuantizeType = 'q8_0' | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q4_k' | 'q5_k' | 'f16' | 'bf16' | 'f32';

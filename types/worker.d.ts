@@ -2,7 +2,7 @@
 // method is async because it crosses postMessage.
 import type {
   AttentionMap, ChatMessage, EmbedOptions, EncoderDecoderInfo, EncoderDecoderInspection, GenerateOptions, GeneratedToken,
-  GenerationStats, LoadOptions, ModelInfo, ModelSource, QkvWarning, QuantizeOptions, QuantizeResult, SamplingOptions,
+  GenerationStats, LoadOptions, ModelFiles, ModelInfo, ModelSource, QkvWarning, QuantizeOptions, QuantizeResult, SamplingOptions,
 } from './index.js';
 
 export { QkvError, ErrorCode } from './index.js';
@@ -62,7 +62,7 @@ export interface QkvWorker {
    * Async iterables are gathered on this side; ArrayBuffers, Blobs and URLs go to the worker as they
    * are. options.gpu is ignored (the worker uses its own navigator.gpu); onWarning runs here.
    */
-  loadModel<M extends RemoteModel | RemoteEncoderDecoderModel = RemoteModel>(source: ModelSource, options?: LoadOptions): Promise<M>;
+  loadModel<M extends RemoteModel | RemoteEncoderDecoderModel = RemoteModel>(source: ModelFiles, options?: LoadOptions): Promise<M>;
   /**
    * quantize() with the work in the worker: the page stays responsive. onProgress and onChunk run
    * here (chunks arrive as transferred copies); without onChunk the bytes come back in one buffer.

@@ -50,7 +50,7 @@ static Loaded load(const RunArgs& a) {
   Loaded l;
   int threads = a.threads > 0 ? a.threads : ThreadPool::hardware_threads();
   auto pool = std::make_shared<ThreadPool>(threads);
-  auto blob = map_file(a.model_path);
+  auto blob = map_model_file(a.model_path);
   l.model = std::make_unique<Transformer>(load_model(blob), a.context, pool);
   l.tok = embedded_tokenizer(blob);  // GGUF carries its tokenizer; llama2.c needs -z
   if (!l.tok) {
@@ -85,7 +85,7 @@ static int cmd_run_encdec(const RunArgs& a, std::shared_ptr<const Blob> blob) {
 
 static int cmd_run(const RunArgs& a) {
   {
-    auto blob = map_file(a.model_path);
+    auto blob = map_model_file(a.model_path);
     if (is_encdec_model(blob)) return cmd_run_encdec(a, blob);
   }
   Loaded l = load(a);
@@ -105,7 +105,7 @@ static int cmd_run(const RunArgs& a) {
 // qkv convert MODEL.bin -z TOKENIZER.bin -o OUT.gguf
 static int cmd_convert(const RunArgs& a) {
   if (a.logits_out.empty()) fail(ErrorCode::BadArgument, "convert needs -o OUT.gguf");
-  auto blob = map_file(a.model_path);
+  auto blob = map_model_file(a.model_path);
   LoadedModel m = load_model(blob);
   auto tb = map_file(a.tokenizer_path);
   Tokenizer tok = Tokenizer::from_llama2c(tb->data(), tb->size(), m.config.vocab_size);
@@ -162,7 +162,7 @@ static int cmd_perplexity(const std::vector<std::string>& args) {
   std::string file;
   RunArgs a = parse_two(args, "text FILE", &file);
   const std::string text = read_text(file);
-  auto blob = map_file(a.model_path);
+  auto blob = map_model_file(a.model_path);
   PerplexityStats st = measure(blob, a, text, "");
   printf("perplexity: %.4f (%lld tokens predicted, %lld tokens in %d windows)\n", st.perplexity(),
          (long long)st.predicted, (long long)st.tokens, st.windows);
@@ -174,7 +174,7 @@ static int cmd_quantize(const std::vector<std::string>& args) {
   const QuantizeArgs q = parse_quantize_args(args);
   const RunArgs& a = q.run;
   const std::string text = a.text_path.empty() ? "" : read_text(a.text_path);  // fail before the work
-  auto in = map_file(a.model_path);
+  auto in = map_model_file(a.model_path);
   const bool from_gguf = looks_like_gguf(in->data(), in->size());
   std::shared_ptr<const Blob> tok;
   if (!from_gguf) tok = map_file(a.tokenizer_path);

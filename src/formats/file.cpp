@@ -2,7 +2,9 @@
 #include "file.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <vector>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -64,6 +66,41 @@ std::shared_ptr<const Blob> map_file(const std::string& path) {
   close(fd);
   return std::make_shared<VectorBlob>(std::move(buf));
 #endif
+}
+
+// llama.cpp's split names end in -DDDDD-of-DDDDD.gguf (part numbers from 1).
+static bool split_name(const std::string& path, int* no, int* count) {
+  const size_t n = path.size(), tail = std::string("-00001-of-00001.gguf").size();
+  if (n < tail) return false;
+  const char* t = path.c_str() + n - tail;
+  auto digits = [](const char* p) {
+    int v = 0;
+    for (int i = 0; i < 5; i++) {
+      if (p[i] < '0' || p[i] > '9') return -1;
+      v = v * 10 + (p[i] - '0');
+    }
+    return v;
+  };
+  if (t[0] != '-' || std::strncmp(t + 6, "-of-", 4) != 0 || std::strcmp(t + 15, ".gguf") != 0) return false;
+  *no = digits(t + 1);
+  *count = digits(t + 10);
+  return *no >= 1 && *count >= 1 && *no <= *count;
+}
+
+std::shared_ptr<const Blob> map_model_file(const std::string& path) {
+  int no, count;
+  if (!split_name(path, &no, &count) || count == 1) return map_file(path);
+  const std::string stem = path.substr(0, path.size() - std::string("-00001-of-00001.gguf").size());
+  auto part = [&](int k) {
+    char b[32];
+    std::snprintf(b, sizeof b, "-%05d-of-%05d.gguf", k, count);
+    return stem + b;
+  };
+  if (no != 1) fail(ErrorCode::Io, path + " is part " + std::to_string(no) + " of " + std::to_string(count) +
+                                       " of a split model: pass the first, " + part(1));
+  std::vector<std::shared_ptr<const Blob>> parts;
+  for (int k = 1; k <= count; k++) parts.push_back(map_file(part(k)));
+  return std::make_shared<SplitBlob>(std::move(parts));
 }
 
 }  // namespace qkv

@@ -5,6 +5,7 @@
 #include "gguf.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "../common.h"
@@ -168,7 +169,67 @@ uint64_t GgufTensorInfo::elements() const {
 
 bool looks_like_gguf(const uint8_t* data, uint64_t size) { return size >= 4 && std::memcmp(data, "GGUF", 4) == 0; }
 
+// split.no / split.count of one file (0 / 1 when it is not a part of a split model).
+static void split_keys(const GgufFile& g, int64_t* no, int64_t* count) {
+  *no = g.get_int_or("split.no", 0);
+  *count = g.get_int_or("split.count", 1);
+  if (*count < 1 || *count > 9999 || *no < 0 || *no >= *count)
+    bad("split.no " + std::to_string(*no) + " / split.count " + std::to_string(*count) + " are out of range");
+}
+
+static std::string split_name(int64_t no, int64_t count) {
+  char b[64];
+  std::snprintf(b, sizeof b, "-%05d-of-%05d.gguf", (int)no + 1, (int)count);
+  return b;
+}
+
 GgufFile GgufFile::parse(std::shared_ptr<const Blob> blob) {
+  auto split = std::dynamic_pointer_cast<const SplitBlob>(blob);
+  if (!split || split->parts().size() == 1) {
+    GgufFile g = parse_one(split ? split->parts()[0] : blob);
+    int64_t no, count;
+    split_keys(g, &no, &count);
+    if (count > 1)
+      bad("this file is part " + std::to_string(no + 1) + " of a model split into " + std::to_string(count) +
+          " files (NAME" + split_name(no, count) + "); load all of them: pass the first, NAME" + split_name(0, count) +
+          ", to qkv run (it finds the rest beside it), or every part, in order, to loadModel");
+    g.blob_ = blob;
+    return g;
+  }
+  const auto& parts = split->parts();
+  const int64_t n = (int64_t)parts.size();
+  GgufFile g;
+  for (int64_t i = 0; i < n; i++) {
+    GgufFile p = parse_one(parts[(size_t)i]);
+    int64_t no, count;
+    split_keys(p, &no, &count);
+    if (count != n)
+      bad("part " + std::to_string(i + 1) + " of the " + std::to_string(n) + " files given says the model has " +
+          std::to_string(count) + " parts (split.count)");
+    if (no != i)
+      bad("the " + std::to_string(n) + " files are out of order: file " + std::to_string(i + 1) + " is part " +
+          std::to_string(no + 1) + " (split.no); pass NAME" + split_name(0, n) + " first, then the others in order");
+    if (i == 0) {
+      g = std::move(p);
+      continue;
+    }
+    for (GgufTensorInfo& t : p.tensors_) {
+      t.part = (uint32_t)i;
+      if (!g.by_name_.emplace(t.name, g.tensors_.size()).second)
+        bad("tensor " + t.name + " appears in more than one part");
+      g.tensors_.push_back(std::move(t));
+    }
+    g.part_data_.push_back(p.part_data_[0]);
+  }
+  if (const GgufValue* c = g.find("split.tensors.count"))
+    if (!c->is_int() || c->i != (int64_t)g.tensors_.size())
+      bad("split.tensors.count says " + std::to_string(c->i) + " tensors; the " + std::to_string(n) + " parts hold " +
+          std::to_string(g.tensors_.size()));
+  g.blob_ = blob;
+  return g;
+}
+
+GgufFile GgufFile::parse_one(std::shared_ptr<const Blob> blob) {
   GgufFile g;
   g.blob_ = blob;
   Reader r(blob->data(), blob->size());
@@ -235,6 +296,7 @@ GgufFile GgufFile::parse(std::shared_ptr<const Blob> blob) {
   for (size_t i = 1; i < order.size(); i++)
     if (order[i - 1]->offset + order[i - 1]->bytes > order[i]->offset)
       bad("tensors " + order[i - 1]->name + " and " + order[i]->name + " overlap");
+  g.part_data_ = {blob->data() + g.data_offset_};
   return g;
 }
 

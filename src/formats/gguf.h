@@ -46,14 +46,17 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<uint64_t> dims;  // ne[0] (fastest) first
   uint32_t type = 0;
-  uint64_t offset = 0;  // from the start of the data section
+  uint64_t offset = 0;  // from the start of the data section (of its part's)
   uint64_t bytes = 0;
+  uint32_t part = 0;    // which file of a split model holds it
   uint64_t elements() const;
 };
 
 class GgufFile {
  public:
-  // Parses and validates; throws Error(BadModel / Unsupported) naming the problem.
+  // Parses and validates; throws Error(BadModel / Unsupported) naming the problem. A SplitBlob
+  // is read as one model: metadata from its first file, the tensors of every file. A single
+  // file that says it is one of several (split.count > 1) is refused, naming what to load.
   static GgufFile parse(std::shared_ptr<const Blob> blob);
 
   uint32_t version() const { return version_; }
@@ -73,9 +76,11 @@ class GgufFile {
   double get_float_or(const std::string& key, double def) const;
 
   const GgufTensorInfo* find_tensor(const std::string& name) const;
-  const uint8_t* tensor_data(const GgufTensorInfo& t) const { return blob_->data() + data_offset_ + t.offset; }
+  const uint8_t* tensor_data(const GgufTensorInfo& t) const { return part_data_[t.part] + t.offset; }
 
  private:
+  static GgufFile parse_one(std::shared_ptr<const Blob> blob);
+  std::vector<const uint8_t*> part_data_;  // each part's data section
   std::shared_ptr<const Blob> blob_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

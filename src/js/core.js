@@ -2,7 +2,7 @@
 // Entry points (node.js, browser.js) supply the module loader and path reading.
 import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
 import { call, checkSimdOption, now, yieldToLoop } from './util.js';
-import { readSource } from './source.js';
+import { readModelSource, readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, chooseDevice, gpuFeed, shapeOf } from './gpu-backend.js';
 import { createKvCache } from './webgpu.js';
 import { EncoderDecoderModel } from './encdec.js';
@@ -552,7 +552,7 @@ export async function loadModelWith(env, source, options = {}) {
   // Progress over both files: the tokenizer is small, the model dominates.
   let modelBuf = null, tokBuf = null, handle = null;
   try {
-    modelBuf = await readSource(mod, source, { what: 'the model', onProgress, signal, openPath: env.openPath });
+    modelBuf = await readModelSource(mod, source, { what: 'the model', onProgress, signal, openPath: env.openPath });
     if (call(() => mod.isEncoderDecoder(modelBuf))) {  // t5: encoder-decoder, its own class (src/js/encdec.js)
       handle = call(() => new mod.EncDecModel(modelBuf, runtime.threads));
       modelBuf.delete(); modelBuf = null;

@@ -169,3 +169,62 @@ async function fill(mod, size, chunks, { what, onProgress, signal }) {
     throw toQkvError(e);
   }
 }
+
+// llama.cpp's split files: NAME-00001-of-0000N.gguf, NAME-00002-of-0000N.gguf, ...
+const SPLIT_NAME = /-(\d{5})-of-(\d{5})\.gguf$/;
+
+function isPartSource(x) {
+  return typeof x === 'string' || x instanceof URL || (typeof Blob !== 'undefined' && x instanceof Blob);
+}
+
+/**
+ * The files of a model source, in order: an array of paths, URLs or Blobs as given (the files
+ * of a split GGUF model); a path or URL naming the first file of a split model
+ * (NAME-00001-of-0000N.gguf) with its N - 1 siblings' names; else just the source. (An array of
+ * byte chunks stays one source: pass split files given as bytes as Blobs.)
+ */
+export function modelParts(source) {
+  if (Array.isArray(source) && source.length > 0 && source.every(isPartSource)) return source;
+  if (Array.isArray(source) && source.length === 0) throw new QkvError('bad_argument', 'the model: an empty array of files');
+  const name = typeof source === 'string' ? source : source instanceof URL ? source.href : null;
+  const m = name === null ? null : SPLIT_NAME.exec(name);
+  if (!m || Number(m[2]) <= 1) return [source];
+  const no = Number(m[1]), count = Number(m[2]);
+  const part = (k) => name.slice(0, m.index) + `-${String(k).padStart(5, '0')}-of-${m[2]}.gguf`;
+  if (no !== 1) {
+    throw new QkvError('bad_argument', `${name} is part ${no} of ${count} of a split model: pass the first, ${part(1)}`);
+  }
+  return Array.from({ length: count }, (_, i) => (source instanceof URL ? new URL(part(i + 1)) : part(i + 1)));
+}
+
+/**
+ * Reads the files of a model (see modelParts) into heap buffers: the first is returned, the
+ * others are attached to it (Buffer.addPart) for the engine to read as one split model.
+ * Progress counts the bytes of all files; the total is known only once the last file starts.
+ */
+export async function readModelSource(mod, source, { what, onProgress, signal, openPath }) {
+  const parts = modelParts(source);
+  if (parts.length === 1) return readSource(mod, parts[0], { what, onProgress, signal, openPath });
+  let first = null, before = 0;
+  try {
+    for (let i = 0; i < parts.length; i++) {
+      const last = i === parts.length - 1;
+      const progress = onProgress && ((p) => onProgress({
+        loaded: before + p.loaded, total: last && p.total !== null ? before + p.total : null,
+      }));
+      const buf = await readSource(mod, parts[i], { what: `${what} (file ${i + 1} of ${parts.length})`, onProgress: progress, signal, openPath });
+      before += buf.size();
+      if (!first) { first = buf; continue; }
+      try {
+        first.addPart(buf);
+      } finally {
+        buf.delete();
+      }
+    }
+    return first;
+  } catch (e) {
+    first?.delete();
+    throw e;
+  }
+}
+

@@ -211,6 +211,9 @@ class RemoteEncoderDecoderModel {
 // Async iterables cannot cross postMessage: gather them here, then send the bytes. A relative
 // URL means relative to the page, not to the worker's script.
 async function pack(s) {
+  // The files of a split model: each packed as a source of its own (loadModel reads them in order).
+  const part = (x) => typeof x === 'string' || x instanceof URL || (typeof Blob !== 'undefined' && x instanceof Blob);
+  if (Array.isArray(s) && s.length > 0 && s.every(part)) return Promise.all(s.map(pack));
   if (s && typeof s === 'object' && !(s instanceof URL) && !ArrayBuffer.isView(s) && !(s instanceof ArrayBuffer) &&
       !(typeof Blob !== 'undefined' && s instanceof Blob) && (s[Symbol.asyncIterator] || s[Symbol.iterator])) {
     const parts = [];

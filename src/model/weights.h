@@ -17,6 +17,20 @@ class Blob {
   virtual uint64_t size() const = 0;
 };
 
+// The files of one model split by llama.cpp's gguf-split (NAME-00001-of-0000N.gguf, ...), in
+// order. As a Blob it is the first file (what format detection reads); GgufFile::parse reads
+// them all, and whatever keeps this alive keeps every part alive.
+class SplitBlob : public Blob {
+ public:
+  explicit SplitBlob(std::vector<std::shared_ptr<const Blob>> parts) : parts_(std::move(parts)) {}
+  const uint8_t* data() const override { return parts_.empty() ? nullptr : parts_[0]->data(); }
+  uint64_t size() const override { return parts_.empty() ? 0 : parts_[0]->size(); }
+  const std::vector<std::shared_ptr<const Blob>>& parts() const { return parts_; }
+
+ private:
+  std::vector<std::shared_ptr<const Blob>> parts_;
+};
+
 class VectorBlob : public Blob {
  public:
   explicit VectorBlob(std::vector<uint8_t> v) : v_(std::move(v)) {}

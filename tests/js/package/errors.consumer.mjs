@@ -17,7 +17,8 @@ test('bad sources: bad_argument for values that are no source', async () => {
   for (const src of [null, undefined, 5, {}, true, { length: 3 }]) {
     await rejectsQkv(loadModel(src, { tokenizer: TOK }), 'bad_argument', /cannot load the model|source|pass a URL/i);
   }
-  await rejectsQkv(loadModel(['not bytes'], { tokenizer: TOK, threads: 1 }), 'bad_argument', /chunk/);
+  // (An array of paths, URLs or Blobs is the files of a split model; one with bytes is chunks.)
+  await rejectsQkv(loadModel([new Uint8Array(4), 'not bytes'], { tokenizer: TOK, threads: 1 }), 'bad_argument', /chunk/);
   await rejectsQkv(loadModel(AIDREAMS, { tokenizer: 42, threads: 1 }), 'bad_argument', /tokenizer/);
 });
 
