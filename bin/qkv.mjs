@@ -2,7 +2,7 @@
 // The qkv command on the WASM engine: same commands, flags and stdout bytes as the native CLI.
 import { closeSync, createReadStream, openSync, readFileSync, statSync, writeSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import { modelParts, readSource } from '../src/js/source.js';
+import { modelParts, readParts, readSource } from '../src/js/source.js';
 import { MAX_WASM_THREADS, hardwareThreads, loadWasmModule, toHeapBuffer } from '../src/js/wasm-node.mjs';
 
 function usage(mod, out) {
@@ -17,27 +17,12 @@ function usage(mod, out) {
     '                                   one JSON array (the text\'s embedding) per line\n\n' + mod.runUsage());
 }
 
-// Reads a file into the WASM heap; file-system failures become io errors naming the path.
 // A model path: the first file of a split GGUF model (NAME-00001-of-0000N.gguf) brings the others.
-async function readModelIntoHeap(mod, path) {
-  const parts = modelParts(path);
-  const first = await readIntoHeap(mod, parts[0]);
-  try {
-    for (const p of parts.slice(1)) {
-      const buf = await readIntoHeap(mod, p);
-      try {
-        first.addPart(buf);
-      } finally {
-        buf.delete();
-      }
-    }
-    return first;
-  } catch (e) {
-    first.delete();
-    throw e;
-  }
+function readModelIntoHeap(mod, path) {
+  return readParts(modelParts(path), (p) => readIntoHeap(mod, p));
 }
 
+// Reads a file into the WASM heap; file-system failures become io errors naming the path.
 async function readIntoHeap(mod, path) {
   try {
     return await toHeapBuffer(mod, path);

@@ -198,22 +198,14 @@ export function modelParts(source) {
 }
 
 /**
- * Reads the files of a model (see modelParts) into heap buffers: the first is returned, the
- * others are attached to it (Buffer.addPart) for the engine to read as one split model.
- * Progress counts the bytes of all files; the total is known only once the last file starts.
+ * Reads each file with `readOne(file)` (a heap buffer) and attaches the others to the first
+ * (Buffer.addPart) for the engine to read as one split model; returns the first.
  */
-export async function readModelSource(mod, source, { what, onProgress, signal, openPath }) {
-  const parts = modelParts(source);
-  if (parts.length === 1) return readSource(mod, parts[0], { what, onProgress, signal, openPath });
-  let first = null, before = 0;
+export async function readParts(files, readOne) {
+  let first = null;
   try {
-    for (let i = 0; i < parts.length; i++) {
-      const last = i === parts.length - 1;
-      const progress = onProgress && ((p) => onProgress({
-        loaded: before + p.loaded, total: last && p.total !== null ? before + p.total : null,
-      }));
-      const buf = await readSource(mod, parts[i], { what: `${what} (file ${i + 1} of ${parts.length})`, onProgress: progress, signal, openPath });
-      before += buf.size();
+    for (const f of files) {
+      const buf = await readOne(f);
       if (!first) { first = buf; continue; }
       try {
         first.addPart(buf);
@@ -228,3 +220,21 @@ export async function readModelSource(mod, source, { what, onProgress, signal, o
   }
 }
 
+/**
+ * Reads the files of a model (see modelParts) into heap buffers, as one split model when there
+ * are several. Progress counts the bytes of all files; the total is known once the last starts.
+ */
+export async function readModelSource(mod, source, { what, onProgress, signal, openPath }) {
+  const parts = modelParts(source);
+  if (parts.length === 1) return readSource(mod, parts[0], { what, onProgress, signal, openPath });
+  let before = 0, i = 0;
+  return readParts(parts, async (part) => {
+    const last = ++i === parts.length;
+    const progress = onProgress && ((p) => onProgress({
+      loaded: before + p.loaded, total: last && p.total !== null ? before + p.total : null,
+    }));
+    const buf = await readSource(mod, part, { what: `${what} (file ${i} of ${parts.length})`, onProgress: progress, signal, openPath });
+    before += buf.size();
+    return buf;
+  });
+}

@@ -679,23 +679,20 @@ struct DecQ6_K {
     *a = {codes(l0, h0, 2 * c - 4), codes(l1, h1, 2 * c - 4)};
     *b = {codes(m0, h0, 2 * c - 2), codes(m1, h1, 2 * c - 2)};
   }
-  // sa(j), sb(j) in every lane.
-  v128_t sa16(int j) const {
+  // sa(j) (half 0) or sb(j) (half 1) in every lane.
+  template <int L>
+  static v128_t lane16(v128_t v) { return wasm_i16x8_shuffle(v, v, L, L, L, L, L, L, L, L); }
+  v128_t scale16(int j, int half) const {
     const v128_t v = sc[j / 4];
-    switch (j % 4) {
-      case 0: return wasm_i16x8_shuffle(v, v, 0, 0, 0, 0, 0, 0, 0, 0);
-      case 1: return wasm_i16x8_shuffle(v, v, 2, 2, 2, 2, 2, 2, 2, 2);
-      case 2: return wasm_i16x8_shuffle(v, v, 4, 4, 4, 4, 4, 4, 4, 4);
-      default: return wasm_i16x8_shuffle(v, v, 6, 6, 6, 6, 6, 6, 6, 6);
-    }
-  }
-  v128_t sb16(int j) const {
-    const v128_t v = sc[j / 4];
-    switch (j % 4) {
-      case 0: return wasm_i16x8_shuffle(v, v, 1, 1, 1, 1, 1, 1, 1, 1);
-      case 1: return wasm_i16x8_shuffle(v, v, 3, 3, 3, 3, 3, 3, 3, 3);
-      case 2: return wasm_i16x8_shuffle(v, v, 5, 5, 5, 5, 5, 5, 5, 5);
-      default: return wasm_i16x8_shuffle(v, v, 7, 7, 7, 7, 7, 7, 7, 7);
+    switch (2 * (j % 4) + half) {
+      case 0: return lane16<0>(v);
+      case 1: return lane16<1>(v);
+      case 2: return lane16<2>(v);
+      case 3: return lane16<3>(v);
+      case 4: return lane16<4>(v);
+      case 5: return lane16<5>(v);
+      case 6: return lane16<6>(v);
+      default: return lane16<7>(v);
     }
   }
 #endif
@@ -791,7 +788,7 @@ constexpr bool kRelaxed8 =
 #if QKV_QDOT_RELAXED
 template <class D>
 inline I32 block_dot(const D& dec, int j, const B32& w, const X8& x) {
-  if constexpr (D::kKind == Kind::Signed16) return dot_u8_16(w, x, dec.sa16(j), dec.sb16(j));
+  if constexpr (D::kKind == Kind::Signed16) return dot_u8_16(w, x, dec.scale16(j, 0), dec.scale16(j, 1));
   else return dot_u8(w, x);
 }
 #endif
