@@ -109,6 +109,7 @@ std::vector<QuantizedTensor> quantize_gguf_stream(const GgufFile& in, QType type
   GgufWriter w;
   for (const auto& [key, value] : in.metadata()) {
     if (key == "general.alignment" || key == "general.file_type") continue;  // the writer sets these
+    if (key.rfind("split.", 0) == 0) continue;  // a split input becomes one output file
     w.add_value(key, value);
   }
   if (file_type_of(type) >= 0) w.add_u32("general.file_type", (uint32_t)file_type_of(type));

@@ -76,6 +76,17 @@ test('both CLIs refuse a later part, a missing part and a lone part, naming the 
   }
 });
 
+test('native qkv quantize reads a split model as one and writes one file', { skip }, () => {
+  const a = join(dir, 'from-single.gguf'), b = join(dir, 'from-split.gguf');
+  for (const [src, out] of [[single, a], [parts[0], b]]) {
+    const r = runNative(['quantize', src, out, '--type', 'q4_0']);
+    assert.equal(r.status, 0, r.stderr);
+  }
+  assert.deepEqual(readFileSync(b), readFileSync(a), 'the split keys are not copied into the output');
+  const r = runNative(['run', b, ...run]);
+  assert.equal(r.status, 0, r.stderr);
+});
+
 async function greedy(source) {
   const m = await loadModel(source, { threads: 1 });
   try {
