@@ -2,7 +2,6 @@
 #include "file.h"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <vector>
 #include <fcntl.h>
@@ -13,6 +12,7 @@
 #endif
 
 #include "../common.h"
+#include "gguf.h"
 
 namespace qkv {
 
@@ -91,11 +91,7 @@ std::shared_ptr<const Blob> map_model_file(const std::string& path) {
   int no, count;
   if (!split_name(path, &no, &count) || count == 1) return map_file(path);
   const std::string stem = path.substr(0, path.size() - std::string("-00001-of-00001.gguf").size());
-  auto part = [&](int k) {
-    char b[32];
-    std::snprintf(b, sizeof b, "-%05d-of-%05d.gguf", k, count);
-    return stem + b;
-  };
+  auto part = [&](int k) { return stem + gguf_split_suffix(k, count); };
   if (no != 1) fail(ErrorCode::Io, path + " is part " + std::to_string(no) + " of " + std::to_string(count) +
                                        " of a split model: pass the first, " + part(1));
   std::vector<std::shared_ptr<const Blob>> parts;

@@ -177,11 +177,12 @@ static void split_keys(const GgufFile& g, int64_t* no, int64_t* count) {
     bad("split.no " + std::to_string(*no) + " / split.count " + std::to_string(*count) + " are out of range");
 }
 
-static std::string split_name(int64_t no, int64_t count) {
+std::string gguf_split_suffix(int no, int count) {
   char b[64];
-  std::snprintf(b, sizeof b, "-%05d-of-%05d.gguf", (int)no + 1, (int)count);
+  std::snprintf(b, sizeof b, "-%05d-of-%05d.gguf", no, count);
   return b;
 }
+static std::string split_name(int64_t no, int64_t count) { return gguf_split_suffix((int)no + 1, (int)count); }
 
 GgufFile GgufFile::parse(std::shared_ptr<const Blob> blob) {
   auto split = std::dynamic_pointer_cast<const SplitBlob>(blob);
@@ -296,7 +297,7 @@ GgufFile GgufFile::parse_one(std::shared_ptr<const Blob> blob) {
   for (size_t i = 1; i < order.size(); i++)
     if (order[i - 1]->offset + order[i - 1]->bytes > order[i]->offset)
       bad("tensors " + order[i - 1]->name + " and " + order[i]->name + " overlap");
-  g.part_data_ = {blob->data() + g.data_offset_};
+  g.part_data_ = {blob->data() + std::min<uint64_t>(g.data_offset_, blob->size())};
   return g;
 }
 

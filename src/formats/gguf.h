@@ -92,6 +92,10 @@ class GgufFile {
 
 bool looks_like_gguf(const uint8_t* data, uint64_t size);
 
+// The name ending of part `no` (from 1) of a model split into `count` files by llama.cpp's
+// gguf-split: "-00002-of-00003.gguf".
+std::string gguf_split_suffix(int no, int count);
+
 // Reading a model out of a parsed file (gguf_model.cpp, gguf_encdec.cpp). Errors are
 // Error(BadModel) "GGUF: ..." but where said.
 // A header integer that must be 0..2^30.

@@ -173,7 +173,8 @@ async function fill(mod, size, chunks, { what, onProgress, signal }) {
 // llama.cpp's split files: NAME-00001-of-0000N.gguf, NAME-00002-of-0000N.gguf, ...
 const SPLIT_NAME = /-(\d{5})-of-(\d{5})\.gguf$/;
 
-function isPartSource(x) {
+/** Whether x can be one file of a split model in an array of them (a path, URL or Blob). */
+export function isPartSource(x) {
   return typeof x === 'string' || x instanceof URL || (typeof Blob !== 'undefined' && x instanceof Blob);
 }
 

@@ -2,6 +2,7 @@
 // main entry, every method async, generation streamed across postMessage.
 import { QkvError } from './errors.js';
 import { inspectionView } from './inspection.js';
+import { isPartSource } from './source.js';
 
 export { QkvError };
 
@@ -212,8 +213,7 @@ class RemoteEncoderDecoderModel {
 // URL means relative to the page, not to the worker's script.
 async function pack(s) {
   // The files of a split model: each packed as a source of its own (loadModel reads them in order).
-  const part = (x) => typeof x === 'string' || x instanceof URL || (typeof Blob !== 'undefined' && x instanceof Blob);
-  if (Array.isArray(s) && s.length > 0 && s.every(part)) return Promise.all(s.map(pack));
+  if (Array.isArray(s) && s.length > 0 && s.every(isPartSource)) return Promise.all(s.map(pack));
   if (s && typeof s === 'object' && !(s instanceof URL) && !ArrayBuffer.isView(s) && !(s instanceof ArrayBuffer) &&
       !(typeof Blob !== 'undefined' && s instanceof Blob) && (s[Symbol.asyncIterator] || s[Symbol.iterator])) {
     const parts = [];

@@ -13,7 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../common.h"
@@ -809,19 +809,21 @@ inline auto weights(const D& dec) {
 #endif
     return dec.w(0);
 }
-template <class D, class W>
-inline void weight_pair(const D& dec, int j, W* a, W* b) {
+template <class D>
+inline auto weight_pair(const D& dec, int j) {
 #if QKV_QDOT_RELAXED
-  if constexpr (kRelaxed8<D>) dec.wpair8(j, a, b);
-  else
+  if constexpr (kRelaxed8<D>) {
+    B32 a, b;
+    dec.wpair8(j, &a, &b);
+    return std::make_pair(a, b);
+  } else
 #endif
-    dec.wpair(j, a, b);
+  {
+    W32 a, b;
+    dec.wpair(j, &a, &b);
+    return std::make_pair(a, b);
+  }
 }
-#if QKV_QDOT_RELAXED
-using WeightsOfPair = B32;
-#else
-using WeightsOfPair = W32;
-#endif
 
 template <class D, int NR, int NT, class XB>
 inline void dot_tile_grouped(const uint8_t* const* rows, const XB* const* xs, int nb, float* out) {
@@ -857,9 +859,7 @@ QKV_UNROLL
         for (int i = 0; i < 4; i += 2) {
           const int j = 4 * g + i;
           for (int r = 0; r < NR; r++) {
-            using WP = std::conditional_t<kRelaxed8<D>, WeightsOfPair, W32>;
-            WP wa, wb;
-            weight_pair(dec[r], j, &wa, &wb);
+            const auto [wa, wb] = weight_pair(dec[r], j);
             for (int t = 0; t < NT; t++) {
               sum[r][t][i] = block_dot(dec[r], j, wa, load_act<D>(xs[t][b0 + i].q));
               sum[r][t][i + 1] = block_dot(dec[r], j + 1, wb, load_act<D>(xs[t][b0 + i + 1].q));
@@ -876,23 +876,19 @@ QKV_UNROLL
         const XB* xb = xs[t] + b0;
         const v128_t xd = wasm_f32x4_make(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
         const v128_t xsum = kMin ? wasm_f32x4_make(xb[0].s, xb[1].s, xb[2].s, xb[3].s) : fzero();
-#if QKV_QDOT_RELAXED
-        // Q6_K's offset: the four blocks' half sums h against the group's scale pairs.
+        // Q6_K's offset in the relaxed builds: the four blocks' half sums against the scale pairs.
+        constexpr bool kOffset = kRelaxed8<D> && D::kKind == Kind::Signed16;
         v128_t hs = wasm_i32x4_splat(0);
-        if constexpr (kRelaxed8<D> && D::kKind == Kind::Signed16) {
+        if constexpr (kOffset) {
           hs = wasm_v128_load32_lane(xb[0].h, hs, 0);
           hs = wasm_v128_load32_lane(xb[1].h, hs, 1);
           hs = wasm_v128_load32_lane(xb[2].h, hs, 2);
           hs = wasm_v128_load32_lane(xb[3].h, hs, 3);
         }
-#endif
         for (int r = 0; r < NR; r++) {
           const I32* q = sum[r][t];
           I32 isum = hsum4(q[0], q[1], q[2], q[3]);
-#if QKV_QDOT_RELAXED
-          if constexpr (kRelaxed8<D> && D::kKind == Kind::Signed16)
-            isum = wasm_i32x4_sub(isum, wasm_i32x4_shl(wasm_i32x4_dot_i16x8(dec[r].sc[g], hs), 5));
-#endif
+          if constexpr (kOffset) isum = wasm_i32x4_sub(isum, wasm_i32x4_shl(wasm_i32x4_dot_i16x8(dec[r].sc[g], hs), 5));
           acc[r][t] = fmadd_v(isum, wasm_f32x4_mul(d4[r], xd), acc[r][t]);
           if constexpr (kMin) macc[r][t] = wasm_f32x4_add(macc[r][t], wasm_f32x4_mul(m4[r], xsum));
         }
@@ -953,8 +949,8 @@ void decode_rows(float* Y, const XB* X, const uint8_t* W, int nb, size_t rb, int
 
 #if QKV_QDOT_RELAXED
 // Q8_0 decode in the relaxed builds: the token's 8-bit activations widened once per call, so the
-// tiles load them as they are (widening them per tile put a third shuffle on the weight
-// widening's port: 4% slower in Chromium).
+// tiles load them as they are (widening them in every tile measured 3-4% slower in Chromium on
+// a 2048 x 768 matrix).
 struct BlockQ8W {
   float d, s;
   int16_t q[32];
