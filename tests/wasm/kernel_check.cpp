@@ -91,6 +91,38 @@ int main() {
       }
     }
   }
+  // Many rows at once (decode tiles of several rows taken from equal parts of [r0, r1), then the
+  // rest one at a time; prefill tiles of two rows and an odd last row) equal each row computed
+  // alone, bit for bit, and rows outside [r0, r1) and tokens' padding are untouched.
+  for (QType t : types) {
+    const int n = qtype_block(t) == 256 ? 512 : 9 * 32;
+    const size_t rb = qtype_row_bytes(t, n);
+    for (int d : {2, 3, 4, 5, 7, 9, 13}) {
+      std::vector<uint8_t> W;
+      for (int r = 0; r < d; r++) {
+        const std::vector<uint8_t> row = stored_row(t, randn(n, 60 + r, 0.05f), 0);
+        W.insert(W.end(), row.begin(), row.begin() + rb);
+      }
+      for (int T : {1, 5}) {
+        std::vector<BlockQ8A> X(T * (n / 32));
+        for (int k = 0; k < T; k++) quantize_act_q8_simd(randn(n, 70 + k).data(), X.data() + k * (n / 32), n);
+        const int ldy = d + 2, r0 = d > 3 ? 1 : 0, r1 = d;
+        std::vector<float> Y(T * ldy, -7.0f);
+        matmul_q8_simd(t, Y.data(), ldy, X.data(), W.data(), T, n, r0, r1);
+        for (int k = 0; k < T; k++)
+          for (int c = 0; c < ldy; c++) {
+            const float got = Y[k * ldy + c];
+            if (c < r0 || c >= r1) {
+              check(got == -7.0f, "many rows: outside rows untouched", (int)t, d, got, -7.0f);
+              continue;
+            }
+            float one = 0;
+            matmul_q8_simd(t, &one, 1, X.data() + k * (n / 32), W.data() + c * rb, 1, n, 0, 1);
+            check(got == one, "many rows vs one row (bit-exact)", (int)t, d, got, one);
+          }
+      }
+    }
+  }
   // f32 prefill (the packed-panel kernel, 8-row panels and 4-token tiles here) against the
   // scalar reference: partial panels and tiles, depth blocks (n > 1024), padded strides, rows
   // outside [r0, r1) untouched. Bound as tests/native/test_kernels.cpp: 1e-5 sum |w x| + 1e-6.
