@@ -3,21 +3,24 @@
 // Node's V8 and Chromium's differ in how they lower SIMD128, so kernel work for the browser is
 // measured in the browser. Each case: quantize the activations, then Y = X W^T through
 // matmul_q8_simd, 1 thread; decode (T = 1) over a matrix that fits in cache and one that does
-// not, and a 64-token prefill. The JS side alternates builds case by case and keeps the best.
+// not, and a 64-token prefill. Then attention_flash as the 110M shape decodes (12 heads of 64,
+// one query against 320 cached positions): one layer's cache (in cache) and 12 layers' in turn
+// (out of it, as in a decode step). The JS side alternates builds case by case and keeps the best.
 #include <algorithm>
 #include <chrono>
 #include <random>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/qdot.h"
 #include "kernels/quant.h"
 
 namespace {
 
 struct Case {
-  qkv::QType type;
+  qkv::QType type;  // F32 for the attention cases
   const char* type_name;
-  int d, n, T;
+  int d, n, T;  // attention: d = cached positions, n = heads x head_dim, T = layers
 };
 
 const Case kCases[] = {
@@ -25,7 +28,9 @@ const Case kCases[] = {
     {qkv::QType::Q4_0, "q4_0", 2048, 768, 1}, {qkv::QType::Q4_0, "q4_0", 32768, 768, 1}, {qkv::QType::Q4_0, "q4_0", 2048, 768, 64},
     {qkv::QType::Q4_K, "q4_k", 2048, 768, 1}, {qkv::QType::Q4_K, "q4_k", 32768, 768, 1}, {qkv::QType::Q4_K, "q4_k", 2048, 768, 64},
     {qkv::QType::Q6_K, "q6_k", 2048, 768, 1}, {qkv::QType::Q6_K, "q6_k", 32768, 768, 1}, {qkv::QType::Q6_K, "q6_k", 2048, 768, 64},
+    {qkv::QType::F32, "attn-1l", 320, 768, 1}, {qkv::QType::F32, "attn-12l", 320, 768, 12},
 };
+constexpr int kHeadDim = 64;
 constexpr int kNumCases = sizeof kCases / sizeof kCases[0];
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -41,6 +46,54 @@ void quantize(qkv::QType t, const float* x, void* dst, int n) {
 
 volatile float g_sink;
 
+// Seconds per call of f, the best of 3 timings of a loop of at least 10 ms.
+template <class F>
+double time_best(F once) {
+  once();
+  int iters = 1;
+  for (;;) {
+    const double t0 = now();
+    for (int i = 0; i < iters; i++) once();
+    if (now() - t0 > 0.01) break;
+    iters *= 2;
+  }
+  double best = 1e30;
+  for (int rep = 0; rep < 3; rep++) {
+    const double t0 = now();
+    for (int i = 0; i < iters; i++) once();
+    best = std::min(best, (now() - t0) / iters);
+  }
+  return best;
+}
+
+double run_attention(const Case& k) {
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int layers = k.T, n_kv = k.d, width = k.n;
+  std::vector<float> K((size_t)layers * n_kv * width), V(K.size()), q(width), out(width);
+  for (float& v : K) v = nd(rng);
+  for (float& v : V) v = nd(rng);
+  for (float& v : q) v = nd(rng);
+  qkv::AttentionArgs a;
+  a.n_q = 1;
+  a.n_kv = n_kv;
+  a.n_heads = a.n_kv_heads = width / kHeadDim;
+  a.head_dim = kHeadDim;
+  a.q = q.data();
+  a.q_stride = a.kv_stride = a.out_stride = width;
+  a.out = out.data();
+  a.scale = 0.125f;
+  a.q_pos0 = n_kv - 1;
+  return time_best([&] {
+    for (int l = 0; l < layers; l++) {
+      a.k = K.data() + (size_t)l * n_kv * width;
+      a.v = V.data() + (size_t)l * n_kv * width;
+      qkv::attention_flash(a, 0, a.n_heads);
+    }
+    g_sink = out[0];
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -49,13 +102,15 @@ int n_cases() { return kNumCases; }
 const char* case_type(int c) { return kCases[c].type_name; }
 int case_d(int c) { return kCases[c].d; }
 int case_n(int c) { return kCases[c].n; }
-int case_tokens(int c) { return kCases[c].T; }
-double case_flops(int c) { return 2.0 * kCases[c].T * kCases[c].d * kCases[c].n; }
+int case_tokens(int c) { return kCases[c].type == qkv::QType::F32 ? 1 : kCases[c].T; }
+// Attention: q.k and p v, 2 flops each per cached position and element, per layer.
+double case_flops(int c) { return (kCases[c].type == qkv::QType::F32 ? 4.0 : 2.0) * kCases[c].T * kCases[c].d * kCases[c].n; }
 
 // Seconds per call of case c: the best of 3 timings of a loop of at least 10 ms.
 double run_case(int c) {
   if (c < 0 || c >= kNumCases) return -1.0;
   const Case k = kCases[c];
+  if (k.type == qkv::QType::F32) return run_attention(k);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.0f, 0.05f);
   const size_t rb = qkv::qtype_row_bytes(k.type, k.n);
@@ -75,21 +130,7 @@ double run_case(int c) {
     qkv::matmul_q8_simd(k.type, Y.data(), k.d, xq.data(), W.data(), k.T, k.n, 0, k.d);
     g_sink = Y[0];
   };
-  once();
-  int iters = 1;
-  for (;;) {
-    const double t0 = now();
-    for (int i = 0; i < iters; i++) once();
-    if (now() - t0 > 0.01) break;
-    iters *= 2;
-  }
-  double best = 1e30;
-  for (int rep = 0; rep < 3; rep++) {
-    const double t0 = now();
-    for (int i = 0; i < iters; i++) once();
-    best = std::min(best, (now() - t0) / iters);
-  }
-  return best;
+  return time_best(once);
 }
 
 }  // extern "C"

@@ -17,6 +17,14 @@ static inline bool visible(const AttentionArgs& a, int qpos, int j) {
   return true;
 }
 
+// Whether keys [j0, j0 + n) are all visible to the query at qpos (no per-key test needed).
+static inline bool all_visible(const AttentionArgs& a, int qpos, int j0, int n) {
+  if (a.key_valid) return false;
+  if (a.causal && j0 + n - 1 > qpos) return false;
+  if (a.window > 0 && qpos - j0 >= a.window) return false;
+  return true;
+}
+
 void attention_ref(const AttentionArgs& a) {
   const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
   std::vector<float> sc(a.n_kv > 0 ? a.n_kv : 1);
@@ -76,20 +84,51 @@ static inline void axpy(float* y, float p, const float* v, int n) {
   for (; d < n; d++) y[d] += p * v[d];
 }
 
-// Four dot products q . k_u (k_u = k0 + u * stride), q loaded once for all four; each the same
-// sequence of operations as dot_simd, so the same bits.
-static inline void dot4_simd(const float* q, const float* k0, int64_t stride, int n, float* out) {
-  fbatch acc[4] = {fbatch(0.0f), fbatch(0.0f), fbatch(0.0f), fbatch(0.0f)};
+// The scores of nk <= kLanes keys k_u = k0 + u * stride against q, q loaded once for all: one
+// vector of partial sums per key, reduced together by one xsimd::haddp (a transposing sum:
+// no horizontal reduction per key; WASM, SSE and AVX2). haddp sums every lane by the same tree, so a key's score
+// does not depend on its place in the group or on the keys beside it; a short group runs with
+// zero accumulators for the missing keys.
+static inline void dot_keys(const float* q, const float* k0, int64_t stride, int n, int nk, float* out) {
+  fbatch acc[kLanes];
+  for (int u = 0; u < kLanes; u++) acc[u] = fbatch(0.0f);
   int d = 0;
-  for (; d + kLanes <= n; d += kLanes) {
-    const fbatch qv = fbatch::load_unaligned(q + d);
-    for (int u = 0; u < 4; u++) acc[u] = madd(qv, fbatch::load_unaligned(k0 + u * stride + d), acc[u]);
+  if (nk == kLanes) {
+    for (; d + kLanes <= n; d += kLanes) {
+      const fbatch qv = fbatch::load_unaligned(q + d);
+      for (int u = 0; u < kLanes; u++) acc[u] = madd(qv, fbatch::load_unaligned(k0 + u * stride + d), acc[u]);
+    }
+  } else {
+    for (; d + kLanes <= n; d += kLanes) {
+      const fbatch qv = fbatch::load_unaligned(q + d);
+      for (int u = 0; u < nk; u++) acc[u] = madd(qv, fbatch::load_unaligned(k0 + u * stride + d), acc[u]);
+    }
   }
-  for (int u = 0; u < 4; u++) {
-    float s = xsimd::reduce_add(acc[u]);
+  alignas(64) float r[kLanes];
+  if constexpr (kLanes <= 8) {
+    if (d == n && nk == kLanes) return xsimd::haddp(acc).store_unaligned(out);
+    xsimd::haddp(acc).store_aligned(r);
+  } else {  // xsimd 13's AVX-512 haddp returns the sums out of lane order: one reduction per key
+    for (int u = 0; u < nk; u++) r[u] = xsimd::reduce_add(acc[u]);
+  }
+  for (int u = 0; u < nk; u++) {
+    float s = r[u];
     for (int e = d; e < n; e++) s += q[e] * k0[u * stride + e];
     out[u] = s;
   }
+}
+
+// The largest of x[0..n).
+static inline float max_simd(const float* x, int n) {
+  int i = 0;
+  float m = -INFINITY;
+  if (n >= kLanes) {
+    fbatch vm = fbatch::load_unaligned(x);
+    for (i = kLanes; i + kLanes <= n; i += kLanes) vm = xsimd::max(vm, fbatch::load_unaligned(x + i));
+    m = xsimd::reduce_max(vm);
+  }
+  for (; i < n; i++) m = x[i] > m ? x[i] : m;
+  return m;
 }
 
 // y += sum_j p[j] v_j over the nk rows v_j = v0 + j * stride (keys with p[j] == 0 skipped), NV
@@ -99,12 +138,17 @@ template <int NV>
 static inline void pv_block(float* y, const float* p, int nk, const float* v0, int64_t stride) {
   fbatch acc[NV];
   for (int u = 0; u < NV; u++) acc[u] = fbatch::load_unaligned(y + u * kLanes);
-  for (int j = 0; j < nk; j++) {
-    if (p[j] == 0.0f) continue;
+  auto add_key = [&](int j) {
     const fbatch pb(p[j]);
     const float* v = v0 + j * stride;
     for (int u = 0; u < NV; u++) acc[u] = madd(pb, fbatch::load_unaligned(v + u * kLanes), acc[u]);
+  };
+  int j = 0;
+  for (; j + 2 <= nk; j += 2) {  // two keys per iteration: half the loop overhead per key
+    if (p[j] != 0.0f) add_key(j);
+    if (p[j + 1] != 0.0f) add_key(j + 1);
   }
+  if (j < nk && p[j] != 0.0f) add_key(j);
   for (int u = 0; u < NV; u++) acc[u].store_unaligned(y + u * kLanes);
 }
 
@@ -121,7 +165,9 @@ static void pv_accumulate(float* y, const float* p, int nk, const float* v0, int
 // Reads one float of every 64-byte line of rows [j0, j0 + nk) over columns [c0, c1), in order,
 // so the tile arrives as a sequential stream (a head's slice of each cache row is a strided walk
 // that the hardware prefetchers serve poorly when the cache is out of L2). Returns a sum the
-// caller keeps, so the loads are not dropped.
+// caller keeps, so the loads are not dropped. (Its adds pace the loads: or-ing the bits instead,
+// the touch ran faster in cache but the whole kernel 10% slower out of it; vectorised, with the
+// loads out of address order, as slow as no touch at all. Chromium 156.)
 static float touch_rows(const float* base, int64_t stride, int j0, int nk, int c0, int c1) {
   float t = 0.0f;
   for (int j = j0; j < j0 + nk; j++)
@@ -175,13 +221,19 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
         for (int i = 0; i < nq; i++) {
           const int qpos = a.q_pos0 + i0 + i;
           const float* qi = a.q + (i0 + i) * a.q_stride + h * hd;
-          int jj = 0;
-          for (; jj + 4 <= nk; jj += 4) dot4_simd(qi, kt + jj * a.kv_stride, a.kv_stride, hd, &s[i][jj]);
-          for (; jj < nk; jj++) s[i][jj] = dot_simd(qi, kt + jj * a.kv_stride, hd);
-          for (jj = 0; jj < nk; jj++) {
-            s[i][jj] = visible(a, qpos, j0 + jj) ? s[i][jj] * a.scale : -INFINITY;
-            if (a.softcap > 0.0f && s[i][jj] != -INFINITY) s[i][jj] = a.softcap * std::tanh(s[i][jj] / a.softcap);
+          for (int jj = 0; jj < nk; jj += kLanes)
+            dot_keys(qi, kt + jj * a.kv_stride, a.kv_stride, hd, std::min(kLanes, nk - jj), &s[i][jj]);
+          if (all_visible(a, qpos, j0, nk)) {
+            const fbatch sc(a.scale);
+            int jj = 0;
+            for (; jj + kLanes <= nk; jj += kLanes) (fbatch::load_aligned(&s[i][jj]) * sc).store_aligned(&s[i][jj]);
+            for (; jj < nk; jj++) s[i][jj] *= a.scale;
+          } else {
+            for (int jj = 0; jj < nk; jj++) s[i][jj] = visible(a, qpos, j0 + jj) ? s[i][jj] * a.scale : -INFINITY;
           }
+          if (a.softcap > 0.0f)
+            for (int jj = 0; jj < nk; jj++)
+              if (s[i][jj] != -INFINITY) s[i][jj] = a.softcap * std::tanh(s[i][jj] / a.softcap);
         }
         for (int i = 0; i < nq; i++) {
           float* row = s[i];
@@ -189,8 +241,7 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
             float* pr = a.probs + ((int64_t)h * a.n_q + i0 + i) * a.n_kv + j0;
             for (int jj = 0; jj < nk; jj++) pr[jj] = row[jj];
           }
-          float tmax = -INFINITY;
-          for (int jj = 0; jj < nk; jj++) tmax = row[jj] > tmax ? row[jj] : tmax;
+          const float tmax = max_simd(row, nk);
           if (tmax == -INFINITY) {  // nothing visible in this tile for this query
             for (int jj = 0; jj < nk; jj++) row[jj] = 0.0f;
             continue;

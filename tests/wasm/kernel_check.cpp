@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../native/quant_rows.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/qdot.h"
 #include "kernels/quant.h"
@@ -193,6 +194,43 @@ int main() {
     std::vector<float> x = randn(n, 2 * n);
     const float r = dot_row_ref(QType::F16, row.data() + 1, x.data(), n), s = dot_row_simd(QType::F16, row.data() + 1, x.data(), n);
     check(std::fabs(r - s) <= 1e-5 * (std::fabs(r) + 1), "f16 dot", (int)QType::F16, n, s, r);
+  }
+  // Flash attention (scores of a group of keys reduced together; whole-tile fast paths) against
+  // the direct reference: decode and prefill, key counts that leave short groups and tiles,
+  // head sizes with a tail, grouped-query heads, a window, padding, probabilities.
+  struct AttnCase { int nq, nkv, heads, kv_heads, hd, window; bool pad; };
+  for (const AttnCase c : {AttnCase{1, 1, 2, 2, 64, 0, false}, AttnCase{1, 70, 4, 2, 64, 0, false}, AttnCase{1, 131, 2, 1, 20, 0, false},
+                           AttnCase{5, 133, 4, 4, 64, 0, false}, AttnCase{9, 77, 2, 2, 33, 16, false}, AttnCase{3, 66, 2, 1, 64, 0, true}}) {
+    const int width = c.heads * c.hd, kv_width = c.kv_heads * c.hd;
+    const std::vector<float> q = randn(c.nq * width, 80), k = randn(c.nkv * kv_width, 81), v = randn(c.nkv * kv_width, 82);
+    std::vector<uint8_t> valid(c.nkv, 1);
+    for (int j = 0; j < c.nkv; j += 7) valid[j] = 0;
+    std::vector<float> out_ref(c.nq * width, -7.0f), out_fl(out_ref), p_ref((size_t)c.heads * c.nq * c.nkv), p_fl(p_ref);
+    AttentionArgs a;
+    a.n_q = c.nq;
+    a.n_kv = c.nkv;
+    a.n_heads = c.heads;
+    a.n_kv_heads = c.kv_heads;
+    a.head_dim = c.hd;
+    a.q = q.data();
+    a.q_stride = a.out_stride = width;
+    a.k = k.data();
+    a.v = v.data();
+    a.kv_stride = kv_width;
+    a.scale = 1.0f / std::sqrt((float)c.hd);
+    a.q_pos0 = c.nkv - c.nq;
+    a.window = c.window;
+    a.key_valid = c.pad ? valid.data() : nullptr;
+    a.out = out_ref.data();
+    a.probs = p_ref.data();
+    attention_ref(a);
+    a.out = out_fl.data();
+    a.probs = p_fl.data();
+    attention_flash(a, 0, c.heads);
+    for (size_t i = 0; i < out_ref.size(); i++)
+      check(std::fabs(out_fl[i] - out_ref[i]) <= 2e-5 * (std::fabs(out_ref[i]) + 1), "attention: flash vs reference", c.hd, c.nkv, out_fl[i], out_ref[i]);
+    for (size_t i = 0; i < p_ref.size(); i++)
+      check(std::fabs(p_fl[i] - p_ref[i]) <= 1e-5, "attention probs: flash vs reference", c.hd, c.nkv, p_fl[i], p_ref[i]);
   }
   std::printf("%s %s (%d failures)\n", failures ? "FAILED" : "ok", qdot_impl_name(), failures);
   return failures ? 1 : 0;
