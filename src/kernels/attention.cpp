@@ -93,17 +93,14 @@ static inline void dot_keys(const float* q, const float* k0, int64_t stride, int
   fbatch acc[kLanes];
   for (int u = 0; u < kLanes; u++) acc[u] = fbatch(0.0f);
   int d = 0;
-  if (nk == kLanes) {
+  auto accumulate = [&](int keys) {  // called with the constant kLanes for a full group (unrolled)
     for (; d + kLanes <= n; d += kLanes) {
       const fbatch qv = fbatch::load_unaligned(q + d);
-      for (int u = 0; u < kLanes; u++) acc[u] = madd(qv, fbatch::load_unaligned(k0 + u * stride + d), acc[u]);
+      for (int u = 0; u < keys; u++) acc[u] = madd(qv, fbatch::load_unaligned(k0 + u * stride + d), acc[u]);
     }
-  } else {
-    for (; d + kLanes <= n; d += kLanes) {
-      const fbatch qv = fbatch::load_unaligned(q + d);
-      for (int u = 0; u < nk; u++) acc[u] = madd(qv, fbatch::load_unaligned(k0 + u * stride + d), acc[u]);
-    }
-  }
+  };
+  if (nk == kLanes) accumulate(kLanes);
+  else accumulate(nk);
   alignas(64) float r[kLanes];
   if constexpr (kLanes <= 8) {
     if (d == n && nk == kLanes) return xsimd::haddp(acc).store_unaligned(out);

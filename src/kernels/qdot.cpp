@@ -941,11 +941,17 @@ inline void tile(const uint8_t* const* rows, const XB* const* xs, int nb, float*
 #endif
 }
 
-// Weight rows per decode tile: 4 for the one-block types (Q8_0 and Q4_0 decode 12-18% faster
-// than with 2 in Chromium 156, once the block sums are pinned), 2 for the K types (4 measured
-// slower: their decoders hold more state per row).
+// Weight rows per decode tile. WASM: 4 for the one-block types (Q8_0 and Q4_0 decode 12-18%
+// faster than with 2 in Chromium 156, once the block sums are pinned), 2 for the K types (4
+// measured slower: their decoders hold more state per row). Native decode streams at the
+// memory bound with 2.
+#if QKV_QDOT_WASM
 template <class D>
 constexpr int kDecodeRows = D::kSub == 1 ? 4 : 2;
+#else
+template <class D>
+constexpr int kDecodeRows = 2;
+#endif
 
 // Decode: NR rows at a time share each activation load; the rows come from NR equal parts of
 // the range, so the weight streams are far apart (adjacent rows read in lockstep defeat the
