@@ -5,7 +5,9 @@
 // in cache) and twelve layers' in turn ("attn-12l", out of it). A benchmark (prints GFLOP/s),
 // not a test.
 //
-//   node bench/bench-kernels-chromium.mjs [--rounds 15] [BUILD.mjs ...]
+//   node bench/bench-kernels-chromium.mjs [--rounds 15] [--only f32,q8_0] [BUILD.mjs ...]
+//
+// --only keeps the cases of the listed types (q8_0, q4_0, q4_k, q6_k, f32, attn-1l, attn-12l).
 //
 // With no BUILD, it runs build-wasm/qkv_kernel_bench_web.mjs (`cmake --build build-wasm --target
 // qkv_kernel_bench_web`; the block-type kernels are the same in the relaxed-SIMD build). Given
@@ -25,6 +27,7 @@ import { serveBenchPage } from './bench-server.mjs';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
 let rounds = 15;
+let only = null;
 const builds = [];
 for (let i = 0; i < args.length; i++) {
   if (args[i] === '--rounds') {
@@ -33,8 +36,14 @@ for (let i = 0; i < args.length; i++) {
       console.error('bench-kernels-chromium: --rounds takes an integer from 1 to 1000');
       process.exit(2);
     }
+  } else if (args[i] === '--only') {
+    only = String(args[++i] ?? '').split(',').filter(Boolean);
+    if (only.length === 0) {
+      console.error('bench-kernels-chromium: --only takes a comma-separated list of case types (say f32,q8_0)');
+      process.exit(2);
+    }
   } else if (args[i].startsWith('-')) {
-    console.error(`bench-kernels-chromium: unknown option ${args[i]}; usage: node bench/bench-kernels-chromium.mjs [--rounds N] [BUILD.mjs ...]`);
+    console.error(`bench-kernels-chromium: unknown option ${args[i]}; usage: node bench/bench-kernels-chromium.mjs [--rounds N] [--only TYPES] [BUILD.mjs ...]`);
     process.exit(2);
   } else {
     builds.push(resolve(args[i]));
@@ -68,7 +77,7 @@ try {
   page.on('pageerror', (e) => errors.push(String(e)));
   await page.goto(base);
   await page.waitForFunction(() => window.benchReady === true, null, { timeout: 60000 });
-  out = await page.evaluate((cfg) => window.benchKernels(cfg), { builds: urls, rounds }).catch((e) => {
+  out = await page.evaluate((cfg) => window.benchKernels(cfg), { builds: urls, rounds, only }).catch((e) => {
     throw new Error(`${String(e.message || e).split('\n')[0]}${errors.length ? ` (${errors[0]})` : ''}`);
   });
 } finally {
@@ -78,10 +87,11 @@ try {
 }
 
 const names = builds.map((b) => `${basename(dirname(b))}/${basename(b)}`);
-console.log(`stored-type kernels, 1 thread, GFLOP/s, best of ${rounds} alternating rounds (${out.userAgent.match(/Chrome\/[\d.]+/)?.[0] ?? 'Chromium'})\n`);
+console.log(`kernels, 1 thread, GFLOP/s, best of ${rounds} alternating rounds (${out.userAgent.match(/Chrome\/[\d.]+/)?.[0] ?? 'Chromium'})\n`);
 names.forEach((n, i) => console.log(`  [${i}] ${n}`));
 console.log('\n' + ['type', 'd x n', 'tokens', ...names.map((_, i) => `[${i}]`)].map((s, k) => (k < 2 ? s.padEnd(12) : s.padStart(8))).join(''));
 out.cases.forEach((c, k) => {
+  if (out.best[0][k] === null) return;  // left out by --only
   const cells = out.best.map((b) => (c.flops / b[k] * 1e-9).toFixed(1));
   console.log([c.type, `${c.d}x${c.n}`, String(c.tokens), ...cells].map((s, j) => (j < 2 ? s.padEnd(12) : s.padStart(8))).join(''));
 });

@@ -3,7 +3,8 @@
 // Node's V8 and Chromium's differ in how they lower SIMD128, so kernel work for the browser is
 // measured in the browser. Each case: quantize the activations, then Y = X W^T through
 // matmul_q8_simd, 1 thread; decode (T = 1) over a matrix that fits in cache and one that does
-// not, and a 64-token prefill. Then attention_flash as the 110M shape decodes (12 heads of 64,
+// not, and a 64-token prefill. Then the f32 product of a 64-token prefill (matmul_f32_simd's
+// packed panels) at the 110M shape's two matrix shapes. Then attention_flash as the 110M shape decodes (12 heads of 64,
 // one query against 320 cached positions): one layer's cache (in cache) and 12 layers' in turn
 // (out of it, as in a decode step). The JS side alternates builds case by case and keeps the best.
 #include <algorithm>
@@ -12,23 +13,32 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/matmul.h"
 #include "kernels/qdot.h"
 #include "kernels/quant.h"
 
 namespace {
 
+enum class Kind { Quant, F32, Attention };
+
 struct Case {
-  qkv::QType type;  // F32 for the attention cases
+  Kind kind;
+  qkv::QType type;  // the stored type of Quant cases
   const char* type_name;
   int d, n, T;  // attention: d = cached positions, n = heads x head_dim, T = layers
 };
 
 const Case kCases[] = {
-    {qkv::QType::Q8_0, "q8_0", 2048, 768, 1}, {qkv::QType::Q8_0, "q8_0", 32768, 768, 1}, {qkv::QType::Q8_0, "q8_0", 2048, 768, 64},
-    {qkv::QType::Q4_0, "q4_0", 2048, 768, 1}, {qkv::QType::Q4_0, "q4_0", 32768, 768, 1}, {qkv::QType::Q4_0, "q4_0", 2048, 768, 64},
-    {qkv::QType::Q4_K, "q4_k", 2048, 768, 1}, {qkv::QType::Q4_K, "q4_k", 32768, 768, 1}, {qkv::QType::Q4_K, "q4_k", 2048, 768, 64},
-    {qkv::QType::Q6_K, "q6_k", 2048, 768, 1}, {qkv::QType::Q6_K, "q6_k", 32768, 768, 1}, {qkv::QType::Q6_K, "q6_k", 2048, 768, 64},
-    {qkv::QType::F32, "attn-1l", 320, 768, 1}, {qkv::QType::F32, "attn-12l", 320, 768, 12},
+    {Kind::Quant, qkv::QType::Q8_0, "q8_0", 2048, 768, 1}, {Kind::Quant, qkv::QType::Q8_0, "q8_0", 32768, 768, 1},
+    {Kind::Quant, qkv::QType::Q8_0, "q8_0", 2048, 768, 64},
+    {Kind::Quant, qkv::QType::Q4_0, "q4_0", 2048, 768, 1}, {Kind::Quant, qkv::QType::Q4_0, "q4_0", 32768, 768, 1},
+    {Kind::Quant, qkv::QType::Q4_0, "q4_0", 2048, 768, 64},
+    {Kind::Quant, qkv::QType::Q4_K, "q4_k", 2048, 768, 1}, {Kind::Quant, qkv::QType::Q4_K, "q4_k", 32768, 768, 1},
+    {Kind::Quant, qkv::QType::Q4_K, "q4_k", 2048, 768, 64},
+    {Kind::Quant, qkv::QType::Q6_K, "q6_k", 2048, 768, 1}, {Kind::Quant, qkv::QType::Q6_K, "q6_k", 32768, 768, 1},
+    {Kind::Quant, qkv::QType::Q6_K, "q6_k", 2048, 768, 64},
+    {Kind::F32, qkv::QType::F32, "f32", 2048, 768, 64}, {Kind::F32, qkv::QType::F32, "f32", 768, 2048, 64},
+    {Kind::Attention, qkv::QType::F32, "attn-1l", 320, 768, 1}, {Kind::Attention, qkv::QType::F32, "attn-12l", 320, 768, 12},
 };
 constexpr int kHeadDim = 64;
 constexpr int kNumCases = sizeof kCases / sizeof kCases[0];
@@ -94,6 +104,19 @@ double run_attention(const Case& k) {
   });
 }
 
+// The f32 product as prefill runs it (matmul_f32_simd: packed panels for a batch of tokens).
+double run_f32(const Case& k) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> W((size_t)k.d * k.n), X((size_t)k.T * k.n), Y((size_t)k.T * k.d);
+  for (float& v : W) v = nd(rng);
+  for (float& v : X) v = nd(rng);
+  return time_best([&] {
+    qkv::matmul_f32_simd(Y.data(), k.d, X.data(), k.n, W.data(), k.T, k.n, 0, k.d);
+    g_sink = Y[0];
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -102,15 +125,16 @@ int n_cases() { return kNumCases; }
 const char* case_type(int c) { return kCases[c].type_name; }
 int case_d(int c) { return kCases[c].d; }
 int case_n(int c) { return kCases[c].n; }
-int case_tokens(int c) { return kCases[c].type == qkv::QType::F32 ? 1 : kCases[c].T; }
+int case_tokens(int c) { return kCases[c].kind == Kind::Attention ? 1 : kCases[c].T; }
 // Attention: q.k and p v, 2 flops each per cached position and element, per layer.
-double case_flops(int c) { return (kCases[c].type == qkv::QType::F32 ? 4.0 : 2.0) * kCases[c].T * kCases[c].d * kCases[c].n; }
+double case_flops(int c) { return (kCases[c].kind == Kind::Attention ? 4.0 : 2.0) * kCases[c].T * kCases[c].d * kCases[c].n; }
 
 // Seconds per call of case c: the best of 3 timings of a loop of at least 10 ms.
 double run_case(int c) {
   if (c < 0 || c >= kNumCases) return -1.0;
   const Case k = kCases[c];
-  if (k.type == qkv::QType::F32) return run_attention(k);
+  if (k.kind == Kind::Attention) return run_attention(k);
+  if (k.kind == Kind::F32) return run_f32(k);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.0f, 0.05f);
   const size_t rb = qkv::qtype_row_bytes(k.type, k.n);

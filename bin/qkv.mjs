@@ -215,7 +215,9 @@ async function quantize(argv) {
       }
       if (text.length === 0) throw Object.assign(new Error(`text file ${a.text} is empty`), { code: 'bad_argument' });
     }
-    modelBuf = await readPathIntoHeap(mod, a.model, 'the model');
+    // A split model given by its first file brings the others, as natively.
+    const files = modelParts(a.model);
+    modelBuf = await readParts(files, (f) => readPathIntoHeap(mod, f, files.length > 1 ? `the model (${basename(f)})` : 'the model'));
     const head = modelBuf.view().subarray(0, 4);
     const gguf = head.length === 4 && String.fromCharCode(...head) === 'GGUF';
     if (!gguf) tokBuf = await readPathIntoHeap(mod, a.tokenizer, 'the tokenizer');

@@ -46,6 +46,13 @@ std::shared_ptr<const Blob> borrow(val buf, const char* what) {
   return std::make_shared<BorrowedBlob>(reinterpret_cast<const uint8_t*>(p), n);
 }
 
+// A model's Buffer: with the other files of a split model attached (Buffer.addPart), all of them.
+std::shared_ptr<const Blob> model_of(val buf) {
+  borrow(buf, "the model");  // the type check, with its message
+  const qkv_js::JsBuffer* b = buf.as<qkv_js::JsBuffer*>(allow_raw_pointers());
+  return b->model_blob();
+}
+
 // `IN OUT --type T [...]` -> {model, out, type, tokenizer, text, context, threads}.
 val quantize_parse_args(val argv) {
   return guard([&] {
@@ -70,7 +77,7 @@ val quantize_model(val model, val tok, std::string name, std::string type, val o
     const QType t = parse_qtype(type);
     if (on_chunk.typeOf().as<std::string>() != "function") fail(ErrorCode::BadArgument, "onChunk must be a function");
     const bool progress = on_progress.typeOf().as<std::string>() == "function";
-    auto in = borrow(model, "the model");
+    auto in = model_of(model);
     std::shared_ptr<const Blob> tb;
     if (!tok.isNull() && !tok.isUndefined()) tb = borrow(tok, "the tokenizer");
     const bool from_gguf = looks_like_gguf(in->data(), in->size());
@@ -96,7 +103,7 @@ val quantize_model(val model, val tok, std::string name, std::string type, val o
     }
     val o = val::object();
     o.set("fromGguf", from_gguf);
-    o.set("inBytes", (double)in->size());
+    o.set("inBytes", (double)model_bytes(*in));
     o.set("outBytes", (double)out_bytes);
     o.set("tensors", list);
     return o;
@@ -152,7 +159,7 @@ val stats_val(const PerplexityStats& s) {
 val perplexity_of(val model, val tok, std::string text, int context, int threads, val on_window) {
   return guard([&] {
     if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
-    auto blob = borrow(model, "the model");
+    auto blob = model_of(model);
     Transformer m(load_model(blob), context, std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads()));
     std::unique_ptr<Tokenizer> t = embedded_tokenizer(blob);
     if (!t) {

@@ -416,6 +416,7 @@ export interface QuantizedTensorReport {
 export interface QuantizeResult {
   /** The new GGUF file (null when options.onChunk took the chunks). */
   bytes: Uint8Array | null;
+  /** Bytes of the input: every file of a split model. */
   inBytes: number;
   outBytes: number;
   fromGguf: boolean;
@@ -425,9 +426,10 @@ export interface QuantizeResult {
 /**
  * Re-encodes a model's weight matrices (GGUF of any architecture qkv reads, or a llama2.c
  * checkpoint with options.tokenizer) to a block type, keeping every metadata key: the same file,
- * byte for byte, as the native `qkv quantize`. Memory: the input plus one chunk of rows.
+ * byte for byte, as the native `qkv quantize`. A split GGUF model (its files, or the path or URL
+ * of its first) becomes one file, without the split.* keys. Memory: the input plus one chunk of rows.
  */
-export declare function quantize(source: ModelSource, options: QuantizeOptions): Promise<QuantizeResult>;
+export declare function quantize(source: ModelFiles, options: QuantizeOptions): Promise<QuantizeResult>;
 // ---- training -------------------------------------------------------------------------------
 
 /** The shape of a fresh model (llama layout: RMSNorm, RoPE, SwiGLU, tied classifier). */

@@ -191,7 +191,7 @@ static int cmd_quantize(const std::vector<std::string>& args) {
     });
     if (!f.flush()) fail(ErrorCode::Io, "cannot write " + q.out_path);
   }
-  fputs(quantize_summary(q, from_gguf, in->size(), out_bytes, tensors).c_str(), stdout);
+  fputs(quantize_summary(q, from_gguf, model_bytes(*in), out_bytes, tensors).c_str(), stdout);
   if (!text.empty()) {
     PerplexityStats before = measure(gguf, a, text, "before ");
     PerplexityStats after = measure(map_file(q.out_path), a, text, "after ");

@@ -3,14 +3,14 @@
 // The heap holds the input and one chunk of output rows at a time; the output arrives in chunks
 // (options.onChunk) or as one Uint8Array.
 import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
-import { readSource } from './source.js';
+import { readModelSource, readSource } from './source.js';
 
 /** The types `quantize` writes (the native CLI's --type). */
 export const QUANTIZE_TYPES = Object.freeze(['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q4_k', 'q5_k', 'f16', 'bf16', 'f32']);
 
 /**
  * @param {{load: Function, openPath: Function | null}} env  as for loadModelWith
- * @param {*} source  a model source (as loadModel takes)
+ * @param {*} source  a model (as loadModel takes it: one source, or the files of a split GGUF)
  * @param {import('../../types/index.js').QuantizeOptions} options
  * @returns {Promise<import('../../types/index.js').QuantizeResult>}
  */
@@ -27,7 +27,7 @@ export async function quantizeWith(env, source, options = {}) {
   const { mod } = await env.load({ threads: 1 });
   let modelBuf = null, tokBuf = null;
   try {
-    modelBuf = await readSource(mod, source, {
+    modelBuf = await readModelSource(mod, source, {
       what: 'the model', signal, openPath: env.openPath,
       onProgress: onProgress && (({ loaded, total }) => onProgress({ phase: 'read', done: loaded, total })),
     });

@@ -31,6 +31,15 @@ class SplitBlob : public Blob {
   std::vector<std::shared_ptr<const Blob>> parts_;
 };
 
+// The bytes of every file of a model (size() of a SplitBlob is its first file's).
+inline uint64_t model_bytes(const Blob& b) {
+  const auto* split = dynamic_cast<const SplitBlob*>(&b);
+  if (!split) return b.size();
+  uint64_t n = 0;
+  for (const auto& p : split->parts()) n += p->size();
+  return n;
+}
+
 class VectorBlob : public Blob {
  public:
   explicit VectorBlob(std::vector<uint8_t> v) : v_(std::move(v)) {}

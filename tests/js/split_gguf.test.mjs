@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { splitGguf } from '../../bench/gguf-split.mjs';
-import { loadModel, QkvError } from '../../src/js/node.js';
+import { loadModel, QkvError, quantize } from '../../src/js/node.js';
 import { modelParts } from '../../src/js/source.js';
 import { createWorker } from '../../src/js/worker-client.js';
 import { haveNative, models, nativeBin, runNative, runWasm } from './helpers.mjs';
@@ -76,15 +76,46 @@ test('both CLIs refuse a later part, a missing part and a lone part, naming the 
   }
 });
 
-test('native qkv quantize reads a split model as one and writes one file', { skip }, () => {
-  const a = join(dir, 'from-single.gguf'), b = join(dir, 'from-split.gguf');
-  for (const [src, out] of [[single, a], [parts[0], b]]) {
-    const r = runNative(['quantize', src, out, '--type', 'q4_0']);
+test('qkv quantize (native and Node) reads a split model as one and writes one file', { skip }, () => {
+  const a = join(dir, 'from-single.gguf');
+  const r0 = runNative(['quantize', single, a, '--type', 'q4_0']);
+  assert.equal(r0.status, 0, r0.stderr);
+  const total = parts.reduce((n, p) => n + statSync(p).size, 0);
+  for (const [cli, name] of [[runNative, 'native'], [runWasm, 'node']]) {
+    const b = join(dir, `from-split-${name}.gguf`);
+    const r = cli(['quantize', parts[0], b, '--type', 'q4_0']);
     assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(readFileSync(b), readFileSync(a), `${name}: the split keys are not copied into the output`);
+    // The input's size is every file's, not the first's.
+    const size = /\(GGUF, ([\d.]+) (KiB|MiB)\)/.exec(r.stdout);
+    assert.ok(size, r.stdout);
+    assert.ok(Math.abs(Number(size[1]) * (size[2] === 'KiB' ? 1024 : 1 << 20) - total) < 0.01 * total, `${name}: ${r.stdout}`);
+    const run2 = runNative(['run', b, ...run]);
+    assert.equal(run2.status, 0, run2.stderr);
   }
-  assert.deepEqual(readFileSync(b), readFileSync(a), 'the split keys are not copied into the output');
-  const r = runNative(['run', b, ...run]);
-  assert.equal(r.status, 0, r.stderr);
+  const later = runWasm(['quantize', parts[1], join(dir, 'x.gguf'), '--type', 'q4_0']);
+  assert.notEqual(later.status, 0);
+  assert.match(later.stderr, /is part 2 of .* pass the first/);
+});
+
+test('quantize(): every file (paths or Blobs), the first path, or the worker: the single file\'s output', { skip }, async () => {
+  const want = await quantize(single, { type: 'q4_k' });
+  const total = parts.reduce((n, p) => n + statSync(p).size, 0);
+  for (const source of [parts, parts[0], parts.map((p) => new Blob([readFileSync(p)]))]) {
+    const got = await quantize(source, { type: 'q4_k' });
+    assert.deepEqual(got.bytes, want.bytes);
+    assert.equal(got.inBytes, total);
+    assert.deepEqual(got.tensors, want.tensors);
+  }
+  const w = await createWorker();
+  try {
+    const got = await w.quantize(parts, { type: 'q4_k' });
+    assert.deepEqual(got.bytes, want.bytes);
+  } finally {
+    await w.terminate();
+  }
+  await assert.rejects(quantize([parts[0], parts[2], parts[1], ...parts.slice(3)], { type: 'q4_k' }),
+    (e) => e instanceof QkvError && e.code === 'bad_model' && /out of order/.test(e.message));
 });
 
 async function greedy(source) {
