@@ -1,6 +1,7 @@
 // The stored-type integer kernels (Q8_0, Q4_0, Q4_K, Q6_K; activations quantized per call) timed
 // in headless Chromium's WebAssembly engine, 1 thread: decode (one token) against a matrix in
-// cache and one out of it, and a 64-token prefill; then decode attention (attention_flash, the
+// cache and one out of it, and a 64-token prefill; the f32 product of a 64-token prefill (the
+// packed-panel kernel) at the 110M shape's two matrix shapes; then decode attention (attention_flash, the
 // 110M shape: 12 heads of 64 against 320 cached positions) over one layer's cache ("attn-1l",
 // in cache) and twelve layers' in turn ("attn-12l", out of it). A benchmark (prints GFLOP/s),
 // not a test.
