@@ -37,9 +37,13 @@ class BorrowedBlob : public Blob {
   uint64_t n_;
 };
 
-std::shared_ptr<const Blob> borrow(val buf, const char* what) {
+void check_buffer(const val& buf, const char* what) {
   if (buf.isNull() || buf.isUndefined() || buf["view"].typeOf().as<std::string>() != "function")
     fail(ErrorCode::BadArgument, std::string(what) + " must be a heap Buffer");
+}
+
+std::shared_ptr<const Blob> borrow(val buf, const char* what) {
+  check_buffer(buf, what);
   val view = buf.call<val>("view");
   const uintptr_t p = (uintptr_t)view["byteOffset"].as<double>();
   const uint64_t n = (uint64_t)view["length"].as<double>();
@@ -48,7 +52,7 @@ std::shared_ptr<const Blob> borrow(val buf, const char* what) {
 
 // A model's Buffer: with the other files of a split model attached (Buffer.addPart), all of them.
 std::shared_ptr<const Blob> model_of(val buf) {
-  borrow(buf, "the model");  // the type check, with its message
+  check_buffer(buf, "the model");
   const qkv_js::JsBuffer* b = buf.as<qkv_js::JsBuffer*>(allow_raw_pointers());
   return b->model_blob();
 }
