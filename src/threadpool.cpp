@@ -1,6 +1,7 @@
 // Fork-join thread pool used to split matrix rows and attention heads.
 #include "threadpool.h"
 
+#include <cstdint>
 #include <string>
 
 #include "common.h"
@@ -65,6 +66,26 @@ void ThreadPool::run_chunks(uint64_t gen, int thread_index) {
   }
 }
 
+// A few chunks per thread: enough to rebalance around a slow thread, few enough to be cheap. Of
+// the sizes near blocks / (4 threads), the one whose chunks share out most evenly when the
+// threads run at the same speed: 36 blocks on 2 threads as 12 chunks of 3 (18 blocks each), not
+// 8 of 5 (20 against 16).
+int ThreadPool::chunk_blocks(int blocks, int threads) {
+  const int first = (blocks + threads * 4 - 1) / (threads * 4);
+  int best = first;
+  int64_t best_span = INT64_MAX;
+  for (int c = first; c >= 1 && c * 2 >= first; c--) {
+    const int64_t chunks = (blocks + c - 1) / c;
+    const int64_t rounds = (chunks + threads - 1) / threads;
+    // The busiest thread: every round a full chunk, except that the short last chunk (if any)
+    // falls in the last round of the thread that takes it.
+    const int64_t last = blocks - (chunks - 1) * c;
+    const int64_t span = (rounds - 1) * c + (chunks % threads == 1 ? last : c);
+    if (span < best_span) best_span = span, best = c;
+  }
+  return best;
+}
+
 void ThreadPool::parallel_for(int n, int grain, const std::function<void(int, int, int)>& fn) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
@@ -73,9 +94,7 @@ void ThreadPool::parallel_for(int n, int grain, const std::function<void(int, in
     fn(0, n, 0);
     return;
   }
-  // A few chunks per thread: enough to rebalance around a slow thread, few enough to be cheap.
-  const int chunks_wanted = blocks < n_threads_ * 4 ? blocks : n_threads_ * 4;
-  const int chunk = ((blocks + chunks_wanted - 1) / chunks_wanted) * grain;
+  const int chunk = chunk_blocks(blocks, n_threads_) * grain;
   const int total = (n + chunk - 1) / chunk;
   job_ = &fn;
   job_n_ = n;

@@ -24,6 +24,8 @@ class ThreadPool {
   void parallel_for(int n, int grain, const std::function<void(int, int, int)>& fn);
 
   static int hardware_threads();
+  // Blocks (of `grain` indices) per chunk for `blocks` blocks on `threads` threads.
+  static int chunk_blocks(int blocks, int threads);
 
  private:
   void worker(int index);

@@ -18,7 +18,6 @@
 namespace qkv {
 
 static constexpr uint64_t kMaxCacheBytes = 16ull << 30;
-static constexpr int64_t kMinParallelWork = 1 << 16;
 
 int relative_position_bucket(int rel, int n_buckets, int max_distance, bool bidirectional) {
   int64_t nb = n_buckets;
@@ -98,31 +97,8 @@ void EncoderDecoder::reserve_cache(int positions) {
 }
 
 void EncoderDecoder::matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok) {
-  const int rows = (int)w.rows, cols = (int)w.cols;
-  const bool small = (int64_t)rows * cols * n_tok < kMinParallelWork;
-  if (qtype_int_dot(w.type)) {
-    const size_t nb = (size_t)cols / 32;
-    if (xq_.size() < n_tok * nb) xq_.resize(n_tok * nb);
-    for (int t = 0; t < n_tok; t++) quantize_act_q8_simd(x + t * ldx, xq_.data() + t * nb, cols);
-    const BlockQ8A* xq = xq_.data();
-    auto run = [&](int r0, int r1, int) { matmul_q8_simd(w.type, y, ldy, xq, w.data, n_tok, cols, r0, r1); };
-    if (small) run(0, rows, 0);
-    else pool_->parallel_for(rows, 16, run);
-    return;
-  }
-  if (w.type != DType::F32) {
-    auto run = [&](int r0, int r1, int) {
-      thread_local std::vector<float> scratch;
-      if (scratch.size() < (size_t)kQPanelRows * cols) scratch.resize((size_t)kQPanelRows * cols);
-      matmul_q_simd(w.type, y, ldy, x, ldx, w.data, n_tok, cols, r0, r1, scratch.data());
-    };
-    if (small) run(0, rows, 0);
-    else pool_->parallel_for(rows, 16, run);
-    return;
-  }
-  const float* W = w.f32();
-  if (small) return matmul_f32_simd(y, ldy, x, ldx, W, n_tok, cols, 0, rows);
-  pool_->parallel_for(rows, 16, [&](int r0, int r1, int) { matmul_f32_simd(y, ldy, x, ldx, W, n_tok, cols, r0, r1); });
+  in_.set(x, ldx, n_tok, {&w});
+  in_.full(*pool_, y, ldy, w);
 }
 
 void EncoderDecoder::norm(float* y, const float* x, const float* w, const float* b, int n_tok) {

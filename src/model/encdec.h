@@ -9,6 +9,7 @@
 
 #include "../kernels/qdot.h"
 #include "../threadpool.h"
+#include "products.h"
 #include "weights.h"
 
 namespace qkv {
@@ -121,7 +122,7 @@ class EncoderDecoder {
   std::vector<float> x_, xb_, xb2_, q_, hb_, hb2_;  // activations (rows, dim / q_dim / hidden)
   std::vector<float> scores_;                       // per thread (max keys) for biased attention
   std::vector<float> logits_;
-  std::vector<BlockQ8A> xq_;
+  ProductInput in_;  // the current product's input (and its quantized copy for the block types)
   bool capture_ = false;
   std::vector<float> enc_attn_, self_attn_, cross_attn_;
   int attn_n_q_ = 0, attn_n_kv_ = 0;

@@ -16,9 +16,6 @@
 namespace qkv {
 
 static constexpr uint64_t kMaxKvCacheBytes = 16ull << 30;
-// Below this many multiply-adds a section runs on the calling thread: handing it to another
-// core costs more than it saves (the 260K models decode faster on one thread than on two).
-static constexpr int64_t kMinParallelWork = 1 << 16;
 
 Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadPool> pool)
     : m_(std::move(model)), pool_(std::move(pool)) {
@@ -73,32 +70,8 @@ void Transformer::reserve_cache(int positions) {
 }
 
 void Transformer::matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok) {
-  const int rows = (int)w.rows, cols = (int)w.cols;
-  if (qtype_int_dot(w.type)) {  // block types: x quantized once here, integer dots in the threads
-    const size_t nb = (size_t)cols / 32;
-    if (xq_.size() < n_tok * nb) xq_.resize(n_tok * nb);
-    for (int t = 0; t < n_tok; t++) quantize_act_q8_simd(x + t * ldx, xq_.data() + t * nb, cols);
-    const BlockQ8A* xq = xq_.data();
-    auto run = [&](int r0, int r1, int) { matmul_q8_simd(w.type, y, ldy, xq, w.data, n_tok, cols, r0, r1); };
-    if ((int64_t)rows * cols * n_tok < kMinParallelWork) run(0, rows, 0);
-    else pool_->parallel_for(rows, 16, run);
-    return;
-  }
-  if (w.type != DType::F32) {  // decoded on the fly; one row buffer per thread for prefill
-    auto run = [&](int r0, int r1, int) {
-      thread_local std::vector<float> scratch;
-      if (scratch.size() < (size_t)kQPanelRows * cols) scratch.resize((size_t)kQPanelRows * cols);
-      matmul_q_simd(w.type, y, ldy, x, ldx, w.data, n_tok, cols, r0, r1, scratch.data());
-    };
-    if ((int64_t)rows * cols * n_tok < kMinParallelWork) run(0, rows, 0);
-    else pool_->parallel_for(rows, 16, run);
-    return;
-  }
-  const float* W = w.f32();
-  if ((int64_t)rows * cols * n_tok < kMinParallelWork) return matmul_f32_simd(y, ldy, x, ldx, W, n_tok, cols, 0, rows);
-  pool_->parallel_for(rows, 16, [&](int r0, int r1, int) {
-    matmul_f32_simd(y, ldy, x, ldx, W, n_tok, cols, r0, r1);
-  });
+  in_.set(x, ldx, n_tok, {&w});
+  in_.full(*pool_, y, ldy, w);
 }
 
 void Transformer::norm(float* y, const float* x, const float* w, const float* b, int n_tok) {
@@ -350,31 +323,46 @@ void Transformer::layer_qkv(int l) {
     norm(xb_.data(), x_.data(), L.attn_norm, L.attn_norm_b, B);
     in = xb_.data();
   }
-  matmul(q_.data(), qd, in, dim, L.wq, B);
-  matmul(kc, kvd, in, dim, L.wk, B);
-  matmul(vc, kvd, in, dim, L.wv, B);
+  // q, k and v in one section over their rows stacked; each chunk then finishes the columns it
+  // wrote, for every token: bias, per-head RMSNorm (Qwen3), RoPE. Those two work on whole heads,
+  // so then chunk bounds are multiples of the head size.
   const bool rope = c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves;
-  for (int t = 0; t < B; t++) {
-    if (L.bq) add_f32_simd(q_.data() + (int64_t)t * qd, L.bq, qd);
-    if (L.bk) add_f32_simd(kc + (int64_t)t * kvd, L.bk, kvd);
-    if (L.bv) add_f32_simd(vc + (int64_t)t * kvd, L.bv, kvd);
-    // Per-head RMSNorm of q and k before RoPE (Qwen3), in place.
-    for (int h = 0; L.q_norm && h < c.n_heads; h++) {
-      float* v = q_.data() + (int64_t)t * qd + h * hd;
-      rmsnorm_simd(v, v, L.q_norm, hd, c.norm_eps);
+  const auto rope_fn = c.pos == PosKind::RopeAdjacent ? rope_adjacent_simd : rope_halves_simd;
+  struct Part {
+    float* y;
+    int64_t ld;
+    const Tensor* w;
+    const float *bias, *head_norm;
+    bool rope;
+  };
+  const Part parts[3] = {{q_.data(), qd, &L.wq, L.bq, L.q_norm, rope},
+                         {kc, kvd, &L.wk, L.bk, L.k_norm, rope},
+                         {vc, kvd, &L.wv, L.bv, nullptr, false}};
+  const bool per_head = rope || L.q_norm || L.k_norm;
+  int grain = 16;
+  if (per_head)
+    while (grain % hd != 0) grain += 16;  // lcm(16, head_dim)
+  in_.set(in, dim, B, {&L.wq, &L.wk, &L.wv});
+  const int total = qd + 2 * kvd;
+  for_rows(*pool_, (int64_t)total * dim * B, total, grain, [&](int b, int e, int) {
+    int off = 0;
+    for (const Part& p : parts) {
+      const int rows = (int)p.w->rows, r0 = std::max(b - off, 0), r1 = std::min(e - off, rows);
+      off += rows;
+      if (r0 >= r1) continue;
+      in_.rows(p.y, p.ld, *p.w, r0, r1);
+      if (!p.bias && !p.head_norm && !p.rope) continue;
+      for (int t = 0; t < B; t++) {
+        float* row = p.y + (int64_t)t * p.ld;
+        if (p.bias) add_f32_simd(row + r0, p.bias + r0, r1 - r0);
+        for (int h = r0 / hd; p.head_norm && h < r1 / hd; h++)
+          rmsnorm_simd(row + h * hd, row + h * hd, p.head_norm, hd, c.norm_eps);
+        if (p.rope)
+          rope_fn(row + r0, (r1 - r0) / hd, hd, c.rot_dims(), rope_cos_.data() + (int64_t)t * half,
+                  rope_sin_.data() + (int64_t)t * half);
+      }
     }
-    for (int h = 0; L.k_norm && h < c.n_kv_heads; h++) {
-      float* v = kc + (int64_t)t * kvd + h * hd;
-      rmsnorm_simd(v, v, L.k_norm, hd, c.norm_eps);
-    }
-    if (rope) {
-      const float* cs = rope_cos_.data() + (int64_t)t * half;
-      const float* sn = rope_sin_.data() + (int64_t)t * half;
-      auto f = c.pos == PosKind::RopeAdjacent ? rope_adjacent_simd : rope_halves_simd;
-      f(q_.data() + (int64_t)t * qd, c.n_heads, hd, c.rot_dims(), cs, sn);
-      f(kc + (int64_t)t * kvd, c.n_kv_heads, hd, c.rot_dims(), cs, sn);
-    }
-  }
+  });
 }
 
 void Transformer::layer_attention(int l) {
@@ -448,13 +436,7 @@ void Transformer::layer_rest(int l) {
         std::memcpy(attn_.data() + (((int64_t)l * c.n_heads + h) * nq + q_off + i) * nk,
                     chunk_probs_.data() + ((int64_t)h * B + i) * n_kv, n_kv * sizeof(float));
   }
-  matmul(xb_.data(), dim, xb2_.data(), qd, L.wo, B);
-  for (int t = 0; t < B; t++) {
-    float* o = xb_.data() + (int64_t)t * dim;
-    if (L.bo) add_f32_simd(o, L.bo, dim);
-    if (L.attn_post_norm) rmsnorm_simd(o, o, L.attn_post_norm, dim, c.norm_eps);
-    add_f32_simd(x + (int64_t)t * dim, o, dim);
-  }
+  residual_product(xb2_.data(), qd, L.wo, L.bo, L.attn_post_norm);
   if (c.post_norm) norm(x, x, L.attn_norm, L.attn_norm_b, B);
 
   const float* in = x;
@@ -462,28 +444,52 @@ void Transformer::layer_rest(int l) {
     norm(xb_.data(), x, L.ffn_norm, L.ffn_norm_b, B);
     in = xb_.data();
   }
-  matmul(hb2_.data(), hid, in, dim, L.w_up, B);
-  if (c.ffn == FfnKind::SwiGLU || c.ffn == FfnKind::GeGLU) {
-    matmul(hb_.data(), hid, in, dim, L.w_gate, B);
-    auto glu = c.ffn == FfnKind::SwiGLU ? swiglu_simd : geglu_simd;
-    for (int t = 0; t < B; t++) glu(hb_.data() + (int64_t)t * hid, hb2_.data() + (int64_t)t * hid, hid);
-  } else {
+  // Up (and gate) in one section; each chunk applies the activation to the columns it wrote.
+  const bool glu = c.ffn == FfnKind::SwiGLU || c.ffn == FfnKind::GeGLU;
+  const auto glu_fn = c.ffn == FfnKind::SwiGLU ? swiglu_simd : geglu_simd;
+  if (glu) in_.set(in, dim, B, {&L.w_up, &L.w_gate});
+  else in_.set(in, dim, B, {&L.w_up});
+  for_rows(*pool_, (int64_t)hid * dim * B * (glu ? 2 : 1), hid, 16, [&](int r0, int r1, int) {
+    in_.rows(hb2_.data(), hid, L.w_up, r0, r1);
+    if (glu) in_.rows(hb_.data(), hid, L.w_gate, r0, r1);
     for (int t = 0; t < B; t++) {
-      float* h = hb2_.data() + (int64_t)t * hid;
-      if (L.b_up) add_f32_simd(h, L.b_up, hid);
-      if (c.ffn == FfnKind::GELU) gelu_simd(h, hid);
-      else relu_simd(h, hid);
+      float* u = hb2_.data() + (int64_t)t * hid + r0;
+      if (glu) {
+        glu_fn(hb_.data() + (int64_t)t * hid + r0, u, r1 - r0);
+        continue;
+      }
+      if (L.b_up) add_f32_simd(u, L.b_up + r0, r1 - r0);
+      if (c.ffn == FfnKind::GELU) gelu_simd(u, r1 - r0);
+      else relu_simd(u, r1 - r0);
     }
-    std::swap(hb_, hb2_);
-  }
-  matmul(xb_.data(), dim, hb_.data(), hid, L.w_down, B);
-  for (int t = 0; t < B; t++) {
-    float* o = xb_.data() + (int64_t)t * dim;
-    if (L.b_down) add_f32_simd(o, L.b_down, dim);
-    if (L.ffn_post_norm) rmsnorm_simd(o, o, L.ffn_post_norm, dim, c.norm_eps);
-    add_f32_simd(x + (int64_t)t * dim, o, dim);
-  }
+  });
+  if (!glu) std::swap(hb_, hb2_);
+  residual_product(hb_.data(), hid, L.w_down, L.b_down, L.ffn_post_norm);
   if (c.post_norm) norm(x, x, L.ffn_norm, L.ffn_norm_b, B);
+}
+
+// x += post_norm(in W^T + bias) for the chunk's tokens (output in xb_). Without the post-norm,
+// which needs whole rows, each product chunk adds its own columns into x.
+void Transformer::residual_product(const float* in, int64_t ld_in, const Tensor& w, const float* bias,
+                                   const float* post_norm) {
+  const ModelConfig& c = m_.config;
+  const int B = cur_b_, dim = c.dim;
+  float* x = x_.data();
+  float* o = xb_.data();
+  in_.set(in, ld_in, B, {&w});
+  for_rows(*pool_, (int64_t)w.rows * w.cols * B, dim, 16, [&](int r0, int r1, int) {
+    in_.rows(o, dim, w, r0, r1);
+    for (int t = 0; t < B && !post_norm; t++) {
+      if (bias) add_f32_simd(o + (int64_t)t * dim + r0, bias + r0, r1 - r0);
+      add_f32_simd(x + (int64_t)t * dim + r0, o + (int64_t)t * dim + r0, r1 - r0);
+    }
+  });
+  for (int t = 0; t < B && post_norm; t++) {
+    float* ot = o + (int64_t)t * dim;
+    if (bias) add_f32_simd(ot, bias, dim);
+    rmsnorm_simd(ot, ot, post_norm, dim, c.norm_eps);
+    add_f32_simd(x + (int64_t)t * dim, ot, dim);
+  }
 }
 
 // Final norm and classifier: every token of the chunk when all logits are wanted, else the last.

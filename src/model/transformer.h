@@ -7,6 +7,7 @@
 
 #include "../kernels/qdot.h"
 #include "../threadpool.h"
+#include "products.h"
 #include "weights.h"
 
 namespace qkv {
@@ -86,6 +87,7 @@ class Transformer {
   void layer_rest(int l);
   void chunk_logits(float* logits_out, bool all_logits);
   void matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok);
+  void residual_product(const float* in, int64_t ld_in, const Tensor& w, const float* bias, const float* post_norm);
   void norm(float* y, const float* x, const float* w, const float* b, int n_tok);
   void reserve_cache(int positions);
   void reserve_rows(int rows);  // activation buffers for `rows` tokens (encode)
@@ -101,7 +103,7 @@ class Transformer {
   std::vector<float> x_, xb_, xb2_, q_, hb_, hb2_;  // (B, dim) / (B, q_dim) / (B, hidden)
   std::vector<float> rope_cos_, rope_sin_;        // (B, n_rot/2)
   std::vector<float> logits_;
-  std::vector<BlockQ8A> xq_;  // (B, n/32) activations quantized for the block weight types
+  ProductInput in_;  // the current section's input (and its quantized copy for the block types)
   bool capture_ = false;
   bool external_ = false;
   std::vector<float> kx_, vx_;       // (B, kv_dim): this chunk's keys/values under external attention

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include "kernels/rope.h"
 #include "kernels/simd.h"
 #include "kernels/softmax.h"
+#include "threadpool.h"
 
 namespace {
 
@@ -1087,4 +1089,46 @@ TEST(LinearAttention, MatchesTheDefinitionUnderEveryMask) {
     for (double x : want) mag = std::max(mag, std::fabs(x));
     EXPECT_GT(mag, 0.05);
   }
+}
+
+// ---- thread pool -----------------------------------------------------------------------------
+
+TEST(ThreadPool, VisitsEveryIndexOnceInGrainAlignedChunks) {
+  for (int threads : {1, 2, 3, 5}) {
+    qkv::ThreadPool pool(threads);
+    for (int n : {1, 7, 16, 100, 2304, 4099})
+      for (int grain : {1, 16, 64}) {
+        std::vector<std::atomic<int>> seen(n);
+        std::atomic<bool> aligned{true}, thread_ok{true};
+        pool.parallel_for(n, grain, [&](int b, int e, int t) {
+          if (b % grain != 0 || (e % grain != 0 && e != n) || b >= e) aligned = false;
+          if (t < 0 || t >= pool.size()) thread_ok = false;
+          for (int i = b; i < e; i++) seen[i]++;
+        });
+        for (int i = 0; i < n; i++) ASSERT_EQ(seen[i].load(), 1) << threads << " threads, n " << n << ", index " << i;
+        EXPECT_TRUE(aligned) << threads << " threads, n " << n << ", grain " << grain;
+        EXPECT_TRUE(thread_ok);
+      }
+  }
+}
+
+// Equal-speed threads taking chunks in turn: the busiest one's blocks.
+static int64_t busiest(int blocks, int threads, int chunk) {
+  std::vector<int64_t> load(threads, 0);
+  for (int b = 0, i = 0; b < blocks; b += chunk, i++) load[i % threads] += std::min(chunk, blocks - b);
+  return *std::max_element(load.begin(), load.end());
+}
+
+TEST(ThreadPool, ChunksShareTheBlocksEvenly) {
+  // q, k and v of the 110M shape in 64-row heads: 36 blocks.
+  EXPECT_EQ(qkv::ThreadPool::chunk_blocks(36, 2), 3);
+  EXPECT_EQ(busiest(36, 2, 3), 18);
+  for (int threads = 2; threads <= 8; threads++)
+    for (int blocks = 1; blocks <= 600; blocks++) {
+      const int plain = (blocks + threads * 4 - 1) / (threads * 4);  // about 4 chunks per thread
+      const int c = qkv::ThreadPool::chunk_blocks(blocks, threads);
+      ASSERT_GE(c, 1);
+      ASSERT_GE(2 * c, plain) << "not many more chunks than 4 per thread";
+      ASSERT_LE(busiest(blocks, threads, c), busiest(blocks, threads, plain)) << blocks << " blocks, " << threads << " threads";
+    }
 }

@@ -1,0 +1,51 @@
+// Matrix products of the model's weights against a batch of activations, in whatever storage the
+// weight has (f32, decoded on the fly, or integer dots against activations quantized once), and
+// the row-parallel sections that run them. Shared by Transformer and EncoderDecoder.
+//
+// A section may hold several products of one input (q, k and v; up and gate) and the work that
+// only needs the columns a chunk has just written (bias, RoPE, the GLU, the residual add): one
+// fork-join per group instead of one per product plus serial passes between them.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <vector>
+
+#include "../kernels/qdot.h"
+#include "../threadpool.h"
+#include "weights.h"
+
+namespace qkv {
+
+// Below this many multiply-adds a section runs on the calling thread: handing it to another
+// core costs more than it saves (the 260K models decode faster on one thread than on two).
+constexpr int64_t kMinParallelWork = 1 << 16;
+
+// fn(r0, r1, thread) over [0, n) in chunks whose bounds are multiples of `grain`: on the calling
+// thread as one chunk when the section does fewer than kMinParallelWork multiply-adds, else
+// across the pool.
+void for_rows(ThreadPool& pool, int64_t work, int n, int grain, const std::function<void(int, int, int)>& fn);
+
+// One input X (n_tok, cols), row stride ldx, for products against weights of `cols` columns.
+class ProductInput {
+ public:
+  // Points at X, whose width is the weights' column count (all of `ws` have the same), and
+  // quantizes it (once, into a buffer kept between calls) when one of them takes integer dots.
+  // X must stay unchanged while products read it.
+  void set(const float* x, int64_t ldx, int n_tok, std::initializer_list<const Tensor*> ws);
+  // Y = X W^T for weight rows [r0, r1) of w (w.cols == cols): Y's columns r0..r1 for every token.
+  // Safe to call from several threads at once on disjoint rows.
+  void rows(float* y, int64_t ldy, const Tensor& w, int r0, int r1) const;
+  // Y = X W^T over every row of w, across the pool.
+  void full(ThreadPool& pool, float* y, int64_t ldy, const Tensor& w) const;
+  int tokens() const { return n_tok_; }
+
+ private:
+  const float* x_ = nullptr;
+  int64_t ldx_ = 0;
+  int n_tok_ = 0, cols_ = 0;
+  bool quantized_ = false;
+  std::vector<BlockQ8A> xq_;  // (n_tok, cols/32) for the integer-dot types
+};
+
+}  // namespace qkv
