@@ -1,9 +1,11 @@
 // A small fork-join pool: parallel_for cuts [0, n) into chunks that the calling thread and the
 // workers claim from an atomic counter, so a worker the OS has descheduled delays nothing: the
-// others take its share. With one thread (or WASM without pthreads) it runs inline.
+// others take its share. Chunks shrink as the section goes (guided scheduling), so the threads
+// finish together with few claims. With one thread (or WASM without pthreads) it runs inline.
 #pragma once
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -24,8 +26,8 @@ class ThreadPool {
   void parallel_for(int n, int grain, const std::function<void(int, int, int)>& fn);
 
   static int hardware_threads();
-  // Blocks (of `grain` indices) per chunk for `blocks` blocks on `threads` threads.
-  static int chunk_blocks(int blocks, int threads);
+  // Blocks (of `grain` indices) the next claim takes when `remaining` are unclaimed.
+  static int claim_size(int64_t remaining, int threads);
 
  private:
   void worker(int index);
@@ -38,8 +40,8 @@ class ThreadPool {
   // The current job. Its fields are written before the state word publishes a new generation
   // and stay fixed until every chunk of that generation is done.
   const std::function<void(int, int, int)>* job_ = nullptr;
-  int job_n_ = 0, job_chunk_ = 1;
-  // (generation << 40) | (chunk count << 20) | next chunk to claim
+  int job_n_ = 0, job_grain_ = 1;
+  // (generation << 40) | (block count << 20) | next block to claim
   std::atomic<uint64_t> state_{0};
   std::atomic<int> done_{0};
   uint64_t generation_ = 0;

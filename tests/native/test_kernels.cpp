@@ -1112,23 +1112,30 @@ TEST(ThreadPool, VisitsEveryIndexOnceInGrainAlignedChunks) {
   }
 }
 
-// Equal-speed threads taking chunks in turn: the busiest one's blocks.
-static int64_t busiest(int blocks, int threads, int chunk) {
-  std::vector<int64_t> load(threads, 0);
-  for (int b = 0, i = 0; b < blocks; b += chunk, i++) load[i % threads] += std::min(chunk, blocks - b);
-  return *std::max_element(load.begin(), load.end());
+// Threads of equal speed (a block per time unit), each claiming the next chunk when it is free:
+// the time the last one finishes, and the number of claims.
+static std::pair<int64_t, int> guided_span(int blocks, int threads) {
+  std::vector<int64_t> free_at(threads, 0);
+  int claims = 0;
+  for (int64_t next = 0; next < blocks; claims++) {
+    const int size = qkv::ThreadPool::claim_size(blocks - next, threads);
+    auto t = std::min_element(free_at.begin(), free_at.end());
+    *t += std::min<int64_t>(size, blocks - next);
+    next += size;
+  }
+  return {*std::max_element(free_at.begin(), free_at.end()), claims};
 }
 
-TEST(ThreadPool, ChunksShareTheBlocksEvenly) {
-  // q, k and v of the 110M shape in 64-row heads: 36 blocks.
-  EXPECT_EQ(qkv::ThreadPool::chunk_blocks(36, 2), 3);
-  EXPECT_EQ(busiest(36, 2, 3), 18);
+TEST(ThreadPool, ClaimsShrinkSoThreadsFinishTogether) {
   for (int threads = 2; threads <= 8; threads++)
-    for (int blocks = 1; blocks <= 600; blocks++) {
-      const int plain = (blocks + threads * 4 - 1) / (threads * 4);  // about 4 chunks per thread
-      const int c = qkv::ThreadPool::chunk_blocks(blocks, threads);
-      ASSERT_GE(c, 1);
-      ASSERT_GE(2 * c, plain) << "not many more chunks than 4 per thread";
-      ASSERT_LE(busiest(blocks, threads, c), busiest(blocks, threads, plain)) << blocks << " blocks, " << threads << " threads";
+    for (int blocks = 1; blocks <= 2000; blocks++) {
+      const auto [span, claims] = guided_span(blocks, threads);
+      const int64_t ideal = (blocks + threads - 1) / threads;
+      ASSERT_LE(span, ideal + 1) << blocks << " blocks, " << threads << " threads";
+      // Few claims: each takes 1/(2 threads) of what is left until single blocks remain.
+      ASSERT_LE(claims, 2 * threads * (2 + std::log((double)blocks))) << blocks << " blocks, " << threads << " threads";
     }
+  // q, k and v of the 110M shape are 36 heads: fixed chunks of 5 heads would keep one of 2
+  // threads busy for 20 while the other does 16.
+  EXPECT_EQ(guided_span(36, 2).first, 18);
 }
