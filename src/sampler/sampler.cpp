@@ -37,7 +37,13 @@ Sampler::Sampler(int vocab_size, const SamplerOptions& opt) : vocab_(vocab_size)
   if (vocab_size <= 0) fail(ErrorCode::BadArgument, "sampler needs a positive vocabulary size");
   opt_.validate();
   state_ = opt.seed != 0 ? opt.seed : (uint64_t)(unsigned int)std::time(nullptr);
-  cand_.resize(vocab_size);
+}
+
+// The candidate list of the filtering samplers, made on first use: greedy and plain sampling
+// never need it, and the JS API makes a sampler per token.
+std::vector<Sampler::ProbIndex>& Sampler::candidates() {
+  if (cand_.size() < (size_t)vocab_) cand_.resize(vocab_);
+  return cand_;
 }
 
 static int argmax(const float* x, int n) {
@@ -65,19 +71,20 @@ static bool by_prob_desc(float a, float b) { return a > b; }
 int Sampler::sample_topp(const float* probs, float coin) {
   const int n = vocab_;
   const float topp = opt_.top_p;
+  std::vector<ProbIndex>& cand = candidates();
   int n0 = 0;
   // Tokens below this cannot be part of the nucleus (run.c's pre-filter).
   const float cutoff = (1.0f - topp) / (n - 1);
   for (int i = 0; i < n; i++)
-    if (probs[i] >= cutoff) cand_[n0++] = {probs[i], i};
+    if (probs[i] >= cutoff) cand[n0++] = {probs[i], i};
   // run.c uses qsort, which in glibc is a stable merge sort for arrays this size.
   if (n0 == 0) return argmax(probs, n);  // only with a one-token vocabulary
-  std::stable_sort(cand_.begin(), cand_.begin() + n0,
+  std::stable_sort(cand.begin(), cand.begin() + n0,
                    [](const ProbIndex& a, const ProbIndex& b) { return by_prob_desc(a.prob, b.prob); });
   float cum = 0.0f;
   int last = n0 - 1;
   for (int i = 0; i < n0; i++) {
-    cum += cand_[i].prob;
+    cum += cand[i].prob;
     if (cum > topp) {
       last = i;
       break;
@@ -86,46 +93,47 @@ int Sampler::sample_topp(const float* probs, float coin) {
   const float r = coin * cum;
   float cdf = 0.0f;
   for (int i = 0; i <= last; i++) {
-    cdf += cand_[i].prob;
-    if (r < cdf) return cand_[i].index;
+    cdf += cand[i].prob;
+    if (r < cdf) return cand[i].index;
   }
-  return cand_[last].index;
+  return cand[last].index;
 }
 
 // Top-k / min-p / top-p over softmax probabilities, then one draw from what is left.
 int Sampler::sample_filtered(float* probs, float coin) {
   const int n = vocab_;
+  std::vector<ProbIndex>& cand = candidates();
   int n0 = 0;
   float pmax = 0.0f;
   for (int i = 0; i < n; i++) pmax = std::max(pmax, probs[i]);
   const float floor = opt_.min_p * pmax;
   for (int i = 0; i < n; i++)
-    if (probs[i] >= floor && probs[i] > 0.0f) cand_[n0++] = {probs[i], i};
+    if (probs[i] >= floor && probs[i] > 0.0f) cand[n0++] = {probs[i], i};
   if (n0 == 0) return argmax(probs, n);
-  std::stable_sort(cand_.begin(), cand_.begin() + n0,
+  std::stable_sort(cand.begin(), cand.begin() + n0,
                    [](const ProbIndex& a, const ProbIndex& b) { return by_prob_desc(a.prob, b.prob); });
   if (opt_.top_k > 0 && opt_.top_k < n0) n0 = opt_.top_k;
   float total = 0.0f;
-  for (int i = 0; i < n0; i++) total += cand_[i].prob;
+  for (int i = 0; i < n0; i++) total += cand[i].prob;
   if (opt_.top_p > 0.0f && opt_.top_p < 1.0f) {
     float cum = 0.0f;
     for (int i = 0; i < n0; i++) {
-      cum += cand_[i].prob / total;
+      cum += cand[i].prob / total;
       if (cum > opt_.top_p) {
         n0 = i + 1;
         break;
       }
     }
     total = 0.0f;
-    for (int i = 0; i < n0; i++) total += cand_[i].prob;
+    for (int i = 0; i < n0; i++) total += cand[i].prob;
   }
   const float r = coin * total;
   float cdf = 0.0f;
   for (int i = 0; i < n0; i++) {
-    cdf += cand_[i].prob;
-    if (r < cdf) return cand_[i].index;
+    cdf += cand[i].prob;
+    if (r < cdf) return cand[i].index;
   }
-  return cand_[n0 - 1].index;
+  return cand[n0 - 1].index;
 }
 
 int Sampler::sample(float* logits, const int* recent, int n_recent) {

@@ -39,6 +39,7 @@ class Sampler {
   };
   int sample_topp(const float* probs, float coin);
   int sample_filtered(float* probs, float coin);
+  std::vector<ProbIndex>& candidates();
 
   int vocab_;
   SamplerOptions opt_;
