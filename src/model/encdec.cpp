@@ -239,13 +239,8 @@ void EncoderDecoder::ffn(const EncDecLayerWeights& L, float* x, int n) {
     }
     std::swap(hb_, hb2_);
   }
-  matmul(xb2_.data(), dim, hb_.data(), hid, L.w_down, n);
-  for (int t = 0; L.b_down && t < n; t++) add_f32_simd(xb2_.data() + (int64_t)t * dim, L.b_down, dim);
+  stacked_products(*pool_, in_, hb_.data(), hid, n, {{xb2_.data(), dim, &L.w_down, L.b_down}});
   residual(x, xb2_.data(), L.ffn_norm, L.ffn_norm_b, n);
-}
-
-static void add_bias_rows(float* y, const float* b, int n, int width) {
-  for (int t = 0; b && t < n; t++) add_f32_simd(y + (int64_t)t * width, b, width);
 }
 
 void EncoderDecoder::encode(const int* src, int n) {
@@ -280,12 +275,8 @@ void EncoderDecoder::encode(const int* src, int n) {
   for (int l = 0; l < c.n_layers; l++) {
     const EncDecLayerWeights& L = w.enc[l];
     const float* in = sublayer_input(x, L.attn_norm, L.attn_norm_b, n);
-    matmul(q_.data(), qd, in, dim, L.wq, n);
-    matmul(k.data(), kvd, in, dim, L.wk, n);
-    matmul(v.data(), kvd, in, dim, L.wv, n);
-    add_bias_rows(q_.data(), L.bq, n, qd);
-    add_bias_rows(k.data(), L.bk, n, kvd);
-    add_bias_rows(v.data(), L.bv, n, kvd);
+    stacked_products(*pool_, in_, in, dim, n,
+                     {{q_.data(), qd, &L.wq, L.bq}, {k.data(), kvd, &L.wk, L.bk}, {v.data(), kvd, &L.wv, L.bv}});
     Attn a;
     a.q = q_.data();
     a.k = k.data();
@@ -299,8 +290,7 @@ void EncoderDecoder::encode(const int* src, int n) {
     }
     if (capture_) a.probs = enc_attn_.data() + (size_t)l * c.n_heads * n * n;
     run_attention(a);
-    matmul(xb_.data(), dim, xb2_.data(), qd, L.wo, n);
-    add_bias_rows(xb_.data(), L.bo, n, dim);
+    stacked_products(*pool_, in_, xb2_.data(), qd, n, {{xb_.data(), dim, &L.wo, L.bo}});
     residual(x, xb_.data(), L.attn_norm, L.attn_norm_b, n);
     ffn(L, x, n);
   }
@@ -311,10 +301,8 @@ void EncoderDecoder::encode(const int* src, int n) {
   }
   for (int l = 0; l < m_.encdec.n_dec_layers; l++) {
     const EncDecLayerWeights& L = w.dec[l];
-    matmul(cross_k_[l].data(), kvd, out, dim, L.ck, n);
-    matmul(cross_v_[l].data(), kvd, out, dim, L.cv, n);
-    add_bias_rows(cross_k_[l].data(), L.cbk, n, kvd);
-    add_bias_rows(cross_v_[l].data(), L.cbv, n, kvd);
+    stacked_products(*pool_, in_, out, dim, n,
+                     {{cross_k_[l].data(), kvd, &L.ck, L.cbk}, {cross_v_[l].data(), kvd, &L.cv, L.cbv}});
   }
   n_src_ = n;
 }
@@ -378,12 +366,10 @@ const float* EncoderDecoder::decode(const int* tokens, int n, int pos, bool all_
       float* vc = value_cache_[l].data();
       // Causal self-attention: this chunk's keys/values go straight into the cache rows.
       const float* in = sublayer_input(x, L.attn_norm, L.attn_norm_b, B);
-      matmul(q_.data(), qd, in, dim, L.wq, B);
-      matmul(kc + (int64_t)p0 * kvd, kvd, in, dim, L.wk, B);
-      matmul(vc + (int64_t)p0 * kvd, kvd, in, dim, L.wv, B);
-      add_bias_rows(q_.data(), L.bq, B, qd);
-      add_bias_rows(kc + (int64_t)p0 * kvd, L.bk, B, kvd);
-      add_bias_rows(vc + (int64_t)p0 * kvd, L.bv, B, kvd);
+      stacked_products(*pool_, in_, in, dim, B,
+                       {{q_.data(), qd, &L.wq, L.bq},
+                        {kc + (int64_t)p0 * kvd, kvd, &L.wk, L.bk},
+                        {vc + (int64_t)p0 * kvd, kvd, &L.wv, L.bv}});
       Attn a;
       a.q = q_.data();
       a.k = kc;
@@ -397,13 +383,11 @@ const float* EncoderDecoder::decode(const int* tokens, int n, int pos, bool all_
       if (capture_) a.probs = probs.data();
       run_attention(a);
       if (capture_) place(self_attn_, l, i0, B, p0 + B, pos + n);
-      matmul(xb_.data(), dim, xb2_.data(), qd, L.wo, B);
-      add_bias_rows(xb_.data(), L.bo, B, dim);
+      stacked_products(*pool_, in_, xb2_.data(), qd, B, {{xb_.data(), dim, &L.wo, L.bo}});
       residual(x, xb_.data(), L.attn_norm, L.attn_norm_b, B);
       // Cross-attention over the whole source (no mask, no position bias).
       in = sublayer_input(x, L.cross_norm, L.cross_norm_b, B);
-      matmul(q_.data(), qd, in, dim, L.cq, B);
-      add_bias_rows(q_.data(), L.cbq, B, qd);
+      stacked_products(*pool_, in_, in, dim, B, {{q_.data(), qd, &L.cq, L.cbq}});
       Attn ca;
       ca.q = q_.data();
       ca.k = cross_k_[l].data();
@@ -415,8 +399,7 @@ const float* EncoderDecoder::decode(const int* tokens, int n, int pos, bool all_
       if (capture_) ca.probs = probs.data();
       run_attention(ca);
       if (capture_) place(cross_attn_, l, i0, B, n_src_, n_src_);
-      matmul(xb_.data(), dim, xb2_.data(), qd, L.co, B);
-      add_bias_rows(xb_.data(), L.cbo, B, dim);
+      stacked_products(*pool_, in_, xb2_.data(), qd, B, {{xb_.data(), dim, &L.co, L.cbo}});
       residual(x, xb_.data(), L.cross_norm, L.cross_norm_b, B);
       ffn(L, x, B);
     }

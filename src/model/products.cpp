@@ -1,5 +1,7 @@
 #include "products.h"
 
+#include <algorithm>
+
 #include "../common.h"
 #include "../kernels/matmul.h"
 #include "../kernels/quant.h"
@@ -12,14 +14,15 @@ void for_rows(ThreadPool& pool, int64_t work, int n, int grain, const std::funct
   else pool.parallel_for(n, grain, fn);
 }
 
-void ProductInput::set(const float* x, int64_t ldx, int n_tok, std::initializer_list<const Tensor*> ws) {
-  const int cols = (int)(*ws.begin())->cols;
+void ProductInput::set(const float* x, int64_t ldx, int n_tok, const Tensor* const* ws, int n_ws) {
+  const int cols = (int)ws[0]->cols;
   x_ = x;
   ldx_ = ldx;
   n_tok_ = n_tok;
   cols_ = cols;
   quantized_ = false;
-  for (const Tensor* w : ws) {
+  for (int i = 0; i < n_ws; i++) {
+    const Tensor* w = ws[i];
     if (w->cols != cols)
       fail(ErrorCode::BadModel, "weights of " + std::to_string(w->cols) + " and " + std::to_string(cols) +
                                     " columns share one input");
@@ -50,6 +53,32 @@ void ProductInput::rows(float* y, int64_t ldy, const Tensor& w, int r0, int r1) 
 
 void ProductInput::full(ThreadPool& pool, float* y, int64_t ldy, const Tensor& w) const {
   for_rows(pool, w.rows * w.cols * n_tok_, (int)w.rows, 16, [&](int r0, int r1, int) { rows(y, ldy, w, r0, r1); });
+}
+
+void stacked_products(ThreadPool& pool, ProductInput& in, const float* x, int64_t ldx, int n_tok,
+                      std::initializer_list<Product> parts, int grain,
+                      const std::function<void(int, int, int)>& finish) {
+  if (parts.size() == 0) return;
+  if (parts.size() > 4) fail(ErrorCode::BadArgument, "at most 4 products share a section");
+  const Tensor* ws[4] = {};
+  int n = 0;
+  int64_t total = 0;
+  for (const Product& p : parts) ws[n++] = p.w, total += p.w->rows;
+  in.set(x, ldx, n_tok, ws, n);
+  const int64_t cols = ws[0]->cols;
+  for_rows(pool, total * cols * n_tok, (int)total, grain, [&](int b, int e, int) {
+    int off = 0, i = 0;
+    for (const Product& p : parts) {
+      const int rows = (int)p.w->rows, r0 = std::max(b - off, 0), r1 = std::min(e - off, rows);
+      off += rows;
+      if (r0 < r1) {
+        in.rows(p.y, p.ld, *p.w, r0, r1);
+        for (int t = 0; p.bias && t < n_tok; t++) add_f32_simd(p.y + (int64_t)t * p.ld + r0, p.bias + r0, r1 - r0);
+        if (finish) finish(i, r0, r1);
+      }
+      i++;
+    }
+  });
 }
 
 }  // namespace qkv

@@ -32,7 +32,10 @@ class ProductInput {
   // Points at X, whose width is the weights' column count (all of `ws` have the same), and
   // quantizes it (once, into a buffer kept between calls) when one of them takes integer dots.
   // X must stay unchanged while products read it.
-  void set(const float* x, int64_t ldx, int n_tok, std::initializer_list<const Tensor*> ws);
+  void set(const float* x, int64_t ldx, int n_tok, const Tensor* const* ws, int n_ws);
+  void set(const float* x, int64_t ldx, int n_tok, std::initializer_list<const Tensor*> ws) {
+    set(x, ldx, n_tok, ws.begin(), (int)ws.size());
+  }
   // Y = X W^T for weight rows [r0, r1) of w (w.cols == cols): Y's columns r0..r1 for every token.
   // Safe to call from several threads at once on disjoint rows.
   void rows(float* y, int64_t ldy, const Tensor& w, int r0, int r1) const;
@@ -47,5 +50,22 @@ class ProductInput {
   bool quantized_ = false;
   std::vector<BlockQ8A> xq_;  // (n_tok, cols/32) for the integer-dot types
 };
+
+// One product of a stacked section: Y (n_tok, ld) = X W^T (+ bias).
+struct Product {
+  float* y;
+  int64_t ld;
+  const Tensor* w;
+  const float* bias = nullptr;
+};
+
+// Every product of `parts` (weights of the same width) against X, in one parallel section over
+// their rows stacked in order, the bias added per chunk. `finish(i, r0, r1)`, if given, runs on
+// the thread that wrote rows [r0, r1) of part i (bias included) for every token. Chunk bounds are
+// multiples of `grain` in the stacked rows; parts whose row counts are multiples of a unit that
+// divides `grain` are cut on that unit too (whole heads).
+void stacked_products(ThreadPool& pool, ProductInput& in, const float* x, int64_t ldx, int n_tok,
+                      std::initializer_list<Product> parts, int grain = 16,
+                      const std::function<void(int, int, int)>& finish = nullptr);
 
 }  // namespace qkv

@@ -328,41 +328,25 @@ void Transformer::layer_qkv(int l) {
   // so then chunk bounds are multiples of the head size.
   const bool rope = c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves;
   const auto rope_fn = c.pos == PosKind::RopeAdjacent ? rope_adjacent_simd : rope_halves_simd;
-  struct Part {
-    float* y;
-    int64_t ld;
-    const Tensor* w;
-    const float *bias, *head_norm;
-    bool rope;
-  };
-  const Part parts[3] = {{q_.data(), qd, &L.wq, L.bq, L.q_norm, rope},
-                         {kc, kvd, &L.wk, L.bk, L.k_norm, rope},
-                         {vc, kvd, &L.wv, L.bv, nullptr, false}};
-  const bool per_head = rope || L.q_norm || L.k_norm;
+  float* ys[2] = {q_.data(), kc};
+  const int64_t lds[2] = {qd, kvd};
+  const float* head_norms[2] = {L.q_norm, L.k_norm};
   int grain = 16;
-  if (per_head)
+  if (rope || L.q_norm || L.k_norm)
     while (grain % hd != 0) grain += 16;  // lcm(16, head_dim)
-  in_.set(in, dim, B, {&L.wq, &L.wk, &L.wv});
-  const int total = qd + 2 * kvd;
-  for_rows(*pool_, (int64_t)total * dim * B, total, grain, [&](int b, int e, int) {
-    int off = 0;
-    for (const Part& p : parts) {
-      const int rows = (int)p.w->rows, r0 = std::max(b - off, 0), r1 = std::min(e - off, rows);
-      off += rows;
-      if (r0 >= r1) continue;
-      in_.rows(p.y, p.ld, *p.w, r0, r1);
-      if (!p.bias && !p.head_norm && !p.rope) continue;
-      for (int t = 0; t < B; t++) {
-        float* row = p.y + (int64_t)t * p.ld;
-        if (p.bias) add_f32_simd(row + r0, p.bias + r0, r1 - r0);
-        for (int h = r0 / hd; p.head_norm && h < r1 / hd; h++)
-          rmsnorm_simd(row + h * hd, row + h * hd, p.head_norm, hd, c.norm_eps);
-        if (p.rope)
-          rope_fn(row + r0, (r1 - r0) / hd, hd, c.rot_dims(), rope_cos_.data() + (int64_t)t * half,
-                  rope_sin_.data() + (int64_t)t * half);
-      }
-    }
-  });
+  stacked_products(*pool_, in_, in, dim, B,
+                   {{q_.data(), qd, &L.wq, L.bq}, {kc, kvd, &L.wk, L.bk}, {vc, kvd, &L.wv, L.bv}}, grain,
+                   [&](int i, int r0, int r1) {
+                     if (i == 2 || (!rope && !head_norms[i])) return;  // v: bias only
+                     for (int t = 0; t < B; t++) {
+                       float* row = ys[i] + (int64_t)t * lds[i];
+                       for (int h = r0 / hd; head_norms[i] && h < r1 / hd; h++)
+                         rmsnorm_simd(row + h * hd, row + h * hd, head_norms[i], hd, c.norm_eps);
+                       if (rope)
+                         rope_fn(row + r0, (r1 - r0) / hd, hd, c.rot_dims(), rope_cos_.data() + (int64_t)t * half,
+                                 rope_sin_.data() + (int64_t)t * half);
+                     }
+                   });
 }
 
 void Transformer::layer_attention(int l) {
@@ -476,13 +460,9 @@ void Transformer::residual_product(const float* in, int64_t ld_in, const Tensor&
   const int B = cur_b_, dim = c.dim;
   float* x = x_.data();
   float* o = xb_.data();
-  in_.set(in, ld_in, B, {&w});
-  for_rows(*pool_, (int64_t)w.rows * w.cols * B, dim, 16, [&](int r0, int r1, int) {
-    in_.rows(o, dim, w, r0, r1);
-    for (int t = 0; t < B && !post_norm; t++) {
-      if (bias) add_f32_simd(o + (int64_t)t * dim + r0, bias + r0, r1 - r0);
+  stacked_products(*pool_, in_, in, ld_in, B, {{o, dim, &w, post_norm ? nullptr : bias}}, 16, [&](int, int r0, int r1) {
+    for (int t = 0; t < B && !post_norm; t++)
       add_f32_simd(x + (int64_t)t * dim + r0, o + (int64_t)t * dim + r0, r1 - r0);
-    }
   });
   for (int t = 0; t < B && post_norm; t++) {
     float* ot = o + (int64_t)t * dim;
