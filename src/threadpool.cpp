@@ -1,6 +1,7 @@
 // Fork-join thread pool used to split matrix rows and attention heads.
 #include "threadpool.h"
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -14,9 +15,14 @@ static constexpr bool kHaveThreads = false;
 static constexpr bool kHaveThreads = true;
 #endif
 
-// Workers spin this many rounds for the next job before sleeping: decode runs ~100 short
-// parallel sections per token, and a futex wake-up for each would cost more than the work.
-static constexpr int kSpinRounds = 20000;
+// Workers spin this long for the next job before sleeping: decode runs ~50 short parallel
+// sections per token with gaps of serial work between them (norms, sampling, the caller's code
+// between tokens), and a futex wake-up costs more than a small section's work. Counted in time,
+// not rounds: a round is ~40 ns natively (a pause instruction) but ~1 ns in WASM, where 20000
+// rounds slept through the gap between two tokens (Chromium, 2 threads: 2-3 sleeps per decoded
+// token, each wake-up ~200 us in the notify call alone, plus the worker's late start).
+static constexpr auto kSpinTime = std::chrono::milliseconds(2);
+static constexpr int kSpinRounds = 20000;  // the calling thread's wait for the last chunks
 static constexpr uint64_t kMask20 = (1u << 20) - 1;
 
 static inline void cpu_relax() {
@@ -97,7 +103,9 @@ void ThreadPool::parallel_for(int n, int grain, const std::function<void(int, in
     std::lock_guard<std::mutex> lk(mu_);
     state_.store((generation_ << 40) | ((uint64_t)blocks << 20), std::memory_order_release);
   }
-  cv_work_.notify_all();
+  // A worker counts itself asleep under the mutex before it waits, so one that went to sleep
+  // before this store is counted here (the notify is only for sleepers; spinners see the store).
+  if (sleepers_.load(std::memory_order_acquire) > 0) cv_work_.notify_all();
   run_chunks(generation_, 0);
   for (int spin = 0; done_.load(std::memory_order_acquire) != (int)blocks; spin++) {
     if (spin < kSpinRounds) cpu_relax();
@@ -109,14 +117,19 @@ void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
     int spin = 0;
+    auto spin_until = std::chrono::steady_clock::time_point::min();
     uint64_t s;
     while (gen_of(s = state_.load(std::memory_order_acquire)) == seen && !stop_.load(std::memory_order_relaxed)) {
-      if (++spin < kSpinRounds) {
-        cpu_relax();
-        continue;
-      }
+      cpu_relax();
+      if (++spin % 64 != 0) continue;  // the clock is a call out of WASM: read it now and then
+      const auto now = std::chrono::steady_clock::now();
+      if (spin == 64) spin_until = now + kSpinTime;
+      if (now < spin_until) continue;
       std::unique_lock<std::mutex> lk(mu_);
+      sleepers_.fetch_add(1, std::memory_order_acq_rel);
       cv_work_.wait(lk, [&] { return stop_ || gen_of(state_.load()) != seen; });
+      sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+      spin = 0;
     }
     if (stop_) return;
     seen = gen_of(s);

@@ -46,6 +46,7 @@ class ThreadPool {
   std::atomic<int> done_{0};
   uint64_t generation_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<int> sleepers_{0};  // workers waiting on cv_work_
 };
 
 }  // namespace qkv

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -1109,6 +1111,34 @@ TEST(ThreadPool, VisitsEveryIndexOnceInGrainAlignedChunks) {
         EXPECT_TRUE(aligned) << threads << " threads, n " << n << ", grain " << grain;
         EXPECT_TRUE(thread_ok);
       }
+  }
+}
+
+// Workers spin for a while after a section, then sleep; the next section must wake them. Each
+// section here is two blocks, and the calling thread's block waits (up to 5 s) until a worker
+// has started the other, so a sleeping worker that is never woken fails instead of hanging.
+TEST(ThreadPool, WakesWorkersThatWentToSleep) {
+  qkv::ThreadPool pool(2);
+  for (int round = 0; round < 6; round++) {
+    // Past the workers' spin time (2 ms) on every other round; no gap on the others.
+    if (round % 2) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    std::atomic<bool> worker_ran{false}, waited_out{false};
+    pool.parallel_for(2, 1, [&](int, int, int t) {
+      if (t != 0) {
+        worker_ran = true;
+        return;
+      }
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!worker_ran)
+        if (std::chrono::steady_clock::now() > give_up) {
+          waited_out = true;
+          return;
+        }
+    });
+    // (2 blocks on 2 threads are claimed one at a time, so while the calling thread waits in
+    // its block the other is left to a worker.)
+    ASSERT_FALSE(waited_out) << "round " << round << ": no worker took the second block within 5 s";
+    ASSERT_TRUE(worker_ran);
   }
 }
 
