@@ -66,7 +66,26 @@ static int sample_mult(const float* p, int n, float coin) {
   return n - 1;
 }
 
-static bool by_prob_desc(float a, float b) { return a > b; }
+// run.c's order: probability descending, and (its merge sort being stable over candidates
+// listed by index) index ascending among equals. A strict total order, so any sort by it gives
+// the same sequence as the stable sort.
+struct Before {  // a type, not a function pointer: WASM made each comparison an indirect call
+  bool operator()(const Sampler::ProbIndex& a, const Sampler::ProbIndex& b) const {
+    return a.prob > b.prob || (a.prob == b.prob && a.index < b.index);
+  }
+};
+static constexpr Before before{};
+
+static void stable_sort_desc(Sampler::ProbIndex* cand, int n) {
+  std::stable_sort(cand, cand + n, [](const Sampler::ProbIndex& a, const Sampler::ProbIndex& b) { return a.prob > b.prob; });
+}
+
+// Makes cand[0, want) the first `want` elements of the sorted order (top-k): a heap's partial
+// sort, O(n log want), unless want is a good part of n, where it is slower than sorting all.
+static void sort_first(Sampler::ProbIndex* cand, int n, int want) {
+  if (want >= n / 8) stable_sort_desc(cand, n);
+  else std::partial_sort(cand, cand + want, cand + n, before);
+}
 
 int Sampler::sample_topp(const float* probs, float coin) {
   const int n = vocab_;
@@ -79,8 +98,7 @@ int Sampler::sample_topp(const float* probs, float coin) {
     if (probs[i] >= cutoff) cand[n0++] = {probs[i], i};
   // run.c uses qsort, which in glibc is a stable merge sort for arrays this size.
   if (n0 == 0) return argmax(probs, n);  // only with a one-token vocabulary
-  std::stable_sort(cand.begin(), cand.begin() + n0,
-                   [](const ProbIndex& a, const ProbIndex& b) { return by_prob_desc(a.prob, b.prob); });
+  stable_sort_desc(cand.data(), n0);
   float cum = 0.0f;
   int last = n0 - 1;
   for (int i = 0; i < n0; i++) {
@@ -110,9 +128,13 @@ int Sampler::sample_filtered(float* probs, float coin) {
   for (int i = 0; i < n; i++)
     if (probs[i] >= floor && probs[i] > 0.0f) cand[n0++] = {probs[i], i};
   if (n0 == 0) return argmax(probs, n);
-  std::stable_sort(cand.begin(), cand.begin() + n0,
-                   [](const ProbIndex& a, const ProbIndex& b) { return by_prob_desc(a.prob, b.prob); });
-  if (opt_.top_k > 0 && opt_.top_k < n0) n0 = opt_.top_k;
+  // Top-k needs only the k first (the rest is cut); otherwise all are summed in sorted order.
+  if (opt_.top_k > 0 && opt_.top_k < n0) {
+    sort_first(cand.data(), n0, opt_.top_k);
+    n0 = opt_.top_k;
+  } else {
+    stable_sort_desc(cand.data(), n0);
+  }
   float total = 0.0f;
   for (int i = 0; i < n0; i++) total += cand[i].prob;
   if (opt_.top_p > 0.0f && opt_.top_p < 1.0f) {

@@ -32,11 +32,12 @@ class Sampler {
   int sample(float* logits, const int* recent = nullptr, int n_recent = 0);
   const SamplerOptions& options() const { return opt_; }
 
- private:
   struct ProbIndex {
     float prob;
     int index;
   };
+
+ private:
   int sample_topp(const float* probs, float coin);
   int sample_filtered(float* probs, float coin);
   std::vector<ProbIndex>& candidates();

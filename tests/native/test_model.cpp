@@ -3,6 +3,7 @@
 // the tokenizer against a direct (quadratic) transcription of run.c's merge loop; the sampler.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -13,6 +14,7 @@
 #include "formats/file.h"
 #include "formats/loader.h"
 #include "kernels/attention.h"
+#include "kernels/softmax.h"
 #include "model/transformer.h"
 #include "sampler/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -442,6 +444,81 @@ TEST(SamplerTest, TopPAndMinPExcludeTheTail) {
           << "token " << kv.first << " drawn with top_p " << opt_top_p << " min_p " << opt_min_p;
     EXPECT_EQ(seen.size(), allowed.size());
   }
+}
+
+// run.c's top-p, and top-k then top-p, written plainly: the whole candidate list stably sorted.
+int reference_draw(std::vector<float> logits, float temperature, float top_p, int top_k, uint64_t seed) {
+  const int n = (int)logits.size();
+  for (float& x : logits) x /= temperature;
+  qkv::softmax_ref(logits.data(), n);
+  const float coin = qkv::rng_f32(&seed);
+  std::vector<std::pair<float, int>> cand;
+  const float cutoff = top_k > 0 ? 0.0f : (1.0f - top_p) / (n - 1);
+  for (int i = 0; i < n; i++)
+    if (top_k > 0 ? logits[i] > 0.0f : logits[i] >= cutoff) cand.push_back({logits[i], i});
+  std::stable_sort(cand.begin(), cand.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  if (top_k > 0) {
+    if (top_k < (int)cand.size()) cand.resize(top_k);
+    float total = 0.0f;
+    for (auto& c : cand) total += c.first;
+    float cum = 0.0f;
+    for (size_t i = 0; i < cand.size(); i++) {
+      cum += cand[i].first / total;
+      if (cum > top_p) {
+        cand.resize(i + 1);
+        break;
+      }
+    }
+    total = 0.0f;
+    for (auto& c : cand) total += c.first;
+    const float r = coin * total;
+    float cdf = 0.0f;
+    for (auto& c : cand)
+      if (r < (cdf += c.first)) return c.second;
+    return cand.back().second;
+  }
+  float cum = 0.0f;
+  size_t last = cand.size() - 1;
+  for (size_t i = 0; i < cand.size(); i++)
+    if ((cum += cand[i].first) > top_p) {
+      last = i;
+      break;
+    }
+  const float r = coin * cum;
+  float cdf = 0.0f;
+  for (size_t i = 0; i <= last; i++)
+    if (r < (cdf += cand[i].first)) return cand[i].second;
+  return cand[last].second;
+}
+
+// With top-k the sampler sorts only the k first candidates; the draws (and top-p's, which sorts
+// all) must be the full stable sort's, bit for bit: flat and peaked distributions over 32000 tokens, and logits
+// rounded to a few values (long runs of equal probabilities, ordered by index).
+TEST(SamplerTest, PartialSortDrawsWhatTheFullSortDraws) {
+  const int n = 32000;
+  std::mt19937 rng(17);
+  int checked = 0;
+  for (float scale : {0.05f, 1.0f, 4.0f, 12.0f})
+    for (bool ties : {false, true}) {
+      std::normal_distribution<float> d(0.0f, scale);
+      std::vector<float> l(n);
+      for (float& x : l) x = ties ? std::round(d(rng)) : d(rng);
+      for (float top_p : {0.5f, 0.9f, 0.99f, 0.9999f})
+        for (int top_k : {0, 1, 7, 40, 5000})
+          for (uint64_t seed : {1ull, 42ull, 977ull}) {
+            SamplerOptions o;
+            o.temperature = 1.0f;
+            o.top_p = top_p;
+            o.top_k = top_k;
+            o.seed = seed;
+            Sampler s(n, o);
+            auto w = l;
+            ASSERT_EQ(s.sample(w.data()), reference_draw(l, 1.0f, top_p, top_k, seed))
+                << "scale " << scale << (ties ? " (ties)" : "") << " top_p " << top_p << " top_k " << top_k << " seed " << seed;
+            checked++;
+          }
+    }
+  EXPECT_EQ(checked, 480);
 }
 
 TEST(SamplerTest, RepetitionPenaltyDemotesRecentTokens) {
