@@ -266,7 +266,14 @@ export declare class Session {
   prefill(tokens: ArrayLike<number>): number | Promise<number>;
   /** Logits of the last token fed, or of token i of the last allLogits feed: Float32Array(vocabSize). */
   logits(i?: number): Float32Array;
-  /** Picks the next token from the current logits (does not feed it). */
+  /**
+   * Picks the next token from the current logits (does not feed it). A loop of sample() and
+   * feed([token]) with the same options draws from one random stream, as generate() does, so a
+   * seed gives generate()'s tokens. The stream starts again (from `seed`, or a new random one)
+   * when the options change or the cache is not exactly one token longer than at the last
+   * sample(): a new prompt, truncate(), reset(), or sample() twice without a feed (which
+   * therefore gives the same token twice).
+   */
   sample(options?: SamplingOptions): number;
   /** Forgets cached tokens from position n on. */
   truncate(n: number): void;

@@ -14,6 +14,8 @@ const POOLINGS = Object.freeze(['mean', 'cls', 'last']);
 const DEFAULTS = Object.freeze({
   maxTokens: 256, temperature: 0.8, topK: 0, topP: 0.9, minP: 0, repetitionPenalty: 1,
 });
+/** The options the WASM Sampler reads (bindings_common.h sampler_options). */
+const SAMPLER_KEYS = ['temperature', 'topP', 'topK', 'minP', 'repetitionPenalty', 'repetitionWindow', 'seed'];
 
 function checkNumber(opts, key, lo, hi, integer = false) {
   const v = opts[key];
@@ -130,6 +132,7 @@ export class Session {
     this._capture = false;
     this._gpu = null;  // the GPU KV cache when attention runs on WebGPU
     this._busy = false;
+    this._sampler = null;  // sample()'s sampler: {key, position, sampler}, kept while a loop goes on
     /** Figures of the last generate() call. */
     this.lastGeneration = null;
     const gpu = model._gpu;
@@ -235,12 +238,31 @@ export class Session {
     return call(() => h.logits(i));
   }
 
-  /** Chooses the next token from the current logits with the given sampling options (does not feed it). */
+  /**
+   * Chooses the next token from the current logits with the given sampling options (does not
+   * feed it). A loop of sample() and feed([token]) with the same options draws from one random
+   * stream, as generate() does, so a seed gives generate()'s tokens. The stream starts again
+   * (from `seed`, or a new random seed) when the options change or the cache is anything but one
+   * token longer than at the last sample(): a new prompt, truncate(), reset(), or sample() again
+   * without a feed, which therefore gives the same token.
+   */
   sample(options = {}) {
     const h = this._live();
     const o = generationOptions(options);
-    const s = call(() => new this._model._mod.Sampler(this._model.info.vocabSize, o));
-    try { return call(() => h.sample(s)); } finally { s.delete(); }
+    const key = JSON.stringify(SAMPLER_KEYS.map((k) => (k === 'seed' ? options.seed ?? null : o[k] ?? null)));
+    const position = h.position();
+    let c = this._sampler;
+    if (!c || c.key !== key || position !== c.position + 1) {
+      this._dropSampler();
+      c = this._sampler = { key, position, sampler: call(() => new this._model._mod.Sampler(this._model.info.vocabSize, o)) };
+    }
+    c.position = position;
+    return call(() => h.sample(c.sampler));
+  }
+
+  _dropSampler() {
+    this._sampler?.sampler.delete();
+    this._sampler = null;
   }
 
   /** Forgets cached tokens from position n on. */
@@ -362,6 +384,7 @@ export class Session {
   dispose() {
     this._gpu?.dispose();
     this._gpu = null;
+    this._dropSampler();
     if (this._h) { this._h.delete(); this._h = null; this._model._sessions.delete(this); }
   }
 }

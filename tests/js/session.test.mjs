@@ -26,3 +26,46 @@ test('feed(ids, {allLogits}) gives every position the logits a token-by-token fe
     m.dispose();
   }
 });
+
+test('a sample()/feed() loop with a seed gives generate()\'s tokens; the stream restarts when the loop does', async () => {
+  const m = await loadModel(join(models, 'aidreams260K.bin'), { tokenizer: join(models, 'aidreams-tok512.bin'), threads: 1 });
+  try {
+    const opts = { temperature: 1, topP: 0.9, seed: 42 };
+    const g = m.createSession();
+    const want = [];
+    for await (const { token } of g.generate('I dream of', { ...opts, maxTokens: 40, stopTokens: [] })) if (token >= 0) want.push(token);
+    assert.equal(want.length, 40);
+    const prompt = g.tokens.slice(0, g.lastGeneration.promptTokens);
+
+    const loop = () => {
+      const s = m.createSession();
+      s.feed(prompt);
+      const got = [];
+      for (let i = 0; i < want.length; i++) { got.push(s.sample(opts)); s.feed([got[i]]); }
+      s.dispose();
+      return got;
+    };
+    assert.deepEqual(loop(), want);
+    assert.deepEqual(loop(), want, 'a second loop starts the stream again from the seed');
+    // More than one distinct token: the stream moves on (one coin for every token would not).
+    assert.ok(new Set(want).size > 5);
+
+    // sample() again without a feed starts the stream again: the same token. Other options
+    // start their own stream, and going back starts the first one again.
+    const s = m.createSession();
+    s.feed(prompt);
+    const first = s.sample(opts);
+    assert.equal(s.sample(opts), first);
+    assert.equal(s.sample(opts), want[0]);
+    s.sample({ ...opts, seed: 7 });
+    assert.equal(s.sample(opts), want[0]);
+    s.feed([want[0]]);
+    s.truncate(prompt.length - 1);  // back to the prompt: not a continuation, the stream starts again
+    s.feed([prompt.at(-1)]);
+    assert.equal(s.sample(opts), want[0]);
+    s.dispose();
+    assert.throws(() => s.sample(opts), (e) => e.code === 'disposed');
+  } finally {
+    m.dispose();
+  }
+});
