@@ -166,18 +166,29 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     c.n_rot = gguf_int(g.get_int_or(key("rope.dimension_count"), c.head_dim), key("rope.dimension_count"));
     if (const GgufValue* s = g.find(key("rope.scaling.type"))) {
       const std::string type = s->kind == GgufKind::STRING ? s->s : "?";
-      if (type == "linear") {
+      // longrope: the factors are tensors (rope_factors_long/short); a stored factor still scales
+      // positions, as in llama.cpp, where only 'none' ignores it.
+      if (type == "linear" || (type == "longrope" && g.find(key("rope.scaling.factor")))) {
         const double f = g.get_float(key("rope.scaling.factor"));
         if (!(f > 0.0 && f < 1e6)) bad(key("rope.scaling.factor") + " = " + std::to_string(f) + " must be positive");
         c.rope_freq_scale = (float)(1.0 / f);
-      } else if (type != "none") {
-        fail(ErrorCode::Unsupported, "GGUF: rope scaling '" + type + "' is not supported yet (linear and none are)");
+      } else if (type != "none" && type != "longrope") {
+        fail(ErrorCode::Unsupported, "GGUF: rope scaling '" + type + "' is not supported yet (linear, longrope and none are)");
       }
     }
+    if (g.find(key("rope.scaling.attn_factor"))) {
+      const double a = g.get_float(key("rope.scaling.attn_factor"));
+      if (!(a > 0.0 && a < 1e3)) bad(key("rope.scaling.attn_factor") + " = " + std::to_string(a) + " must be in (0, 1000)");
+      c.rope_attn_factor = (float)a;
+    }
+    if (g.find(key("rope.scaling.original_context_length")))
+      c.rope_orig_context = gguf_int(g.get_int(key("rope.scaling.original_context_length")), key("rope.scaling.original_context_length"));
   }
-  if (g.find_tensor("rope_factors_long.weight") || g.find_tensor("rope_factors_short.weight") ||
-      g.find_tensor("blk.0.rope_factors_long.weight"))
-    fail(ErrorCode::Unsupported, "GGUF: LongRoPE frequency factors (rope_factors_long/short) are not supported yet");
+  // RoPE factor tensors other than the ones read below change RoPE in ways qkv does not know:
+  // refused by name, not ignored.
+  for (const GgufTensorInfo& t : g.tensors())
+    if (t.name.find("rope_factors") != std::string::npos && t.name != "rope_factors_long.weight" && t.name != "rope_factors_short.weight")
+      fail(ErrorCode::Unsupported, "GGUF: tensor " + t.name + " (RoPE factors) is not supported; rope_freqs.weight and rope_factors_long/short.weight are");
   const GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
   if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
   c.vocab_size = gguf_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
@@ -232,12 +243,18 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   const bool b = row->all_bias;
   w.tok_embed = weight(g, "token_embd.weight", c.vocab_size, d);
   if (c.pos == PosKind::Learned) w.pos_embed = f32_table(g, "position_embd.weight", c.seq_len, d);
-  if (rope && g.find_tensor("rope_freqs.weight")) {  // Llama 3.1+: each RoPE frequency divided by a factor
-    w.rope_factors = vec(g, "rope_freqs.weight", c.rot_dims() / 2);
+  // Per-frequency divisors: Llama 3.1+ (rope_freqs), LongRoPE (long and short; Phi-3 128k, Phi-3.5).
+  auto rope_divisors = [&](const char* name) -> const float* {
+    if (!rope || !g.find_tensor(name)) return nullptr;
+    const float* f = vec(g, name, c.rot_dims() / 2);
     for (int i = 0; i < c.rot_dims() / 2; i++)
-      if (!(w.rope_factors[i] > 0.0f && w.rope_factors[i] < 1e30f))
-        bad("tensor rope_freqs.weight holds " + std::to_string(w.rope_factors[i]) + " at " + std::to_string(i) + "; factors must be positive");
-  }
+      if (!(f[i] > 0.0f && f[i] < 1e30f))
+        bad(std::string("tensor ") + name + " holds " + std::to_string(f[i]) + " at " + std::to_string(i) + "; factors must be positive");
+    return f;
+  };
+  w.rope_factors = rope_divisors("rope_freqs.weight");
+  w.rope_factors_long = rope_divisors("rope_factors_long.weight");
+  w.rope_factors_short = rope_divisors("rope_factors_short.weight");
   w.layers.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; l++) {
     const std::string p = "blk." + std::to_string(l) + ".";

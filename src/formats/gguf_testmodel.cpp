@@ -282,6 +282,8 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
       w.add_string(key("rope.scaling.type"), "linear");
       w.add_f32(key("rope.scaling.factor"), s.rope_linear_factor);
     }
+    if (s.longrope_orig_context > 0) w.add_u32(key("rope.scaling.original_context_length"), s.longrope_orig_context);
+    if (s.rope_attn_factor > 0) w.add_f32(key("rope.scaling.attn_factor"), s.rope_attn_factor);
   }
   if (gemma2) {  // small caps and window so that the test prompts reach them
     w.add_f32(key("attn_logit_softcapping"), 2.0f);
@@ -311,6 +313,10 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     w.add_tensor_f32("token_embd.weight", {d, (uint64_t)V}, e.data());
   }
   if (s.rope_freq_factors && !gpt2) vector("rope_freqs.weight", head_dim / 2, 4.5f, 3.5f);
+  if (s.longrope_orig_context > 0 && !gpt2) {
+    vector("rope_factors_long.weight", head_dim / 2, 4.5f, 3.5f);
+    vector("rope_factors_short.weight", head_dim / 2, 1.5f, 0.5f);
+  }
   if (gpt2) {
     std::vector<float> pe = r.fill(d * s.context, -0.5f, 0.5f);
     w.add_tensor_f32("position_embd.weight", {d, (uint64_t)s.context}, pe.data());

@@ -80,6 +80,11 @@ struct TestModelSpec {
   bool tied = true;
   float rope_linear_factor = 0;  // > 0: rope.scaling.type = linear with this factor
   bool rope_freq_factors = false;  // a rope_freqs.weight tensor (Llama 3.1-style), random factors in [1, 8)
+  // LongRoPE (Phi-3.5 style): rope_factors_long/short.weight (random, long in [1, 8), short in
+  // [1, 2)), rope.scaling.original_context_length = this (> 0), and rope.scaling.attn_factor
+  // (if > 0).
+  int longrope_orig_context = 0;
+  float rope_attn_factor = 0;
   uint32_t seed = 1;
   std::string chat_template;  // tokenizer.chat_template, if not empty
   int dec_layers = 0;  // encoder-decoder models: decoder layers (0 = layers)

@@ -7,13 +7,13 @@
 
 namespace qkv {
 
-void rope_angles(float* c, float* s, int n_rot, int pos, float theta, float freq_scale, const float* factors) {
+void rope_angles(float* c, float* s, int n_rot, int pos, float theta, float freq_scale, const float* factors, float mscale) {
   for (int p = 0; p < n_rot / 2; p++) {
     float freq = 1.0f / std::pow(theta, (float)(2 * p) / (float)n_rot);
     if (factors) freq /= factors[p];
     float val = (float)pos * freq_scale * freq;
-    c[p] = std::cos(val);
-    s[p] = std::sin(val);
+    c[p] = std::cos(val) * mscale;
+    s[p] = std::sin(val) * mscale;
   }
 }
 

@@ -41,6 +41,8 @@ struct ModelConfig {
   PosKind pos = PosKind::RopeAdjacent;
   float rope_theta = 10000.0f;
   float rope_freq_scale = 1.0f;  // linear position scaling
+  float rope_attn_factor = 1.0f;  // multiplies RoPE's cos and sin (GGUF rope.scaling.attn_factor)
+  int rope_orig_context = 0;      // LongRoPE: contexts above this take the long factors (0 = seq_len)
   int n_rot = 0;                 // rotated dims per head (0 = head_dim)
   FfnKind ffn = FfnKind::SwiGLU;
   bool causal = true;  // false: bidirectional (encoders)

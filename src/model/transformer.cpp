@@ -29,6 +29,13 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
   if (ctx_ > c.seq_len)
     fail(ErrorCode::BadArgument, "context " + std::to_string(ctx_) + " exceeds the model's trained length " +
                                      std::to_string(c.seq_len));
+  // LongRoPE picks its factors by the context asked for, as llama.cpp does by n_ctx: the short
+  // ones up to the original (pre-extension) context, the long ones above it.
+  {
+    const ModelWeights& w = m_.weights;
+    const int orig = c.rope_orig_context > 0 ? c.rope_orig_context : c.seq_len;
+    rope_factors_ = w.rope_factors ? w.rope_factors : ctx_ > orig && w.rope_factors_long ? w.rope_factors_long : w.rope_factors_short;
+  }
   uint64_t kv = checked_mul(checked_mul((uint64_t)c.n_layers, (uint64_t)ctx_, "KV cache"), (uint64_t)c.kv_dim(), "KV cache");
   if (kv * 2 * sizeof(float) > kMaxKvCacheBytes)
     fail(ErrorCode::OutOfMemory, "the KV cache for context " + std::to_string(ctx_) + " would need " +
@@ -305,7 +312,7 @@ void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
   if (c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves)
     for (int t = 0; t < B; t++)
       rope_angles(rope_cos_.data() + (int64_t)t * half, rope_sin_.data() + (int64_t)t * half, c.rot_dims(), pos_of(t),
-                  c.rope_theta, c.rope_freq_scale, w.rope_factors);
+                  c.rope_theta, c.rope_freq_scale, rope_factors_, c.rope_attn_factor);
 }
 
 // Attention inputs: q for this chunk; k and v straight into the cache rows (or, under external

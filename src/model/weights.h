@@ -82,6 +82,9 @@ struct ModelWeights {
   Tensor tok_embed;                // (vocab, dim)
   const float* pos_embed = nullptr;  // (seq_len, dim) for PosKind::Learned
   const float* rope_factors = nullptr;  // (n_rot/2,) optional: divides each RoPE frequency (GGUF rope_freqs)
+  // LongRoPE (Phi-3 128k, Phi-3.5): per-frequency divisors for contexts up to / above
+  // config.rope_orig_context. rope_factors, when present, takes precedence (as in llama.cpp).
+  const float *rope_factors_short = nullptr, *rope_factors_long = nullptr;
   const float* type_embed = nullptr;    // (n_token_types, dim) encoders: token-type (segment) rows
   const float *embed_norm = nullptr, *embed_norm_b = nullptr;  // (dim,) LayerNorm of the embeddings (BERT)
   std::vector<LayerWeights> layers;

@@ -142,7 +142,19 @@ int main(int argc, char** argv) {
         {"gemma", spec("gemma", "", true, 19)},
         {"llama-q5_k", spec("llama", "", false, 20)},
         {"gemma2", spec("gemma2", "", true, 21)},
+        {"phi3-longrope", spec("phi3", "", false, 22)},
+        {"phi3-longrope-short", spec("phi3", "", false, 23)},
     };
+    // Phi-3.5-style LongRoPE with an attention factor. Both engines run these at contexts of
+    // 256 (qkv: the model's) and 512 (llama.cpp): above 128 (the long factors) and below 1024
+    // (the short ones).
+    for (int i : {11, 12}) {
+      cases[i].spec.spm = &spm;
+      cases[i].spec.spm_specials = {"<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>", "<s>", "</s>"};
+      cases[i].spec.chat_template = kPhi3;
+      cases[i].spec.longrope_orig_context = i == 11 ? 128 : 1024;
+      cases[i].spec.rope_attn_factor = 1.19f;
+    }
     cases[10].spec.spm = &spm;
     cases[10].spec.spm_specials = {"<start_of_turn>", "<end_of_turn>"};
     cases[10].spec.chat_template = kGemma;

@@ -235,6 +235,45 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
   }
 }
 
+// LongRoPE (Phi-3.5): the short factors up to the original context, the long ones above it, and
+// the attention factor on cos and sin. Each is checked against the same model with that one
+// piece set by hand; llama.cpp agreement is tests/js/wllama.test.mjs (phi3-longrope*).
+TEST(Arch, LongRopePicksFactorsByContextAndScalesAttention) {
+  TestModelSpec s;
+  s.arch = "phi3";
+  s.merges = 60;
+  s.longrope_orig_context = 100;
+  s.rope_attn_factor = 1.3f;
+  LoadedModel m = load_model(blob_of(write_test_model(s)));
+  ASSERT_TRUE(m.weights.rope_factors_long && m.weights.rope_factors_short);
+  EXPECT_EQ(m.weights.rope_factors, nullptr);
+  EXPECT_FLOAT_EQ(m.config.rope_attn_factor, 1.3f);
+  EXPECT_EQ(m.config.rope_orig_context, 100);
+  std::vector<int> ids;
+  for (int i = 0; i < 40; i++) ids.push_back(3 + (i * 37) % (m.config.vocab_size - 3));
+  auto logits = [&](const LoadedModel& model, int context) {
+    Transformer t(model, context, nullptr);
+    const float* l = t.forward(ids.data(), (int)ids.size(), 0);
+    return std::vector<float>(l, l + model.config.vocab_size);
+  };
+  auto with = [&](const float* factors, float attn) {
+    LoadedModel v = m;
+    v.weights.rope_factors = factors;  // rope_freqs: used whatever the context
+    v.config.rope_attn_factor = attn;
+    return v;
+  };
+  auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    float d = 0;
+    for (size_t i = 0; i < a.size(); i++) d = std::max(d, std::fabs(a[i] - b[i]));
+    return d;
+  };
+  const std::vector<float> at100 = logits(m, 100), at101 = logits(m, 101);
+  EXPECT_EQ(max_diff(at100, logits(with(m.weights.rope_factors_short, 1.3f), 100)), 0.0f) << "context 100: short factors";
+  EXPECT_EQ(max_diff(at101, logits(with(m.weights.rope_factors_long, 1.3f), 101)), 0.0f) << "context 101: long factors";
+  EXPECT_GT(max_diff(at100, at101), 1e-3f) << "the two factor sets differ in effect";
+  EXPECT_GT(max_diff(at100, logits(with(m.weights.rope_factors_short, 1.0f), 100)), 1e-3f) << "the attention factor acts";
+}
+
 // Each Gemma 2 option changes what the model computes on the conformance prompts' lengths (so
 // the llama.cpp comparison in tests/js/wllama.test.mjs, where gemma2 must agree token for token,
 // checks each of them): dropping one moves the logits by far more than float rounding.
@@ -346,7 +385,8 @@ TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
   expect_load_error(patched(gpt2, "position_embd.weight", "position_embd.weighx"), ErrorCode::BadModel,
                     "position_embd.weight is missing");
   // Tensors that change RoPE in ways qkv does not implement are refused, not ignored.
-  expect_load_error(patched(gpt2, "blk.1.attn_output.weight", "rope_factors_long.weight"), ErrorCode::Unsupported, "LongRoPE");
+  expect_load_error(patched(gpt2, "blk.1.attn_output.weight", "blk.1.rope_factors_xy.wt"), ErrorCode::Unsupported,
+                    "blk.1.rope_factors_xy.wt (RoPE factors) is not supported");
   expect_load_error(patched(gpt2, BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gptj")),
                     ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2");
   expect_load_error(patched(gpt2, BYTES("\x05\0\0\0\0\0\0\0gpt-2"), BYTES("\x05\0\0\0\0\0\0\0bloom")), ErrorCode::Unsupported, "'bloom'", true);
