@@ -1,4 +1,4 @@
-// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2; encoders bert, nomic-bert: kArchs),
+// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3; encoders bert, nomic-bert: kArchs),
 // weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, kept as stored
 // (a fused QKV or gate+up matrix becomes row views). Tokenizers: SentencePiece and byte-level BPE.
 #include "gguf_model.h"
@@ -31,7 +31,12 @@ struct ArchRow {
   bool all_bias;   // every linear layer and norm has a bias (GPT-2)
   bool fused_up;   // ffn_up holds the gate rows, then the up rows (Phi-3)
   bool embed_sqrt_dim;  // token embeddings scaled by sqrt(dim) (Gemma)
-  bool gemma2 = false;  // post-norms, soft-capped scores and logits, sliding window on even layers
+  bool post_norms = false;  // RMSNorms of the attention and feed-forward outputs before their residual adds
+  // Sliding-window layers: l % p < p - 1 (llama.cpp's swa pattern; 0 = none): 2 puts the window on
+  // the even layers (Gemma 2), 6 on five layers of each six (Gemma 3).
+  int swa_pattern = 0;
+  bool softcaps = false;      // attention scores and logits soft-capped, llama.cpp's defaults 50 and 30 (Gemma 2)
+  float swa_rope_base = 0.0f;  // > 0: the sliding-window layers' RoPE base, unscaled (Gemma 3: 10000)
   bool encoder = false;  // BERT layout: bidirectional, post-norm, embedding norm, no LM head
 };
 const ArchRow kArchs[] = {
@@ -47,11 +52,16 @@ const ArchRow kArchs[] = {
     // Gemma 2: Gemma plus RMSNorms of the attention and feed-forward outputs before their residual
     // adds, attention scores and logits soft-capped (cap * tanh(x / cap)), and a sliding window
     // on the even layers (llama.cpp's swa pattern for gemma2).
-    {"gemma2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, false, false, false, false, true, true},
+    {"gemma2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, false, false, false, false, true, true, 2, true},
+    // Gemma 3: Gemma 2's post-norms, plus per-head RMSNorms of Q and K before RoPE (as Qwen3), no
+    // soft-caps, and a sliding window on five layers of each six (0-4, 6-10, ...), which take RoPE
+    // base 10000 unscaled; the others take rope.freq_base and rope.scaling. Without a
+    // sliding_window key every layer is global (llama.cpp's rule).
+    {"gemma3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, true, false, false, false, true, true, 6, false, 10000.0f},
     // Encoders (llama.cpp's names): BERT with learned positions and GELU; Nomic BERT with a fused
     // QKV, RoPE (NeoX halves) and SwiGLU.
-    {"bert", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, true, false, false, false, false, false, false, true},
-    {"nomic-bert", NormKind::LayerNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, true, false, false, false, false, true},
+    {"bert", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, true, false, false, false, false, false, false, 0, false, 0.0f, true},
+    {"nomic-bert", NormKind::LayerNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, true, false, false, false, false, 0, false, 0.0f, true},
 };
 
 const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
@@ -75,7 +85,7 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
 }
 }  // namespace
 
-const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, bert, nomic-bert"; }
+const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, bert, nomic-bert"; }
 
 namespace {
 // The encoder half of the loader: BERT's tensor names (attn_output_norm and layer_output_norm
@@ -214,20 +224,33 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       default: bad(key("pooling_type") + " = " + std::to_string(pool) + " is not a pooling type (0..4)");
     }
   }
-  if (row->gemma2) {  // llama.cpp's defaults where a key is absent
-    auto cap = [&](const char* k, double def) {
-      const double v = g.get_float_or(key(k), def);
-      if (!(v >= 0.0 && v < 1e6)) bad(key(k) + " = " + std::to_string(v) + " is out of range");
-      return (float)v;
-    };
+  auto cap = [&](const char* k, double def) {
+    const double v = g.get_float_or(key(k), def);
+    if (!(v >= 0.0 && v < 1e6)) bad(key(k) + " = " + std::to_string(v) + " is out of range");
+    return (float)v;
+  };
+  if (row->softcaps) {  // llama.cpp's defaults where a key is absent
     c.attn_softcap = cap("attn_logit_softcapping", 50.0);
     c.logit_softcap = cap("final_logit_softcapping", 30.0);
-    const int window = gguf_int(g.get_int_or(key("attention.sliding_window"), 4096), key("attention.sliding_window"));
-    c.layer_window.assign(c.n_layers, 0);
-    for (int l = 0; l < c.n_layers; l += 2) c.layer_window[l] = window;
-    // llama.cpp scales the 27B model's queries by 1/sqrt(dim / heads) (its query_pre_attn_scalar),
-    // the others by 1/sqrt(head_dim); it tells the 27B model by its 46 layers.
-    if (c.n_layers == 46) c.attn_scale = 1.0f / std::sqrt((float)c.dim / (float)c.n_heads);
+  }
+  if (row->swa_pattern > 0) {
+    // Gemma 2 falls back to a 4096 window; Gemma 3 without the key has none (every layer global)
+    // and then caps its logits if the file says so, as llama.cpp does.
+    const int window = gguf_int(g.get_int_or(key("attention.sliding_window"), row->softcaps ? 4096 : 0), key("attention.sliding_window"));
+    if (window > 0) {
+      c.layer_window.assign(c.n_layers, 0);
+      for (int l = 0; l < c.n_layers; l++)
+        if (l % row->swa_pattern < row->swa_pattern - 1) c.layer_window[l] = window;
+      if (rope && row->swa_rope_base > 0.0f) {
+        c.rope_theta_local = row->swa_rope_base;
+        c.rope_freq_scale_local = 1.0f;
+      }
+    } else if (!row->softcaps) {
+      c.logit_softcap = cap("final_logit_softcapping", 0.0);
+    }
+    // llama.cpp scales the 27B models' queries by 1/sqrt(dim / heads) (their query_pre_attn_scalar),
+    // the others by 1/sqrt(head_dim); it tells a 27B model by its layer count (Gemma 2: 46, Gemma 3: 62).
+    if (c.n_layers == (row->swa_pattern == 2 ? 46 : 62)) c.attn_scale = 1.0f / std::sqrt((float)c.dim / (float)c.n_heads);
   }
   c.validate();
 
@@ -288,7 +311,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     }
     L.wo = weight(g, p + "attn_output.weight", d, q);
     if (b) L.bo = vec(g, p + "attn_output.bias", d);
-    if (row->gemma2) {
+    if (row->post_norms) {
       L.attn_post_norm = vec(g, p + "post_attention_norm.weight", d);
       L.ffn_post_norm = vec(g, p + "post_ffw_norm.weight", d);
     }

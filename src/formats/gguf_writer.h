@@ -70,7 +70,7 @@ namespace qkv {
 // Small random-weight models of each supported architecture with a tokenizer, for conformance
 // tests against other engines (llama.cpp) and for tests of the loaders.
 struct TestModelSpec {
-  std::string arch = "llama";  // llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2; encoders: bert, nomic-bert (WordPiece vocabulary)
+  std::string arch = "llama";  // llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3; encoders: bert, nomic-bert (WordPiece vocabulary)
   std::string pre = "gpt-2";   // BPE pre-tokenizer name (tokenizer.ggml.pre); unused with spm
   const Tokenizer* spm = nullptr;  // a SentencePiece vocabulary to embed instead of a learned BPE one
   std::vector<std::string> spm_specials;  // control tokens appended to it
@@ -85,6 +85,9 @@ struct TestModelSpec {
   // (if > 0).
   int longrope_orig_context = 0;
   float rope_attn_factor = 0;
+  // Gemma 2 and 3: attention.sliding_window (-1: a small default, 8, that the test prompts
+  // reach; 0: no key).
+  int sliding_window = -1;
   uint32_t seed = 1;
   std::string chat_template;  // tokenizer.chat_template, if not empty
   int dec_layers = 0;  // encoder-decoder models: decoder layers (0 = layers)

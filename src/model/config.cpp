@@ -70,6 +70,8 @@ void ModelConfig::validate() const {
     need(rope_theta > 0.0f, "rope theta must be positive");
     need(rope_attn_factor > 0.0f && rope_attn_factor < 1e3f, "rope attention factor must be in (0, 1000)");
     need(rope_orig_context >= 0, "rope original context must not be negative");
+    need(rope_theta_local >= 0.0f, "local rope theta must not be negative");
+    need(rope_freq_scale_local > 0.0f, "local rope frequency scale must be positive");
   }
   need(n_token_types >= 0 && n_token_types <= 1024, "token types = " + s(n_token_types) + " (must be 0..1024)");
   need(embed_scale > 0.0f && embed_scale < 1e6f, "embedding scale out of range");

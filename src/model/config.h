@@ -43,6 +43,11 @@ struct ModelConfig {
   float rope_freq_scale = 1.0f;  // linear position scaling
   float rope_attn_factor = 1.0f;  // multiplies RoPE's cos and sin (GGUF rope.scaling.attn_factor)
   int rope_orig_context = 0;      // LongRoPE: contexts above this take the long factors (0 = seq_len)
+  // RoPE of the sliding-window layers where it differs from the others' (Gemma 3's local layers:
+  // base 10000, unscaled, while its global layers take rope_theta and rope_freq_scale).
+  // 0 = the same as every layer's.
+  float rope_theta_local = 0.0f;
+  float rope_freq_scale_local = 1.0f;
   int n_rot = 0;                 // rotated dims per head (0 = head_dim)
   FfnKind ffn = FfnKind::SwiGLU;
   bool causal = true;  // false: bidirectional (encoders)
@@ -73,6 +78,8 @@ struct ModelConfig {
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
   int rot_dims() const { return n_rot > 0 ? n_rot : head_dim; }
+  // Does layer l take the local RoPE (rope_theta_local)?
+  bool local_rope(int l) const { return rope_theta_local > 0.0f && window_of(l) > 0; }
 
   // Throws Error(BadModel) naming the first impossible value.
   void validate() const;

@@ -52,6 +52,10 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
     hb2_.resize((size_t)B * c.hidden_dim);
     rope_cos_.resize((size_t)B * (c.rot_dims() / 2 + 1));
     rope_sin_.resize((size_t)B * (c.rot_dims() / 2 + 1));
+    if (c.rope_theta_local > 0.0f) {
+      rope_cos_local_.resize(rope_cos_.size());
+      rope_sin_local_.resize(rope_sin_.size());
+    }
     logits_.resize(c.vocab_size);
   } catch (const std::bad_alloc&) {
     fail(ErrorCode::OutOfMemory, "not enough memory for the activations of this model");
@@ -160,6 +164,10 @@ void Transformer::reserve_rows(int rows) {
     vx_.resize((size_t)R * c.kv_dim());
     rope_cos_.resize((size_t)R * (c.rot_dims() / 2 + 1));
     rope_sin_.resize((size_t)R * (c.rot_dims() / 2 + 1));
+    if (c.rope_theta_local > 0.0f) {
+      rope_cos_local_.resize(rope_cos_.size());
+      rope_sin_local_.resize(rope_sin_.size());
+    }
   } catch (const std::bad_alloc&) {
     fail(ErrorCode::OutOfMemory, "not enough memory for the activations of " + std::to_string(rows) + " tokens");
   }
@@ -310,9 +318,14 @@ void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
     if (w.embed_norm) layernorm_simd(xt, xt, w.embed_norm, w.embed_norm_b, dim, c.norm_eps);
   }
   if (c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves)
-    for (int t = 0; t < B; t++)
+    for (int t = 0; t < B; t++) {
       rope_angles(rope_cos_.data() + (int64_t)t * half, rope_sin_.data() + (int64_t)t * half, c.rot_dims(), pos_of(t),
                   c.rope_theta, c.rope_freq_scale, rope_factors_, c.rope_attn_factor);
+      // The sliding-window layers' own base (Gemma 3), without the global layers' factors.
+      if (c.rope_theta_local > 0.0f)
+        rope_angles(rope_cos_local_.data() + (int64_t)t * half, rope_sin_local_.data() + (int64_t)t * half, c.rot_dims(),
+                    pos_of(t), c.rope_theta_local, c.rope_freq_scale_local, nullptr, c.rope_attn_factor);
+    }
 }
 
 // Attention inputs: q for this chunk; k and v straight into the cache rows (or, under external
@@ -335,6 +348,8 @@ void Transformer::layer_qkv(int l) {
   // so then chunk bounds are multiples of the head size.
   const bool rope = c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves;
   const auto rope_fn = c.pos == PosKind::RopeAdjacent ? rope_adjacent_simd : rope_halves_simd;
+  const float* rcos = (c.local_rope(l) ? rope_cos_local_ : rope_cos_).data();
+  const float* rsin = (c.local_rope(l) ? rope_sin_local_ : rope_sin_).data();
   float* ys[2] = {q_.data(), kc};
   const int64_t lds[2] = {qd, kvd};
   const float* head_norms[2] = {L.q_norm, L.k_norm};
@@ -350,8 +365,7 @@ void Transformer::layer_qkv(int l) {
                        for (int h = r0 / hd; head_norms[i] && h < r1 / hd; h++)
                          rmsnorm_simd(row + h * hd, row + h * hd, head_norms[i], hd, c.norm_eps);
                        if (rope)
-                         rope_fn(row + r0, (r1 - r0) / hd, hd, c.rot_dims(), rope_cos_.data() + (int64_t)t * half,
-                                 rope_sin_.data() + (int64_t)t * half);
+                         rope_fn(row + r0, (r1 - r0) / hd, hd, c.rot_dims(), rcos + (int64_t)t * half, rsin + (int64_t)t * half);
                      }
                    });
 }

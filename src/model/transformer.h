@@ -102,6 +102,7 @@ class Transformer {
   // Activations for up to kMaxBatch tokens.
   std::vector<float> x_, xb_, xb2_, q_, hb_, hb2_;  // (B, dim) / (B, q_dim) / (B, hidden)
   std::vector<float> rope_cos_, rope_sin_;        // (B, n_rot/2)
+  std::vector<float> rope_cos_local_, rope_sin_local_;  // the same for the local layers (rope_theta_local), if any
   const float* rope_factors_ = nullptr;            // this context's frequency divisors, if any
   std::vector<float> logits_;
   ProductInput in_;  // the current section's input (and its quantized copy for the block types)

@@ -60,7 +60,7 @@ after(async () => { await browser?.close(); await server?.close(); });
 function qkvGreedy(model, ids, banned, n) {
   const s = model.createSession();
   try {
-    const out = [], gaps = [];
+    const out = [], gaps = [], seconds = [];
     s.feed(ids);
     const eog = new Set([...model.info.eogIds]);
     for (let i = 0; i < n; i++) {
@@ -73,19 +73,22 @@ function qkvGreedy(model, ids, banned, n) {
       if (eog.has(best)) break;
       out.push(best);
       gaps.push(l[best] - l[second]);
+      seconds.push(second);
       s.feed([best]);
     }
-    return { out, gaps };
+    return { out, gaps, seconds };
   } finally {
     s.dispose();
   }
 }
 
 // Two float engines may order a near-tie differently: where qkv's best and second-best logits
-// are closer than this (logits here span about +-3), a later divergence is reported as a tie,
-// not a failure. Prompt token counts must always agree.
+// are closer than this (logits here span about +-3) and llama.cpp took qkv's second-best token
+// there, the divergence is reported as a tie, not a failure. Prompt token counts must always
+// agree. Ties must stay rare: at most MAX_TIE_RATE of the prompts (about 5% occur: a step's
+// margin falls below TIE about once in 400 steps, and the engines then pick either).
 const TIE = 0.005;
-const MAX_TIES = 6;
+const MAX_TIE_RATE = 0.08;
 // Block-quantized models (qkv quantize's output): llama.cpp quantizes the activations its own
 // way (Q8_K, one scale per 256, for K-quant weights; f16-rounded scales), qkv per 32 with float
 // scales, so logits differ by quantization noise, not float rounding: on these random models
@@ -101,6 +104,7 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
   const { page, errors } = await openPage(browser, `${server.url}${basename(root)}/tests/js/pages/wllama.html`);
   await page.waitForFunction(() => window.__ready === true, null, { timeout: 30000 });
   const summary = [], failures = [], ties = [], qties = [];
+  let prompts = 0;
   for (const name of names) {
     const path = join(outDir, `${name}.gguf`);
     const model = await loadModel(path, { threads: 1 });
@@ -134,6 +138,7 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
       const url = `/${relative(dirname(root), path)}`;
       const { out } = await page.evaluate(([u, reqs]) => window.__wllama(u, reqs), [url, requests]);
       let same = 0, agreed = 0;
+      prompts += out.length;
       const quantized = QUANTIZED.has(name);
       out.forEach((r, i) => {
         const want = expected[i];
@@ -152,7 +157,8 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
         agreed += k;
         const detail = `llama.cpp ${JSON.stringify(got)} (${u.completion_tokens} tokens), qkv ${JSON.stringify(text)} (${ids.length})`;
         if (quantized && k < ids.length && gaps[k] < QTIE) return qties.push(`${where}: step ${k}, margin ${gaps[k].toFixed(4)}`);
-        if (k < ids.length && gaps[k] < TIE) return ties.push(`${where}: step ${k}, margin ${gaps[k].toFixed(5)}`);
+        const swapped = k < ids.length && got.startsWith(model.detokenize([...ids.slice(0, k), want.gen.seconds[k]]));
+        if (k < ids.length && gaps[k] < TIE && swapped) return ties.push(`${where}: step ${k}, margin ${gaps[k].toFixed(5)}`);
         failures.push(`${where}: diverges at step ${k} (qkv margin ${k < gaps.length ? gaps[k].toFixed(4) : '-'}): ${detail}`);
       });
       summary.push(`${name} (${model.info.arch}, ${model.info.tokenizer}, vocab ${V}): ${same}/${out.length} identical` +
@@ -166,7 +172,7 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
   if (qties.length) t.diagnostic(`quantized models, divergences at quantization-noise margins: ${qties.join('; ')}`);
   if (ties.length) t.diagnostic(`near-ties ordered differently (same prompt tokens, same text up to there): ${ties.join('; ')}`);
   assert.deepEqual(failures, [], 'llama.cpp and qkv disagree');
-  assert.ok(ties.length <= MAX_TIES, `${ties.length} near-tie divergences: more than chance explains`);
+  assert.ok(ties.length <= MAX_TIE_RATE * prompts, `${ties.length} near-tie divergences in ${prompts} prompts: more than chance explains`);
   assert.deepEqual(errors.filter((e) => !/favicon/.test(e)), [], 'page errors');
   assert.ok(names.length >= 10, `only ${names.length} models`);
 });

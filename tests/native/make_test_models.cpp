@@ -144,7 +144,15 @@ int main(int argc, char** argv) {
         {"gemma2", spec("gemma2", "", true, 21)},
         {"phi3-longrope", spec("phi3", "", false, 22)},
         {"phi3-longrope-short", spec("phi3", "", false, 23)},
+        {"gemma3", spec("gemma3", "", true, 24)},
     };
+    // Gemma 3 on seven layers (five local, window 8 and RoPE base 10000; one global, base 1e6 with
+    // linear scaling 8; one local), SentencePiece plus its turn markers.
+    cases[13].spec.spm = &spm;
+    cases[13].spec.spm_specials = {"<start_of_turn>", "<end_of_turn>"};
+    cases[13].spec.chat_template = kGemma;
+    cases[13].spec.layers = 7;
+    cases[13].spec.rope_linear_factor = 8.0f;
     // Phi-3.5-style LongRoPE with an attention factor. Both engines run these at contexts of
     // 256 (qkv: the model's) and 512 (llama.cpp): above 128 (the long factors) and below 1024
     // (the short ones).

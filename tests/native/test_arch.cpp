@@ -1,4 +1,4 @@
-// GGUF architectures (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2) as table rows, byte-level BPE tokenizers and
+// GGUF architectures (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3) as table rows, byte-level BPE tokenizers and
 // their pre-tokenizers, chat formats, and refusals of bad metadata. llama.cpp conformance of the
 // same models lives in tests/js/wllama.test.mjs; these tests pin the pieces one by one.
 #include <gtest/gtest.h>
@@ -198,9 +198,17 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
   } else if (s.arch == "gemma2") {
     EXPECT_NE(d.find("rmsnorm, rope-neox, geglu, tied"), std::string::npos) << d;
     EXPECT_FLOAT_EQ(c.attn_softcap, 2.0f);
-    EXPECT_FLOAT_EQ(c.logit_softcap, 2.5f);
+    EXPECT_FLOAT_EQ(c.logit_softcap, 10.0f);
     EXPECT_EQ(c.layer_window, (std::vector<int>{8, 0})) << "sliding window on the even layers";
     EXPECT_TRUE(m.weights.layers[1].attn_post_norm && m.weights.layers[1].ffn_post_norm);
+  } else if (s.arch == "gemma3") {
+    EXPECT_NE(d.find("rmsnorm, rope-neox, geglu, tied"), std::string::npos) << d;
+    EXPECT_FLOAT_EQ(c.attn_softcap, 0.0f);
+    EXPECT_FLOAT_EQ(c.logit_softcap, 0.0f);
+    EXPECT_EQ(c.layer_window, (std::vector<int>{8, 8})) << "two layers: both local (the global one is each sixth)";
+    EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+    EXPECT_FLOAT_EQ(c.rope_theta_local, 1e4f);
+    EXPECT_TRUE(m.weights.layers[1].attn_post_norm && m.weights.layers[1].q_norm && m.weights.layers[1].k_norm);
   } else if (s.arch == "gemma") {
     EXPECT_NE(d.find("rmsnorm, rope-neox, geglu, tied"), std::string::npos) << d;
     EXPECT_EQ(c.head_dim, 32) << "key_length sets the head width";
@@ -216,7 +224,7 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
     const LayerWeights& L = m.weights.layers[0];
     EXPECT_EQ((const uint8_t*)L.w_up.data, (const uint8_t*)L.w_gate.data + L.w_gate.rows * L.w_gate.row_bytes());
   }
-  EXPECT_EQ(m.weights.layers[0].q_norm != nullptr, s.arch == "qwen3");
+  EXPECT_EQ(m.weights.layers[0].q_norm != nullptr, s.arch == "qwen3" || s.arch == "gemma3");
   if (s.arch == "qwen3") EXPECT_EQ(c.head_dim, 24) << "key_length sets the head width";
   EXPECT_EQ(m.weights.rope_factors != nullptr, s.rope_freq_factors);
   std::unique_ptr<Tokenizer> tok = embedded_tokenizer(blob);
@@ -274,6 +282,22 @@ TEST(Arch, LongRopePicksFactorsByContextAndScalesAttention) {
   EXPECT_GT(max_diff(at100, logits(with(m.weights.rope_factors_short, 1.0f), 100)), 1e-3f) << "the attention factor acts";
 }
 
+// The largest change in the last position's logits when `variant` (the model with one option
+// changed) runs a fixed 24-token prompt instead of `base`.
+static float logit_change(const LoadedModel& base, const LoadedModel& variant) {
+  std::vector<int> ids;
+  for (int i = 0; i < 24; i++) ids.push_back(3 + (i * 29) % (base.config.vocab_size - 3));
+  auto logits = [&](const LoadedModel& mm) {
+    Transformer t(mm, 64, nullptr);
+    const float* l = t.forward(ids.data(), (int)ids.size(), 0);
+    return std::vector<float>(l, l + mm.config.vocab_size);
+  };
+  const std::vector<float> a = logits(base), b = logits(variant);
+  float d = 0;
+  for (size_t i = 0; i < a.size(); i++) d = std::max(d, std::fabs(a[i] - b[i]));
+  return d;
+}
+
 // Each Gemma 2 option changes what the model computes on the conformance prompts' lengths (so
 // the llama.cpp comparison in tests/js/wllama.test.mjs, where gemma2 must agree token for token,
 // checks each of them): dropping one moves the logits by far more than float rounding.
@@ -283,20 +307,7 @@ TEST(Gemma2, EveryOptionMattersOnTheTestModel) {
   s.merges = 60;
   auto blob = blob_of(write_test_model(s));
   const LoadedModel m = load_model(blob);
-  std::vector<int> ids;
-  for (int i = 0; i < 24; i++) ids.push_back(3 + (i * 29) % (m.config.vocab_size - 3));
-  auto logits = [&](const LoadedModel& mm) {
-    Transformer t(mm, 64, nullptr);
-    const float* l = t.forward(ids.data(), (int)ids.size(), 0);
-    return std::vector<float>(l, l + mm.config.vocab_size);
-  };
-  const std::vector<float> full = logits(m);
-  auto moved = [&](const LoadedModel& mm) {
-    std::vector<float> l = logits(mm);
-    float d = 0;
-    for (size_t i = 0; i < l.size(); i++) d = std::max(d, std::fabs(l[i] - full[i]));
-    return d;
-  };
+  auto moved = [&](const LoadedModel& variant) { return logit_change(m, variant); };
   LoadedModel a = m;
   a.config.attn_softcap = 0;
   EXPECT_GT(moved(a), 0.05f) << "attention soft-cap";
@@ -312,6 +323,47 @@ TEST(Gemma2, EveryOptionMattersOnTheTestModel) {
   LoadedModel e = m;
   e.config.embed_scale = 1;
   EXPECT_GT(moved(e), 0.05f) << "embedding scale";
+}
+
+// Gemma 3 on seven layers: five local (window 8, RoPE base 10000), one global (base 1e6, linear
+// scaling), one local. Each option changes the logits on a prompt longer than the window, so the
+// llama.cpp comparison (tests/js/wllama.test.mjs, gemma3) checks each of them; and the layers'
+// pattern and bases are llama.cpp's.
+TEST(Gemma3, LayerPatternAndEveryOptionMatter) {
+  TestModelSpec s;
+  s.arch = "gemma3";
+  s.merges = 60;
+  s.layers = 7;
+  s.rope_linear_factor = 8.0f;
+  const LoadedModel m = load_model(blob_of(write_test_model(s)));
+  const ModelConfig& c = m.config;
+  EXPECT_EQ(c.layer_window, (std::vector<int>{8, 8, 8, 8, 8, 0, 8}));
+  for (int l = 0; l < 7; l++) EXPECT_EQ(c.local_rope(l), l != 5) << l;
+  EXPECT_FLOAT_EQ(c.rope_freq_scale, 1.0f / 8.0f);
+  EXPECT_FLOAT_EQ(c.rope_freq_scale_local, 1.0f);
+  EXPECT_FLOAT_EQ(c.logit_softcap, 0.0f);
+  auto moved = [&](const LoadedModel& variant) { return logit_change(m, variant); };
+  LoadedModel a = m;
+  a.config.rope_theta_local = 0;  // every layer on the global base and scale
+  EXPECT_GT(moved(a), 0.05f) << "local RoPE base";
+  LoadedModel b = m;
+  b.config.rope_freq_scale = 1;
+  EXPECT_GT(moved(b), 0.05f) << "global layers' RoPE scaling";
+  LoadedModel w2 = m;
+  for (int& win : w2.config.layer_window) win = win ? 1000 : 0;  // windows wider than the prompt, same RoPE
+  EXPECT_GT(moved(w2), 0.05f) << "sliding window";
+  LoadedModel q = m;
+  for (auto& L : q.weights.layers) L.q_norm = L.k_norm = nullptr;
+  EXPECT_GT(moved(q), 0.05f) << "Q/K norms";
+  LoadedModel p = m;
+  for (auto& L : p.weights.layers) L.attn_post_norm = L.ffn_post_norm = nullptr;
+  EXPECT_GT(moved(p), 0.05f) << "post-norms";
+  // Without attention.sliding_window every layer is global (llama.cpp's rule).
+  s.sliding_window = 0;
+  s.layers = 2;
+  const LoadedModel g = load_model(blob_of(write_test_model(s)));
+  EXPECT_TRUE(g.config.layer_window.empty());
+  EXPECT_FALSE(g.config.local_rope(0));
 }
 
 // The products run in row chunks across threads, each chunk finishing the columns it wrote (bias,
@@ -350,7 +402,7 @@ TEST_P(Arch, ThreadCountsGiveTheSameLogits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "gemma2"));
+INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "gemma2", "gemma3"));
 
 void expect_load_error(std::vector<uint8_t> bytes, ErrorCode code, const std::string& needle, bool tokenizer = false) {
   try {
@@ -388,7 +440,7 @@ TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
   expect_load_error(patched(gpt2, "blk.1.attn_output.weight", "blk.1.rope_factors_xy.wt"), ErrorCode::Unsupported,
                     "blk.1.rope_factors_xy.wt (RoPE factors) is not supported");
   expect_load_error(patched(gpt2, BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gptj")),
-                    ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2");
+                    ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3");
   expect_load_error(patched(gpt2, BYTES("\x05\0\0\0\0\0\0\0gpt-2"), BYTES("\x05\0\0\0\0\0\0\0bloom")), ErrorCode::Unsupported, "'bloom'", true);
   expect_load_error(patched(gpt2, "tokenizer.ggml.merges", "tokenizer.ggml.merged"), ErrorCode::BadModel, "tokenizer.ggml.merges", true);
   expect_load_error(patched(gpt2, BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0bork")), ErrorCode::Unsupported, "'bork'", true);
