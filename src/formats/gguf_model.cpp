@@ -174,17 +174,21 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   if (rope) {
     c.rope_theta = (float)g.get_float_or(key("rope.freq_base"), 10000.0);
     c.n_rot = gguf_int(g.get_int_or(key("rope.dimension_count"), c.head_dim), key("rope.dimension_count"));
-    if (const GgufValue* s = g.find(key("rope.scaling.type"))) {
-      const std::string type = s->kind == GgufKind::STRING ? s->s : "?";
-      // longrope: the factors are tensors (rope_factors_long/short); a stored factor still scales
-      // positions, as in llama.cpp, where only 'none' ignores it.
-      if (type == "linear" || (type == "longrope" && g.find(key("rope.scaling.factor")))) {
+    {
+      // As llama.cpp reads it: no type means linear, and rope.scaling.factor scales positions
+      // for every type but none (longrope's factors are tensors: rope_factors_long/short).
+      // yarn takes llama.cpp's defaults for these architectures (extrapolation factor 1, betas
+      // 32 and 1; it reads no yarn_* keys for them).
+      const GgufValue* s = g.find(key("rope.scaling.type"));
+      const std::string type = !s ? "linear" : s->kind == GgufKind::STRING ? s->s : "?";
+      if (type != "none" && type != "linear" && type != "yarn" && type != "longrope")
+        fail(ErrorCode::Unsupported, "GGUF: rope scaling '" + type + "' is not supported yet (linear, yarn, longrope and none are)");
+      if (type != "none" && g.find(key("rope.scaling.factor"))) {
         const double f = g.get_float(key("rope.scaling.factor"));
         if (!(f > 0.0 && f < 1e6)) bad(key("rope.scaling.factor") + " = " + std::to_string(f) + " must be positive");
         c.rope_freq_scale = (float)(1.0 / f);
-      } else if (type != "none" && type != "longrope") {
-        fail(ErrorCode::Unsupported, "GGUF: rope scaling '" + type + "' is not supported yet (linear, longrope and none are)");
       }
+      c.rope_yarn = type == "yarn";
     }
     if (g.find(key("rope.scaling.attn_factor"))) {
       const double a = g.get_float(key("rope.scaling.attn_factor"));

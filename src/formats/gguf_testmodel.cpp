@@ -284,6 +284,11 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
       w.add_string(key("rope.scaling.type"), "linear");
       w.add_f32(key("rope.scaling.factor"), s.rope_linear_factor);
     }
+    if (s.rope_yarn_factor > 0) {
+      w.add_string(key("rope.scaling.type"), "yarn");
+      w.add_f32(key("rope.scaling.factor"), s.rope_yarn_factor);
+      if (s.yarn_orig_context > 0) w.add_u32(key("rope.scaling.original_context_length"), s.yarn_orig_context);
+    }
     if (s.longrope_orig_context > 0) w.add_u32(key("rope.scaling.original_context_length"), s.longrope_orig_context);
     if (s.rope_attn_factor > 0) w.add_f32(key("rope.scaling.attn_factor"), s.rope_attn_factor);
   }

@@ -79,6 +79,10 @@ struct TestModelSpec {
   int merges = 320;  // BPE merges learned from the built-in corpus
   bool tied = true;
   float rope_linear_factor = 0;  // > 0: rope.scaling.type = linear with this factor
+  // > 0: rope.scaling.type = yarn with this factor and rope.scaling.original_context_length =
+  // yarn_orig_context (if > 0)
+  float rope_yarn_factor = 0;
+  int yarn_orig_context = 0;
   bool rope_freq_factors = false;  // a rope_freqs.weight tensor (Llama 3.1-style), random factors in [1, 8)
   // LongRoPE (Phi-3.5 style): rope_factors_long/short.weight (random, long in [1, 8), short in
   // [1, 2)), rope.scaling.original_context_length = this (> 0), and rope.scaling.attn_factor

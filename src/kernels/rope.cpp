@@ -1,20 +1,38 @@
 // RoPE: scalar references and xsimd versions of both pair layouts.
 #include "rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "simd.h"
 
 namespace qkv {
 
-void rope_angles(float* c, float* s, int n_rot, int pos, float theta, float freq_scale, const float* factors, float mscale) {
+void rope_angles(float* c, float* s, int n_rot, int pos, float theta, float freq_scale, const float* factors, float mscale,
+                 const RopeYarn* yarn) {
+  if (yarn) mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
   for (int p = 0; p < n_rot / 2; p++) {
     float freq = 1.0f / std::pow(theta, (float)(2 * p) / (float)n_rot);
     if (factors) freq /= factors[p];
     float val = (float)pos * freq_scale * freq;
+    if (yarn) {
+      const float y = ((float)p - yarn->lo) / std::max(0.001f, yarn->hi - yarn->lo);
+      const float mix = 1.0f - std::min(1.0f, std::max(0.0f, y));  // 1: unscaled, 0: scaled
+      val = val * (1.0f - mix) + (float)pos * freq * mix;
+    }
     c[p] = std::cos(val) * mscale;
     s[p] = std::sin(val) * mscale;
   }
+}
+
+RopeYarn rope_yarn_range(int n_rot, int orig_context, float theta, float beta_fast, float beta_slow) {
+  auto dim = [&](float turns) {
+    return (float)n_rot * std::log((float)orig_context / (turns * 2.0f * 3.14159265358979f)) / (2.0f * std::log(theta));
+  };
+  RopeYarn r;
+  r.lo = std::max(0.0f, std::floor(dim(beta_fast)));
+  r.hi = std::min((float)(n_rot - 1), std::ceil(dim(beta_slow)));
+  return r;
 }
 
 void rope_adjacent_ref(float* x, int n_heads, int head_dim, int n_rot, const float* c, const float* s) {

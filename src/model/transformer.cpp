@@ -35,6 +35,16 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
     const ModelWeights& w = m_.weights;
     const int orig = c.rope_orig_context > 0 ? c.rope_orig_context : c.seq_len;
     rope_factors_ = w.rope_factors ? w.rope_factors : ctx_ > orig && w.rope_factors_long ? w.rope_factors_long : w.rope_factors_short;
+    rope_mscale_ = c.rope_attn_factor;
+    if (c.rope_yarn) {
+      yarn_ = rope_yarn_range(c.rot_dims(), orig, c.rope_theta, c.rope_yarn_beta_fast, c.rope_yarn_beta_slow);
+      if (c.rope_theta_local > 0.0f)
+        yarn_local_ = rope_yarn_range(c.rot_dims(), orig, c.rope_theta_local, c.rope_yarn_beta_fast, c.rope_yarn_beta_slow);
+      // rope_angles multiplies by 1 + 0.1 ln(1 / freq_scale); llama.cpp divides that back out
+      // when the factor 1 / freq_scale is at most 1, so that only an extension scales.
+      const float f = 1.0f / c.rope_freq_scale;
+      if (f <= 1.0f) rope_mscale_ /= 1.0f + 0.1f * std::log(f);
+    }
   }
   uint64_t kv = checked_mul(checked_mul((uint64_t)c.n_layers, (uint64_t)ctx_, "KV cache"), (uint64_t)c.kv_dim(), "KV cache");
   if (kv * 2 * sizeof(float) > kMaxKvCacheBytes)
@@ -320,11 +330,12 @@ void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
   if (c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves)
     for (int t = 0; t < B; t++) {
       rope_angles(rope_cos_.data() + (int64_t)t * half, rope_sin_.data() + (int64_t)t * half, c.rot_dims(), pos_of(t),
-                  c.rope_theta, c.rope_freq_scale, rope_factors_, c.rope_attn_factor);
+                  c.rope_theta, c.rope_freq_scale, rope_factors_, rope_mscale_, c.rope_yarn ? &yarn_ : nullptr);
       // The sliding-window layers' own base (Gemma 3), without the global layers' factors.
       if (c.rope_theta_local > 0.0f)
         rope_angles(rope_cos_local_.data() + (int64_t)t * half, rope_sin_local_.data() + (int64_t)t * half, c.rot_dims(),
-                    pos_of(t), c.rope_theta_local, c.rope_freq_scale_local, nullptr, c.rope_attn_factor);
+                    pos_of(t), c.rope_theta_local, c.rope_freq_scale_local, nullptr, rope_mscale_,
+                    c.rope_yarn ? &yarn_local_ : nullptr);
     }
 }
 

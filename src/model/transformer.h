@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../kernels/qdot.h"
+#include "../kernels/rope.h"
 #include "../threadpool.h"
 #include "products.h"
 #include "weights.h"
@@ -104,6 +105,10 @@ class Transformer {
   std::vector<float> rope_cos_, rope_sin_;        // (B, n_rot/2)
   std::vector<float> rope_cos_local_, rope_sin_local_;  // the same for the local layers (rope_theta_local), if any
   const float* rope_factors_ = nullptr;            // this context's frequency divisors, if any
+  // YaRN's correction ranges (global and local tables) and the cos/sin factor before YaRN's own
+  // (rope.h): the attention factor, with llama.cpp's correction when the factor is below 1.
+  RopeYarn yarn_, yarn_local_;
+  float rope_mscale_ = 1.0f;
   std::vector<float> logits_;
   ProductInput in_;  // the current section's input (and its quantized copy for the block types)
   bool capture_ = false;

@@ -253,8 +253,9 @@ static void check_base(const LoadedModel& m) {
   for (int l = 0; l < c.n_layers; l++)
     if (c.attn_of(l) != AttnKind::Softmax || c.window_of(l) != 0) no("layer " + std::to_string(l) + " uses linear or sliding-window attention");
   const ModelWeights& w = m.weights;
-  if (w.pos_embed || w.rope_factors || w.rope_factors_long || w.rope_factors_short || c.rope_attn_factor != 1.0f || w.final_norm_b)
-    no("it has position embeddings, RoPE factors or norm biases");
+  if (w.pos_embed || w.rope_factors || w.rope_factors_long || w.rope_factors_short || c.rope_attn_factor != 1.0f || c.rope_yarn ||
+      w.final_norm_b)
+    no("it has position embeddings, RoPE factors, YaRN scaling or norm biases");
   auto weight = [&](const Tensor& t, const std::string& name) {
     if (t.type != QType::F32 && t.type != QType::F16 && t.type != QType::BF16)
       no(name + " is stored as " + qtype_text(t.type) +

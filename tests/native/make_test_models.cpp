@@ -145,7 +145,15 @@ int main(int argc, char** argv) {
         {"phi3-longrope", spec("phi3", "", false, 22)},
         {"phi3-longrope-short", spec("phi3", "", false, 23)},
         {"gemma3", spec("gemma3", "", true, 24)},
+        {"qwen3-yarn", spec("qwen3", "qwen2", false, 25)},
     };
+    // Qwen3 with YaRN as its long-context files store it (factor 4 over a 2048-token original
+    // context, here 8192 in all): of the 8 RoPE pairs, pair 0 keeps its unscaled angle, pairs 1-3
+    // ramp between, 4-7 are scaled; cos and sin take 1 + 0.1 ln 4.
+    cases[14].spec.rope_yarn_factor = 4.0f;
+    cases[14].spec.yarn_orig_context = 2048;
+    cases[14].spec.context = 8192;
+    cases[14].spec.chat_template = kChatml;
     // Gemma 3 on seven layers (five local, window 8 and RoPE base 10000; one global, base 1e6 with
     // linear scaling 8; one local), SentencePiece plus its turn markers.
     cases[13].spec.spm = &spm;

@@ -452,6 +452,53 @@ TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
   expect_load_error(w.finish(), ErrorCode::BadTokenizer, "merge 0", true);
 }
 
+// YaRN as Qwen's long-context files store it: type, factor and original context are read, the
+// ramp and the magnitude each change the logits (so the llama.cpp comparison, qwen3-yarn in
+// tests/js/wllama.test.mjs, checks both), and the loader follows llama.cpp where a file leaves
+// things out: no factor scales nothing, no type is linear, an unknown type is refused by name.
+TEST(Arch, YarnIsReadAndEachPartActs) {
+  TestModelSpec s;
+  s.arch = "qwen3";
+  s.merges = 60;
+  s.context = 8192;
+  s.rope_yarn_factor = 4.0f;
+  s.yarn_orig_context = 2048;
+  const std::vector<uint8_t> file = write_test_model(s);
+  const LoadedModel m = load_model(blob_of(file));
+  EXPECT_TRUE(m.config.rope_yarn);
+  EXPECT_FLOAT_EQ(m.config.rope_freq_scale, 0.25f);
+  EXPECT_EQ(m.config.rope_orig_context, 2048);
+  LoadedModel lin = m;
+  lin.config.rope_yarn = false;  // linear scaling of every pair, no magnitude
+  EXPECT_GT(logit_change(m, lin), 0.05f) << "YaRN vs linear";
+  LoadedModel unscaled = m;
+  unscaled.config.rope_freq_scale = 1.0f;  // YaRN with factor 1: nothing to blend, magnitude 1
+  EXPECT_GT(logit_change(m, unscaled), 0.05f) << "the factor";
+  LoadedModel orig = m;
+  orig.config.rope_orig_context = 64;  // another correction range
+  EXPECT_GT(logit_change(m, orig), 1e-3f) << "the original context";
+  // Without the original context the model's own is the reference (8192 here).
+  LoadedModel own = m;
+  own.config.rope_orig_context = 0;
+  LoadedModel own8192 = m;
+  own8192.config.rope_orig_context = 8192;
+  EXPECT_EQ(logit_change(own, own8192), 0.0f);
+
+  // The loader where a file leaves things out, as llama.cpp reads it.
+  const LoadedModel no_factor = load_model(blob_of(patched(file, "rope.scaling.factor", "rope.scaling.facto_")));
+  EXPECT_TRUE(no_factor.config.rope_yarn);
+  EXPECT_FLOAT_EQ(no_factor.config.rope_freq_scale, 1.0f) << "no factor: nothing scaled";
+  TestModelSpec n = s;
+  n.rope_yarn_factor = 0;
+  n.rope_linear_factor = 4.0f;
+  const std::vector<uint8_t> linear = write_test_model(n);
+  const LoadedModel no_type = load_model(blob_of(patched(linear, "rope.scaling.type", "rope.scaling.typ_")));
+  EXPECT_FALSE(no_type.config.rope_yarn);
+  EXPECT_FLOAT_EQ(no_type.config.rope_freq_scale, 0.25f) << "no type: linear";
+  expect_load_error(patched(linear, BYTES("\x06\0\0\0\0\0\0\0linear"), BYTES("\x06\0\0\0\0\0\0\0dynami")), ErrorCode::Unsupported,
+                    "rope scaling 'dynami' is not supported yet (linear, yarn, longrope and none are)");
+}
+
 TEST(BadInputGguf, RandomCorruptionOfBpeModelsNeverCrashes) {
   std::mt19937 rng(777);
   for (const char* arch : {"gpt2", "qwen3"}) {

@@ -578,6 +578,50 @@ TEST(RopeKernel, AnglesMatchFormula) {
         }
 }
 
+// YaRN's correction range, worked by hand from d(b) = n_rot ln(orig / (2 pi b)) / (2 ln theta):
+// - n_rot 16, theta 1e6, orig 2048: d(32) = 16 ln(10.186) / 27.631 = 1.344 -> floor 1;
+//   d(1) = 16 ln(325.95) / 27.631 = 3.351 -> ceil 4.
+// - n_rot 128, theta 1e4, orig 4096 (Llama 2 shape): d(32) = 128 ln(20.372) / 18.421 = 20.94 ->
+//   20; d(1) = 128 ln(651.90) / 18.421 = 45.03 -> 46.
+// - orig 64, theta 1e4, n_rot 16: d(32) < 0 -> clamped to 0; orig 1e9: d(1) = 16 ln(1.59e8) /
+//   18.421 = 16.4 -> clamped to n_rot - 1 = 15.
+TEST(RopeKernel, YarnRangeMatchesWorkedValues) {
+  auto r = qkv::rope_yarn_range(16, 2048, 1e6f, 32.0f, 1.0f);
+  EXPECT_EQ(r.lo, 1.0f);
+  EXPECT_EQ(r.hi, 4.0f);
+  r = qkv::rope_yarn_range(128, 4096, 1e4f, 32.0f, 1.0f);
+  EXPECT_EQ(r.lo, 20.0f);
+  EXPECT_EQ(r.hi, 46.0f);
+  EXPECT_EQ(qkv::rope_yarn_range(16, 64, 1e4f, 32.0f, 1.0f).lo, 0.0f);
+  EXPECT_EQ(qkv::rope_yarn_range(16, 1000000000, 1e4f, 32.0f, 1.0f).hi, 15.0f);
+}
+
+// Below the range a pair keeps its unscaled angle, from hi on it takes the scaled one, between
+// the two blend linearly in the pair index; every cos and sin carries mscale (1 + 0.1 ln(1/fs)).
+TEST(RopeKernel, YarnBlendsScaledAndUnscaledAngles) {
+  const int n_rot = 16, half = n_rot / 2;
+  const float theta = 1e6f, fs = 0.25f, attn = 1.2f;
+  const qkv::RopeYarn y = qkv::rope_yarn_range(n_rot, 2048, theta, 32.0f, 1.0f);  // [1, 4]
+  const double mscale = attn * (1.0 + 0.1 * std::log(4.0));
+  for (int pos : {0, 1, 9, 50, 300}) {
+    std::vector<float> c(half), s(half), lin_c(half), lin_s(half);
+    qkv::rope_angles(c.data(), s.data(), n_rot, pos, theta, fs, nullptr, attn, &y);
+    qkv::rope_angles(lin_c.data(), lin_s.data(), n_rot, pos, theta, fs, nullptr, attn);
+    for (int p = 0; p < half; p++) {
+      SCOPED_TRACE("pos=" + std::to_string(pos) + " p=" + std::to_string(p));
+      const double freq = std::pow((double)theta, -2.0 * p / n_rot);
+      const double scaled = pos * fs * freq, unscaled = pos * freq;
+      const double w = p <= 1 ? 1.0 : p >= 4 ? 0.0 : (4.0 - p) / 3.0;  // weight of the unscaled angle
+      const double a = w * unscaled + (1 - w) * scaled;
+      const double atol = mscale * (kAngleRel * std::fabs(a) + kTrigAbs);
+      EXPECT_NEAR(c[p], mscale * std::cos(a), atol);
+      EXPECT_NEAR(s[p], mscale * std::sin(a), atol);
+      // Without YaRN: linear scaling of every pair and no extra magnitude.
+      EXPECT_NEAR(lin_c[p], attn * std::cos(scaled), attn * (kAngleRel * scaled + kTrigAbs));
+    }
+  }
+}
+
 struct RopeShape {
   int n_heads, head_dim, n_rot;
 };
