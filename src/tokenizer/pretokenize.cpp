@@ -200,13 +200,25 @@ int gpt2_cp_to_byte(uint32_t cp) {
   return cp < inverse.size() ? inverse[cp] : -1;
 }
 
-const char* pre_tokenizer_names() { return "gpt-2, default, llama-bpe (llama3, llama-v3), qwen2, smollm"; }
+// Names as llama.cpp maps them onto the same regexes (other families whose converters name the
+// same pre-tokenizer differently, e.g. Falcon 3's "falcon3" is Llama 3's, JetBrains Mellum's
+// "mellum" is GPT-2's).
+const char* pre_tokenizer_names() {
+  return "gpt-2 (phi-2, mellum, a.x-4.0, gigachat, jina-es, jina-de, jina-v2-es, jina-v2-de), default, "
+         "llama-bpe (llama3, llama-v3, falcon3, falcon-h1, pixtral, midm-2.0, lfm2), qwen2 (deepseek-r1-qwen, kormo), smollm";
+}
 
 PreTokenizer pre_tokenizer_from_name(const std::string& n) {
-  if (n == "gpt-2" || n == "gpt2" || n == "phi-2") return PreTokenizer::Gpt2;
+  auto any = [&](std::initializer_list<const char*> names) {
+    for (const char* m : names)
+      if (n == m) return true;
+    return false;
+  };
+  if (any({"gpt-2", "gpt2", "phi-2", "mellum", "a.x-4.0", "gigachat", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de"}))
+    return PreTokenizer::Gpt2;
   if (n == "default" || n.empty()) return PreTokenizer::Default;
-  if (n == "llama-bpe" || n == "llama3" || n == "llama-v3") return PreTokenizer::Llama3;
-  if (n == "qwen2" || n == "deepseek-r1-qwen") return PreTokenizer::Qwen2;
+  if (any({"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"})) return PreTokenizer::Llama3;
+  if (any({"qwen2", "deepseek-r1-qwen", "kormo"})) return PreTokenizer::Qwen2;
   if (n == "smollm") return PreTokenizer::Smollm;
   fail(ErrorCode::Unsupported,
        "GGUF pre-tokenizer '" + n + "' (tokenizer.ggml.pre) is not supported; supported: " + pre_tokenizer_names());

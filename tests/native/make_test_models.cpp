@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
         {"phi3-longrope-short", spec("phi3", "", false, 23)},
         {"gemma3", spec("gemma3", "", true, 24)},
         {"qwen3-yarn", spec("qwen3", "qwen2", false, 25)},
+        {"falcon3", spec("llama", "falcon3", true, 26)},  // Falcon 3: llama with its own name for Llama 3's pre-tokenizer
     };
     // Qwen3 with YaRN as its long-context files store it (factor 4 over a 2048-token original
     // context, here 8192 in all): of the 8 RoPE pairs, pair 0 keeps its unscaled angle, pairs 1-3

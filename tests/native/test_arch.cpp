@@ -60,6 +60,13 @@ TEST(PreTokenizer, UnicodeClassesAndNames) {
   EXPECT_EQ(unicode_class(0x1F642), 0);     // emoji: a symbol
   EXPECT_TRUE(unicode_is_space(0x3000));
   EXPECT_EQ(pre_tokenizer_from_name("llama-bpe"), PreTokenizer::Llama3);
+  // Other families' names for the same regexes, as llama.cpp maps them (falcon3 against
+  // llama.cpp itself: tests/js/wllama.test.mjs).
+  for (const char* n : {"falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "llama3", "llama-v3"})
+    EXPECT_EQ(pre_tokenizer_from_name(n), PreTokenizer::Llama3) << n;
+  for (const char* n : {"deepseek-r1-qwen", "kormo"}) EXPECT_EQ(pre_tokenizer_from_name(n), PreTokenizer::Qwen2) << n;
+  for (const char* n : {"phi-2", "mellum", "a.x-4.0", "gigachat", "jina-es", "jina-v2-de"})
+    EXPECT_EQ(pre_tokenizer_from_name(n), PreTokenizer::Gpt2) << n;
   try {
     pre_tokenizer_from_name("bloom");
     ADD_FAILURE();
