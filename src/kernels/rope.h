@@ -22,8 +22,9 @@ void rope_angles(float* cos_out, float* sin_out, int n_rot, int pos, float theta
 
 // The YaRN correction range for a model trained on orig_context positions: lo = floor(d(beta_fast)),
 // hi = ceil(d(beta_slow)), clamped to [0, n_rot - 1], where d(b) = n_rot ln(orig_context / (2 pi b))
-// / (2 ln theta) is the pair whose wavelength fits b turns into orig_context positions.
-RopeYarn rope_yarn_range(int n_rot, int orig_context, float theta, float beta_fast, float beta_slow);
+// / (2 ln theta) is the pair whose wavelength fits b turns into orig_context positions. The
+// betas default to llama.cpp's (32 and 1), the only ones it uses for the architectures qkv reads.
+RopeYarn rope_yarn_range(int n_rot, int orig_context, float theta, float beta_fast = 32.0f, float beta_slow = 1.0f);
 
 // x: (n_heads, head_dim). Only the first n_rot dims of each head rotate (n_rot even, <= head_dim).
 // Adjacent pairs (Llama, llama2.c):   (x[2p], x[2p+1])

@@ -70,9 +70,6 @@ void ModelConfig::validate() const {
     need(rope_theta > 0.0f, "rope theta must be positive");
     need(rope_attn_factor > 0.0f && rope_attn_factor < 1e3f, "rope attention factor must be in (0, 1000)");
     need(rope_orig_context >= 0, "rope original context must not be negative");
-    need(!rope_yarn || (rope_yarn_beta_fast > 0.0f && rope_yarn_beta_slow > 0.0f && rope_yarn_beta_fast < 1e6f &&
-                        rope_yarn_beta_slow < 1e6f),
-         "YaRN betas must be positive");
     need(!rope_yarn || rope_theta > 1.0f, "YaRN needs a rope theta above 1");
     need(!rope_yarn || (rope_freq_scale >= 0.01f && rope_freq_scale <= 100.0f), "YaRN scaling factor must be in [0.01, 100]");
     need(rope_theta_local >= 0.0f, "local rope theta must not be negative");

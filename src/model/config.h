@@ -45,10 +45,8 @@ struct ModelConfig {
   int rope_orig_context = 0;      // LongRoPE: contexts above this take the long factors; YaRN: the pre-extension context (0 = seq_len)
   // YaRN (rope.scaling.type yarn; Qwen 2.5/3 long-context files): the low frequencies take
   // rope_freq_scale, the high ones keep their unscaled angle, a ramp between (see rope.h's
-  // rope_yarn_range, with these betas and rope_orig_context), and cos and sin take
-  // 1 + 0.1 ln(1 / rope_freq_scale).
+  // rope_yarn_range, from rope_orig_context), and cos and sin take 1 + 0.1 ln(1 / rope_freq_scale).
   bool rope_yarn = false;
-  float rope_yarn_beta_fast = 32.0f, rope_yarn_beta_slow = 1.0f;
   // RoPE of the sliding-window layers where it differs from the others' (Gemma 3's local layers:
   // base 10000, unscaled, while its global layers take rope_theta and rope_freq_scale).
   // 0 = the same as every layer's.

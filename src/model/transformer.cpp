@@ -37,9 +37,8 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
     rope_factors_ = w.rope_factors ? w.rope_factors : ctx_ > orig && w.rope_factors_long ? w.rope_factors_long : w.rope_factors_short;
     rope_mscale_ = c.rope_attn_factor;
     if (c.rope_yarn) {
-      yarn_ = rope_yarn_range(c.rot_dims(), orig, c.rope_theta, c.rope_yarn_beta_fast, c.rope_yarn_beta_slow);
-      if (c.rope_theta_local > 0.0f)
-        yarn_local_ = rope_yarn_range(c.rot_dims(), orig, c.rope_theta_local, c.rope_yarn_beta_fast, c.rope_yarn_beta_slow);
+      yarn_ = rope_yarn_range(c.rot_dims(), orig, c.rope_theta);
+      if (c.rope_theta_local > 0.0f) yarn_local_ = rope_yarn_range(c.rot_dims(), orig, c.rope_theta_local);
       // rope_angles multiplies by 1 + 0.1 ln(1 / freq_scale); llama.cpp divides that back out
       // when the factor 1 / freq_scale is at most 1, so that only an extension scales.
       const float f = 1.0f / c.rope_freq_scale;
@@ -60,12 +59,7 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
     q_.resize((size_t)B * c.q_dim());
     hb_.resize((size_t)B * c.hidden_dim);
     hb2_.resize((size_t)B * c.hidden_dim);
-    rope_cos_.resize((size_t)B * (c.rot_dims() / 2 + 1));
-    rope_sin_.resize((size_t)B * (c.rot_dims() / 2 + 1));
-    if (c.rope_theta_local > 0.0f) {
-      rope_cos_local_.resize(rope_cos_.size());
-      rope_sin_local_.resize(rope_sin_.size());
-    }
+    size_rope_tables(B);
     logits_.resize(c.vocab_size);
   } catch (const std::bad_alloc&) {
     fail(ErrorCode::OutOfMemory, "not enough memory for the activations of this model");
@@ -159,6 +153,17 @@ const float* Transformer::forward(const int* tokens, int n, int pos, bool all_lo
   return all_logits ? logits_.data() + (size_t)(n - 1) * c.vocab_size : logits_.data();
 }
 
+void Transformer::size_rope_tables(int rows) {
+  const ModelConfig& c = m_.config;
+  const size_t n = (size_t)rows * (c.rot_dims() / 2 + 1);
+  rope_cos_.resize(n);
+  rope_sin_.resize(n);
+  if (c.rope_theta_local > 0.0f) {
+    rope_cos_local_.resize(n);
+    rope_sin_local_.resize(n);
+  }
+}
+
 void Transformer::reserve_rows(int rows) {
   if (rows <= rows_cap_ && kx_.size() >= (size_t)rows * m_.config.kv_dim()) return;
   const ModelConfig& c = m_.config;
@@ -172,12 +177,7 @@ void Transformer::reserve_rows(int rows) {
     hb2_.resize((size_t)R * c.hidden_dim);
     kx_.resize((size_t)R * c.kv_dim());
     vx_.resize((size_t)R * c.kv_dim());
-    rope_cos_.resize((size_t)R * (c.rot_dims() / 2 + 1));
-    rope_sin_.resize((size_t)R * (c.rot_dims() / 2 + 1));
-    if (c.rope_theta_local > 0.0f) {
-      rope_cos_local_.resize(rope_cos_.size());
-      rope_sin_local_.resize(rope_sin_.size());
-    }
+    size_rope_tables(R);
   } catch (const std::bad_alloc&) {
     fail(ErrorCode::OutOfMemory, "not enough memory for the activations of " + std::to_string(rows) + " tokens");
   }

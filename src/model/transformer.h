@@ -92,6 +92,7 @@ class Transformer {
   void norm(float* y, const float* x, const float* w, const float* b, int n_tok);
   void reserve_cache(int positions);
   void reserve_rows(int rows);  // activation buffers for `rows` tokens (encode)
+  void size_rope_tables(int rows);  // the cos/sin tables (and the local layers', if any) for `rows` tokens
 
   LoadedModel m_;
   int ctx_;

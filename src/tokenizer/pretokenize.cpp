@@ -200,26 +200,44 @@ int gpt2_cp_to_byte(uint32_t cp) {
   return cp < inverse.size() ? inverse[cp] : -1;
 }
 
-// Names as llama.cpp maps them onto the same regexes (other families whose converters name the
-// same pre-tokenizer differently, e.g. Falcon 3's "falcon3" is Llama 3's, JetBrains Mellum's
-// "mellum" is GPT-2's).
+// Each pre-tokenizer with the names llama.cpp maps onto its regex (the first is ours; others are
+// other families' names for the same one, e.g. Falcon 3's "falcon3" is Llama 3's).
+namespace {
+struct PreNames {
+  PreTokenizer kind;
+  std::vector<const char*> names;
+};
+const std::vector<PreNames>& pre_names() {
+  static const std::vector<PreNames> t = {
+      {PreTokenizer::Gpt2, {"gpt-2", "gpt2", "phi-2", "mellum", "a.x-4.0", "gigachat", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de"}},
+      {PreTokenizer::Default, {"default"}},
+      {PreTokenizer::Llama3, {"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"}},
+      {PreTokenizer::Qwen2, {"qwen2", "deepseek-r1-qwen", "kormo"}},
+      {PreTokenizer::Smollm, {"smollm"}},
+  };
+  return t;
+}
+}  // namespace
+
+// "gpt-2 (gpt2, phi-2, ...), default, llama-bpe (...), ..."
 const char* pre_tokenizer_names() {
-  return "gpt-2 (phi-2, mellum, a.x-4.0, gigachat, jina-es, jina-de, jina-v2-es, jina-v2-de), default, "
-         "llama-bpe (llama3, llama-v3, falcon3, falcon-h1, pixtral, midm-2.0, lfm2), qwen2 (deepseek-r1-qwen, kormo), smollm";
+  static const std::string text = [] {
+    std::string r;
+    for (const PreNames& p : pre_names()) {
+      r += (r.empty() ? "" : ", ") + std::string(p.names[0]);
+      for (size_t i = 1; i < p.names.size(); i++) r += (i == 1 ? " (" : ", ") + std::string(p.names[i]);
+      if (p.names.size() > 1) r += ")";
+    }
+    return r;
+  }();
+  return text.c_str();
 }
 
 PreTokenizer pre_tokenizer_from_name(const std::string& n) {
-  auto any = [&](std::initializer_list<const char*> names) {
-    for (const char* m : names)
-      if (n == m) return true;
-    return false;
-  };
-  if (any({"gpt-2", "gpt2", "phi-2", "mellum", "a.x-4.0", "gigachat", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de"}))
-    return PreTokenizer::Gpt2;
-  if (n == "default" || n.empty()) return PreTokenizer::Default;
-  if (any({"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"})) return PreTokenizer::Llama3;
-  if (any({"qwen2", "deepseek-r1-qwen", "kormo"})) return PreTokenizer::Qwen2;
-  if (n == "smollm") return PreTokenizer::Smollm;
+  if (n.empty()) return PreTokenizer::Default;
+  for (const PreNames& p : pre_names())
+    for (const char* m : p.names)
+      if (n == m) return p.kind;
   fail(ErrorCode::Unsupported,
        "GGUF pre-tokenizer '" + n + "' (tokenizer.ggml.pre) is not supported; supported: " + pre_tokenizer_names());
 }
