@@ -89,15 +89,20 @@ function qkvGreedy(model, ids, banned, n) {
 // margin falls below TIE about once in 400 steps, and the engines then pick either).
 const TIE = 0.005;
 const MAX_TIE_RATE = 0.08;
-// Block-quantized models (qkv quantize's output): llama.cpp quantizes the activations its own
-// way (Q8_K, one scale per 256, for K-quant weights; f16-rounded scales), qkv per 32 with float
-// scales, so logits differ by quantization noise, not float rounding: on these random models
-// qkv's own q8_0 and f32 files part at margins up to 0.1. A divergence there is a tie below
-// QTIE; what such a model must show is that llama.cpp decodes the blocks as qkv does: the
-// texts agree over at least QMIN_AGREED greedy steps in all (a misread block layout agrees on
-// none: every logit would differ).
-const QUANTIZED = new Set(['llama-q5_k']);
-const QTIE = 0.2;
+// Models stored in another type than f32 (qkv quantize's output, named ARCH-TYPE): llama.cpp
+// quantizes the activations its own way (Q8_K, one scale per 256, for K-quant weights; Q8_0 or
+// Q8_1 with f16-rounded scales for the 32-blocks; the activations rounded to f16 or bf16 for
+// those weights), qkv per 32 with float scales and f32 activations, so logits differ by
+// quantization noise, not float rounding. The 8-bit activations turn a float difference of one
+// ulp into a whole step where a value sits near a rounding boundary, and greedy decoding on these
+// random models then parts early: two qkv builds that differ only in how they round the
+// activations (half to even with f32 scales, against half away from zero with f16 scales, as
+// llama.cpp) give the same 24 tokens on only 2-5 of 10 prompts per model, parting at margins up
+// to 0.24 (Q4_0). A divergence below QTIE is that noise; what such a model must show is that
+// llama.cpp decodes the blocks as qkv does: the texts agree over at least QMIN_AGREED greedy
+// steps (a misread block layout agrees on none: every logit would differ).
+const isQuantized = (name) => /-(q[0-9]_[0-9k]|f16|bf16)$/.test(name);
+const QTIE = 0.3;
 const QMIN_AGREED = 40;
 
 test('llama.cpp conformance: token counts and greedy text of every architecture and tokenizer', { skip, timeout: 240000 }, async (t) => {
@@ -139,7 +144,7 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
       const { out } = await page.evaluate(([u, reqs]) => window.__wllama(u, reqs), [url, requests]);
       let same = 0, agreed = 0;
       prompts += out.length;
-      const quantized = QUANTIZED.has(name);
+      const quantized = isQuantized(name);
       out.forEach((r, i) => {
         const want = expected[i];
         const where = `${name} ${want.what}`;

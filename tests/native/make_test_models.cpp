@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
     struct Case {
       const char* name;
       TestModelSpec spec;
+      QType quant = QType::F32;  // other than F32: the file as `qkv quantize --type` writes it
     };
     auto spec = [](const char* arch, const char* pre, bool tied, uint32_t seed) {
       TestModelSpec s;
@@ -140,14 +141,33 @@ int main(int argc, char** argv) {
         {"smollm", spec("llama", "smollm", true, 17)},
         {"phi3", spec("phi3", "", false, 18)},
         {"gemma", spec("gemma", "", true, 19)},
-        {"llama-q5_k", spec("llama", "", false, 20)},
+        {"llama-q5_k", spec("llama", "", false, 20), QType::Q5_K},
         {"gemma2", spec("gemma2", "", true, 21)},
         {"phi3-longrope", spec("phi3", "", false, 22)},
         {"phi3-longrope-short", spec("phi3", "", false, 23)},
         {"gemma3", spec("gemma3", "", true, 24)},
         {"qwen3-yarn", spec("qwen3", "qwen2", false, 25)},
         {"falcon3", spec("llama", "falcon3", true, 26)},  // Falcon 3: llama with its own name for Llama 3's pre-tokenizer
+        // Every other stored type qkv writes, so that llama.cpp reads each block layout as qkv
+        // does (the K types on rows of 256; the 32-blocks also on BPE models with biases and
+        // with GPT-2's fused QKV and learned positions).
+        {"llama-q8_0", spec("llama", "", false, 27), QType::Q8_0},
+        {"llama-q4_0", spec("llama", "", true, 28), QType::Q4_0},
+        {"llama-q4_k", spec("llama", "", false, 29), QType::Q4_K},
+        {"llama-f16", spec("llama", "", false, 30), QType::F16},
+        {"llama-bf16", spec("llama", "", true, 31), QType::BF16},
+        {"qwen2-q4_1", spec("qwen2", "qwen2", true, 32), QType::Q4_1},
+        {"gpt2-q5_0", spec("gpt2", "gpt-2", false, 33), QType::Q5_0},
+        {"qwen3-q5_1", spec("qwen3", "qwen2", false, 34), QType::Q5_1},
     };
+    // The quantized llama models: rows of 256, so that the K types write real Q4_K, Q5_K and
+    // Q6_K blocks.
+    for (int i : {9, 16, 17, 18, 19, 20}) {
+      cases[i].spec.spm = &spm;
+      cases[i].spec.dim = 256;
+      cases[i].spec.hidden = 512;
+      cases[i].spec.layers = 3;
+    }
     // Qwen3 with YaRN as its long-context files store it (factor 4 over a 2048-token original
     // context, here 8192 in all): of the 8 RoPE pairs, pair 0 keeps its unscaled angle, pairs 1-3
     // ramp between, 4-7 are scaled; cos and sin take 1 + 0.1 ln 4.
@@ -178,11 +198,6 @@ int main(int argc, char** argv) {
     cases[8].spec.spm = &spm;  // Gemma: SentencePiece plus its turn markers, tied classifier
     cases[8].spec.spm_specials = {"<start_of_turn>", "<end_of_turn>"};
     cases[8].spec.chat_template = kGemma;
-    // Rows of 256 so that `qkv quantize --type q5_k` writes real Q5_K and Q6_K blocks.
-    cases[9].spec.spm = &spm;
-    cases[9].spec.dim = 256;
-    cases[9].spec.hidden = 512;
-    cases[9].spec.layers = 3;
     cases[7].spec.spm = &spm;  // Phi-3: SentencePiece plus its turn markers, whose trailing whitespace llama.cpp strips
     cases[7].spec.spm_specials = {"<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>", "<s>", "</s>"};
     cases[7].spec.name = "qkv test Phi-3";
@@ -198,8 +213,8 @@ int main(int argc, char** argv) {
     std::string list = "[";
     for (const Case& c : cases) {
       std::vector<uint8_t> bytes = write_test_model(c.spec);
-      if (std::string(c.name) == "llama-q5_k")
-        bytes = quantize_gguf(GgufFile::parse(std::make_shared<VectorBlob>(std::move(bytes))), QType::Q5_K).bytes;
+      if (c.quant != QType::F32)
+        bytes = quantize_gguf(GgufFile::parse(std::make_shared<VectorBlob>(std::move(bytes))), c.quant).bytes;
       const std::string path = out + "/" + c.name + ".gguf";
       FILE* f = fopen(path.c_str(), "wb");
       if (!f || fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) fail(ErrorCode::Io, "cannot write " + path);
