@@ -267,9 +267,10 @@ class JsModel {
     o.set("addBos", tok_ ? tok_->add_bos() : true);
     o.set("tokenizer", std::string(!tok_ ? "none" : tok_->is_bpe() ? "bpe" : tok_->is_wordpiece() ? "wordpiece" : "sentencepiece"));
     embed_info(c, o);
-    const ChatTemplate ct = detect_chat_template(tok_ ? tok_->chat_template() : std::string());
+    const ChatTemplate ct = chat_template_of(tok_.get());
     o.set("chatFormat", std::string(chat_format_name(ct.format)));
     o.set("chatFormatGuessed", ct.guessed);
+    o.set("chatTemplate", std::string(ct.jinja_ok ? "jinja" : ct.jinja.empty() ? "none" : "builtin"));
     return o;
   }
 
@@ -293,7 +294,7 @@ class JsModel {
           fail(ErrorCode::BadArgument, "chat message " + std::to_string(i) + " must be {role: string, content: string}");
         msgs.push_back({m["role"].as<std::string>(), m["content"].as<std::string>()});
       }
-      return render_chat(detect_chat_template(tok_ ? tok_->chat_template() : std::string()), msgs, add_generation_prompt);
+      return render_chat(chat_template_of(tok_.get()), msgs, add_generation_prompt);
     });
   }
   // The bytes of token `id` following `prev` (may be part of a UTF-8 character).

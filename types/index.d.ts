@@ -151,7 +151,10 @@ export interface AttentionMap {
   probs: Float32Array;
 }
 
-/** Chat formats qkv renders by hand (detected from the GGUF's Jinja chat template). */
+/**
+ * Chat formats qkv can render without running the template (recognized from the GGUF's Jinja
+ * chat template; used when the template itself cannot be run, see ModelInfo.chatTemplate).
+ */
 export type ChatFormat = 'chatml' | 'llama3' | 'llama2' | 'gemma' | 'phi3';
 
 /** One turn of a conversation for chat(). */
@@ -193,10 +196,19 @@ export interface ModelInfo {
   encoder: boolean;
   /** The pooling embed() uses when not told otherwise (GGUF `*.pooling_type`; mean if none). */
   pooling: EmbedPooling;
-  /** Chat format chat() renders, recognized from the model's tokenizer.chat_template. */
+  /** Chat format recognized from the model's tokenizer.chat_template (the built-in rendering). */
   chatFormat: ChatFormat;
-  /** True when the model has no chat template qkv recognizes and chat() falls back to ChatML. */
+  /**
+   * True when chat() can neither run the model's template nor recognize its format (or there
+   * is no template) and falls back to ChatML.
+   */
   chatFormatGuessed: boolean;
+  /**
+   * How chat() renders a conversation: 'jinja' runs the model's own template (qkv's Jinja
+   * subset, byte-identical to Jinja2 / Hugging Face for what it supports), 'builtin' renders
+   * chatFormat by hand (the template uses Jinja that the subset lacks), 'none' (no template).
+   */
+  chatTemplate: 'jinja' | 'builtin' | 'none';
   threads: number;
   /** The kernels' instruction set: 'wasm' (SIMD128) or 'wasm-relaxed' (relaxed SIMD); natively e.g. 'avx512bw'. */
   simd: string;

@@ -43,7 +43,7 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
     std::vector<ChatMessage> msgs;
     if (!opt.system.empty()) msgs.push_back({"system", opt.system});
     msgs.push_back({"user", opt.prompt});
-    prompt = tok.encode(render_chat(detect_chat_template(tok.chat_template()), msgs, true), true, false, true);
+    prompt = tok.encode(render_chat(chat_template_of(&tok), msgs, true), true, false, true);
   } else {
     prompt = tok.encode(opt.prompt, true, false);
   }

@@ -247,6 +247,7 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     };
     std::map<std::string, uint32_t> id;
     for (const char* sp : kSpecials) id[sp] = special(sp);
+    for (const std::string& sp : s.bpe_specials) special(sp.c_str());
     V = (int)bpe.tokens.size();
     const bool llama3 = pre == PreTokenizer::Llama3;
     w.add_string("tokenizer.ggml.model", "gpt2");

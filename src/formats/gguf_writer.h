@@ -74,6 +74,7 @@ struct TestModelSpec {
   std::string pre = "gpt-2";   // BPE pre-tokenizer name (tokenizer.ggml.pre); unused with spm
   const Tokenizer* spm = nullptr;  // a SentencePiece vocabulary to embed instead of a learned BPE one
   std::vector<std::string> spm_specials;  // control tokens appended to it
+  std::vector<std::string> bpe_specials;  // control tokens appended to a learned BPE vocabulary (after the fixed ones)
   std::string name;  // general.name ("qkv test ARCH" if empty)
   int dim = 64, hidden = 96, layers = 2, heads = 4, kv_heads = 2, context = 256;
   int merges = 320;  // BPE merges learned from the built-in corpus

@@ -2,6 +2,8 @@
 #include "chat.h"
 
 #include "../common.h"
+#include "jinja.h"
+#include "tokenizer.h"
 
 namespace qkv {
 
@@ -27,7 +29,49 @@ const char* chat_format_name(ChatFormat f) {
   return "?";
 }
 
-ChatTemplate detect_chat_template(const std::string& j) {
+namespace {
+std::string render_jinja(const ChatTemplate& t, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  JinjaChatInput in;
+  for (const ChatMessage& m : messages) in.messages.push_back({m.role, m.content});
+  in.add_generation_prompt = add_generation_prompt;
+  in.bos_token = t.bos_token;
+  in.eos_token = t.eos_token;
+  std::string o = render_jinja_chat(t.jinja, in);
+  const std::string &b = t.bos_token, &e = t.eos_token;
+  if (t.add_bos && !b.empty() && o.compare(0, b.size(), b) == 0) o.erase(0, b.size());
+  if (t.add_eos && !e.empty() && o.size() >= e.size() && o.compare(o.size() - e.size(), e.size(), e) == 0) o.erase(o.size() - e.size());
+  return o;
+}
+}  // namespace
+
+ChatTemplate detect_chat_template(const std::string& j, const std::string& bos_token, const std::string& eos_token, bool add_bos,
+                                  bool add_eos) {
+  ChatTemplate t = detect_chat_format(j);
+  t.format_known = !t.guessed;
+  t.jinja = j;
+  t.bos_token = bos_token;
+  t.eos_token = eos_token;
+  t.add_bos = add_bos;
+  t.add_eos = add_eos;
+  if (!j.empty()) {
+    try {  // a template that runs, and whose output carries every message's text
+      const std::string o = render_jinja(t, {{"user", "Hi7"}, {"assistant", "Hello8."}, {"user", "Bye9"}}, true);
+      t.jinja_ok = o.find("Hi7") != std::string::npos && o.find("Hello8.") != std::string::npos && o.find("Bye9") != std::string::npos;
+    } catch (const Error&) {
+      t.jinja_ok = false;
+    }
+    if (t.jinja_ok) t.guessed = false;
+  }
+  return t;
+}
+
+ChatTemplate chat_template_of(const Tokenizer* tok) {
+  if (!tok) return detect_chat_template("");
+  auto text = [&](int id) { return id >= 0 && id < tok->vocab_size() ? tok->piece(id) : std::string(); };
+  return detect_chat_template(tok->chat_template(), text(tok->bos_id()), text(tok->eos_id()), tok->add_bos(), tok->add_eos());
+}
+
+ChatTemplate detect_chat_format(const std::string& j) {
   ChatTemplate t;
   t.guessed = false;
   if (has(j, "<|im_start|>")) {
@@ -54,6 +98,15 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
   for (const ChatMessage& m : messages)
     if (m.role != "system" && m.role != "user" && m.role != "assistant")
       fail(ErrorCode::BadArgument, "chat message role '" + m.role + "' is not system, user or assistant");
+  if (t.jinja_ok) {
+    try {
+      return render_jinja(t, messages, add_generation_prompt);
+    } catch (const Error&) {
+      // A recognized format renders what its template refused (say, a system message that a
+      // Gemma template raises on); an unknown template's refusal is the caller's error.
+      if (!t.format_known) throw;
+    }
+  }
   std::string o;
   switch (t.format) {
     case ChatFormat::ChatML:

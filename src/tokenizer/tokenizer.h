@@ -60,6 +60,7 @@ class Tokenizer {
   bool is_unigram() const { return (bool)ugm_; }
   bool is_wordpiece() const { return wpm_; }
   bool add_bos() const { return add_bos_; }
+  bool add_eos() const { return add_eos_; }
   bool is_eog(int id) const;
   const std::vector<int>& eog_ids() const { return eog_; }
   int token_type(int id) const { return id >= 0 && id < vocab_size() && !types_.empty() ? types_[id] : kTokNormal; }

@@ -26,6 +26,7 @@
 #include "formats/quantize.h"
 #include "model/encdec.h"
 #include "model/transformer.h"
+#include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace qkv;
@@ -165,6 +166,17 @@ std::vector<uint8_t> tiny_gguf(QType type, bool with_tensors) {
 }
 
 void write_seeds(const std::string& dir) {
+  // Chat templates (the bytes are also run as one).
+  auto text = [](const char* t) { return std::vector<uint8_t>(t, t + strlen(t)); };
+  write(dir + "/template-chatml.jinja",
+        text("{%- if messages[0]['role'] != 'system' %}{{- '<|im_start|>system\nHelpful.<|im_end|>\n' }}{%- endif %}\n"
+             "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\n' + m.content | trim + '<|im_end|>\n' }}{%- endfor %}\n"
+             "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"));
+  write(dir + "/template-ns.jinja",
+        text("{% set ns = namespace(s='', n=0) %}{% for m in messages if m.role != 'x' %}{% set ns.n = ns.n + 1 %}"
+             "{% if (m.role == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('alternate') }}{% endif %}"
+             "{{ bos_token ~ m.content.split('</think>')[-1][::-1] | upper }}{{ loop.length if loop.last else '' }}{% else %}none"
+             "{% endfor %}{{ [1, 2][1:] | tojson }}{{ {'a': none}.get('a') is none }}{{ range(3) | join(',') }}{{ strftime_now('%Y') }}"));
   write(dir + "/tiny-meta-only.gguf", tiny_gguf(QType::F32, false));
   write(dir + "/tiny-f32.gguf", tiny_gguf(QType::F32, true));
   write(dir + "/tiny-q8_0.gguf", tiny_gguf(QType::Q8_0, true));
@@ -238,6 +250,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const Error&) {
   }
   if (!looks_like_gguf(data, size)) {
+    try {  // the bytes as a chat template (tokenizer.chat_template is untrusted text too)
+      const ChatTemplate ct = detect_chat_template(std::string(reinterpret_cast<const char*>(data), size), "<s>", "</s>", true, false);
+      render_chat(ct, {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}}, true);
+    } catch (const Error&) {
+    }
     try {
       Tokenizer t = Tokenizer::from_llama2c(data, size, kVocab);
       std::vector<int> ids = t.encode("I dream of a cat \xE2\x82\xAC", true, true);

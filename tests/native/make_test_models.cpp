@@ -15,6 +15,7 @@
 #include "formats/gguf_writer.h"
 #include "formats/quantize.h"
 #include "tokenizer/tokenizer.h"
+#include "chat_templates.h"
 
 using namespace qkv;
 
@@ -159,7 +160,23 @@ int main(int argc, char** argv) {
         {"qwen2-q4_1", spec("qwen2", "qwen2", true, 32), QType::Q4_1},
         {"gpt2-q5_0", spec("gpt2", "gpt-2", false, 33), QType::Q5_0},
         {"qwen3-q5_1", spec("qwen3", "qwen2", false, 34), QType::Q5_1},
+        // Chat templates that only run as Jinja (see above).
+        {"tinyllama-zephyr", spec("llama", "", true, 40)},
+        {"qwen2-default-system", spec("qwen2", "qwen2", true, 36)},
+        {"llama3-dated", spec("llama", "llama-bpe", true, 37)},
+        {"deepseek-r1-qwen", spec("qwen2", "deepseek-r1-qwen", true, 38)},
+        {"mistral-v7", spec("llama", "", false, 39)},
     };
+    cases[24].spec.spm = &spm;
+    cases[24].spec.spm_specials = {"<|user|>", "<|assistant|>", "<|system|>"};
+    cases[24].spec.chat_template = kZephyr;
+    cases[25].spec.chat_template = kChatmlDefaultSystem;
+    cases[26].spec.chat_template = kLlama3Dated;
+    cases[27].spec.bpe_specials = {"<\xef\xbd\x9c" "User\xef\xbd\x9c>", "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"};
+    cases[27].spec.chat_template = kDeepSeekR1;
+    cases[28].spec.spm = &spm;
+    cases[28].spec.spm_specials = {"[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"};
+    cases[28].spec.chat_template = kMistralV7;
     // The quantized llama models: rows of 256, so that the K types write real Q4_K, Q5_K and
     // Q6_K blocks.
     for (int i : {9, 16, 17, 18, 19, 20}) {

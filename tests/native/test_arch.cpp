@@ -146,31 +146,35 @@ TEST(BpeTokenizer, IgnoreMergesTakesVocabularyWordsWhole) {
   EXPECT_EQ(without.encode("ab", false, false), (std::vector<int>{'a', 'b'}));
 }
 
+// The built-in renderings of the recognized formats (used when the Jinja subset cannot run a
+// template), as llama.cpp's built-in formats render them.
 TEST(ChatTemplates, DetectedAndRenderedAsLlamaCppRendersThem) {
   std::vector<ChatMessage> m = {{"system", "Be brief."}, {"user", " Hi "}, {"assistant", "Hello."}, {"user", "Bye"}};
-  ChatTemplate chatml = detect_chat_template("{% for m in messages %}<|im_start|>{{ m.role }}...");
+  ChatTemplate chatml = detect_chat_format("{% for m in messages %}<|im_start|>{{ m.role }}...");
   EXPECT_EQ(chatml.format, ChatFormat::ChatML);
   EXPECT_FALSE(chatml.guessed);
   EXPECT_EQ(render_chat(chatml, m, true),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi <|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
             "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
-  ChatTemplate l3 = detect_chat_template("{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}...<|eot_id|>");
+  ChatTemplate l3 = detect_chat_format("{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}...<|eot_id|>");
   EXPECT_EQ(l3.format, ChatFormat::Llama3);
   EXPECT_EQ(render_chat(l3, {{"user", " Hi "}}, true),
             "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-  ChatTemplate gemma = detect_chat_template("<start_of_turn>{{ role }}");
+  ChatTemplate gemma = detect_chat_format("<start_of_turn>{{ role }}");
   EXPECT_EQ(render_chat(gemma, {{"system", "Be brief."}, {"user", "Hi"}}, true),
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
-  ChatTemplate l2 = detect_chat_template("{{ bos_token + '[INST] ' }} <<SYS>> {{ content.strip() }}");
+  ChatTemplate l2 = detect_chat_format("{{ bos_token + '[INST] ' }} <<SYS>> {{ content.strip() }}");
   EXPECT_EQ(l2.format, ChatFormat::Llama2);
   EXPECT_EQ(render_chat(l2, m, true), "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]Hello.</s><s>[INST] Bye [/INST]");
-  ChatTemplate phi3 = detect_chat_template("{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n'}}");
+  ChatTemplate phi3 = detect_chat_format("{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n'}}");
   EXPECT_EQ(phi3.format, ChatFormat::Phi3);
   EXPECT_EQ(render_chat(phi3, {{"user", "Hi"}}, true), "<|user|>\nHi<|end|>\n<|assistant|>\n");
-  ChatTemplate unknown = detect_chat_template("{{ messages }}");
+  ChatTemplate unknown = detect_chat_format("{{ messages }}");
   EXPECT_TRUE(unknown.guessed);
   EXPECT_EQ(unknown.format, ChatFormat::ChatML);
   EXPECT_TRUE(detect_chat_template("").guessed);
+  // An unknown template that the Jinja subset cannot run either: ChatML is a guess.
+  EXPECT_TRUE(detect_chat_template("{% macro turn(m) %}{{ m }}{% endmacro %}{{ messages }}").guessed);
   try {
     render_chat(chatml, {{"tool", "x"}}, true);
     ADD_FAILURE();

@@ -23,7 +23,7 @@ window.__wllama = async (modelUrl, requests, verbose = false) => {
       };
       try {
         const res = r.messages
-          ? await w.createChatCompletion({ ...common, messages: r.messages })
+          ? await w.createChatCompletion({ ...common, messages: r.messages, reasoning_format: 'none' })
           : await w.createCompletion({ ...common, prompt: r.prompt });
         out.push({ raw: JSON.parse(JSON.stringify(res)) });
       } catch (e) {

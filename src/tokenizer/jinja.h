@@ -1,0 +1,41 @@
+// A small Jinja interpreter for chat templates (tokenizer.chat_template), so that chat prompts
+// come out as the model's own template writes them, which is what llama.cpp (through its Jinja
+// engine) and Hugging Face render. It covers what chat templates use:
+//   - text, {{ expressions }}, {% statements %}, {# comments #}, the '-' whitespace controls, and
+//     trim_blocks / lstrip_blocks as Hugging Face sets them;
+//   - for (with loop.index/index0/first/last/length/revindex, an 'if' filter, two-name unpacking
+//     and else), if / elif / else, set (also ns.attr = ...), namespace(), range(), raise_exception(),
+//     strftime_now();
+//   - literals (strings, numbers, true/false/none, lists, dicts), attributes and subscripts,
+//     slices, + - * / // % ~, comparisons, in / not in, and / or / not, a if b else c;
+//   - filters trim, length, count, upper, lower, capitalize, title, string, int, float, first,
+//     last, join, default, tojson, list, reverse, replace, safe, items; tests defined, undefined,
+//     none, string, number, integer, float, boolean, mapping, iterable, sequence, true, false,
+//     odd, even, eq;
+//   - string methods strip, lstrip, rstrip, split, startswith, endswith, upper, lower, replace,
+//     title, capitalize, find; dict methods get, items, keys, values.
+// Anything else (macros, call blocks, other filters) is refused with ErrorCode::Unsupported,
+// so that a caller can fall back to a built-in rendering; raise_exception() in a template gives
+// ErrorCode::BadArgument with the template's message. Output and work are bounded, so a hostile
+// template fails cleanly instead of running away.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace qkv {
+
+struct JinjaMessage {
+  std::string role, content;
+};
+
+struct JinjaChatInput {
+  std::vector<JinjaMessage> messages;
+  bool add_generation_prompt = true;
+  std::string bos_token, eos_token;
+};
+
+// Renders a chat template with messages, add_generation_prompt, bos_token, eos_token and the
+// functions above defined (tools and the like are undefined).
+std::string render_jinja_chat(const std::string& tmpl, const JinjaChatInput& in);
+
+}  // namespace qkv

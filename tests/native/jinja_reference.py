@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Reference renderings of chat templates for tests/native/test_jinja.cpp: Jinja2 set up as
+Hugging Face's apply_chat_template sets it up (trim_blocks, lstrip_blocks, loop controls,
+raise_exception, strftime_now). Reads JSON cases from stdin:
+  [{"template": str, "messages": [{"role", "content"}], "add_generation_prompt": bool,
+    "bos_token": str, "eos_token": str}, ...]
+and writes, per case, "OK <bytes>\\n<rendered UTF-8>" or "ERR\\n"."""
+import json
+import sys
+from datetime import datetime
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+def raise_exception(message):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def strftime_now(fmt):
+    return datetime.now().strftime(fmt)
+
+
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    # Hugging Face's: json.dumps, not Jinja2's HTML-safe one
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+env.globals["raise_exception"] = raise_exception
+env.globals["strftime_now"] = strftime_now
+env.filters["tojson"] = tojson
+out = sys.stdout.buffer
+for case in json.load(sys.stdin):
+    try:
+        text = env.from_string(case["template"]).render(
+            messages=case["messages"], add_generation_prompt=case["add_generation_prompt"],
+            bos_token=case["bos_token"], eos_token=case["eos_token"])
+        data = text.encode("utf-8")
+        out.write(b"OK %d\n" % len(data) + data)
+    except Exception:  # the template refused (raise_exception) or is malformed
+        out.write(b"ERR\n")
+out.flush()

@@ -1,0 +1,261 @@
+// The chat-template Jinja subset (src/tokenizer/jinja.h) against Jinja2 itself, set up as
+// Hugging Face's apply_chat_template sets it up (tests/native/jinja_reference.py): every
+// template below, in the styles of the popular models' templates and a few that exercise the
+// language, is rendered with every conversation by both, and the texts must be byte-identical
+// (a template that raises in Jinja2 must raise in qkv). Then what the chat layer does with the
+// result, and hostile templates.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/jinja.h"
+#include "chat_templates.h"
+
+using namespace qkv;
+
+namespace {
+
+const char* const kTemplates[] = {
+    kChatmlDefaultSystem, kLlama3Dated, kZephyr, kDeepSeekR1, kMistralV7,
+    // Gemma style: the system text folded into the first user turn, roles must alternate.
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set first = messages[0]['content'] + '\\n\\n' %}"
+    "{% set turns = messages[1:] %}{% else %}{% set first = '' %}{% set turns = messages %}{% endif %}"
+    "{% for message in turns %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant') }}{% endif %}"
+    "{% if message['role'] == 'assistant' %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
+    "{{ '<start_of_turn>' + role + '\\n' + (first if loop.first else '') + message['content'] | trim + '<end_of_turn>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}",
+    // Llama 2 style: <<SYS>> inside the first user turn, strip(), BOS and EOS per exchange.
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}"
+    "{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('roles must alternate') }}{% endif %}"
+    "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
+    "{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}"
+    "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+    "{{ ' ' + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}",
+    // Falcon 3 style.
+    "{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\\n' + message['content'] + '\\n' }}"
+    "{% elif message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + '\\n' }}{% elif message['role'] == 'assistant' %}"
+    "{% if not loop.last %}{{ '<|assistant|>\\n' + message['content'] + eos_token + '\\n' }}{% else %}"
+    "{{ '<|assistant|>\\n' + message['content'] + eos_token }}{% endif %}{% endif %}"
+    "{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}{% endfor %}",
+    // The language: filters, tests, operators, methods, loop variables, for-else, literals.
+    "{#- a comment -#}\n"
+    "{%- set n = messages | length -%}\n"
+    "{{ n }} messages; last role {{ (messages | last).role | upper }}; first {{ messages[0].content[:3] }}|\n"
+    "{% for m in messages if m.role != 'system' -%}\n"
+    "  [{{ loop.index }}/{{ loop.length }}{{ '*' if loop.first }}{{ '!' if loop.last else '' }}{{ loop.revindex0 }}] "
+    "{{ m.role | capitalize }}: {{ m.content | replace('o', '0') | trim }}\n"
+    "{% else %}\n"
+    "  (no turns)\n"
+    "{% endfor -%}\n"
+    "{{ [1, 2, 3] | join('-') }} {{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 2 * 3 + 1 }} {{ 'ab' ~ 3 }} {{ 1.5 + 1 }} {{ 10 / 4 }}\n"
+    "{{ none is none }} {{ undefined_thing is defined }} {{ 'x' in 'xyz' }} {{ 3 not in [1, 2] }} {{ {'a': 1, 'b': 'c\"d'} | tojson }}\n"
+    "{{ true and 'yes' or 'no' }} {{ 0 or '' or 'last' }} {{ not messages }} {{ 'Hello World'.lower() }} {{ ' pad '.strip() }}|\n"
+    "{{ 'a,b,,c'.split(',') }} {{ ' x y  z '.split() }} {{ 'abc'[::-1] }} {{ [1, 2, 3, 4][1:3] }} {{ messages[-1]['content'] | default('none') }}\n"
+    "{{ nothing | default('dflt') }} {{ 'it''s' }} {{ \"q'uote\" }} {{ 'abc'.startswith('ab') }} {{ 'abc'.endswith('x') }} {{ 'a b'.title() }}\n"
+    "{{ range(3) | list }} {{ 3 is odd }} {{ 4 is even }} {{ 'x' is string }} {{ 1 is number }} {{ {'k': 2}.get('k') }} {{ {'k': 2}.get('z', 9) }}\n"
+    "{%- for k, v in {'one': 1, 'two': 2}.items() %} {{ k }}={{ v }}{% endfor %}\n"
+    "{{ messages | map(attribute='role') | list if false else 'skip' }} {{ 5 > 3 and 2 <= 2 }} {{ [1] + [2] }} {{ 'ab' * 2 }} {{ 1 == 1.0 }}\n"
+    "{%- if add_generation_prompt %}\n"
+    ">>>\n"
+    "{%- endif %}",
+    // Whitespace control in every combination.
+    "  {% if true %}\n"
+    "    indented text\n"
+    "  {% endif %}\n"
+    "{%- for m in messages %}\n"
+    "{{- m.role -}}\n"
+    "  :  {{ m.content }}\n"
+    "{% endfor %}\n"
+    "end {{- '  x  ' -}} !\n"
+    "    {%+ if true %}kept{% endif %}\n"
+    "\t{# a comment on its own line #}\n"
+    "tail {% if add_generation_prompt -%}   \n\n  go{%- endif %}",
+};
+
+const std::vector<std::vector<JinjaMessage>> kConversations = {
+    {{"system", "Be brief."}, {"user", "  Hi there!  "}, {"assistant", "Hello.\nHow can I help?"}, {"user", "Tell me a story."}},
+    {{"user", "Hello!"}},
+    {{"user", "2 + 2?"}, {"assistant", "<think>easy: 4</think>The answer is 4."}, {"user", "日本語で 🙂 and café"}},
+    {{"user", "one"}, {"user", "two"}},
+    {{"system", ""}, {"user", ""}, {"assistant", "o"}},
+};
+
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += (char)c;
+    else if (c < 0x20) {
+      char b[8];
+      snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else {
+      o += (char)c;
+    }
+  }
+  return o + "\"";
+}
+
+struct Case {
+  const char* tmpl;
+  const std::vector<JinjaMessage>* msgs;
+  bool gen;
+};
+
+// Jinja2's renderings (empty optional: it raised), or a skip reason.
+bool reference(const std::vector<Case>& cases, const std::string& bos, const std::string& eos, std::vector<std::pair<bool, std::string>>* out,
+               std::string* why) {
+  const std::string in = testing::TempDir() + "qkv_jinja_in.json", res = testing::TempDir() + "qkv_jinja_out.bin";
+  {
+    std::ofstream f(in, std::ios::binary);
+    f << "[";
+    for (size_t i = 0; i < cases.size(); i++) {
+      f << (i ? "," : "") << "{\"template\":" << json_str(cases[i].tmpl) << ",\"messages\":[";
+      for (size_t k = 0; k < cases[i].msgs->size(); k++)
+        f << (k ? "," : "") << "{\"role\":" << json_str((*cases[i].msgs)[k].role) << ",\"content\":" << json_str((*cases[i].msgs)[k].content) << "}";
+      f << "],\"add_generation_prompt\":" << (cases[i].gen ? "true" : "false") << ",\"bos_token\":" << json_str(bos)
+        << ",\"eos_token\":" << json_str(eos) << "}";
+    }
+    f << "]";
+  }
+  const std::string cmd = "python3 '" QKV_SOURCE_DIR "/tests/native/jinja_reference.py' < '" + in + "' > '" + res + "'";
+  if (std::system(cmd.c_str()) != 0) {
+    *why = "python3 with jinja2 is not available (scripts/setup.sh installs python3-jinja2)";
+    return false;
+  }
+  std::ifstream f(res, std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t p = 0;
+  for (size_t i = 0; i < cases.size(); i++) {
+    const size_t nl = all.find('\n', p);
+    if (nl == std::string::npos) {
+      *why = "short reference output";
+      return false;
+    }
+    const std::string head = all.substr(p, nl - p);
+    p = nl + 1;
+    if (head == "ERR") {
+      out->push_back({false, ""});
+      continue;
+    }
+    const size_t n = std::stoul(head.substr(3));
+    out->push_back({true, all.substr(p, n)});
+    p += n;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(Jinja, RendersAsJinja2Does) {
+  std::vector<Case> cases;
+  for (const char* t : kTemplates)
+    for (const auto& c : kConversations)
+      for (bool gen : {true, false}) cases.push_back({t, &c, gen});
+  std::vector<std::pair<bool, std::string>> want;
+  std::string why;
+  // Python's jinja2 is the reference; scripts/setup.sh installs it, so CI always compares.
+  if (!reference(cases, "<s>", "</s>", &want, &why)) GTEST_SKIP() << why;
+  ASSERT_EQ(want.size(), cases.size());
+  int raised = 0;
+  for (size_t i = 0; i < cases.size(); i++) {
+    const Case& c = cases[i];
+    JinjaChatInput in;
+    in.messages = *c.msgs;
+    in.add_generation_prompt = c.gen;
+    in.bos_token = "<s>";
+    in.eos_token = "</s>";
+    const std::string where = "template " + std::to_string(i / (2 * kConversations.size())) + ", conversation " +
+                              std::to_string(i / 2 % kConversations.size()) + (c.gen ? ", generation prompt" : "");
+    if (!want[i].first) {
+      raised++;
+      try {
+        render_jinja_chat(c.tmpl, in);
+        ADD_FAILURE() << where << ": Jinja2 raised, qkv rendered";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::BadArgument) << where << ": " << e.what();
+      }
+      continue;
+    }
+    try {
+      EXPECT_EQ(render_jinja_chat(c.tmpl, in), want[i].second) << where;
+    } catch (const Error& e) {
+      ADD_FAILURE() << where << ": " << e.what();
+    }
+  }
+  EXPECT_GT(raised, 0);  // the alternation checks fired where Jinja2's did
+}
+
+TEST(Jinja, ChatLayerUsesTheTemplateAndDropsADoubledBos) {
+  const std::string t =
+      "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}{% endfor %}"
+      "{% if add_generation_prompt %}<|assistant|>{% endif %}";
+  ChatTemplate ct = detect_chat_template(t, "<s>", "</s>", true, false);
+  EXPECT_TRUE(ct.jinja_ok);
+  EXPECT_FALSE(ct.guessed);
+  // Tokenization adds BOS, so the template's leading copy goes (as llama.cpp does).
+  EXPECT_EQ(render_chat(ct, {{"user", "Hi"}}, true), "<|user|>Hi</s><|assistant|>");
+  ct = detect_chat_template(t, "<s>", "</s>", false, true);
+  EXPECT_EQ(render_chat(ct, {{"user", "Hi"}}, false), "<s><|user|>Hi");
+  // A template that raises: the recognized format's own rendering takes over (Gemma templates
+  // refuse system turns); an unknown format's refusal reaches the caller.
+  const std::string gemma = "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+                            "<start_of_turn>{{ 'model' if m.role == 'assistant' else 'user' }}\n{{ m.content }}<end_of_turn>\n{% endfor %}"
+                            "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}";
+  ct = detect_chat_template(gemma);
+  EXPECT_TRUE(ct.jinja_ok);
+  EXPECT_EQ(render_chat(ct, {{"system", "Be brief."}, {"user", "Hi"}}, true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  ct = detect_chat_template("{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system, please') }}{% endif %}"
+                            "[{{ m.role }}] {{ m.content }}\n{% endfor %}");
+  EXPECT_TRUE(ct.jinja_ok);
+  EXPECT_EQ(render_chat(ct, {{"user", "Hi"}}, true), "[user] Hi\n");
+  try {
+    render_chat(ct, {{"system", "x"}, {"user", "Hi"}}, true);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::BadArgument);
+    EXPECT_NE(std::string(e.what()).find("no system, please"), std::string::npos);
+  }
+  // A template that drops the messages is not used; nor is one the subset cannot run.
+  EXPECT_FALSE(detect_chat_template("<|im_start|>{{ 'fixed text' }}").jinja_ok);
+  EXPECT_FALSE(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").jinja_ok);
+  EXPECT_EQ(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").format, ChatFormat::ChatML);
+}
+
+TEST(Jinja, HostileTemplatesFailCleanly) {
+  JinjaChatInput in;
+  in.messages = {{"user", "Hi"}};
+  auto code_of = [&](const std::string& t) {
+    try {
+      render_jinja_chat(t, in);
+      return std::string("rendered");
+    } catch (const Error& e) {
+      return std::string(error_code_name(e.code()));
+    }
+  };
+  EXPECT_EQ(code_of("{{ 1 "), "bad_argument");                     // unclosed tag
+  EXPECT_EQ(code_of("{% if true %}x"), "bad_argument");             // unclosed block
+  EXPECT_EQ(code_of("{% endfor %}"), "bad_argument");               // stray end
+  EXPECT_EQ(code_of("{{ 'abc }}"), "bad_argument");                 // unterminated string
+  EXPECT_EQ(code_of("{{ (((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((("
+                    "((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((1 }}"),
+            "bad_argument");                                             // nesting
+  EXPECT_EQ(code_of("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"), "bad_argument");  // work
+  EXPECT_EQ(code_of("{% set s = 'xxxxxxxxxxxxxxxx' %}{% for i in range(40) %}{% set s = s + s %}{% endfor %}{{ s }}"), "bad_argument");
+  EXPECT_EQ(code_of("{{ range(10000000000) }}"), "bad_argument");
+  EXPECT_EQ(code_of("{{ 1 // 0 }}"), "bad_argument");
+  EXPECT_EQ(code_of("{{ 'a' - 1 }}"), "bad_argument");
+  EXPECT_EQ(code_of("{% macro m() %}{% endmacro %}"), "unsupported");
+  EXPECT_EQ(code_of("{{ x | wordwrap }}"), "unsupported");
+  EXPECT_EQ(code_of("{{ raise_exception('stop here') }}"), "bad_argument");
+  std::string deep;
+  for (int i = 0; i < 500; i++) deep += "{% if true %}";
+  EXPECT_EQ(code_of(deep), "bad_argument");
+}
