@@ -1161,6 +1161,18 @@ class Renderer {
       fail(ErrorCode::BadArgument, "chat template: reverse of " + repr(v, false));
     }
     if (f == "replace" && a.size() >= 2) return Value::str(replace_all(to_text(v), as_str(a[0], "replace"), as_str(a[1], "replace")));
+    if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr")
+      return select(v, a, f.size() > 6, f[0] == 's');
+    if (f == "map" && a.empty() && e.kw.size() == 1 && e.kw[0].first == "attribute") {
+      const std::string name = as_str(eval(*e.kw[0].second), "map");
+      if (v.k != Value::K::List) fail(ErrorCode::BadArgument, "chat template: map over " + repr(v, false));
+      List l;
+      for (const Value& item : *v.l) {
+        const Value* p = item.get(name);
+        l.push_back(p ? *p : Value());
+      }
+      return Value::list(std::move(l));
+    }
     if (f == "items" && v.k == Value::K::Dict) {
       List l;
       for (const auto& kv : *v.d) l.push_back(Value::list({Value::str(kv.first), kv.second}));
@@ -1169,14 +1181,9 @@ class Renderer {
     unsupported("the filter '" + f + "'");
   }
 
-  bool test(const Expr& e) {
-    const std::string& t = e.name;
-    if (t == "defined" || t == "undefined") {
-      const bool d = eval(*e.a[0]).defined();
-      return t == "defined" ? d : !d;
-    }
-    const Value v = eval(*e.a[0]);
-    const std::vector<Value> a = args(e);
+  bool test(const Expr& e) { return test_value(e.name, eval(*e.a[0]), args(e)); }
+  bool test_value(const std::string& t, const Value& v, const std::vector<Value>& a) {
+    if (t == "defined" || t == "undefined") return v.defined() == (t == "defined");
     if (t == "none") return v.k == Value::K::None;
     if (t == "string") return v.k == Value::K::Str;
     if (t == "number") return v.k == Value::K::Int || v.k == Value::K::Float;
@@ -1190,9 +1197,35 @@ class Renderer {
     if (t == "sequence") return v.k == Value::K::List || v.k == Value::K::Str;
     if (t == "callable") return v.k == Value::K::Func;
     if (t == "odd" || t == "even") return (as_int(v, t.c_str()) % 2 != 0) == (t == "odd");
-    if ((t == "eq" || t == "equalto" || t == "sameas") && a.size() == 1) return equal(v, a[0]);
+    if ((t == "eq" || t == "equalto" || t == "==" || t == "sameas") && a.size() == 1) return equal(v, a[0]);
+    if ((t == "ne" || t == "!=") && a.size() == 1) return !equal(v, a[0]);
     if (t == "in" && a.size() == 1) return contains(a[0], v);
     unsupported("the test '" + t + "'");
+  }
+  // select / reject / selectattr / rejectattr: the items (or their attribute) that pass a test
+  // (or are truthy, without one).
+  Value select(const Value& v, const std::vector<Value>& a, bool attr, bool keep) {
+    if (v.k != Value::K::List) {
+      if (!v.defined()) return Value::list();
+      fail(ErrorCode::BadArgument, "chat template: select over " + repr(v, false));
+    }
+    size_t i = 0;
+    std::string name;
+    if (attr) {
+      if (a.empty()) fail(ErrorCode::BadArgument, "chat template: selectattr needs an attribute name");
+      name = as_str(a[0], "selectattr");
+      i = 1;
+    }
+    const std::string t = a.size() > i ? as_str(a[i], "select") : std::string();
+    const std::vector<Value> rest(a.begin() + (long)std::min(a.size(), i + 1), a.end());
+    List out;
+    for (const Value& item : *v.l) {
+      tick();
+      const Value* p = attr ? item.get(name) : &item;
+      const Value x = p ? *p : Value();
+      if ((t.empty() ? truthy(x) : test_value(t, x, rest)) == keep) out.push_back(item);
+    }
+    return Value::list(std::move(out));
   }
 
   Value index(const Expr& e) {

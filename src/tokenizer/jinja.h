@@ -9,9 +9,10 @@
 //   - literals (strings, numbers, true/false/none, lists, dicts), attributes and subscripts,
 //     slices, + - * / // % ~, comparisons, in / not in, and / or / not, a if b else c;
 //   - filters trim, length, count, upper, lower, capitalize, title, string, int, float, first,
-//     last, join, default, tojson, list, reverse, replace, safe, items; tests defined, undefined,
-//     none, string, number, integer, float, boolean, mapping, iterable, sequence, true, false,
-//     odd, even, eq;
+//     last, join, default, tojson, list, reverse, replace, safe, items, select, reject,
+//     selectattr, rejectattr, map(attribute=...); tests defined, undefined, none, string,
+//     number, integer, float, boolean, mapping, iterable, sequence, true, false, odd, even,
+//     eq / equalto, ne, in;
 //   - string methods strip, lstrip, rstrip, split, startswith, endswith, upper, lower, replace,
 //     title, capitalize, find; dict methods get, items, keys, values.
 // Anything else (macros, call blocks, other filters) is refused with ErrorCode::Unsupported,

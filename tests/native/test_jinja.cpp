@@ -65,6 +65,13 @@ const char* const kTemplates[] = {
     "{%- if add_generation_prompt %}\n"
     ">>>\n"
     "{%- endif %}",
+    // Mistral v0.3 style: the turns picked out with selectattr / rejectattr / map.
+    "{%- set turns = messages | rejectattr('role', 'equalto', 'system') | selectattr('tool_calls', 'undefined') | list %}"
+    "{%- set sys = messages | selectattr('role', 'eq', 'system') | map(attribute='content') | list %}"
+    "{{- bos_token }}{%- for m in turns %}{%- if m.role == 'user' %}"
+    "{%- if loop.last and sys %}{{- '[INST] ' + sys | join('\\n') + '\\n\\n' + m.content + '[/INST]' }}"
+    "{%- else %}{{- '[INST] ' + m.content + '[/INST]' }}{%- endif %}{%- else %}{{- ' ' + m.content + eos_token }}{%- endif %}"
+    "{%- endfor %}{{ messages | map(attribute='content') | select | list | length }}{{ [0, 1, '', 'a'] | reject | list }}",
     // Whitespace control in every combination.
     "  {% if true %}\n"
     "    indented text\n"
