@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A float64 forward pass of the decoder-only test models (tests/js/float64.test.mjs), written from
 the architectures' definitions as llama.cpp applies them, independently of qkv's C++: llama
-(adjacent-pair RoPE, linear scaling), qwen2 (QKV biases), qwen3 (per-head Q/K RMSNorm), gemma
+(adjacent-pair RoPE, linear scaling, Llama 3.1's per-frequency factors), qwen2 (QKV biases), qwen3 (per-head Q/K RMSNorm), gemma
 (sqrt(dim)-scaled embeddings, tanh-GELU gate), gemma2 (post-norms, soft-caps, a sliding window
 on even layers), gemma3 (post-norms, Q/K norms, five windowed layers of each six with RoPE base
 10000 unscaled, the global ones with the model's base and scaling); the NEOX RoPE (halves) for
@@ -50,8 +50,9 @@ lin = g('rope.scaling.factor', 0) if g('rope.scaling.type', 'linear') == 'linear
 window = g('attention.sliding_window', 0)
 attn_cap = g('attn_logit_softcapping', 0) if A == 'gemma2' else 0
 final_cap = g('final_logit_softcapping', 0) if A == 'gemma2' else 0
+freq_factors = T('rope_freqs.weight') if 'rope_freqs.weight' in tens else None  # Llama 3.1: theta_i / factor_i
 for name in tens:
-    if name.startswith('rope_') or name.endswith('attn_qkv.weight') or name == 'position_embd.weight':
+    if (name.startswith('rope_') and name != 'rope_freqs.weight') or name.endswith('attn_qkv.weight') or name == 'position_embd.weight':
         sys.exit('float64_forward.py: %s is not modelled' % name)
 if g('rope.scaling.type', 'linear') != 'linear': sys.exit('float64_forward.py: only linear RoPE scaling is modelled')
 def is_swa(l):
@@ -64,7 +65,7 @@ def rms(x, w): s = math.sqrt(sum(v*v for v in x) / len(x) + eps); return [v / s 
 def rope(v, pos, base_, scale):
     v = v[:]; half = nrot // 2
     for i in range(half):
-        th = pos * scale * base_ ** (-2 * i / nrot); c, s = math.cos(th), math.sin(th)
+        th = pos * scale * base_ ** (-2 * i / nrot) / (freq_factors[i] if freq_factors else 1.0); c, s = math.cos(th), math.sin(th)
         a_i, b_i = (i, i + half) if neox else (2 * i, 2 * i + 1)
         a, bb = v[a_i], v[b_i]; v[a_i] = a*c - bb*s; v[b_i] = a*s + bb*c
     return v
