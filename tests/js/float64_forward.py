@@ -5,7 +5,8 @@ the architectures' definitions as llama.cpp applies them, independently of qkv's
 (sqrt(dim)-scaled embeddings, tanh-GELU gate), gemma2 (post-norms, soft-caps, a sliding window
 on even layers), gemma3 (post-norms, Q/K norms, five windowed layers of each six with RoPE base
 10000 unscaled, the global ones with the model's base and scaling); the NEOX RoPE (halves) for
-all but llama. Every tensor must be f32.
+all but llama; phi3 (fused QKV and gate/up, LongRoPE factors and attention factor); gpt2
+(LayerNorm, learned positions, fused QKV, biases, GELU). Every tensor must be f32.
 
   python3 float64_forward.py MODEL.gguf IDS.json   (IDS.json: {"ids": [...]})
 
@@ -42,7 +43,8 @@ def T(name, scale=1.0):
     c = dims[0]; return [list(v[r*c:(r+1)*c]) for r in range(n // c)]
 A = meta['general.architecture']; g = lambda k, d=None: meta.get(A + '.' + k, d)
 dim = g('embedding_length'); L = g('block_count'); H = g('attention.head_count'); KV = g('attention.head_count_kv')
-eps = g('attention.layer_norm_rms_epsilon'); fb = g('rope.freq_base', 10000.0)
+gpt2 = A == 'gpt2'
+eps = g('attention.layer_norm_epsilon') if gpt2 else g('attention.layer_norm_rms_epsilon'); fb = g('rope.freq_base', 10000.0)
 hd = g('attention.key_length', dim // H); nrot = g('rope.dimension_count', hd)
 neox = A in ('qwen2', 'qwen3', 'gemma', 'gemma2', 'gemma3', 'phi3')
 gemma = A.startswith('gemma')
@@ -50,10 +52,14 @@ lin = g('rope.scaling.factor', 0) if g('rope.scaling.type', 'linear') == 'linear
 window = g('attention.sliding_window', 0)
 attn_cap = g('attn_logit_softcapping', 0) if A == 'gemma2' else 0
 final_cap = g('final_logit_softcapping', 0) if A == 'gemma2' else 0
-freq_factors = T('rope_freqs.weight') if 'rope_freqs.weight' in tens else None  # Llama 3.1: theta_i / factor_i
-for name in tens:
-    if (name.startswith('rope_') and name != 'rope_freqs.weight') or name.endswith('attn_qkv.weight') or name == 'position_embd.weight':
-        sys.exit('float64_forward.py: %s is not modelled' % name)
+# Per-frequency divisors of the angles: Llama 3.1's rope_freqs, or Phi-3's LongRoPE factors (the
+# long set when the context, the model's own here, exceeds the original one), and a factor on
+# cos and sin (rope.scaling.attn_factor).
+freq_factors = T('rope_freqs.weight') if 'rope_freqs.weight' in tens else None
+if 'rope_factors_long.weight' in tens:
+    orig = g('rope.scaling.original_context_length')
+    freq_factors = T('rope_factors_long.weight' if g('context_length') > orig else 'rope_factors_short.weight')
+mscale = g('rope.scaling.attn_factor', 1.0)
 if g('rope.scaling.type', 'linear') != 'linear': sys.exit('float64_forward.py: only linear RoPE scaling is modelled')
 def is_swa(l):
     if A == 'gemma3': return window > 0 and (l + 1) % 6 != 0
@@ -62,34 +68,44 @@ def is_swa(l):
 emb = T('token_embd.weight'); out = T('output.weight') if 'output.weight' in tens else emb
 def mv(W, x): return [sum(w * xi for w, xi in zip(row, x)) for row in W]
 def rms(x, w): s = math.sqrt(sum(v*v for v in x) / len(x) + eps); return [v / s * gg for v, gg in zip(x, w)]
+def norm(x, w, b):  # GPT-2: LayerNorm with a bias; the others: RMSNorm
+    if not gpt2: return rms(x, w)
+    m = sum(x) / len(x); s = math.sqrt(sum((v - m) ** 2 for v in x) / len(x) + eps)
+    return [(v - m) / s * gg + bb for v, gg, bb in zip(x, w, b)]
+def add(x, b): return [a + c for a, c in zip(x, b)] if b else x
 def rope(v, pos, base_, scale):
     v = v[:]; half = nrot // 2
     for i in range(half):
         th = pos * scale * base_ ** (-2 * i / nrot) / (freq_factors[i] if freq_factors else 1.0); c, s = math.cos(th), math.sin(th)
         a_i, b_i = (i, i + half) if neox else (2 * i, 2 * i + 1)
-        a, bb = v[a_i], v[b_i]; v[a_i] = a*c - bb*s; v[b_i] = a*s + bb*c
+        a, bb = v[a_i], v[b_i]; v[a_i] = (a*c - bb*s) * mscale; v[b_i] = (a*s + bb*c) * mscale
     return v
 def gelu(x): return 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
 def opt(n): return T(n) if n in tens else None
 W = []
 for l in range(L):
     pfx = 'blk.%d.' % l
-    W.append({k: opt(pfx + k + '.weight') for k in ['attn_norm','attn_q','attn_k','attn_v','attn_output','ffn_norm','ffn_gate','ffn_up','ffn_down','attn_q_norm','attn_k_norm','post_attention_norm','post_ffw_norm']})
-    for k in ['attn_q', 'attn_k', 'attn_v']: W[l][k + '.b'] = opt(pfx + k + '.bias')
+    names = ['attn_norm','attn_q','attn_k','attn_v','attn_qkv','attn_output','ffn_norm','ffn_gate','ffn_up','ffn_down','attn_q_norm','attn_k_norm','post_attention_norm','post_ffw_norm']
+    W.append({k: opt(pfx + k + '.weight') for k in names})
+    for k in names: W[l][k + '.b'] = opt(pfx + k + '.bias')
+pos_emb = T('position_embd.weight') if gpt2 else None
 ids = json.load(open(idsfile))['ids']
 K = [[] for _ in range(L)]; V = [[] for _ in range(L)]
 for pos, tok in enumerate(ids):
     x = emb[tok][:]
     if gemma: x = [v * math.sqrt(dim) for v in x]
+    if gpt2: x = add(x, pos_emb[pos])
     for l in range(L):
-        w = W[l]; h = rms(x, w['attn_norm'])
-        q = mv(w['attn_q'], h); k = mv(w['attn_k'], h); v = mv(w['attn_v'], h)
-        if w['attn_q.b']: q = [a + c for a, c in zip(q, w['attn_q.b'])]; k = [a + c for a, c in zip(k, w['attn_k.b'])]; v = [a + c for a, c in zip(v, w['attn_v.b'])]
+        w = W[l]; h = norm(x, w['attn_norm'], w['attn_norm.b'])
+        if w['attn_qkv']:  # fused: the q rows, then k, then v
+            y = add(mv(w['attn_qkv'], h), w['attn_qkv.b']); q, k, v = y[:H*hd], y[H*hd:(H+KV)*hd], y[(H+KV)*hd:]
+        else:
+            q = add(mv(w['attn_q'], h), w['attn_q.b']); k = add(mv(w['attn_k'], h), w['attn_k.b']); v = add(mv(w['attn_v'], h), w['attn_v.b'])
         qs = [q[i*hd:(i+1)*hd] for i in range(H)]; ks = [k[i*hd:(i+1)*hd] for i in range(KV)]
         if w['attn_q_norm']: qs = [rms(x_, w['attn_q_norm']) for x_ in qs]; ks = [rms(x_, w['attn_k_norm']) for x_ in ks]
         local = is_swa(l)
         base_, scale = (10000.0, 1.0) if (A == 'gemma3' and local) else (fb, 1.0 / lin if lin else 1.0)
-        qs = [rope(x_, pos, base_, scale) for x_ in qs]; ks = [rope(x_, pos, base_, scale) for x_ in ks]
+        if not gpt2: qs = [rope(x_, pos, base_, scale) for x_ in qs]; ks = [rope(x_, pos, base_, scale) for x_ in ks]
         K[l].append(sum(ks, [])); V[l].append(v)
         o = []
         for hh in range(H):
@@ -99,16 +115,20 @@ for pos, tok in enumerate(ids):
             if attn_cap: sc = [attn_cap * math.tanh(s_ / attn_cap) for s_ in sc]
             m = max(sc); e = [math.exp(s_ - m) for s_ in sc]; z = sum(e)
             o += [sum(e[t] / z * V[l][j][kh*hd + d_] for t, j in enumerate(js)) for d_ in range(hd)]
-        a = mv(w['attn_output'], o)
+        a = add(mv(w['attn_output'], o), w['attn_output.b'])
         if w['post_attention_norm']: a = rms(a, w['post_attention_norm'])
         x = [p_ + c for p_, c in zip(x, a)]
-        h = rms(x, w['ffn_norm'])
-        gt = mv(w['ffn_gate'], h); u = mv(w['ffn_up'], h)
-        f = [(gelu(gg) if gemma else gg / (1 + math.exp(-gg))) * uu for gg, uu in zip(gt, u)]
-        f = mv(w['ffn_down'], f)
+        h = norm(x, w['ffn_norm'], w['ffn_norm.b'])
+        u = add(mv(w['ffn_up'], h), w['ffn_up.b'])
+        if gpt2: f = [gelu(uu) for uu in u]
+        else:
+            if w['ffn_gate']: gt = mv(w['ffn_gate'], h)
+            else: gt, u = u[:len(u) // 2], u[len(u) // 2:]  # Phi-3: gate rows, then up rows
+            f = [(gelu(gg) if gemma else gg / (1 + math.exp(-gg))) * uu for gg, uu in zip(gt, u)]
+        f = add(mv(w['ffn_down'], f), w['ffn_down.b'])
         if w['post_ffw_norm']: f = rms(f, w['post_ffw_norm'])
         x = [p_ + c for p_, c in zip(x, f)]
-x = rms(x, T('output_norm.weight'))
+x = norm(x, T('output_norm.weight'), opt('output_norm.bias'))
 logits = mv(out, x)
 if final_cap: logits = [final_cap * math.tanh(v / final_cap) for v in logits]
 print(json.dumps({'logits': logits}))
