@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A float64 forward pass of the decoder-only test models (tests/js/float64.test.mjs), written from
 the architectures' definitions as llama.cpp applies them, independently of qkv's C++: llama
-(adjacent-pair RoPE, linear scaling, Llama 3.1's per-frequency factors), qwen2 (QKV biases), qwen3 (per-head Q/K RMSNorm), gemma
-(sqrt(dim)-scaled embeddings, tanh-GELU gate), gemma2 (post-norms, soft-caps, a sliding window
+(adjacent-pair RoPE, linear scaling, Llama 3.1's per-frequency factors), qwen2 (QKV biases), qwen3
+(per-head Q/K RMSNorm; also with YaRN scaling), gemma (sqrt(dim)-scaled embeddings, tanh-GELU gate), gemma2 (post-norms, soft-caps, a sliding window
 on even layers), gemma3 (post-norms, Q/K norms, five windowed layers of each six with RoPE base
 10000 unscaled, the global ones with the model's base and scaling); the NEOX RoPE (halves) for
 all but llama; phi3 (fused QKV and gate/up, LongRoPE factors and attention factor); gpt2
@@ -60,7 +60,15 @@ if 'rope_factors_long.weight' in tens:
     orig = g('rope.scaling.original_context_length')
     freq_factors = T('rope_factors_long.weight' if g('context_length') > orig else 'rope_factors_short.weight')
 mscale = g('rope.scaling.attn_factor', 1.0)
-if g('rope.scaling.type', 'linear') != 'linear': sys.exit('float64_forward.py: only linear RoPE scaling is modelled')
+# YaRN (as llama.cpp applies it to these architectures): pairs below the correction range keep the
+# unscaled angle, pairs above take 1/factor, a linear ramp between; cos and sin times 1 + 0.1 ln(factor).
+yarn = g('rope.scaling.type', 'linear') == 'yarn'
+if yarn:
+    yf = g('rope.scaling.factor'); orig = g('rope.scaling.original_context_length', g('context_length'))
+    corr = lambda beta: nrot * math.log(orig / (beta * 2 * math.pi)) / (2 * math.log(fb))
+    y_lo, y_hi = max(0.0, math.floor(corr(32))), min(nrot - 1.0, math.ceil(corr(1)))
+    mscale *= 1 + 0.1 * math.log(yf)
+elif g('rope.scaling.type', 'linear') != 'linear': sys.exit('float64_forward.py: %s RoPE scaling is not modelled' % g('rope.scaling.type'))
 def is_swa(l):
     if A == 'gemma3': return window > 0 and (l + 1) % 6 != 0
     if A == 'gemma2': return window > 0 and l % 2 == 0
@@ -76,7 +84,11 @@ def add(x, b): return [a + c for a, c in zip(x, b)] if b else x
 def rope(v, pos, base_, scale):
     v = v[:]; half = nrot // 2
     for i in range(half):
-        th = pos * scale * base_ ** (-2 * i / nrot) / (freq_factors[i] if freq_factors else 1.0); c, s = math.cos(th), math.sin(th)
+        th = pos * scale * base_ ** (-2 * i / nrot) / (freq_factors[i] if freq_factors else 1.0)
+        if yarn:
+            ramp = 1 - min(1.0, max(0.0, (i - y_lo) / max(0.001, y_hi - y_lo)))
+            th = th / yf * (1 - ramp) + th * ramp
+        c, s = math.cos(th), math.sin(th)
         a_i, b_i = (i, i + half) if neox else (2 * i, 2 * i + 1)
         a, bb = v[a_i], v[b_i]; v[a_i] = (a*c - bb*s) * mscale; v[b_i] = (a*s + bb*c) * mscale
     return v
