@@ -1343,7 +1343,10 @@ class Renderer {
 }  // namespace
 
 std::string render_jinja_chat(const std::string& tmpl, const JinjaChatInput& in) {
-  const Body tree = TreeBuilder(cut(tmpl)).build();
+  // Jinja drops one newline at the very end of a template (keep_trailing_newline is off).
+  size_t n = tmpl.size();
+  if (n > 0 && tmpl[n - 1] == '\n') n -= n > 1 && tmpl[n - 2] == '\r' ? 2 : 1;
+  const Body tree = TreeBuilder(cut(tmpl.substr(0, n))).build();
   List msgs;
   for (const JinjaMessage& m : in.messages) msgs.push_back(Value::dict({{"role", Value::str(m.role)}, {"content", Value::str(m.content)}}));
   std::map<std::string, Value> g;

@@ -72,6 +72,8 @@ const char* const kTemplates[] = {
     "{%- if loop.last and sys %}{{- '[INST] ' + sys | join('\\n') + '\\n\\n' + m.content + '[/INST]' }}"
     "{%- else %}{{- '[INST] ' + m.content + '[/INST]' }}{%- endif %}{%- else %}{{- ' ' + m.content + eos_token }}{%- endif %}"
     "{%- endfor %}{{ messages | map(attribute='content') | select | list | length }}{{ [0, 1, '', 'a'] | reject | list }}",
+    // A template that ends in a newline after an expression (Jinja drops that one newline).
+    "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{{ '>' if add_generation_prompt }}\n",
     // Whitespace control in every combination.
     "  {% if true %}\n"
     "    indented text\n"
