@@ -227,6 +227,7 @@ class JsModel {
       const std::shared_ptr<const Blob> blob = model.model_blob();
       model_ = load_model(blob);
       tok_ = embedded_tokenizer(blob);  // GGUF: the tokenizer is in the file
+      chat_ = chat_template_of(tok_.get());
       return 0;
     });
   }
@@ -236,6 +237,7 @@ class JsModel {
     guard([&] {
       tok_ = std::make_unique<Tokenizer>(
           Tokenizer::from_llama2c(tok.blob()->data(), tok.blob()->size(), model_.config.vocab_size));
+      chat_ = chat_template_of(tok_.get());
       return 0;
     });
   }
@@ -267,7 +269,7 @@ class JsModel {
     o.set("addBos", tok_ ? tok_->add_bos() : true);
     o.set("tokenizer", std::string(!tok_ ? "none" : tok_->is_bpe() ? "bpe" : tok_->is_wordpiece() ? "wordpiece" : "sentencepiece"));
     embed_info(c, o);
-    const ChatTemplate ct = chat_template_of(tok_.get());
+    const ChatTemplate& ct = chat_;
     o.set("chatFormat", std::string(chat_format_name(ct.format)));
     o.set("chatFormatGuessed", ct.guessed);
     o.set("chatTemplate", std::string(ct.jinja_ok ? "jinja" : ct.jinja.empty() ? "none" : "builtin"));
@@ -294,7 +296,7 @@ class JsModel {
           fail(ErrorCode::BadArgument, "chat message " + std::to_string(i) + " must be {role: string, content: string}");
         msgs.push_back({m["role"].as<std::string>(), m["content"].as<std::string>()});
       }
-      return render_chat(chat_template_of(tok_.get()), msgs, add_generation_prompt);
+      return render_chat(chat_, msgs, add_generation_prompt);
     });
   }
   // The bytes of token `id` following `prev` (may be part of a UTF-8 character).
@@ -373,6 +375,7 @@ class JsModel {
   }
   LoadedModel model_;
   std::unique_ptr<Tokenizer> tok_;
+  ChatTemplate chat_;  // tok_'s template, parsed and probed once (chat_template_of)
   std::shared_ptr<ThreadPool> pool_;
   std::unique_ptr<Transformer> enc_;
 };

@@ -977,6 +977,16 @@ class Renderer {
     for (char& c : s) c = (char)std::tolower((unsigned char)c);
     return s;
   }
+  // The case changes Jinja has both as string methods and as filters (upper, lower, title,
+  // capitalize): true with *out set when `op` is one.
+  static bool recase(const std::string& op, const std::string& s, std::string* out) {
+    if (op == "upper") *out = upper(s);
+    else if (op == "lower") *out = lower(s);
+    else if (op == "title") *out = title(s, true);
+    else if (op == "capitalize") *out = title(s.substr(0, 1), false) + lower(s.size() > 1 ? s.substr(1) : "");
+    else return false;
+    return true;
+  }
   static std::string upper(std::string s) {
     for (char& c : s) c = (char)std::toupper((unsigned char)c);
     return s;
@@ -997,10 +1007,8 @@ class Renderer {
         const std::string chars = a.empty() || a[0].k == Value::K::None ? ws() : arg_str(0, "strip");
         return Value::str(strip(s, chars, m != "rstrip", m != "lstrip"));
       }
-      if (m == "upper") return Value::str(upper(s));
-      if (m == "lower") return Value::str(lower(s));
-      if (m == "title") return Value::str(title(s, true));
-      if (m == "capitalize") return Value::str(title(s.empty() ? s : s.substr(0, 1), false) + lower(s.size() > 1 ? s.substr(1) : ""));
+      std::string r;
+      if (a.empty() && recase(m, s, &r)) return Value::str(std::move(r));
       if ((m == "startswith" || m == "endswith") && a.size() == 1) {
         const std::string x = arg_str(0, m.c_str());
         const bool r = x.size() <= s.size() && (m == "startswith" ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0);
@@ -1113,13 +1121,8 @@ class Renderer {
       if (!v.defined()) return Value::integer(0);
       fail(ErrorCode::BadArgument, "chat template: length of " + repr(v, false));
     }
-    if (f == "upper") return Value::str(upper(to_text(v)));
-    if (f == "lower") return Value::str(lower(to_text(v)));
-    if (f == "title") return Value::str(title(to_text(v), true));
-    if (f == "capitalize") {
-      const std::string s = to_text(v);
-      return Value::str(title(s.empty() ? s : s.substr(0, 1), false) + lower(s.size() > 1 ? s.substr(1) : ""));
-    }
+    std::string r;
+    if (recase(f, to_text(v), &r)) return Value::str(std::move(r));
     if (f == "string") return Value::str(to_text(v));
     if (f == "safe") return v;
     if (f == "int") {
