@@ -20,6 +20,7 @@ namespace {
 constexpr size_t kMaxOutput = 16u << 20;    // bytes of rendered text (and of any one string)
 constexpr uint64_t kMaxWork = 1u << 28;      // evaluated nodes x 64 + bytes of strings and list items made
 constexpr int kMaxDepth = 64;                // nesting of expressions and of blocks
+constexpr int kMaxRenderDepth = 256;         // statements and expressions being evaluated at once (macros recurse)
 
 [[noreturn]] void unsupported(const std::string& what) {
   fail(ErrorCode::Unsupported, "chat template: " + what);
@@ -28,6 +29,8 @@ constexpr int kMaxDepth = 64;                // nesting of expressions and of bl
 // ---- values --------------------------------------------------------------------------------
 
 struct Value;
+struct Stmt;
+struct Closure;
 using List = std::vector<Value>;
 using Dict = std::vector<std::pair<std::string, Value>>;  // insertion order, as Python's dict
 
@@ -37,6 +40,8 @@ struct Value {
   int64_t i = 0;
   double f = 0;
   std::string s;  // Str; Func: its name
+  const Stmt* macro = nullptr;  // Func: a template's macro (or a call block's body, for caller); null for a built-in
+  std::shared_ptr<const Closure> closure;  // Func: a macro defined inside a block: the names there
   std::shared_ptr<List> l;
   std::shared_ptr<Dict> d;
 
@@ -47,7 +52,7 @@ struct Value {
   static Value str(std::string x) { Value v; v.k = K::Str; v.s = std::move(x); return v; }
   static Value list(List x = {}) { Value v; v.k = K::List; v.l = std::make_shared<List>(std::move(x)); return v; }
   static Value dict(Dict x = {}) { Value v; v.k = K::Dict; v.d = std::make_shared<Dict>(std::move(x)); return v; }
-  static Value func(std::string name) { Value v; v.k = K::Func; v.s = std::move(name); return v; }
+  static Value func(std::string name, const Stmt* macro = nullptr) { Value v; v.k = K::Func; v.s = std::move(name); v.macro = macro; return v; }
 
   bool defined() const { return k != K::Undef; }
   bool number() const { return k == K::Int || k == K::Float || k == K::Bool; }
@@ -63,6 +68,11 @@ struct Value {
       if (kv.first == key) { kv.second = std::move(v); return; }
     d->emplace_back(key, std::move(v));
   }
+};
+
+// The scopes a macro defined inside a loop or another macro sees (as they were where it was defined).
+struct Closure {
+  std::vector<std::map<std::string, Value>> scopes;
 };
 
 bool truthy(const Value& v) {
@@ -164,7 +174,7 @@ std::string repr(const Value& v, bool json) {
       }
       return o + "}";
     }
-    case Value::K::Func: return "<function " + v.s + ">";
+    case Value::K::Func: return v.macro ? "<Macro '" + v.s + "'>" : "<function " + v.s + ">";
     default: return to_text(v);
   }
 }
@@ -174,7 +184,8 @@ bool equal(const Value& a, const Value& b) {
   if (a.k != b.k) return false;
   switch (a.k) {
     case Value::K::Undef: case Value::K::None: return true;
-    case Value::K::Str: case Value::K::Func: return a.s == b.s;
+    case Value::K::Str: return a.s == b.s;
+    case Value::K::Func: return a.s == b.s && a.macro == b.macro;
     case Value::K::List:
       if (a.l->size() != b.l->size()) return false;
       for (size_t i = 0; i < a.l->size(); i++)
@@ -628,14 +639,40 @@ class Parser {
 struct Stmt;
 using Body = std::vector<std::unique_ptr<Stmt>>;
 struct Stmt {
-  enum class T { Text, Out, If, For, Set } t;
-  std::string text;                         // Text
-  ExprP e;                                  // Out, Set value, For iterable
+  enum class T { Text, Out, If, For, Set, SetBlock, Macro, CallBlock, Break, Continue } t;
+  std::string text;                         // Text; Macro: its name
+  ExprP e;                                  // Out, Set value, For iterable; CallBlock: the macro call
   std::vector<std::pair<ExprP, Body>> arms; // If: condition (null for else) and body
-  std::vector<std::string> vars;            // For: loop names; Set: target name [, attribute]
+  std::vector<std::string> vars;            // For: loop names; Set, SetBlock: target name [, attribute]
   ExprP filter;                             // For: 'if' condition
-  Body body, else_body;                     // For
+  Body body, else_body;                     // For; SetBlock, Macro, CallBlock: the body
+  // Macro and CallBlock (caller's parameters): parameter names and defaults (null: none), and
+  // whether the body reads varargs / kwargs (Jinja then takes extra arguments into them).
+  std::vector<std::pair<std::string, ExprP>> params;
+  bool varargs = false, kwargs = false;
 };
+
+// Whether an expression or a body reads the variable `n` (outside macros defined inside it).
+bool mentions(const Expr* e, const std::string& n) {
+  if (!e) return false;
+  if (e->t == Expr::T::Var && e->name == n) return true;
+  for (const auto& x : e->a)
+    if (mentions(x.get(), n)) return true;
+  for (const auto& kv : e->kw)
+    if (mentions(kv.second.get(), n)) return true;
+  return false;
+}
+bool mentions(const Body& b, const std::string& n) {
+  for (const auto& s : b) {
+    if (s->t == Stmt::T::Macro) continue;
+    if (mentions(s->e.get(), n) || mentions(s->filter.get(), n) || mentions(s->body, n) || mentions(s->else_body, n)) return true;
+    for (const auto& arm : s->arms)
+      if (mentions(arm.first.get(), n) || mentions(arm.second, n)) return true;
+    for (const auto& pr : s->params)
+      if (mentions(pr.second.get(), n)) return true;
+  }
+  return false;
+}
 
 class TreeBuilder {
  public:
@@ -695,13 +732,54 @@ class TreeBuilder {
         s->t = Stmt::T::Set;
         s->vars.push_back(p.name());
         if (p.accept_op(".")) s->vars.push_back(p.name());
-        if (!p.accept_op("=")) unsupported("{% set %} blocks");
-        s->e = p.expr();
+        if (p.accept_op("=")) {
+          s->e = p.expr();
+          p.expect_end();
+        } else {  // {% set name %}...{% endset %}: the rendered body
+          p.expect_end();
+          s->t = Stmt::T::SetBlock;
+          s->body = closed_block("endset", "{% set %}");
+        }
+        out.push_back(std::move(s));
+      } else if (kw == "macro") {
+        auto s = std::make_unique<Stmt>();
+        s->t = Stmt::T::Macro;
+        s->text = p.name();
+        p.expect_op("(");
+        params(p, s.get());
         p.expect_end();
+        const int loops = loops_;
+        loops_ = 0;  // a loop around a macro's definition is not around its body
+        s->body = closed_block("endmacro", "{% macro %}");
+        loops_ = loops;
+        s->varargs = mentions(s->body, "varargs");
+        s->kwargs = mentions(s->body, "kwargs");
+        out.push_back(std::move(s));
+      } else if (kw == "call") {
+        // {% call(params) name(args) %}body{% endcall %}: the body is the macro's caller().
+        auto s = std::make_unique<Stmt>();
+        s->t = Stmt::T::CallBlock;
+        if (p.accept_op("(")) params(p, s.get());
+        s->e = p.expr();
+        if (s->e->t != Expr::T::Call || s->e->a[0]) fail(ErrorCode::BadArgument, "chat template: {% call %} needs a macro call");
+        p.expect_end();
+        const int loops = loops_;
+        loops_ = 0;
+        s->body = closed_block("endcall", "{% call %}");
+        loops_ = loops;
+        s->varargs = mentions(s->body, "varargs");
+        s->kwargs = mentions(s->body, "kwargs");
+        out.push_back(std::move(s));
+      } else if (kw == "break" || kw == "continue") {  // Hugging Face enables Jinja's loop controls
+        if (loops_ == 0) fail(ErrorCode::BadArgument, "chat template: {% " + kw + " %} outside a loop");
+        p.expect_end();
+        auto s = std::make_unique<Stmt>();
+        s->t = kw == "break" ? Stmt::T::Break : Stmt::T::Continue;
         out.push_back(std::move(s));
       } else if (kw == "generation" || kw == "endgeneration") {
         // Hugging Face's marker of assistant text: renders nothing.
-      } else if (kw == "if" || kw == "elif" || kw == "else" || kw == "endif" || kw == "endfor") {
+      } else if (kw == "if" || kw == "elif" || kw == "else" || kw == "endif" || kw == "endfor" || kw == "endset" ||
+                 kw == "endmacro" || kw == "endcall") {
         fail(ErrorCode::BadArgument, "chat template: '" + kw + "' without its opening tag");
       } else {
         unsupported("the '" + kw + "' statement");
@@ -709,6 +787,27 @@ class TreeBuilder {
     }
     depth_--;
     return out;
+  }
+  // The statements up to {% end %} (consumed).
+  Body closed_block(const char* end, const char* what) {
+    Body b = block({end});
+    if (i_ >= ps_.size()) fail(ErrorCode::BadArgument, std::string("chat template: ") + what + " without {% " + end + " %}");
+    Parser q(ps_[i_++].body);
+    q.name();
+    if (!q.at_end()) q.name();  // {% endmacro name %} may repeat the name
+    q.expect_end();
+    return b;
+  }
+  // A parameter list after its '(': names with optional '= default'.
+  void params(Parser& p, Stmt* s) {
+    if (!p.accept_op(")")) {
+      do {
+        std::string n = p.name();
+        ExprP def = p.accept_op("=") ? p.expr() : nullptr;
+        s->params.emplace_back(std::move(n), std::move(def));
+      } while (p.accept_op(","));
+      p.expect_op(")");
+    }
   }
   std::unique_ptr<Stmt> if_stmt(Parser& p) {
     auto s = std::make_unique<Stmt>();
@@ -748,7 +847,9 @@ class TreeBuilder {
     if (p.accept_name("if")) s->filter = p.or_expr();
     if (p.accept_name("recursive")) unsupported("recursive loops");
     p.expect_end();
+    loops_++;
     s->body = block({"else", "endfor"});
+    loops_--;
     if (i_ >= ps_.size()) fail(ErrorCode::BadArgument, "chat template: {% for %} without {% endfor %}");
     Parser q(ps_[i_++].body);
     if (q.name() == "else") {
@@ -764,6 +865,7 @@ class TreeBuilder {
   const std::vector<Piece>& ps_;
   size_t i_ = 0;
   int depth_ = 0;
+  int loops_ = 0;  // for loops around the statements being read
 };
 
 // ---- evaluation ----------------------------------------------------------------------------
@@ -772,8 +874,12 @@ class Renderer {
  public:
   explicit Renderer(std::map<std::string, Value> globals) { scopes_.push_back(std::move(globals)); }
 
+  // Runs statements until a {% break %} or {% continue %} (left in jump_ for the loop).
   void run(const Body& b) {
-    for (const auto& s : b) exec(*s);
+    for (const auto& s : b) {
+      exec(*s);
+      if (jump_ != Stmt::T::Text) return;
+    }
   }
   std::string& out() { return out_; }
 
@@ -801,7 +907,116 @@ class Renderer {
     return Value();
   }
 
+  // Bounds the renderer's recursion (macros can call themselves), so a hostile template cannot
+  // exhaust the native stack.
+  struct Nest {
+    explicit Nest(Renderer* r) : r(r) {
+      if (++r->nest_ > kMaxRenderDepth) fail(ErrorCode::BadArgument, "chat template: macros or expressions nested too deeply");
+    }
+    ~Nest() { r->nest_--; }
+    Renderer* r;
+  };
+  using Scope = std::map<std::string, Value>;
+
+  // What a body renders, as a string (set blocks, macro and caller bodies).
+  std::string capture(const Body& b) {
+    std::string saved;
+    std::swap(saved, out_);
+    run(b);
+    std::string r = std::move(out_);
+    out_ = std::move(saved);
+    return r;
+  }
+  void assign(const std::vector<std::string>& target, Value v) {
+    if (target.size() == 1) {
+      scopes_.back()[target[0]] = std::move(v);
+      return;
+    }
+    Value ns = lookup(target[0]);
+    if (ns.k != Value::K::Dict) fail(ErrorCode::BadArgument, "chat template: cannot set an attribute of '" + target[0] + "', which is not a namespace");
+    ns.put(target[1], std::move(v));
+  }
+
+  // A macro call's saved scopes (those of its call site), found by serial number by the caller()
+  // of a {% call %} block.
+  struct Frame {
+    uint64_t serial;
+    std::vector<Scope> scopes;
+  };
+
+  // Calls a macro (or, with m a call block, its caller body) with the call's arguments. A macro
+  // sees the template's top-level names and its own; a caller body sees the names where its
+  // {% call %} stands. Both get a scope of their own, holding the parameters.
+  Value call_macro(const Value& f, const Expr& e, const Stmt* caller_body = nullptr) {
+    const Stmt& m = *f.macro;
+    const std::string name = m.t == Stmt::T::Macro ? m.text : "caller";
+    const std::vector<Value> a = args(e);
+    Scope local;
+    List extra;
+    Dict kw;
+    if (a.size() > m.params.size() && !m.varargs)
+      fail(ErrorCode::BadArgument, "chat template: macro '" + name + "' takes not more than " + std::to_string(m.params.size()) + " argument(s)");
+    for (size_t i = 0; i < a.size(); i++) {
+      if (i < m.params.size()) local[m.params[i].first] = a[i];
+      else extra.push_back(a[i]);
+    }
+    for (const auto& kv : e.kw) {
+      size_t i = 0;
+      while (i < m.params.size() && m.params[i].first != kv.first) i++;
+      if (i < m.params.size()) {
+        if (i < a.size()) fail(ErrorCode::BadArgument, "chat template: macro '" + name + "' got multiple values for argument '" + kv.first + "'");
+        local[kv.first] = eval(*kv.second);
+      } else if (m.kwargs) {
+        kw.emplace_back(kv.first, eval(*kv.second));
+      } else {
+        fail(ErrorCode::BadArgument, "chat template: macro '" + name + "' takes no keyword argument '" + kv.first + "'");
+      }
+    }
+    // The scopes the body sees: a macro's stack is the globals alone (the caller's scopes wait
+    // in `away`); a caller body gets back the scopes of its {% call %} site.
+    std::vector<Scope> away(std::make_move_iterator(scopes_.begin() + 1), std::make_move_iterator(scopes_.end()));
+    scopes_.resize(1);
+    Frame* site = nullptr;
+    if (m.t == Stmt::T::CallBlock) {
+      for (Frame* fr : frames_)
+        if (fr->serial == (uint64_t)f.i) site = fr;
+      if (!site) fail(ErrorCode::BadArgument, "chat template: caller() used outside its macro call");
+      for (auto& sc : site->scopes) scopes_.push_back(std::move(sc));
+    }
+    if (f.closure)
+      for (const Scope& sc : f.closure->scopes) scopes_.push_back(sc);
+    if (m.t == Stmt::T::CallBlock) local["caller"] = Value();  // a caller body has no caller of its own
+    scopes_.push_back(std::move(local));
+    for (const auto& pr : m.params) {
+      Scope& top = scopes_.back();
+      if (top.count(pr.first)) continue;
+      top[pr.first] = pr.second ? eval(*pr.second) : Value();  // defaults see the earlier parameters
+    }
+    if (m.varargs) scopes_.back()["varargs"] = Value::list(std::move(extra));
+    if (m.kwargs) scopes_.back()["kwargs"] = Value::dict(std::move(kw));
+    Frame frame{++frame_serial_, std::move(away)};
+    if (m.t == Stmt::T::Macro) {
+      if (caller_body) {  // called by a {% call %} block: its body, as caller()
+        Value c = Value::func("caller", caller_body);
+        c.i = (int64_t)frame.serial;
+        scopes_.back()["caller"] = c;
+      }
+      frames_.push_back(&frame);
+    }
+    std::string r = capture(m.body);
+    if (m.t == Stmt::T::Macro) frames_.pop_back();
+    if (site) {  // the {% call %} site's scopes go back to their frame
+      site->scopes.clear();
+      for (size_t i = 1; i + 1 < scopes_.size(); i++) site->scopes.push_back(std::move(scopes_[i]));
+    }
+    // (a closure's scopes are copies: what the body set there is dropped with them)
+    scopes_.resize(1);
+    for (auto& sc : frame.scopes) scopes_.push_back(std::move(sc));
+    return Value::str(std::move(r));
+  }
+
   void exec(const Stmt& s) {
+    Nest guard(this);
     tick();
     switch (s.t) {
       case Stmt::T::Text: emit(s.text); break;
@@ -813,15 +1028,20 @@ class Renderer {
             break;
           }
         break;
-      case Stmt::T::Set: {
-        Value v = eval(*s.e);
-        if (s.vars.size() == 1) {
-          scopes_.back()[s.vars[0]] = std::move(v);
-        } else {
-          Value ns = lookup(s.vars[0]);
-          if (ns.k != Value::K::Dict) fail(ErrorCode::BadArgument, "chat template: cannot set an attribute of '" + s.vars[0] + "', which is not a namespace");
-          ns.put(s.vars[1], std::move(v));
-        }
+      case Stmt::T::Set: assign(s.vars, eval(*s.e)); break;
+      case Stmt::T::Break: case Stmt::T::Continue: jump_ = s.t; break;
+      case Stmt::T::SetBlock: assign(s.vars, made(Value::str(capture(s.body)))); break;
+      case Stmt::T::Macro: {
+        Value f = Value::func(s.text, &s);
+        if (scopes_.size() > 1) f.closure = std::make_shared<Closure>(Closure{{scopes_.begin() + 1, scopes_.end()}});
+        scopes_.back()[s.text] = std::move(f);
+        break;
+      }
+      case Stmt::T::CallBlock: {
+        Value f = lookup(s.e->name);
+        if (f.k != Value::K::Func || !f.macro || f.macro->t != Stmt::T::Macro)
+          fail(ErrorCode::BadArgument, "chat template: {% call %} of '" + s.e->name + "', which is not a macro");
+        emit(call_macro(f, *s.e, &s).s);
         break;
       }
       case Stmt::T::For: {
@@ -851,6 +1071,9 @@ class Renderer {
                                     {"nextitem", k + 1 < n ? items[(size_t)k + 1] : Value()}});
           scopes_.back()["loop"] = loop;
           run(s.body);
+          const Stmt::T jump = jump_;
+          jump_ = Stmt::T::Text;
+          if (jump == Stmt::T::Break) break;
         }
         if (n == 0) run(s.else_body);
         scopes_.pop_back();
@@ -1048,6 +1271,8 @@ class Renderer {
         return Value::list(std::move(parts));
       }
     } else if (obj.k == Value::K::Dict) {
+      const Value* i0 = obj.get("index0");
+      if (m == "cycle" && i0 && obj.get("revindex0") && !a.empty()) return a[(size_t)(i0->i % (int64_t)a.size())];  // loop.cycle
       if (m == "get" && !a.empty()) {
         const Value* v = obj.get(arg_str(0, "get"));
         return v ? *v : a.size() > 1 ? a[1] : Value::none();
@@ -1065,6 +1290,11 @@ class Renderer {
   Value call(const Expr& e) {
     if (e.a[0]) return method(e);
     const std::string& f = e.name;
+    {
+      const Value fv = lookup(f);
+      if (fv.k == Value::K::Func && fv.macro) return call_macro(fv, e);
+      if (f == "caller") fail(ErrorCode::BadArgument, "chat template: caller() outside a {% call %} block");
+    }
     const std::vector<Value> a = args(e);
     if (f == "raise_exception") {
       fail(ErrorCode::BadArgument, "chat template: " + (a.empty() ? std::string("raise_exception()") : to_text(a[0])));
@@ -1275,6 +1505,7 @@ class Renderer {
   }
 
   Value eval(const Expr& e) {
+    Nest guard(this);
     tick();
     switch (e.t) {
       case Expr::T::Lit: return made(e.lit);
@@ -1339,6 +1570,10 @@ class Renderer {
   }
 
   std::vector<std::map<std::string, Value>> scopes_;
+  std::vector<Frame*> frames_;  // macro calls in progress, innermost last
+  Stmt::T jump_ = Stmt::T::Text;  // Break or Continue while one unwinds to its loop, else Text
+  uint64_t frame_serial_ = 0;
+  int nest_ = 0;
   std::string out_;
   uint64_t work_ = 0;
 };

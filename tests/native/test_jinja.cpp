@@ -72,6 +72,30 @@ const char* const kTemplates[] = {
     "{%- if loop.last and sys %}{{- '[INST] ' + sys | join('\\n') + '\\n\\n' + m.content + '[/INST]' }}"
     "{%- else %}{{- '[INST] ' + m.content + '[/INST]' }}{%- endif %}{%- else %}{{- ' ' + m.content + eos_token }}{%- endif %}"
     "{%- endfor %}{{ messages | map(attribute='content') | select | list | length }}{{ [0, 1, '', 'a'] | reject | list }}",
+    // Macros (defaults, keyword arguments, varargs, recursion, a closure over a loop variable),
+    // call blocks with caller(args), {% set %} blocks, loop controls and loop.cycle, as tool-use
+    // templates (Hermes, Granite) write them.
+    "{%- macro turn(role, text, close='<|end|>') -%}\n"
+    "<|{{ role }}|>{{ text | trim }}{{ close }}{{ varargs | join(',') }}\n"
+    "{%- endmacro -%}\n"
+    "{%- macro countdown(n) %}{{ n }}{% if n > 0 %},{{ countdown(n - 1) }}{% endif %}{% endmacro -%}\n"
+    "{%- macro wrap(tag) %}<{{ tag }}>{{ caller(tag | upper) }}</{{ tag }}>{% endmacro -%}\n"
+    "{%- set ns = namespace(users=0) -%}\n"
+    "{%- macro note_user() %}{% set ns.users = ns.users + 1 %}{% endmacro -%}\n"
+    "{%- set header %}\n"
+    "  [{{ messages | length }} turns, first {{ messages[0].role }}]\n"
+    "{% endset -%}\n"
+    "{{ header | trim }}{{ countdown(3) }}\n"
+    "{%- for m in messages %}\n"
+    "{%- if m.content == '' %}{% continue %}{% endif %}\n"
+    "{%- if loop.index > 3 %}{% break %}{% endif %}\n"
+    "{%- if m.role == 'user' %}{{ note_user() }}{% endif %}\n"
+    "{%- macro tagged() %}{{ loop.index }}:{{ m.role }}{% endmacro %}\n"
+    "{{ turn(m.role, m.content, close=loop.cycle('</a>', '</b>')) }} {{ tagged() }}\n"
+    "{%- call(t) wrap('span') %}{{ t }}-{{ m.role[:1] }}{% endcall %}\n"
+    "{%- endfor %}\n"
+    "{{ turn('x', 'y', '!', 1, 2) }}{{ ns.users }}\n"
+    "{%- if add_generation_prompt %}{{ turn('assistant', '', close='') }}{% endif %}",
     // A template that ends in a newline after an expression (Jinja drops that one newline).
     "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{{ '>' if add_generation_prompt }}\n",
     // Whitespace control in every combination.
@@ -262,7 +286,15 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
   EXPECT_EQ(code_of("{{ range(10000000000) }}"), "bad_argument");
   EXPECT_EQ(code_of("{{ 1 // 0 }}"), "bad_argument");
   EXPECT_EQ(code_of("{{ 'a' - 1 }}"), "bad_argument");
-  EXPECT_EQ(code_of("{% macro m() %}{% endmacro %}"), "unsupported");
+  EXPECT_EQ(code_of("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}"), "bad_argument");  // endless recursion
+  EXPECT_EQ(code_of("{% macro m(n) %}{{ m(n) }}{{ m(n) }}{% endmacro %}{{ m(0) }}"), "bad_argument");
+  EXPECT_EQ(code_of("{% macro m() %}{{ caller() }}{% endmacro %}{{ m() }}"), "bad_argument");  // no caller
+  EXPECT_EQ(code_of("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"), "bad_argument");            // too many arguments
+  EXPECT_EQ(code_of("{% macro m(a) %}{% endmacro %}{{ m(b=1) }}"), "bad_argument");
+  EXPECT_EQ(code_of("{% macro m() %}x"), "bad_argument");                                         // unclosed
+  EXPECT_EQ(code_of("{% break %}"), "bad_argument");                                              // outside a loop
+  EXPECT_EQ(code_of("{% for i in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"), "bad_argument");
+  EXPECT_EQ(code_of("{% macro m(s) %}{{ m(s ~ s) }}{% endmacro %}{{ m('xxxxxxxxxxxxxxxx') }}"), "bad_argument");  // growth
   EXPECT_EQ(code_of("{{ x | wordwrap }}"), "unsupported");
   EXPECT_EQ(code_of("{{ raise_exception('stop here') }}"), "bad_argument");
   std::string deep;
