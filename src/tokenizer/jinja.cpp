@@ -210,6 +210,23 @@ struct Piece {
   size_t at;  // offset in the template, for messages
 };
 
+// Where the tag whose body starts at `from` closes: the first `close` outside string literals
+// (as Jinja's lexer reads a tag: '}}' inside a quoted string does not end it), npos if none.
+// Comments have no strings.
+size_t find_close(const std::string& src, size_t from, const char* close, bool strings) {
+  for (size_t i = from; i < src.size(); i++) {
+    const char c = src[i];
+    if (c == close[0] && i + 1 < src.size() && src[i + 1] == close[1]) return i;
+    if (strings && (c == '\'' || c == '"')) {
+      size_t j = i + 1;
+      while (j < src.size() && src[j] != c) j += src[j] == '\\' ? 2 : 1;
+      if (j >= src.size()) return std::string::npos;
+      i = j;
+    }
+  }
+  return std::string::npos;
+}
+
 // Cuts the template into text and tags, applying '-' controls, trim_blocks (the newline after
 // a statement or comment tag goes) and lstrip_blocks (spaces and tabs from the start of a line
 // up to a statement or comment tag go).
@@ -242,7 +259,7 @@ std::vector<Piece> cut(const std::string& src) {
     const bool lstrip_ctl = inner < src.size() && src[inner] == '-';
     const bool keep_ws = inner < src.size() && src[inner] == '+';
     if (lstrip_ctl || keep_ws) inner++;
-    const size_t end = src.find(close, inner);
+    const size_t end = find_close(src, inner, close, kind != '#');
     if (end == std::string::npos) fail(ErrorCode::BadArgument, "chat template: a tag opened at offset " + std::to_string(open) + " is never closed");
     std::string text = src.substr(pos, open - pos);
     if (lstrip_ctl) {
@@ -270,6 +287,67 @@ std::vector<Piece> cut(const std::string& src) {
 }
 
 // ---- expressions ---------------------------------------------------------------------------
+
+void put_utf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    *out += (char)cp;
+  } else if (cp < 0x800) {
+    *out += (char)(0xc0 | (cp >> 6));
+    *out += (char)(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    *out += (char)(0xe0 | (cp >> 12));
+    *out += (char)(0x80 | ((cp >> 6) & 0x3f));
+    *out += (char)(0x80 | (cp & 0x3f));
+  } else {
+    *out += (char)(0xf0 | (cp >> 18));
+    *out += (char)(0x80 | ((cp >> 12) & 0x3f));
+    *out += (char)(0x80 | ((cp >> 6) & 0x3f));
+    *out += (char)(0x80 | (cp & 0x3f));
+  }
+}
+
+// The escape at s[j] (a backslash) inside a string literal, as Jinja reads it (Python's
+// unicode-escape): \newline joins lines, \\ \' \" \a \b \f \n \r \t \v, octal \ooo, \xhh,
+// \uhhhh and \Uhhhhhhhh; any other backslash stays as it is. Appends to v; returns the index of
+// the escape's last character.
+size_t unescape(const std::string& s, size_t j, std::string* v) {
+  const char e = s[j + 1];
+  switch (e) {
+    case '\n': return j + 1;
+    case '\r': return j + 1 + (j + 2 < s.size() && s[j + 2] == '\n');
+    case '\\': case '\'': case '"': *v += e; return j + 1;
+    case 'a': *v += '\a'; return j + 1;
+    case 'b': *v += '\b'; return j + 1;
+    case 'f': *v += '\f'; return j + 1;
+    case 'n': *v += '\n'; return j + 1;
+    case 'r': *v += '\r'; return j + 1;
+    case 't': *v += '\t'; return j + 1;
+    case 'v': *v += '\v'; return j + 1;
+    default: break;
+  }
+  if (e >= '0' && e <= '7') {
+    uint32_t cp = 0;
+    size_t k = j + 1;
+    for (int n = 0; n < 3 && k < s.size() && s[k] >= '0' && s[k] <= '7'; n++, k++) cp = cp * 8 + (uint32_t)(s[k] - '0');
+    put_utf8(cp, v);
+    return k - 1;
+  }
+  const int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+  if (digits == 0) {
+    *v += '\\';  // not an escape: the backslash is kept and the character read as usual
+    return j;
+  }
+  uint32_t cp = 0;
+  for (int n = 0; n < digits; n++) {
+    const size_t k = j + 2 + (size_t)n;
+    const int h = k < s.size() ? (std::isdigit((unsigned char)s[k]) ? s[k] - '0' : std::isxdigit((unsigned char)s[k]) ? (std::tolower((unsigned char)s[k]) - 'a' + 10) : -1) : -1;
+    if (h < 0) fail(ErrorCode::BadArgument, std::string("chat template: a truncated \\") + e + " escape in a string literal");
+    cp = cp * 16 + (uint32_t)h;
+  }
+  if (cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000)) fail(ErrorCode::BadArgument, "chat template: an escape outside Unicode's scalar values");
+  put_utf8(cp, v);
+  return j + 1 + (size_t)digits;
+}
 
 struct Tok {
   enum class T { Name, Str, Int, Float, Op, End } t;
@@ -309,12 +387,9 @@ std::vector<Tok> lex(const std::string& s) {
       std::string v;
       size_t j = i + 1;
       for (; j < s.size() && s[j] != c; j++) {
-        if (s[j] == '\\' && j + 1 < s.size()) {
-          const char e = s[++j];
-          v += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
-        } else {
-          v += s[j];
-        }
+        if (s[j] == '\\' && j + 1 < s.size()) j = unescape(s, j, &v);
+        else if (s[j] == '\r' && j + 1 < s.size() && s[j + 1] == '\n') continue;  // newlines normalised to \n
+        else v += s[j];
       }
       if (j >= s.size()) fail(ErrorCode::BadArgument, "chat template: unterminated string literal");
       out.push_back({Tok::T::Str, std::move(v)});
@@ -597,8 +672,17 @@ class Parser {
       return e;
     }
     if (accept_op("(")) {
+      if (accept_op(")")) return node(Expr::T::ListLit);  // () : an empty tuple
       ExprP e = expr();
-      if (is_op(",")) unsupported("tuples");
+      if (accept_op(",")) {  // a tuple, held as a list (what loops, 'in' and filters see is the same)
+        ExprP t = node(Expr::T::ListLit);
+        t->a.push_back(std::move(e));
+        while (!is_op(")")) {
+          t->a.push_back(expr());
+          if (!accept_op(",")) break;
+        }
+        e = std::move(t);
+      }
       expect_op(")");
       return e;
     }

@@ -96,6 +96,15 @@ const char* const kTemplates[] = {
     "{%- endfor %}\n"
     "{{ turn('x', 'y', '!', 1, 2) }}{{ ns.users }}\n"
     "{%- if add_generation_prompt %}{{ turn('assistant', '', close='') }}{% endif %}",
+    // What Jinja's lexer reads inside tags: '}}' and '%}' in string literals do not close a tag
+    // (tool hints with JSON in them), Python's string escapes (a backslash-newline joins lines,
+    // \x \u \U and octal escapes, unknown escapes keep their backslash), and tuples.
+    R"J({%- set hint = 'Call as <tool>{"name": "f", "arguments": {"a": 1}}</tool>' -%}
+{{- hint }}|{{ '}}' }}|{{ "%}" }}|{{ '{{' ~ "{%" }}{# a '}}' in a comment #}
+{%- set long = "one \
+two\tthree\x41\u00e9\U0001F600\101\d\q\\\"" -%}
+{{ long }}|{{ ('a', 'b') | join('+') }}|{% for k, v in [('x', 1), ('y', 2)] %}{{ k }}{{ v }}{% endfor %}|{{ ('solo',) | length }}|{{ () | length }}
+{%- for m in messages %} {{ m.role }}{% endfor %})J",
     // A template that ends in a newline after an expression (Jinja drops that one newline).
     "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{{ '>' if add_generation_prompt }}\n",
     // Whitespace control in every combination.
