@@ -20,6 +20,7 @@ namespace {
 constexpr size_t kMaxOutput = 16u << 20;    // bytes of rendered text (and of any one string)
 constexpr uint64_t kMaxWork = 1u << 28;      // evaluated nodes x 64 + bytes of strings and list items made
 constexpr int kMaxDepth = 64;                // nesting of expressions and of blocks
+constexpr int kMaxValueDepth = 64;           // lists and dicts inside one another
 constexpr int kMaxRenderDepth = 256;         // statements and expressions being evaluated at once (macros recurse)
 
 [[noreturn]] void unsupported(const std::string& what) {
@@ -44,14 +45,34 @@ struct Value {
   std::shared_ptr<const Closure> closure;  // Func: a macro defined inside a block: the names there
   std::shared_ptr<List> l;
   std::shared_ptr<Dict> d;
+  // Lists and dicts: how deeply they nest (0 for the rest), and whether a namespace is in them
+  // (or is this). Only namespaces change after they are made, and a namespace cannot hold one,
+  // so values cannot form cycles and nest at most about 2 x kMaxValueDepth deep: printing,
+  // comparing and freeing them recurse that far at most.
+  int depth = 0;
+  bool has_ns = false;
 
   static Value none() { Value v; v.k = K::None; return v; }
   static Value boolean(bool x) { Value v; v.k = K::Bool; v.b = x; return v; }
   static Value integer(int64_t x) { Value v; v.k = K::Int; v.i = x; return v; }
   static Value real(double x) { Value v; v.k = K::Float; v.f = x; return v; }
   static Value str(std::string x) { Value v; v.k = K::Str; v.s = std::move(x); return v; }
-  static Value list(List x = {}) { Value v; v.k = K::List; v.l = std::make_shared<List>(std::move(x)); return v; }
-  static Value dict(Dict x = {}) { Value v; v.k = K::Dict; v.d = std::make_shared<Dict>(std::move(x)); return v; }
+  static Value list(List x = {}) {
+    Value v;
+    v.k = K::List;
+    v.depth = 1;
+    for (const Value& c : x) v.hold(c);
+    v.l = std::make_shared<List>(std::move(x));
+    return v;
+  }
+  static Value dict(Dict x = {}) {
+    Value v;
+    v.k = K::Dict;
+    v.depth = 1;
+    for (const auto& kv : x) v.hold(kv.second);
+    v.d = std::make_shared<Dict>(std::move(x));
+    return v;
+  }
   static Value func(std::string name, const Stmt* macro = nullptr) { Value v; v.k = K::Func; v.s = std::move(name); v.macro = macro; return v; }
 
   bool defined() const { return k != K::Undef; }
@@ -63,7 +84,14 @@ struct Value {
       if (kv.first == key) return &kv.second;
     return nullptr;
   }
+  // Notes that this list or dict holds c.
+  void hold(const Value& c) {
+    if (c.depth + 1 > depth) depth = c.depth + 1;
+    if (depth > kMaxValueDepth) fail(ErrorCode::BadArgument, "chat template: lists or dicts nested too deeply");
+    has_ns = has_ns || c.has_ns;
+  }
   void put(const std::string& key, Value v) {
+    hold(v);
     for (auto& kv : *d)
       if (kv.first == key) { kv.second = std::move(v); return; }
     d->emplace_back(key, std::move(v));
@@ -1017,7 +1045,8 @@ class Renderer {
       return;
     }
     Value ns = lookup(target[0]);
-    if (ns.k != Value::K::Dict) fail(ErrorCode::BadArgument, "chat template: cannot set an attribute of '" + target[0] + "', which is not a namespace");
+    if (ns.k != Value::K::Dict || !ns.has_ns) fail(ErrorCode::BadArgument, "chat template: cannot set an attribute of '" + target[0] + "', which is not a namespace");
+    if (v.has_ns) fail(ErrorCode::BadArgument, "chat template: a namespace cannot hold a namespace (" + target[0] + "." + target[1] + ")");
     ns.put(target[1], std::move(v));
   }
 
@@ -1146,6 +1175,7 @@ class Renderer {
         }
         const int64_t n = (int64_t)items.size();
         for (int64_t k = 0; k < n; k++) {
+          scopes_.back().clear();  // as in Jinja, what one pass sets is gone in the next
           bind(s.vars, items[(size_t)k]);
           Value loop = Value::dict({{"index", Value::integer(k + 1)}, {"index0", Value::integer(k)},
                                     {"first", Value::boolean(k == 0)}, {"last", Value::boolean(k == n - 1)},
@@ -1385,6 +1415,7 @@ class Renderer {
     }
     if (f == "namespace") {
       Value ns = Value::dict();
+      ns.has_ns = true;
       for (const auto& kv : e.kw) ns.put(kv.first, eval(*kv.second));
       return ns;
     }

@@ -177,6 +177,13 @@ void write_seeds(const std::string& dir) {
              "{% if (m.role == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('alternate') }}{% endif %}"
              "{{ bos_token ~ m.content.split('</think>')[-1][::-1] | upper }}{{ loop.length if loop.last else '' }}{% else %}none"
              "{% endfor %}{{ [1, 2][1:] | tojson }}{{ {'a': none}.get('a') is none }}{{ range(3) | join(',') }}{{ strftime_now('%Y') }}"));
+  write(dir + "/template-macro.jinja",
+        text("{%- macro turn(r, t, close='<|end|>') -%}<|{{ r }}|>{{ t }}{{ close }}{{ varargs | length }}{%- endmacro -%}"
+             "{%- macro wrap(tag) %}<{{ tag }}>{{ caller(tag) }}</{{ tag }}>{% endmacro -%}"
+             "{%- set head %}{{ messages | length }} turns\n{% endset -%}{{ head }}"
+             "{%- for m in messages %}{% if loop.index > 9 %}{% break %}{% endif %}{% if not m.content %}{% continue %}{% endif %}"
+             "{{ turn(m.role, m.content, close=loop.cycle('a', 'b')) }}{% call(t) wrap('x') %}{{ t }}: '}}' \\x41{% endcall %}"
+             "{% endfor %}{{ ('a', 'b') | join }}"));
   write(dir + "/tiny-meta-only.gguf", tiny_gguf(QType::F32, false));
   write(dir + "/tiny-f32.gguf", tiny_gguf(QType::F32, true));
   write(dir + "/tiny-q8_0.gguf", tiny_gguf(QType::Q8_0, true));

@@ -105,6 +105,10 @@ const char* const kTemplates[] = {
 two\tthree\x41\u00e9\U0001F600\101\d\q\\\"" -%}
 {{ long }}|{{ ('a', 'b') | join('+') }}|{% for k, v in [('x', 1), ('y', 2)] %}{{ k }}{{ v }}{% endfor %}|{{ ('solo',) | length }}|{{ () | length }}
 {%- for m in messages %} {{ m.role }}{% endfor %})J",
+    // Scoping: what a loop's pass sets is gone in the next pass and after the loop; a namespace
+    // keeps it.
+    "{% set x = 0 %}{% set ns = namespace(n=0) %}{% for m in messages %}{% if loop.first %}{% set y = 'first' %}{% endif %}"
+    "{% set x = x + 1 %}{% set ns.n = ns.n + 1 %}{{ x }}{{ y }}{{ ns.n }},{% endfor %}{{ x }}{{ y }}{{ ns.n }}",
     // A template that ends in a newline after an expression (Jinja drops that one newline).
     "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{{ '>' if add_generation_prompt }}\n",
     // Whitespace control in every combination.
@@ -291,7 +295,7 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
                     "((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((1 }}"),
             "bad_argument");                                             // nesting
   EXPECT_EQ(code_of("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"), "bad_argument");  // work
-  EXPECT_EQ(code_of("{% set s = 'xxxxxxxxxxxxxxxx' %}{% for i in range(40) %}{% set s = s + s %}{% endfor %}{{ s }}"), "bad_argument");
+  EXPECT_EQ(code_of("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}"), "bad_argument");
   EXPECT_EQ(code_of("{{ range(10000000000) }}"), "bad_argument");
   EXPECT_EQ(code_of("{{ 1 // 0 }}"), "bad_argument");
   EXPECT_EQ(code_of("{{ 'a' - 1 }}"), "bad_argument");
@@ -301,7 +305,17 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
   EXPECT_EQ(code_of("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"), "bad_argument");            // too many arguments
   EXPECT_EQ(code_of("{% macro m(a) %}{% endmacro %}{{ m(b=1) }}"), "bad_argument");
   EXPECT_EQ(code_of("{% macro m() %}x"), "bad_argument");                                         // unclosed
-  EXPECT_EQ(code_of("{% break %}"), "bad_argument");                                              // outside a loop
+  EXPECT_EQ(code_of("{% break %}"), "bad_argument");
+  // Values nested without end (freeing or printing them would recurse that deep), and cycles.
+  EXPECT_EQ(code_of("{% set ns = namespace(x=[]) %}{% for i in range(300000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x | length }}"),
+            "bad_argument");
+  EXPECT_EQ(code_of("{% set ns = namespace(x={}) %}{% for i in range(300000) %}{% set ns.x = {'k': ns.x} %}{% endfor %}{{ ns.x }}"),
+            "bad_argument");
+  EXPECT_EQ(code_of("{% set st = namespace(prev=namespace(x=none)) %}{% for i in range(100000) %}{% set n = namespace(x=none) %}"
+                    "{% set p = st.prev %}{% set p.x = n %}{% set st.prev = n %}{% endfor %}{{ st }}"),
+            "bad_argument");
+  EXPECT_EQ(code_of("{% set ns = namespace(a=1) %}{% set ns.self = [ns] %}{{ ns }}"), "bad_argument");
+  EXPECT_EQ(code_of("{% set d = {'a': 1} %}{% set d.b = 2 %}"), "bad_argument");  // only namespaces take attributes                                              // outside a loop
   EXPECT_EQ(code_of("{% for i in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"), "bad_argument");
   EXPECT_EQ(code_of("{% macro m(s) %}{{ m(s ~ s) }}{% endmacro %}{{ m('xxxxxxxxxxxxxxxx') }}"), "bad_argument");  // growth
   EXPECT_EQ(code_of("{{ x | wordwrap }}"), "unsupported");
