@@ -9,6 +9,8 @@
 #include <ctime>
 #include <functional>
 #include <map>
+#include <climits>
+#include <cstdint>
 #include <memory>
 
 #include "../common.h"
@@ -126,6 +128,8 @@ std::string json_quote(const std::string& s) {
       case '\n': o += "\\n"; break;
       case '\r': o += "\\r"; break;
       case '\t': o += "\\t"; break;
+      case '\b': o += "\\b"; break;
+      case '\f': o += "\\f"; break;
       default:
         if (c < 0x20) {
           char b[8];
@@ -205,6 +209,40 @@ std::string repr(const Value& v, bool json) {
     case Value::K::Func: return v.macro ? "<Macro '" + v.s + "'>" : "<function " + v.s + ">";
     default: return to_text(v);
   }
+}
+
+// json.dumps(v, indent=..., sort_keys=...) as Hugging Face's tojson calls it (ensure_ascii off):
+// with an indent, each item on its own line under `ind` per level and ',' / ': ' separators;
+// without, one line with ', ' / ': '.
+std::string json_dump(const Value& v, bool pretty, const std::string& ind, bool sort, int level) {
+  const bool list = v.k == Value::K::List, dict = v.k == Value::K::Dict;
+  if ((!list && !dict) || (list ? v.l->empty() : v.d->empty())) return repr(v, true);
+  std::vector<std::pair<std::string, const Value*>> items;
+  if (list) for (const Value& x : *v.l) items.emplace_back(std::string(), &x);
+  else for (const auto& kv : *v.d) items.emplace_back(json_quote(kv.first), &kv.second);
+  if (dict && sort) std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string inner;
+  if (pretty) for (int i = 0; i <= level; i++) inner += ind;
+  std::string o(1, list ? '[' : '{');
+  for (size_t i = 0; i < items.size(); i++) {
+    o += i ? (pretty ? ",\n" : ", ") : (pretty ? "\n" : "");
+    o += inner;
+    if (dict) o += items[i].first + ": ";
+    o += json_dump(*items[i].second, pretty, ind, sort, level + 1);
+    if (o.size() > kMaxOutput) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
+  }
+  if (pretty) {
+    o += "\n";
+    for (int i = 0; i < level; i++) o += ind;
+  }
+  return o + (list ? ']' : '}');
+}
+
+// A value as error messages quote it: its repr, cut to 60 bytes.
+std::string brief(const Value& v) {
+  std::string r = repr(v, false);
+  if (r.size() > 60) r = r.substr(0, 57) + "...";
+  return r;
 }
 
 bool equal(const Value& a, const Value& b) {
@@ -1163,7 +1201,7 @@ class Renderer {
         if (it.k == Value::K::List) items = *it.l, charge(16 * items.size());
         else if (it.k == Value::K::Dict) for (const auto& kv : *it.d) items.push_back(Value::str(kv.first));
         else if (it.k == Value::K::Str) for (char c : it.s) items.push_back(Value::str(std::string(1, c)));
-        else if (it.defined() && it.k != Value::K::None) fail(ErrorCode::BadArgument, "chat template: a for loop over " + repr(it, false) + ", which is not a list");
+        else if (it.defined() && it.k != Value::K::None) fail(ErrorCode::BadArgument, "chat template: a for loop over " + brief(it) + ", which is not a list");
         scopes_.emplace_back();
         if (s.filter) {  // the filter sees each item under the loop's names
           List kept;
@@ -1201,17 +1239,17 @@ class Renderer {
       return;
     }
     if (v.k != Value::K::List || v.l->size() != vars.size())
-      fail(ErrorCode::BadArgument, "chat template: cannot unpack " + repr(v, false) + " into " + std::to_string(vars.size()) + " names");
+      fail(ErrorCode::BadArgument, "chat template: cannot unpack " + brief(v) + " into " + std::to_string(vars.size()) + " names");
     for (size_t i = 0; i < vars.size(); i++) scopes_.back()[vars[i]] = (*v.l)[i];
   }
 
   static int64_t as_int(const Value& v, const char* what) {
     if (v.k == Value::K::Int || v.k == Value::K::Bool) return v.k == Value::K::Int ? v.i : v.b;
     if (v.k == Value::K::Float && std::isfinite(v.f) && std::fabs(v.f) < 9e18) return (int64_t)v.f;
-    fail(ErrorCode::BadArgument, std::string("chat template: ") + what + " needs an integer, not " + repr(v, false));
+    fail(ErrorCode::BadArgument, std::string("chat template: ") + what + " needs an integer, not " + brief(v));
   }
   static std::string as_str(const Value& v, const char* what) {
-    if (v.k != Value::K::Str) fail(ErrorCode::BadArgument, std::string("chat template: ") + what + " needs a string, not " + repr(v, false));
+    if (v.k != Value::K::Str) fail(ErrorCode::BadArgument, std::string("chat template: ") + what + " needs a string, not " + brief(v));
     return v.s;
   }
 
@@ -1226,13 +1264,13 @@ class Renderer {
       return Value::list(std::move(l));
     }
     if (op == "*" && a.k == Value::K::Str && (b.k == Value::K::Int)) {
-      if (b.i > 0 && a.s.size() * (uint64_t)b.i > kMaxOutput) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
+      if (b.i > 0 && !a.s.empty() && (uint64_t)b.i > kMaxOutput / a.s.size()) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
       std::string r;
       for (int64_t k = 0; k < b.i; k++) r += a.s;
       return Value::str(std::move(r));
     }
     if (!a.number() || !b.number())
-      fail(ErrorCode::BadArgument, "chat template: cannot apply '" + op + "' to " + repr(a, false) + " and " + repr(b, false));
+      fail(ErrorCode::BadArgument, "chat template: cannot apply '" + op + "' to " + brief(a) + " and " + brief(b));
     const bool ints = a.k != Value::K::Float && b.k != Value::K::Float;
     if (op == "/") {
       if (b.num() == 0) fail(ErrorCode::BadArgument, "chat template: division by zero");
@@ -1240,9 +1278,12 @@ class Renderer {
     }
     if (ints) {
       const int64_t x = a.k == Value::K::Int ? a.i : a.b, y = b.k == Value::K::Int ? b.i : b.b;
-      if (op == "+") return Value::integer(x + y);
-      if (op == "-") return Value::integer(x - y);
-      if (op == "*") return Value::integer(x * y);
+      int64_t r = 0;
+      // Python's integers do not overflow; past 64 bits this is an error, not a wrapped value.
+      const bool over = op == "+" ? __builtin_add_overflow(x, y, &r) : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                      : op == "*" ? __builtin_mul_overflow(x, y, &r) : (x == INT64_MIN && y == -1);
+      if (over) fail(ErrorCode::BadArgument, "chat template: integer overflow in " + std::to_string(x) + " " + op + " " + std::to_string(y));
+      if (op == "+" || op == "-" || op == "*") return Value::integer(r);
       if (y == 0) fail(ErrorCode::BadArgument, "chat template: division by zero");
       const int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));  // Python's floor division
       if (op == "//") return Value::integer(q);
@@ -1260,7 +1301,7 @@ class Renderer {
   static bool less(const Value& a, const Value& b) {
     if (a.number() && b.number()) return a.num() < b.num();
     if (a.k == Value::K::Str && b.k == Value::K::Str) return a.s < b.s;
-    fail(ErrorCode::BadArgument, "chat template: cannot order " + repr(a, false) + " and " + repr(b, false));
+    fail(ErrorCode::BadArgument, "chat template: cannot order " + brief(a) + " and " + brief(b));
   }
   static bool contains(const Value& hay, const Value& needle) {
     if (hay.k == Value::K::Str) return needle.k == Value::K::Str && hay.s.find(needle.s) != std::string::npos;
@@ -1271,7 +1312,7 @@ class Renderer {
     }
     if (hay.k == Value::K::Dict) return needle.k == Value::K::Str && hay.get(needle.s) != nullptr;
     if (!hay.defined() || hay.k == Value::K::None) return false;
-    fail(ErrorCode::BadArgument, "chat template: 'in' needs a string, list or dict, not " + repr(hay, false));
+    fail(ErrorCode::BadArgument, "chat template: 'in' needs a string, list or dict, not " + brief(hay));
   }
 
   std::vector<Value> args(const Expr& e) {
@@ -1280,6 +1321,38 @@ class Renderer {
     return v;
   }
 
+  // An indent given as a width (spaces) or as the string itself.
+  static std::string indent_text(const Value& w) {
+    if (w.k == Value::K::Str) {
+      if (w.s.size() > 1000) fail(ErrorCode::BadArgument, "chat template: an indent longer than 1000 characters");
+      return w.s;
+    }
+    const int64_t n = as_int(w, "indent");
+    if (n > 1000) fail(ErrorCode::BadArgument, "chat template: an indent of " + std::to_string(n) + " spaces (at most 1000)");
+    return std::string(n > 0 ? (size_t)n : 0, ' ');
+  }
+  // Python's str.splitlines(): \n, \r\n, \r, \v, \f, \x1c-\x1e, U+0085, U+2028 and U+2029 end lines.
+  static std::vector<std::string> split_lines(const std::string& s) {
+    std::vector<std::string> out;
+    size_t start = 0, i = 0;
+    while (i < s.size()) {
+      const unsigned char c = (unsigned char)s[i];
+      size_t len = 0;
+      if (c == '\n' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e)) len = 1;
+      else if (c == '\r') len = i + 1 < s.size() && s[i + 1] == '\n' ? 2 : 1;
+      else if (c == 0xc2 && i + 1 < s.size() && (unsigned char)s[i + 1] == 0x85) len = 2;
+      else if (c == 0xe2 && i + 2 < s.size() && (unsigned char)s[i + 1] == 0x80 && ((unsigned char)s[i + 2] == 0xa8 || (unsigned char)s[i + 2] == 0xa9)) len = 3;
+      if (len == 0) {
+        i++;
+        continue;
+      }
+      out.push_back(s.substr(start, i - start));
+      i += len;
+      start = i;
+    }
+    if (start < s.size()) out.push_back(s.substr(start));
+    return out;
+  }
   static std::string strip(const std::string& s, const std::string& chars, bool left, bool right) {
     size_t b = 0, e = s.size();
     while (left && b < e && chars.find(s[b]) != std::string::npos) b++;
@@ -1398,7 +1471,7 @@ class Renderer {
         return Value::list(std::move(l));
       }
     }
-    unsupported("the method '" + m + "' of " + repr(obj, false).substr(0, 40));
+    unsupported("the method '" + m + "' of " + brief(obj));
   }
 
   Value call(const Expr& e) {
@@ -1432,9 +1505,10 @@ class Renderer {
       if (a.size() == 3) step = as_int(a[2], "range");
       if (step == 0) fail(ErrorCode::BadArgument, "chat template: range with a step of 0");
       List l;
-      for (int64_t v = lo; step > 0 ? v < hi : v > hi; v += step) {
+      for (int64_t v = lo; step > 0 ? v < hi : v > hi;) {
         if (l.size() >= 1000000) fail(ErrorCode::BadArgument, "chat template: range is too long");
         l.push_back(Value::integer(v));
+        if (__builtin_add_overflow(v, step, &v)) break;  // past the 64-bit range: past hi too
       }
       return Value::list(std::move(l));
     }
@@ -1464,7 +1538,7 @@ class Renderer {
       if (v.k == Value::K::List) return Value::integer((int64_t)v.l->size());
       if (v.k == Value::K::Dict) return Value::integer((int64_t)v.d->size());
       if (!v.defined()) return Value::integer(0);
-      fail(ErrorCode::BadArgument, "chat template: length of " + repr(v, false));
+      fail(ErrorCode::BadArgument, "chat template: length of " + brief(v));
     }
     std::string r;
     if (recase(f, to_text(v), &r)) return Value::str(std::move(r));
@@ -1478,11 +1552,11 @@ class Renderer {
     if (f == "first" || f == "last") {
       if (v.k == Value::K::List) return v.l->empty() ? Value() : (f == "first" ? v.l->front() : v.l->back());
       if (v.k == Value::K::Str) return v.s.empty() ? Value() : Value::str(std::string(1, f == "first" ? v.s.front() : v.s.back()));
-      fail(ErrorCode::BadArgument, "chat template: " + f + " of " + repr(v, false));
+      fail(ErrorCode::BadArgument, "chat template: " + f + " of " + brief(v));
     }
     if (f == "join") {
       const std::string sep = a.empty() ? std::string() : as_str(a[0], "join");
-      if (v.k != Value::K::List) fail(ErrorCode::BadArgument, "chat template: join of " + repr(v, false));
+      if (v.k != Value::K::List) fail(ErrorCode::BadArgument, "chat template: join of " + brief(v));
       std::string r;
       for (size_t i = 0; i < v.l->size(); i++) {
         r += (i ? sep : "") + to_text((*v.l)[i]);
@@ -1495,7 +1569,70 @@ class Renderer {
       if (boolean ? truthy(v) : v.defined()) return v;
       return a.empty() ? Value::str("") : a[0];
     }
-    if (f == "tojson") return Value::str(repr(v, true));
+    if (f == "tojson") {
+      Value indent = a.empty() ? Value() : a[0];
+      bool sort = false;
+      for (const auto& kv : e.kw) {
+        if (kv.first == "indent") indent = eval(*kv.second);
+        else if (kv.first == "sort_keys") sort = truthy(eval(*kv.second));
+        else if (kv.first != "ensure_ascii" || truthy(eval(*kv.second))) unsupported("tojson's argument '" + kv.first + "'");
+      }
+      const bool pretty = indent.defined() && indent.k != Value::K::None;
+      return Value::str(json_dump(v, pretty, pretty ? indent_text(indent) : std::string(), sort, 0));
+    }
+    if (f == "indent") {  // Jinja 3's: every line but the first (unless first=true); blank lines only if blank=true
+      Value width = a.empty() ? Value::integer(4) : a[0];
+      bool first = a.size() > 1 && truthy(a[1]), blank = a.size() > 2 && truthy(a[2]);
+      for (const auto& kv : e.kw) {
+        if (kv.first == "width") width = eval(*kv.second);
+        else if (kv.first == "first") first = truthy(eval(*kv.second));
+        else if (kv.first == "blank") blank = truthy(eval(*kv.second));
+        else fail(ErrorCode::BadArgument, "chat template: indent has no argument '" + kv.first + "'");
+      }
+      const std::string ind = indent_text(width);
+      const std::vector<std::string> lines = split_lines(to_text(v) + "\n");
+      std::string r;
+      for (size_t i = 0; i < lines.size(); i++) {
+        if (i) r += "\n";
+        if (i == 0 ? first : blank || !lines[i].empty()) r += ind;
+        r += lines[i];
+        if (r.size() > kMaxOutput) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
+      }
+      return Value::str(std::move(r));
+    }
+    if (f == "unique") {  // first of each, strings compared case-blind unless case_sensitive=true
+      bool cs = a.size() > 0 && truthy(a[0]);
+      Value attr = a.size() > 1 ? a[1] : Value();
+      for (const auto& kv : e.kw) {
+        if (kv.first == "case_sensitive") cs = truthy(eval(*kv.second));
+        else if (kv.first == "attribute") attr = eval(*kv.second);
+        else fail(ErrorCode::BadArgument, "chat template: unique has no argument '" + kv.first + "'");
+      }
+      List items;
+      if (v.k == Value::K::List) items = *v.l;
+      else if (v.k == Value::K::Str) for (char c : v.s) items.push_back(Value::str(std::string(1, c)));
+      else if (v.k == Value::K::Dict) for (const auto& kv : *v.d) items.push_back(Value::str(kv.first));
+      else fail(ErrorCode::BadArgument, "chat template: unique of " + brief(v));
+      const std::string name = attr.defined() && attr.k != Value::K::None ? as_str(attr, "unique") : std::string();
+      auto key = [&](const Value& x) {
+        const Value* p = name.empty() ? &x : x.get(name);
+        Value k = p ? *p : Value();
+        if (!cs && k.k == Value::K::Str) k.s = lower(k.s);
+        return k;
+      };
+      List out, seen;
+      for (const Value& x : items) {
+        tick();
+        const Value k = key(x);
+        bool dup = false;
+        for (const Value& y : seen) {
+          charge(8);
+          if (equal(k, y)) { dup = true; break; }
+        }
+        if (!dup) seen.push_back(k), out.push_back(x);
+      }
+      return Value::list(std::move(out));
+    }
     if (f == "list") {
       if (v.k == Value::K::List) return v;
       List l;
@@ -1506,14 +1643,14 @@ class Renderer {
     if (f == "reverse") {
       if (v.k == Value::K::Str) return Value::str(std::string(v.s.rbegin(), v.s.rend()));
       if (v.k == Value::K::List) return Value::list(List(v.l->rbegin(), v.l->rend()));
-      fail(ErrorCode::BadArgument, "chat template: reverse of " + repr(v, false));
+      fail(ErrorCode::BadArgument, "chat template: reverse of " + brief(v));
     }
     if (f == "replace" && a.size() >= 2) return Value::str(replace_all(to_text(v), as_str(a[0], "replace"), as_str(a[1], "replace")));
     if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr")
       return select(v, a, f.size() > 6, f[0] == 's');
     if (f == "map" && a.empty() && e.kw.size() == 1 && e.kw[0].first == "attribute") {
       const std::string name = as_str(eval(*e.kw[0].second), "map");
-      if (v.k != Value::K::List) fail(ErrorCode::BadArgument, "chat template: map over " + repr(v, false));
+      if (v.k != Value::K::List) fail(ErrorCode::BadArgument, "chat template: map over " + brief(v));
       List l;
       for (const Value& item : *v.l) {
         const Value* p = item.get(name);
@@ -1555,7 +1692,7 @@ class Renderer {
   Value select(const Value& v, const std::vector<Value>& a, bool attr, bool keep) {
     if (v.k != Value::K::List) {
       if (!v.defined()) return Value::list();
-      fail(ErrorCode::BadArgument, "chat template: select over " + repr(v, false));
+      fail(ErrorCode::BadArgument, "chat template: select over " + brief(v));
     }
     size_t i = 0;
     std::string name;
@@ -1597,7 +1734,7 @@ class Renderer {
 
   Value slice(const Expr& e) {
     const Value o = eval(*e.a[0]);
-    if (o.k != Value::K::List && o.k != Value::K::Str) fail(ErrorCode::BadArgument, "chat template: slicing " + repr(o, false));
+    if (o.k != Value::K::List && o.k != Value::K::Str) fail(ErrorCode::BadArgument, "chat template: slicing " + brief(o));
     const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size() : (int64_t)o.s.size();
     const int64_t step = e.a[3] ? as_int(eval(*e.a[3]), "a slice step") : 1;
     if (step == 0) fail(ErrorCode::BadArgument, "chat template: a slice step of 0");
@@ -1638,9 +1775,12 @@ class Renderer {
       case Expr::T::Test: return Value::boolean(test(e) != e.negate);
       case Expr::T::Neg: {
         const Value v = eval(*e.a[0]);
-        if (v.k == Value::K::Int) return Value::integer(-v.i);
+        if (v.k == Value::K::Int) {
+          if (v.i == INT64_MIN) fail(ErrorCode::BadArgument, "chat template: integer overflow in -(" + std::to_string(v.i) + ")");
+          return Value::integer(-v.i);
+        }
         if (v.number()) return Value::real(-v.num());
-        fail(ErrorCode::BadArgument, "chat template: cannot negate " + repr(v, false));
+        fail(ErrorCode::BadArgument, "chat template: cannot negate " + brief(v));
       }
       case Expr::T::Not: return Value::boolean(!truthy(eval(*e.a[0])));
       case Expr::T::Cond: return truthy(eval(*e.a[0])) ? eval(*e.a[1]) : eval(*e.a[2]);

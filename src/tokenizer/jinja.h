@@ -12,8 +12,9 @@
 //   - literals (strings, numbers, true/false/none, lists, dicts), attributes and subscripts,
 //     slices, + - * / // % ~, comparisons, in / not in, and / or / not, a if b else c;
 //   - filters trim, length, count, upper, lower, capitalize, title, string, int, float, first,
-//     last, join, default, tojson, list, reverse, replace, safe, items, select, reject,
-//     selectattr, rejectattr, map(attribute=...); tests defined, undefined, none, string,
+//     last, join, default, tojson (indent, sort_keys), indent (width, first, blank), unique,
+//     list, reverse, replace, safe, items, select, reject, selectattr, rejectattr,
+//     map(attribute=...); tests defined, undefined, none, string,
 //     number, integer, float, boolean, mapping, iterable, sequence, callable, true, false, odd,
 //     even, eq / equalto, ne, in;
 //   - string methods strip, lstrip, rstrip, split, startswith, endswith, upper, lower, replace,

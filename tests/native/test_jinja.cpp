@@ -105,6 +105,25 @@ const char* const kTemplates[] = {
 two\tthree\x41\u00e9\U0001F600\101\d\q\\\"" -%}
 {{ long }}|{{ ('a', 'b') | join('+') }}|{% for k, v in [('x', 1), ('y', 2)] %}{{ k }}{{ v }}{% endfor %}|{{ ('solo',) | length }}|{{ () | length }}
 {%- for m in messages %} {{ m.role }}{% endfor %})J",
+    // The filters of tool-use templates: tojson(indent=..., sort_keys=...), indent (Jinja 3's
+    // first / blank rules, Python's line breaks) and unique.
+    R"J({{ messages | tojson(indent=4) }}|{{ {'b': [1, {'c': none, 'a': true}], 'a': 'x"y'} | tojson(indent=2, sort_keys=true) }}
+{{ [] | tojson(indent=2) }}{{ {} | tojson(indent='	') }}|{{ messages[0] | tojson(indent='--') }}
+{{ "a
+
+b
+  c
+" | indent }}|{{ "a
+
+b" | indent(2, true) }}|{{ "a
+
+b" | indent(width='> ', first=true, blank=true) }}
+{{ "
+x" | indent(3, first=true) }}|{{ "x
+y zw" | indent(1) }}|{{ messages | map(attribute='content') | join('
+') | indent(2) }}
+{{ ['a', 'B', 'b', 'A', 'c'] | unique | list }}{{ ['a', 'B', 'b', 'A'] | unique(case_sensitive=true) | list }}
+{{ messages | unique(attribute='role') | map(attribute='content') | list }}{{ [1, 1.0, '1', true] | unique | list }})J",
     // Scoping: what a loop's pass sets is gone in the next pass and after the loop; a namespace
     // keeps it.
     "{% set x = 0 %}{% set ns = namespace(n=0) %}{% for m in messages %}{% if loop.first %}{% set y = 'first' %}{% endif %}"
@@ -298,6 +317,14 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
   EXPECT_EQ(code_of("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}"), "bad_argument");
   EXPECT_EQ(code_of("{{ range(10000000000) }}"), "bad_argument");
   EXPECT_EQ(code_of("{{ 1 // 0 }}"), "bad_argument");
+  // 64-bit integers: overflow is an error (Python's integers would grow), never a wrapped value,
+  // a trap (INT64_MIN // -1) or a wrapped size check.
+  EXPECT_EQ(code_of("{{ 999999999999999999 * 999999999999999999 }}"), "bad_argument");
+  EXPECT_EQ(code_of("{{ -999999999999999999 * 9 - 999999999999999999 }}"), "bad_argument");
+  EXPECT_EQ(code_of("{{ (-999999999999999999 * 9 - 223372036854775817) // -1 }}"), "bad_argument");
+  EXPECT_EQ(code_of("{{ -(-999999999999999999 * 9 - 223372036854775817) }}"), "bad_argument");
+  EXPECT_EQ(code_of("{{ 'abcd' * (999999999999999999 * 9 + 8) }}"), "bad_argument");
+  EXPECT_EQ(code_of("{{ range(0, 999999999999999999 * 9, 999999999999999999 * 5) | length }}"), "rendered");
   EXPECT_EQ(code_of("{{ 'a' - 1 }}"), "bad_argument");
   EXPECT_EQ(code_of("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}"), "bad_argument");  // endless recursion
   EXPECT_EQ(code_of("{% macro m(n) %}{{ m(n) }}{{ m(n) }}{% endmacro %}{{ m(0) }}"), "bad_argument");
