@@ -3,7 +3,7 @@
 // renders them against Jinja2. TinyLlama's Zephyr layout (one tag per line: trim_blocks and
 // the newlines after expressions matter), Qwen 2.5's default system turn, Llama 3.1's dated
 // system header (strftime_now), DeepSeek-R1's namespace and reasoning split, Mistral's v7
-// markers.
+// markers, and ChatML written with macros, a set block and loop controls.
 #pragma once
 
 inline const char* const kZephyr =
@@ -60,3 +60,18 @@ inline const char* const kMistralV7 =
     "{{ bos_token }}{% for m in messages %}{% if m.role == 'system' %}{{ '[SYSTEM_PROMPT]' + m.content + '[/SYSTEM_PROMPT]' }}"
     "{% elif m.role == 'user' %}{{ '[INST]' + m.content + '[/INST]' }}{% else %}{{ m.content + eos_token }}{% endif %}{% endfor %}";
 
+// ChatML written with a macro per turn, a {% set %} block for the default system text and a
+// {% continue %} over empty turns, as macro-based templates (Granite, Hermes tool use) are.
+inline const char* const kChatmlMacros =
+    "{%- macro render_turn(role, content) -%}\n"
+    "{{- '<|im_start|>' + role + '\\n' + content | trim + '<|im_end|>\\n' -}}\n"
+    "{%- endmacro -%}\n"
+    "{%- set system %}You are a careful assistant. Answer in {{ 'one' }} sentence.{% endset -%}\n"
+    "{%- if messages[0].role == 'system' %}{% set system = messages[0].content %}{% set rest = messages[1:] %}"
+    "{% else %}{% set rest = messages %}{% endif -%}\n"
+    "{{- render_turn('system', system) -}}\n"
+    "{%- for m in rest -%}\n"
+    "{%- if m.content | trim == '' %}{% continue %}{% endif -%}\n"
+    "{{- render_turn(m.role, m.content) -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' -}}{% endif -%}\n";

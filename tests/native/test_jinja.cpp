@@ -21,7 +21,7 @@ using namespace qkv;
 namespace {
 
 const char* const kTemplates[] = {
-    kChatmlDefaultSystem, kLlama3Dated, kZephyr, kDeepSeekR1, kMistralV7,
+    kChatmlDefaultSystem, kLlama3Dated, kZephyr, kDeepSeekR1, kMistralV7, kChatmlMacros,
     // Gemma style: the system text folded into the first user turn, roles must alternate.
     "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set first = messages[0]['content'] + '\\n\\n' %}"
     "{% set turns = messages[1:] %}{% else %}{% set first = '' %}{% set turns = messages %}{% endif %}"
