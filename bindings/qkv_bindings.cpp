@@ -283,8 +283,10 @@ class JsModel {
   val tokenizeSpecial(std::string text, bool bos, bool special) const {
     return guard([&] { return int_array(tokenizer().encode(text, bos, false, special)); });
   }
-  // The model's chat format applied to [{role, content}, ...] (checked by the JS layer too).
-  std::string renderChat(val messages, bool add_generation_prompt) const {
+  // The model's chat template applied to [{role, content, fields?}, ...] (checked by the JS
+  // layer too; fields: the message's other fields as a JSON object), with further template
+  // variables as a JSON object (or '').
+  std::string renderChat(val messages, bool add_generation_prompt, std::string vars_json) const {
     return guard([&] {
       if (!messages.isArray()) fail(ErrorCode::BadArgument, "chat messages must be an array");
       std::vector<ChatMessage> msgs;
@@ -292,11 +294,13 @@ class JsModel {
       for (unsigned i = 0; i < n; i++) {
         val m = messages[i];
         if (m.typeOf().as<std::string>() != "object" || m.isNull() || m["role"].typeOf().as<std::string>() != "string" ||
-            m["content"].typeOf().as<std::string>() != "string")
+            m["content"].typeOf().as<std::string>() != "string" ||
+            (!m["fields"].isUndefined() && m["fields"].typeOf().as<std::string>() != "string"))
           fail(ErrorCode::BadArgument, "chat message " + std::to_string(i) + " must be {role: string, content: string}");
-        msgs.push_back({m["role"].as<std::string>(), m["content"].as<std::string>()});
+        msgs.push_back({m["role"].as<std::string>(), m["content"].as<std::string>(),
+                        m["fields"].isUndefined() ? std::string() : m["fields"].as<std::string>()});
       }
-      return render_chat(chat_, msgs, add_generation_prompt);
+      return render_chat(chat_, msgs, add_generation_prompt, vars_json);
     });
   }
   // The bytes of token `id` following `prev` (may be part of a UTF-8 character).

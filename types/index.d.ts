@@ -157,11 +157,35 @@ export interface AttentionMap {
  */
 export type ChatFormat = 'chatml' | 'llama3' | 'llama2' | 'gemma' | 'phi3';
 
-/** One turn of a conversation for chat(). */
+/** A JSON value, as chat templates receive tools, variables and message fields. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+/**
+ * One turn of a conversation for chat(). Fields besides role and content (tool_calls, name,
+ * tool_call_id, reasoning_content, ...) reach the model's chat template as the message's
+ * attributes; they, and the 'tool' role, need a template qkv runs (ModelInfo.chatTemplate 'jinja').
+ */
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
+  role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
+  [field: string]: JsonValue | undefined;
 }
+
+/** What the model's chat template receives besides the messages. */
+export interface ChatTemplateOptions {
+  /** Tool definitions, the template's `tools` (e.g. [{type: 'function', function: {name, description, parameters}}]). */
+  tools?: JsonValue[];
+  /**
+   * Further template variables, e.g. {enable_thinking: false} for Qwen 3 or {documents: [...]}.
+   * messages, add_generation_prompt, bos_token, eos_token and the template functions are qkv's
+   * (setting them is a bad_argument error). Tools or variables with a model whose template qkv
+   * renders by hand (chatTemplate 'builtin' or 'none') are an 'unsupported' error.
+   */
+  templateVars?: { [name: string]: JsonValue };
+}
+
+/** Options of chat(): generation options and what the chat template receives. */
+export interface ChatOptions extends GenerateOptions, ChatTemplateOptions {}
 
 export interface ModelInfo {
   arch: string;
@@ -262,7 +286,7 @@ export declare class Session {
    * with its control tokens parsed; stops at the model's end-of-turn tokens. A follow-up call whose
    * messages extend the previous conversation reuses the KV cache.
    */
-  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
+  chat(messages: ChatMessage[], options?: ChatOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   /** Where this session's attention runs. */
   readonly backend: 'webgpu' | 'wasm';
   /**
@@ -311,7 +335,13 @@ export declare class Model {
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   complete(prompt: string, options?: GenerateOptions): Promise<string>;
   /** Streams a chat reply from the default session; see Session.chat. */
-  chat(messages: ChatMessage[], options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
+  chat(messages: ChatMessage[], options?: ChatOptions): AsyncGenerator<GeneratedToken, void, undefined>;
+  /**
+   * The prompt text chat() would feed for `messages` (control tokens spelled out): the model's
+   * chat template with options' tools and templateVars, ending with the assistant's turn opener
+   * unless addGenerationPrompt is false.
+   */
+  applyChatTemplate(messages: ChatMessage[], options?: ChatTemplateOptions & { addGenerationPrompt?: boolean }): string;
   /** Text to token ids, BOS first (where the model adds one) unless { bos: false }; special: parse control tokens in the text. */
   tokenize(text: string, options?: { bos?: boolean; special?: boolean }): number[];
   /**

@@ -68,20 +68,54 @@ function defaultStopTokens(info) {
   return [info.bosId, info.eosId, ...(info.eogIds ?? [])].filter((id) => id >= 0);
 }
 
-/** Validates chat messages and renders them in the model's chat format. */
-function chatPrompt(model, messages) {
+/** JSON text of a value handed to a chat template (tools, variables, message fields). */
+function templateJson(value, what) {
+  let text;
+  try {
+    text = JSON.stringify(value);
+  } catch (e) {
+    throw new QkvError('bad_argument', `${what} must be JSON-serializable (${e.message})`);
+  }
+  check(typeof text === 'string', `${what} must be JSON-serializable`);
+  return text;
+}
+
+/**
+ * Validates chat messages and options and renders them with the model's chat template:
+ * messages [{role, content, ...fields}], options.tools (the template's `tools`),
+ * options.templateVars (further variables, e.g. {enable_thinking: false}).
+ */
+function chatPrompt(model, messages, options = {}, addGenerationPrompt = true) {
   check(Array.isArray(messages) && messages.length > 0, 'chat takes a non-empty array of messages');
-  messages.forEach((m, i) => {
-    check(m !== null && typeof m === 'object', `chat message ${i} must be an object {role, content}`);
-    check(['system', 'user', 'assistant'].includes(m.role), `chat message ${i}: role must be 'system', 'user' or 'assistant', got ${JSON.stringify(m.role)}`);
-    check(typeof m.content === 'string', `chat message ${i}: content must be a string, got ${typeof m.content}`);
+  check(options !== null && typeof options === 'object', 'options must be an object');
+  const rendered = messages.map((m, i) => {
+    check(m !== null && typeof m === 'object' && !Array.isArray(m), `chat message ${i} must be an object {role, content}`);
+    check(['system', 'user', 'assistant', 'tool'].includes(m.role),
+      `chat message ${i}: role must be 'system', 'user', 'assistant' or 'tool', got ${JSON.stringify(m.role)}`);
+    check(typeof m.content === 'string', `chat message ${i}: content must be a string, got ${m.content === null ? 'null' : typeof m.content}`);
+    const { role, content, ...rest } = m;
+    const out = { role, content: wellFormed(content) };
+    if (Object.keys(rest).length > 0) out.fields = templateJson(rest, `chat message ${i}'s fields`);
+    return out;
   });
+  const vars = {};
+  if (options.templateVars !== undefined) {
+    const v = options.templateVars;
+    check(v !== null && typeof v === 'object' && !Array.isArray(v), 'templateVars must be an object of template variables');
+    Object.assign(vars, v);
+  }
+  if (options.tools !== undefined) {
+    check(Array.isArray(options.tools), 'tools must be an array of tool definitions');
+    check(!('tools' in vars), 'tools given twice (options.tools and templateVars.tools)');
+    vars.tools = options.tools;
+  }
+  const varsJson = Object.keys(vars).length > 0 ? templateJson(vars, 'templateVars') : '';
   const info = model.info;
   if (info.chatFormatGuessed && !model._warnedChat) {
     model._warnedChat = true;
     console.warn(`qkv: this model has no chat template qkv recognizes; using ChatML`);
   }
-  return call(() => model._h.renderChat(messages.map((m) => ({ role: m.role, content: wellFormed(m.content) })), true));
+  return call(() => model._h.renderChat(rendered, addGenerationPrompt, varsJson));
 }
 
 /** Decodes UTF-8 bytes incrementally; invalid sequences become U+FFFD, never an exception. */
@@ -369,7 +403,7 @@ export class Session {
    */
   chat(messages, options = {}) {
     this._live();
-    const prompt = chatPrompt(this._model, messages);
+    const prompt = chatPrompt(this._model, messages, options);
     return this._generate(prompt, { ...generationOptions(options), [SPECIAL]: true });
   }
 
@@ -537,6 +571,18 @@ export class Model {
   async complete(prompt, options) { this._live(); return this.session.complete(prompt, options); }
   /** Streams a chat reply from the default session; see Session.chat. */
   chat(messages, options) { this._live(); return this.session.chat(messages, options); }
+  /**
+   * The prompt text chat() would feed for `messages`: the model's chat template rendered with
+   * options.tools / options.templateVars, ending with the assistant's turn opener unless
+   * options.addGenerationPrompt is false. Control tokens are spelled out as text.
+   */
+  applyChatTemplate(messages, options = {}) {
+    this._live();
+    check(options !== null && typeof options === 'object', 'options must be an object');
+    const { addGenerationPrompt = true } = options;
+    check(typeof addGenerationPrompt === 'boolean', 'addGenerationPrompt must be a boolean');
+    return chatPrompt(this, messages, options, addGenerationPrompt);
+  }
 
   /** Frees the model, its sessions and its heap memory. Safe to call twice. */
   dispose() {

@@ -179,6 +179,10 @@ class RemoteModel {
     const self = this;
     return (async function* () { yield* (await self.session()).chat(messages, options); })();
   }
+  /** The prompt text chat() would feed (see Model.applyChatTemplate). */
+  applyChatTemplate(messages, options) {
+    return this._c.request({ op: 'call', handle: this._h, method: 'applyChatTemplate', args: [messages, options] });
+  }
   async complete(prompt, options) { return (await this.session()).complete(prompt, options); }
   dispose() {
     if (this._warnKey) this._c.warnings.delete(this._warnKey);

@@ -22,7 +22,7 @@ function target(h) {
 function register(o) { const h = nextHandle++; objects.set(h, o); return h; }
 
 const CALLS = {
-  model: new Set(['tokenize', 'detokenize', 'complete', 'embed']),
+  model: new Set(['tokenize', 'detokenize', 'complete', 'embed', 'applyChatTemplate']),
   session: new Set(['feed', 'prefill', 'logits', 'sample', 'truncate', 'reset', 'attention', 'complete']),
   encdec: new Set(['tokenize', 'detokenize', 'complete', '_inspectRaw']),
 };

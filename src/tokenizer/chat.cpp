@@ -30,9 +30,11 @@ const char* chat_format_name(ChatFormat f) {
 }
 
 namespace {
-std::string render_jinja(const ChatTemplate& t, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+std::string render_jinja(const ChatTemplate& t, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                         const std::string& vars_json = "") {
   JinjaChatInput in;
-  for (const ChatMessage& m : messages) in.messages.push_back({m.role, m.content});
+  for (const ChatMessage& m : messages) in.messages.push_back({m.role, m.content, m.fields_json});
+  in.vars_json = vars_json;
   in.add_generation_prompt = add_generation_prompt;
   in.bos_token = t.bos_token;
   in.eos_token = t.eos_token;
@@ -94,19 +96,27 @@ ChatTemplate detect_chat_format(const std::string& j) {
   return t;
 }
 
-std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-  for (const ChatMessage& m : messages)
-    if (m.role != "system" && m.role != "user" && m.role != "assistant")
-      fail(ErrorCode::BadArgument, "chat message role '" + m.role + "' is not system, user or assistant");
+std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                        const std::string& vars_json) {
+  bool extras = !vars_json.empty();  // what only the template itself can render
+  for (const ChatMessage& m : messages) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant" && m.role != "tool")
+      fail(ErrorCode::BadArgument, "chat message role '" + m.role + "' is not system, user, assistant or tool");
+    extras = extras || m.role == "tool" || !m.fields_json.empty();
+  }
   if (t.jinja_ok) {
     try {
-      return render_jinja(t, messages, add_generation_prompt);
+      return render_jinja(t, messages, add_generation_prompt, vars_json);
     } catch (const Error&) {
       // A recognized format renders what its template refused (say, a system message that a
-      // Gemma template raises on); an unknown template's refusal is the caller's error.
-      if (!t.format_known) throw;
+      // Gemma template raises on); an unknown template's refusal, or one about what only the
+      // template can render, is the caller's error.
+      if (!t.format_known || extras) throw;
     }
   }
+  if (extras)
+    fail(ErrorCode::Unsupported, t.jinja.empty() ? "chat: tools, template variables, message fields and the 'tool' role need the model's chat template, and it has none"
+                                                 : "chat: tools, template variables, message fields and the 'tool' role need the model's own chat template, which qkv cannot run (it renders this model's chat format by hand)");
   std::string o;
   switch (t.format) {
     case ChatFormat::ChatML:

@@ -11,8 +11,9 @@ class Tokenizer;
 enum class ChatFormat { ChatML, Llama3, Llama2, Gemma, Phi3 };
 
 struct ChatMessage {
-  std::string role;  // system, user, assistant
+  std::string role;  // system, user, assistant (and tool, for templates that take it)
   std::string content;
+  std::string fields_json;  // a JSON object of further fields for the template (tool_calls, ...), or empty
 };
 
 struct ChatTemplate {
@@ -48,6 +49,10 @@ const char* chat_format_name(ChatFormat f);
 // with the assistant's turn opener when add_generation_prompt: the template's own output where
 // the Jinja subset runs it, else the format's built-in rendering. Throws BadArgument on a bad
 // role, and with the template's message when a template that only the subset renders raises.
-std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& messages, bool add_generation_prompt);
+// vars_json: a JSON object of further template variables (tools, enable_thinking, ...), or
+// empty. Those, message fields and the 'tool' role need the template itself: with the built-in
+// rendering they are ErrorCode::Unsupported.
+std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                        const std::string& vars_json = "");
 
 }  // namespace qkv

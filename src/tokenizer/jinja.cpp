@@ -9,7 +9,9 @@
 #include <ctime>
 #include <functional>
 #include <map>
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 
@@ -1833,6 +1835,156 @@ class Renderer {
   uint64_t work_ = 0;
 };
 
+// ---- JSON in (template variables, message fields) -----------------------------------------
+
+class JsonReader {
+ public:
+  JsonReader(const std::string& s, const char* what) : s_(s), what_(what) {}
+  Value document() {
+    Value v = value(0);
+    space();
+    if (i_ != s_.size()) bad("text after the value");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void bad(const std::string& why) const {
+    fail(ErrorCode::BadArgument, std::string(what_) + ": invalid JSON at byte " + std::to_string(i_) + " (" + why + ")");
+  }
+  void space() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) i_++;
+  }
+  bool lit(const char* w) {
+    const size_t n = std::strlen(w);
+    if (s_.compare(i_, n, w) != 0) return false;
+    i_ += n;
+    return true;
+  }
+  unsigned hex4() {
+    if (i_ + 4 > s_.size()) bad("a truncated \\u escape");
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+      const char c = s_[i_++];
+      const int h = std::isdigit((unsigned char)c) ? c - '0' : std::isxdigit((unsigned char)c) ? std::tolower((unsigned char)c) - 'a' + 10 : -1;
+      if (h < 0) bad("a bad \\u escape");
+      v = v * 16 + (unsigned)h;
+    }
+    return v;
+  }
+  std::string str() {
+    std::string o;
+    i_++;  // the opening quote
+    for (;;) {
+      if (i_ >= s_.size()) bad("an unterminated string");
+      const char c = s_[i_++];
+      if (c == '"') return o;
+      if ((unsigned char)c < 0x20) bad("a control character in a string");
+      if (c != '\\') {
+        o += c;
+        continue;
+      }
+      if (i_ >= s_.size()) bad("an unterminated string");
+      const char e = s_[i_++];
+      switch (e) {
+        case '"': case '\\': case '/': o += e; break;
+        case 'b': o += '\b'; break;
+        case 'f': o += '\f'; break;
+        case 'n': o += '\n'; break;
+        case 'r': o += '\r'; break;
+        case 't': o += '\t'; break;
+        case 'u': {
+          uint32_t cp = hex4();
+          // A surrogate pair is one character; a lone surrogate (JSON.stringify writes them
+          // escaped) becomes U+FFFD, as qkv's JS layer treats them in message text.
+          if (cp >= 0xd800 && cp < 0xdc00) {
+            const size_t at = i_;
+            unsigned lo = 0;
+            if (lit("\\u")) lo = hex4();
+            if (lo >= 0xdc00 && lo < 0xe000) {
+              cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+            } else {
+              i_ = at;
+              cp = 0xfffd;
+            }
+          } else if (cp >= 0xdc00 && cp < 0xe000) {
+            cp = 0xfffd;
+          }
+          put_utf8(cp, &o);
+          break;
+        }
+        default: bad(std::string("the escape \\") + e);
+      }
+    }
+  }
+  Value value(int depth) {
+    if (depth > kMaxValueDepth) bad("nested too deeply");
+    space();
+    if (i_ >= s_.size()) bad("the end of the text where a value should be");
+    const char c = s_[i_];
+    if (c == '"') return Value::str(str());
+    if (lit("true")) return Value::boolean(true);
+    if (lit("false")) return Value::boolean(false);
+    if (lit("null")) return Value::none();
+    if (c == '[') {
+      i_++;
+      List l;
+      space();
+      if (i_ < s_.size() && s_[i_] == ']') return i_++, Value::list(std::move(l));
+      for (;;) {
+        l.push_back(value(depth + 1));
+        space();
+        if (i_ < s_.size() && s_[i_] == ',') { i_++; continue; }
+        if (i_ < s_.size() && s_[i_] == ']') { i_++; return Value::list(std::move(l)); }
+        bad("expected ',' or ']'");
+      }
+    }
+    if (c == '{') {
+      i_++;
+      Value d = Value::dict();
+      space();
+      if (i_ < s_.size() && s_[i_] == '}') return i_++, d;
+      for (;;) {
+        space();
+        if (i_ >= s_.size() || s_[i_] != '"') bad("expected a key");
+        const std::string k = str();
+        space();
+        if (i_ >= s_.size() || s_[i_] != ':') bad("expected ':'");
+        i_++;
+        d.put(k, value(depth + 1));
+        space();
+        if (i_ < s_.size() && s_[i_] == ',') { i_++; continue; }
+        if (i_ < s_.size() && s_[i_] == '}') { i_++; return d; }
+        bad("expected ',' or '}'");
+      }
+    }
+    if (c == '-' || std::isdigit((unsigned char)c)) {
+      const size_t b = i_;
+      if (s_[i_] == '-') i_++;
+      bool real = false;
+      while (i_ < s_.size() && (std::isdigit((unsigned char)s_[i_]) || s_[i_] == '.' || s_[i_] == 'e' || s_[i_] == 'E' ||
+                                ((s_[i_] == '+' || s_[i_] == '-') && (s_[i_ - 1] == 'e' || s_[i_ - 1] == 'E')))) {
+        real = real || !std::isdigit((unsigned char)s_[i_]);
+        i_++;
+      }
+      const std::string t = s_.substr(b, i_ - b);
+      char* end = nullptr;
+      if (!real) {
+        errno = 0;
+        const long long v = std::strtoll(t.c_str(), &end, 10);
+        if (errno == 0 && end && *end == 0) return Value::integer(v);
+      }
+      const double f = std::strtod(t.c_str(), &end);
+      if (!end || *end != 0 || t == "-") bad("a malformed number");
+      return Value::real(f);
+    }
+    bad(std::string("an unexpected character '") + c + "'");
+  }
+
+  const std::string& s_;
+  const char* what_;
+  size_t i_ = 0;
+};
+
 }  // namespace
 
 std::string render_jinja_chat(const std::string& tmpl, const JinjaChatInput& in) {
@@ -1841,13 +1993,35 @@ std::string render_jinja_chat(const std::string& tmpl, const JinjaChatInput& in)
   if (n > 0 && tmpl[n - 1] == '\n') n -= n > 1 && tmpl[n - 2] == '\r' ? 2 : 1;
   const Body tree = TreeBuilder(cut(tmpl.substr(0, n))).build();
   List msgs;
-  for (const JinjaMessage& m : in.messages) msgs.push_back(Value::dict({{"role", Value::str(m.role)}, {"content", Value::str(m.content)}}));
+  for (size_t i = 0; i < in.messages.size(); i++) {
+    const JinjaMessage& m = in.messages[i];
+    Value d = Value::dict({{"role", Value::str(m.role)}, {"content", Value::str(m.content)}});
+    if (!m.fields_json.empty()) {  // tool_calls, name, reasoning_content, ...
+      const std::string what = "chat message " + std::to_string(i);
+      const Value f = JsonReader(m.fields_json, what.c_str()).document();
+      if (f.k != Value::K::Dict) fail(ErrorCode::BadArgument, what + ": its fields must be a JSON object");
+      for (const auto& kv : *f.d) {
+        if (kv.first == "role" || kv.first == "content") fail(ErrorCode::BadArgument, what + ": role and content are not extra fields");
+        d.put(kv.first, kv.second);
+      }
+    }
+    msgs.push_back(std::move(d));
+  }
   std::map<std::string, Value> g;
   g["messages"] = Value::list(std::move(msgs));
   g["add_generation_prompt"] = Value::boolean(in.add_generation_prompt);
   g["bos_token"] = Value::str(in.bos_token);
   g["eos_token"] = Value::str(in.eos_token);
   for (const char* f : {"raise_exception", "namespace", "range", "strftime_now", "dict"}) g[f] = Value::func(f);
+  if (!in.vars_json.empty()) {  // tools, enable_thinking, documents, ...
+    const Value vars = JsonReader(in.vars_json, "chat template variables").document();
+    if (vars.k != Value::K::Dict) fail(ErrorCode::BadArgument, "chat template variables must be a JSON object");
+    for (const auto& kv : *vars.d) {
+      if (g.count(kv.first))
+        fail(ErrorCode::BadArgument, "chat template variable '" + kv.first + "' is set by qkv itself (messages, add_generation_prompt, bos_token, eos_token and the functions)");
+      g[kv.first] = kv.second;
+    }
+  }
   Renderer r(std::move(g));
   r.run(tree);
   return std::move(r.out());

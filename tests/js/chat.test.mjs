@@ -66,7 +66,7 @@ test('chat() uses the Llama 3 format where the template says so, and refuses bad
     };
     await bad([], /non-empty array/);
     await bad('hi', /non-empty array/);
-    await bad([{ role: 'tool', content: 'x' }], /role/);
+    await bad([{ role: 'robot', content: 'x' }], /role/);
     await bad([{ role: 'user', content: 5 }], /content must be a string/);
     await bad([null], /must be an object/);
     let n = 0;
@@ -113,5 +113,75 @@ test('the CLIs chat (--chat, --system) print the reply chat() streams', { skip }
     if (!r) continue;
     assert.equal(r.status, 0, `${name}: ${r.stderr}`);
     assert.equal(r.stdout.toString().replace(/\n$/, ''), want, `${name} CLI reply`);
+  }
+});
+
+test('tools, template variables and message fields reach the chat template; applyChatTemplate shows the prompt', { skip }, async () => {
+  const m = await loadModel(join(dir, 'qwen2-tools.gguf'), { threads: 1 });
+  try {
+    assert.equal(m.info.chatTemplate, 'jinja');
+    const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather "now"', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+    const messages = [
+      { role: 'system', content: 'You help.' },
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: '', tool_calls: [{ type: 'function', function: { name: 'get_weather', arguments: { city: 'Paris', unit: '\u00b0C' } } }] },
+      { role: 'tool', content: '{"temp": 21}', tool_call_id: 'c1' },
+      { role: 'user', content: 'Thanks \ud83d\ude42' },
+    ];
+    // The template's text for this input, as tests/native/test_jinja.cpp checks it against Jinja2
+    // (kChatmlTools): tools as json.dumps writes them, tool_calls from the message's own field,
+    // the tool turn as a user turn, and the thinking block from enable_thinking.
+    const want = '<|im_start|>system\nYou help.\n\n# Tools\n\nYou may call these functions:\n<tools>\n' +
+      '{"type": "function", "function": {"name": "get_weather", "description": "Weather \\"now\\"", "parameters": {"type": "object", ' +
+      '"properties": {"city": {"type": "string"}}, "required": ["city"]}}}\n</tools>\n' +
+      'Call one as <tool_call>{"name": ..., "arguments": ...}</tool_call>.<|im_end|>\n' +
+      '<|im_start|>user\nWeather in Paris?<|im_end|>\n' +
+      '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "\u00b0C"}}\n</tool_call><|im_end|>\n' +
+      '<|im_start|>user\n<tool_response>\n{"temp": 21}\n</tool_response><|im_end|>\n' +
+      '<|im_start|>user\nThanks \ud83d\ude42<|im_end|>\n<|im_start|>assistant\n';
+    const opts = { tools, templateVars: { enable_thinking: false } };
+    assert.equal(m.applyChatTemplate(messages, opts), want + '<think>\n\n</think>\n\n');
+    assert.equal(m.applyChatTemplate(messages, { tools }), want);
+    assert.equal(m.applyChatTemplate(messages, { tools, addGenerationPrompt: false }), want.slice(0, -'<|im_start|>assistant\n'.length));
+    // Without tools: the plain system turn.
+    assert.ok(m.applyChatTemplate(messages.slice(0, 2)).startsWith('<|im_start|>system\nYou help.<|im_end|>\n'));
+    // chat() feeds what applyChatTemplate shows (control tokens parsed); a short conversation,
+    // as the tools above take more tokens than this test model's context.
+    const short = [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: '', tool_calls: [{ name: 'f', arguments: {} }] }];
+    const prompt = m.applyChatTemplate(short, { templateVars: { enable_thinking: false } });
+    assert.equal(prompt, '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call><|im_end|>\n' +
+      '<|im_start|>assistant\n<think>\n\n</think>\n\n');
+    let n = 0;
+    for await (const _ of m.chat(short, { templateVars: { enable_thinking: false }, maxTokens: 2, temperature: 0 })) n++;
+    assert.ok(n >= 1);
+    assert.equal(m.session.lastGeneration.promptTokens, m.tokenize(prompt, { special: true }).length);
+    // Bad input: a clear bad_argument, never a crash.
+    const bad = (f, re) => assert.throws(f, (e) => e instanceof QkvError && e.code === 'bad_argument' && re.test(e.message));
+    bad(() => m.applyChatTemplate(messages, { tools: {} }), /tools must be an array/);
+    bad(() => m.applyChatTemplate(messages, { templateVars: [1] }), /templateVars must be an object/);
+    bad(() => m.applyChatTemplate(messages, { templateVars: { messages: [] } }), /set by qkv itself/);
+    bad(() => m.applyChatTemplate(messages, { tools, templateVars: { tools } }), /tools given twice/);
+    const cyclic = {};
+    cyclic.self = cyclic;
+    bad(() => m.applyChatTemplate(messages, { templateVars: { cyclic } }), /JSON-serializable/);
+    bad(() => m.applyChatTemplate(messages, { templateVars: { n: 10n } }), /JSON-serializable/);
+    bad(() => m.applyChatTemplate([{ role: 'user', content: 'x', extra: 1n }]), /fields must be JSON-serializable/);
+    bad(() => m.applyChatTemplate(messages, { addGenerationPrompt: 'yes' }), /addGenerationPrompt/);
+    bad(() => m.applyChatTemplate(messages, null), /options must be an object/);
+  } finally {
+    m.dispose();
+  }
+  // A model whose template qkv renders by hand cannot take them: 'unsupported', said plainly.
+  const g = await loadModel(join(dir, 'gpt2.gguf'), { threads: 1 });
+  const warn = console.warn;
+  console.warn = () => {};
+  try {
+    assert.throws(() => g.applyChatTemplate([{ role: 'user', content: 'x' }], { tools: [] }),
+      (e) => e instanceof QkvError && e.code === 'unsupported' && /chat template/.test(e.message));
+    assert.throws(() => g.applyChatTemplate([{ role: 'tool', content: 'x' }]), (e) => e.code === 'unsupported');
+    assert.equal(g.applyChatTemplate([{ role: 'user', content: 'x' }]), '<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n');
+  } finally {
+    console.warn = warn;
+    g.dispose();
   }
 });

@@ -89,10 +89,12 @@ test('worker chat equals in-process chat', async () => {
   const local = await loadModel(MODEL, { tokenizer: TOK, threads: 1 });
   let want = '';
   for await (const t of local.chat(msgs, opts)) want += t.text;
+  const wantPrompt = local.applyChatTemplate(msgs, { addGenerationPrompt: false });
   local.dispose();
   let got = '';
   for await (const t of rm.chat(msgs, opts)) got += t.text;
   assert.equal(got, want);
+  assert.equal(await rm.applyChatTemplate(msgs, { addGenerationPrompt: false }), wantPrompt);
   await assert.rejects(async () => { for await (const _ of rm.chat([{ role: 'bot', content: 'x' }])) { /* none */ } },
     (e) => e instanceof QkvError && e.code === 'bad_argument');
 });

@@ -75,3 +75,38 @@ inline const char* const kChatmlMacros =
     "{{- render_turn(m.role, m.content) -}}\n"
     "{%- endfor -%}\n"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' -}}{% endif -%}\n";
+
+// ChatML with tools in Qwen 2.5's manner (tool signatures in the system turn, the assistant's
+// tool_calls as <tool_call> blocks, consecutive 'tool' messages in one user turn) and Qwen 3's
+// enable_thinking switch: renders the template variables and message fields chat() passes.
+inline const char* const kChatmlTools = R"J({%- if tools %}
+{{- '<|im_start|>system\n' }}
+{%- if messages[0].role == 'system' %}{{- messages[0].content + '\n\n' }}{%- endif %}
+{{- "# Tools\n\nYou may call these functions:\n<tools>" }}
+{%- for tool in tools %}{{- "\n" + (tool | tojson) }}{%- endfor %}
+{{- "\n</tools>\nCall one as <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>.<|im_end|>\n" }}
+{%- elif messages[0].role == 'system' %}
+{{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
+{%- endif %}
+{%- for m in messages %}
+{%- if m.role == 'user' or (m.role == 'system' and not loop.first) %}
+{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}
+{%- elif m.role == 'assistant' %}
+{{- '<|im_start|>assistant' }}
+{%- if m.content %}{{- '\n' + m.content }}{%- endif %}
+{%- for tc in m.tool_calls | default([]) %}
+{%- set f = tc.function if tc.function is defined else tc %}
+{{- '\n<tool_call>\n{"name": "' + f.name + '", "arguments": ' + (f.arguments | tojson) + '}\n</tool_call>' }}
+{%- endfor %}
+{{- '<|im_end|>\n' }}
+{%- elif m.role == 'tool' %}
+{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}
+{{- '\n<tool_response>\n' + m.content + '\n</tool_response>' }}
+{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\n' }}{%- endif %}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|im_start|>assistant\n' }}
+{%- if enable_thinking is defined and not enable_thinking %}{{- '<think>\n\n</think>\n\n' }}{%- endif %}
+{%- endif %}
+)J";

@@ -2,8 +2,8 @@
 """Reference renderings of chat templates for tests/native/test_jinja.cpp: Jinja2 set up as
 Hugging Face's apply_chat_template sets it up (trim_blocks, lstrip_blocks, loop controls,
 raise_exception, strftime_now). Reads JSON cases from stdin:
-  [{"template": str, "messages": [{"role", "content"}], "add_generation_prompt": bool,
-    "bos_token": str, "eos_token": str}, ...]
+  [{"template": str, "messages": [{"role", "content", ...other fields}], "add_generation_prompt": bool,
+    "bos_token": str, "eos_token": str, "vars": {further template variables}}, ...]
 and writes, per case, "OK <bytes>\\n<rendered UTF-8>" or "ERR\\n"."""
 import json
 import sys
@@ -35,7 +35,7 @@ for case in json.load(sys.stdin):
     try:
         text = env.from_string(case["template"]).render(
             messages=case["messages"], add_generation_prompt=case["add_generation_prompt"],
-            bos_token=case["bos_token"], eos_token=case["eos_token"])
+            bos_token=case["bos_token"], eos_token=case["eos_token"], **case.get("vars", {}))
         data = text.encode("utf-8")
         out.write(b"OK %d\n" % len(data) + data)
     except Exception:  # the template refused (raise_exception) or is malformed

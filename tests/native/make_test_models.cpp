@@ -167,6 +167,7 @@ int main(int argc, char** argv) {
         {"deepseek-r1-qwen", spec("qwen2", "deepseek-r1-qwen", true, 38)},
         {"mistral-v7", spec("llama", "", false, 39)},
         {"qwen2-macros", spec("qwen2", "qwen2", true, 41)},
+        {"qwen2-tools", spec("qwen2", "qwen2", true, 42)},
     };
     cases[24].spec.spm = &spm;
     cases[24].spec.spm_specials = {"<|user|>", "<|assistant|>", "<|system|>"};
@@ -179,6 +180,7 @@ int main(int argc, char** argv) {
     cases[28].spec.spm_specials = {"[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]"};
     cases[28].spec.chat_template = kMistralV7;
     cases[29].spec.chat_template = kChatmlMacros;
+    cases[30].spec.chat_template = kChatmlTools;
     // The quantized llama models: rows of 256, so that the K types write real Q4_K, Q5_K and
     // Q6_K blocks.
     for (int i : {9, 16, 17, 18, 19, 20}) {

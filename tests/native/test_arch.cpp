@@ -176,11 +176,22 @@ TEST(ChatTemplates, DetectedAndRenderedAsLlamaCppRendersThem) {
   // An unknown template that the Jinja subset cannot run either: ChatML is a guess.
   EXPECT_TRUE(detect_chat_template("{% filter upper %}{{ messages }}{% endfilter %}").guessed);
   try {
-    render_chat(chatml, {{"tool", "x"}}, true);
+    render_chat(chatml, {{"robot", "x"}}, true);
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::BadArgument);
-    EXPECT_NE(std::string(e.what()).find("'tool'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("'robot'"), std::string::npos);
+  }
+  // What only a template can render (the tool role, message fields, template variables) is
+  // refused by the built-in renderings.
+  for (const auto& extra : std::vector<std::pair<std::vector<ChatMessage>, std::string>>{
+           {{{"tool", "x"}}, ""}, {{{"user", "x", "{\"name\": \"n\"}"}}, ""}, {{{"user", "x"}}, "{\"tools\": []}"}}) {
+    try {
+      render_chat(chatml, extra.first, true, extra.second);
+      ADD_FAILURE();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+    }
   }
 }
 
