@@ -13,8 +13,12 @@ async function misuse(model: Model): Promise<void> {
   model.generate('x', { temperature: 'hot' });
   // @ts-expect-error stop takes strings
   model.generate('x', { stop: [1] });
-  // @ts-expect-error chat roles are system, user or assistant
+  // @ts-expect-error chat roles are system, user, assistant or tool
   model.chat([{ role: 'bot', content: 'hi' }]);
+  // @ts-expect-error template variables are JSON values
+  model.applyChatTemplate([{ role: 'user', content: 'hi' }], { templateVars: { f: () => 1 } });
+  // @ts-expect-error tools is an array
+  model.chat([{ role: 'user', content: 'hi' }], { tools: { name: 'f' } });
   // @ts-expect-error chat takes messages, not a string
   model.chat('hi');
   // @ts-expect-error info is read-only

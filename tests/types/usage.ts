@@ -22,6 +22,11 @@ async function main(): Promise<void> {
   for await (const { text } of model.chat([{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }], { maxTokens: 8 })) {
     console.log(fmt, text, info.eogIds.length, info.addBos);
   }
+  const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }];
+  const turns = [{ role: 'user' as const, content: 'Hi' }, { role: 'assistant' as const, content: '', tool_calls: [{ name: 'f', arguments: {} }] },
+                 { role: 'tool' as const, content: '42', tool_call_id: 'c1' }];
+  const prompt: string = model.applyChatTemplate(turns, { tools, templateVars: { enable_thinking: false }, addGenerationPrompt: true });
+  for await (const { text } of model.chat(turns, { tools, templateVars: { enable_thinking: false }, maxTokens: 8 })) console.log(prompt, text);
   const s: Session = model.createSession({ contextLength: 64 });
   const text: string = await s.complete('Hi', { stop: 'x' });
   const stats: GenerationStats | null = s.lastGeneration;
