@@ -134,7 +134,10 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
         expected.push({ what: JSON.stringify(text).slice(0, 40), promptTokens: ids.length, gen });
       }
       if (!model.info.chatFormatGuessed) {
-        const prompt = model._h.renderChat(CHAT, true);
+        // Both engines get the same template variable (the page sends it as llama.cpp's
+        // chat_template_kwargs): without it llama.cpp renders enable_thinking as false, qkv leaves
+        // it undefined, and the tools model's template (Qwen 3's switch) then differs by design.
+        const prompt = model.applyChatTemplate(CHAT, { templateVars: { enable_thinking: true } });
         const ids = model.tokenize(prompt, { special: true });
         const gen = qkvGreedy(model, ids, bannedSet, GEN);
         requests.push({ messages: CHAT, maxTokens: GEN, banned });

@@ -23,7 +23,8 @@ window.__wllama = async (modelUrl, requests, verbose = false) => {
       };
       try {
         const res = r.messages
-          ? await w.createChatCompletion({ ...common, messages: r.messages, reasoning_format: 'none' })
+          // enable_thinking: the template variable the test also gives qkv (applyChatTemplate).
+          ? await w.createChatCompletion({ ...common, messages: r.messages, reasoning_format: 'none', chat_template_kwargs: { enable_thinking: true } })
           : await w.createCompletion({ ...common, prompt: r.prompt });
         out.push({ raw: JSON.parse(JSON.stringify(res)) });
       } catch (e) {
