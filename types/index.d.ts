@@ -167,7 +167,8 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
  */
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';
-  content: string;
+  /** null only for an assistant turn that just calls tools (tool_calls); rendered as ''. */
+  content: string | null;
   [field: string]: JsonValue | undefined;
 }
 

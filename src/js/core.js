@@ -92,17 +92,20 @@ function chatPrompt(model, messages, options = {}, addGenerationPrompt = true) {
     check(m !== null && typeof m === 'object' && !Array.isArray(m), `chat message ${i} must be an object {role, content}`);
     check(['system', 'user', 'assistant', 'tool'].includes(m.role),
       `chat message ${i}: role must be 'system', 'user', 'assistant' or 'tool', got ${JSON.stringify(m.role)}`);
-    check(typeof m.content === 'string', `chat message ${i}: content must be a string, got ${m.content === null ? 'null' : typeof m.content}`);
+    // null content: an assistant turn that only calls tools, as OpenAI-style messages write it.
+    check(typeof m.content === 'string' || (m.content === null && m.role === 'assistant'),
+      `chat message ${i}: content must be a string, got ${m.content === null ? 'null' : typeof m.content}`);
     const { role, content, ...rest } = m;
-    const out = { role, content: wellFormed(content) };
+    const out = { role, content: wellFormed(content ?? '') };
     if (Object.keys(rest).length > 0) out.fields = templateJson(rest, `chat message ${i}'s fields`);
     return out;
   });
-  const vars = {};
+  let vars = {};
   if (options.templateVars !== undefined) {
     const v = options.templateVars;
-    check(v !== null && typeof v === 'object' && !Array.isArray(v), 'templateVars must be an object of template variables');
-    Object.assign(vars, v);
+    const proto = v !== null && typeof v === 'object' ? Object.getPrototypeOf(v) : undefined;
+    check(proto === Object.prototype || proto === null, 'templateVars must be a plain object of template variables');
+    vars = { ...v };
   }
   if (options.tools !== undefined) {
     check(Array.isArray(options.tools), 'tools must be an array of tool definitions');

@@ -55,6 +55,7 @@ struct Value {
   // comparing and freeing them recurse that far at most.
   int depth = 0;
   bool has_ns = false;
+  bool is_loop = false;  // the 'loop' variable of a for loop (has cycle())
 
   static Value none() { Value v; v.k = K::None; return v; }
   static Value boolean(bool x) { Value v; v.k = K::Bool; v.b = x; return v; }
@@ -219,9 +220,9 @@ std::string repr(const Value& v, bool json) {
 std::string json_dump(const Value& v, bool pretty, const std::string& ind, bool sort, int level) {
   const bool list = v.k == Value::K::List, dict = v.k == Value::K::Dict;
   if ((!list && !dict) || (list ? v.l->empty() : v.d->empty())) return repr(v, true);
-  std::vector<std::pair<std::string, const Value*>> items;
+  std::vector<std::pair<std::string, const Value*>> items;  // (key, value); keys sort as they are, then are quoted
   if (list) for (const Value& x : *v.l) items.emplace_back(std::string(), &x);
-  else for (const auto& kv : *v.d) items.emplace_back(json_quote(kv.first), &kv.second);
+  else for (const auto& kv : *v.d) items.emplace_back(kv.first, &kv.second);
   if (dict && sort) std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::string inner;
   if (pretty) for (int i = 0; i <= level; i++) inner += ind;
@@ -229,7 +230,7 @@ std::string json_dump(const Value& v, bool pretty, const std::string& ind, bool 
   for (size_t i = 0; i < items.size(); i++) {
     o += i ? (pretty ? ",\n" : ", ") : (pretty ? "\n" : "");
     o += inner;
-    if (dict) o += items[i].first + ": ";
+    if (dict) o += json_quote(items[i].first) + ": ";
     o += json_dump(*items[i].second, pretty, ind, sort, level + 1);
     if (o.size() > kMaxOutput) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
   }
@@ -282,8 +283,17 @@ struct Piece {
 // (as Jinja's lexer reads a tag: '}}' inside a quoted string does not end it), npos if none.
 // Comments have no strings.
 size_t find_close(const std::string& src, size_t from, const char* close, bool strings) {
+  int depth = 0;  // open brackets: '}}' inside {{ {'a': {'b': 1}} }} closes a dict, as in Jinja's lexer
   for (size_t i = from; i < src.size(); i++) {
     const char c = src[i];
+    if (strings && (c == '(' || c == '[' || c == '{')) {
+      depth++;
+      continue;
+    }
+    if (strings && depth > 0 && (c == ')' || c == ']' || c == '}')) {
+      depth--;
+      continue;
+    }
     if (c == close[0] && i + 1 < src.size() && src[i + 1] == close[1]) return i;
     if (strings && (c == '\'' || c == '"')) {
       size_t j = i + 1;
@@ -335,9 +345,12 @@ std::vector<Piece> cut(const std::string& src) {
       text = e == std::string::npos ? std::string() : text.substr(0, e + 1);
     } else if (kind != '{' && !keep_ws) {
       // lstrip_blocks: only when nothing but spaces and tabs precede the tag on its line.
-      const size_t nl = open == 0 ? std::string::npos : src.find_last_of('\n', open - 1);
-      const size_t line = nl == std::string::npos ? 0 : nl + 1;
-      if (line >= pos && src.find_first_not_of(" \t", line) >= open) text.erase(line - pos);
+      // Only this text piece can hold the line's start: a tag before it on the same line means
+      // something precedes this one. (Searching back past pos made long one-line templates quadratic.)
+      size_t line = open;
+      while (line > pos && src[line - 1] != '\n') line--;
+      const bool at_line_start = line > pos || pos == 0 || src[pos - 1] == '\n';
+      if (at_line_start && src.find_first_not_of(" \t", line) >= open) text.erase(line - pos);
     }
     add_text(std::move(text));
     size_t body_end = end;
@@ -493,7 +506,13 @@ struct Expr {
   bool negate = false;  // Test: 'is not'
 };
 
+// Nodes made by the parser of the current tag: a tag's expression tree is bounded (a chain like
+// 1+1+1+... or a.b.c... grows it without nesting, and trees are freed and walked recursively).
+constexpr int kMaxTagNodes = 4096;
+thread_local int g_tag_nodes = 0;
+
 ExprP node(Expr::T t) {
+  if (++g_tag_nodes > kMaxTagNodes) fail(ErrorCode::BadArgument, "chat template: an expression of more than 4096 parts");
   ExprP e(new Expr);
   e->t = t;
   return e;
@@ -501,7 +520,7 @@ ExprP node(Expr::T t) {
 
 class Parser {
  public:
-  explicit Parser(const std::string& s) : toks_(lex(s)) {}
+  explicit Parser(const std::string& s) : toks_(lex(s)) { g_tag_nodes = 0; }
   bool at_end() const { return toks_[p_].t == Tok::T::End; }
   bool is_name(const char* n) const { return toks_[p_].t == Tok::T::Name && toks_[p_].s == n; }
   bool is_op(const char* o) const { return toks_[p_].t == Tok::T::Op && toks_[p_].s == o; }
@@ -1044,8 +1063,16 @@ class Renderer {
   // What a computed value cost to make: its bytes or items.
   Value made(Value v) {
     if (v.k == Value::K::Str) charge(v.s.size());
-    else if (v.k == Value::K::List) charge(16 * v.l->size());
+    else if (v.k == Value::K::List) charge_items(*v.l);
     return v;
+  }
+  // What copying these items costs: their strings are copied byte by byte (lists and dicts in
+  // them are shared).
+  void charge_items(const List& l) {
+    uint64_t units = 16 * (uint64_t)l.size();
+    for (const Value& x : l)
+      if (x.k == Value::K::Str) units += x.s.size();
+    charge(units);
   }
   void emit(const std::string& s) {
     if (out_.size() + s.size() > kMaxOutput) fail(ErrorCode::BadArgument, "chat template: the rendered prompt is too long");
@@ -1086,7 +1113,8 @@ class Renderer {
     }
     Value ns = lookup(target[0]);
     if (ns.k != Value::K::Dict || !ns.has_ns) fail(ErrorCode::BadArgument, "chat template: cannot set an attribute of '" + target[0] + "', which is not a namespace");
-    if (v.has_ns) fail(ErrorCode::BadArgument, "chat template: a namespace cannot hold a namespace (" + target[0] + "." + target[1] + ")");
+    if (v.has_ns)
+      fail(ErrorCode::BadArgument, "chat template: a namespace cannot hold a namespace or a macro defined inside a block (" + target[0] + "." + target[1] + ")");
     ns.put(target[1], std::move(v));
   }
 
@@ -1139,6 +1167,7 @@ class Renderer {
     if (f.closure)
       for (const Scope& sc : f.closure->scopes) scopes_.push_back(sc);
     if (m.t == Stmt::T::CallBlock) local["caller"] = Value();  // a caller body has no caller of its own
+    if (m.t == Stmt::T::Macro && f.closure) local[m.text] = f;  // its own name (not in the closure: no cycle)
     scopes_.push_back(std::move(local));
     for (const auto& pr : m.params) {
       Scope& top = scopes_.back();
@@ -1186,7 +1215,16 @@ class Renderer {
       case Stmt::T::SetBlock: assign(s.vars, made(Value::str(capture(s.body)))); break;
       case Stmt::T::Macro: {
         Value f = Value::func(s.text, &s);
-        if (scopes_.size() > 1) f.closure = std::make_shared<Closure>(Closure{{scopes_.begin() + 1, scopes_.end()}});
+        if (scopes_.size() > 1) {
+          // The names where it is defined, copied (and charged as copies). Such a macro may not go
+          // into a namespace (has_ns): a closure holding a namespace that holds the macro would
+          // be a cycle, and chains of them would nest without bound.
+          auto c = std::make_shared<Closure>(Closure{{scopes_.begin() + 1, scopes_.end()}});
+          for (const auto& sc : c->scopes)
+            for (const auto& kv : sc) charge(16 + kv.first.size() + (kv.second.k == Value::K::Str ? kv.second.s.size() : 0));
+          f.closure = std::move(c);
+          f.has_ns = true;
+        }
         scopes_.back()[s.text] = std::move(f);
         break;
       }
@@ -1200,7 +1238,7 @@ class Renderer {
       case Stmt::T::For: {
         const Value it = eval(*s.e);
         List items;
-        if (it.k == Value::K::List) items = *it.l, charge(16 * items.size());
+        if (it.k == Value::K::List) items = *it.l, charge_items(items);
         else if (it.k == Value::K::Dict) for (const auto& kv : *it.d) items.push_back(Value::str(kv.first));
         else if (it.k == Value::K::Str) for (char c : it.s) items.push_back(Value::str(std::string(1, c)));
         else if (it.defined() && it.k != Value::K::None) fail(ErrorCode::BadArgument, "chat template: a for loop over " + brief(it) + ", which is not a list");
@@ -1223,6 +1261,7 @@ class Renderer {
                                     {"revindex0", Value::integer(n - k - 1)},
                                     {"previtem", k > 0 ? items[(size_t)k - 1] : Value()},
                                     {"nextitem", k + 1 < n ? items[(size_t)k + 1] : Value()}});
+          loop.is_loop = true;
           scopes_.back()["loop"] = loop;
           run(s.body);
           const Stmt::T jump = jump_;
@@ -1266,6 +1305,7 @@ class Renderer {
       return Value::list(std::move(l));
     }
     if (op == "*" && a.k == Value::K::Str && (b.k == Value::K::Int)) {
+      if (a.s.empty() || b.i <= 0) return Value::str("");
       if (b.i > 0 && !a.s.empty() && (uint64_t)b.i > kMaxOutput / a.s.size()) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
       std::string r;
       for (int64_t k = 0; k < b.i; k++) r += a.s;
@@ -1461,7 +1501,8 @@ class Renderer {
       }
     } else if (obj.k == Value::K::Dict) {
       const Value* i0 = obj.get("index0");
-      if (m == "cycle" && i0 && obj.get("revindex0") && !a.empty()) return a[(size_t)(i0->i % (int64_t)a.size())];  // loop.cycle
+      if (m == "cycle" && obj.is_loop && i0 && i0->k == Value::K::Int && i0->i >= 0 && !a.empty())  // loop.cycle
+        return a[(size_t)(i0->i % (int64_t)a.size())];
       if (m == "get" && !a.empty()) {
         const Value* v = obj.get(arg_str(0, "get"));
         return v ? *v : a.size() > 1 ? a[1] : Value::none();
@@ -1751,9 +1792,10 @@ class Renderer {
     const int64_t lo = bound(e.a[1], step > 0 ? 0 : n - 1), hi = bound(e.a[2], step > 0 ? n : -1);
     List l;
     std::string s;
-    for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
+    for (int64_t i = lo; step > 0 ? i < hi : i > hi;) {
       if (o.k == Value::K::List) l.push_back((*o.l)[(size_t)i]);
       else s += o.s[(size_t)i];
+      if (__builtin_add_overflow(i, step, &i)) break;  // past either end
     }
     return o.k == Value::K::List ? Value::list(std::move(l)) : Value::str(std::move(s));
   }
@@ -1940,20 +1982,28 @@ class JsonReader {
     }
     if (c == '{') {
       i_++;
-      Value d = Value::dict();
+      Dict d;
+      std::map<std::string, size_t> at;  // a repeated key keeps its place and takes the last value, as Python's json
       space();
-      if (i_ < s_.size() && s_[i_] == '}') return i_++, d;
+      if (i_ < s_.size() && s_[i_] == '}') return i_++, Value::dict();
       for (;;) {
         space();
         if (i_ >= s_.size() || s_[i_] != '"') bad("expected a key");
-        const std::string k = str();
+        std::string k = str();
         space();
         if (i_ >= s_.size() || s_[i_] != ':') bad("expected ':'");
         i_++;
-        d.put(k, value(depth + 1));
+        Value v = value(depth + 1);
+        const auto f = at.find(k);
+        if (f != at.end()) {
+          d[f->second].second = std::move(v);
+        } else {
+          at.emplace(k, d.size());
+          d.emplace_back(std::move(k), std::move(v));
+        }
         space();
         if (i_ < s_.size() && s_[i_] == ',') { i_++; continue; }
-        if (i_ < s_.size() && s_[i_] == '}') { i_++; return d; }
+        if (i_ < s_.size() && s_[i_] == '}') { i_++; return Value::dict(std::move(d)); }
         bad("expected ',' or '}'");
       }
     }

@@ -158,7 +158,13 @@ test('tools, template variables and message fields reach the chat template; appl
     // Bad input: a clear bad_argument, never a crash.
     const bad = (f, re) => assert.throws(f, (e) => e instanceof QkvError && e.code === 'bad_argument' && re.test(e.message));
     bad(() => m.applyChatTemplate(messages, { tools: {} }), /tools must be an array/);
-    bad(() => m.applyChatTemplate(messages, { templateVars: [1] }), /templateVars must be an object/);
+    bad(() => m.applyChatTemplate(messages, { templateVars: [1] }), /templateVars must be a plain object/);
+    bad(() => m.applyChatTemplate(messages, { templateVars: new Map([['a', 1]]) }), /templateVars must be a plain object/);
+    bad(() => m.applyChatTemplate([{ role: 'user', content: null }]), /content must be a string/);
+    // An assistant turn that only calls tools may have null content (OpenAI-style).
+    assert.equal(m.applyChatTemplate([{ role: 'user', content: 'Hi' }, { role: 'assistant', content: null, tool_calls: [{ name: 'f', arguments: {} }] }],
+      { addGenerationPrompt: false }),
+    '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call><|im_end|>\n');
     bad(() => m.applyChatTemplate(messages, { templateVars: { messages: [] } }), /set by qkv itself/);
     bad(() => m.applyChatTemplate(messages, { tools, templateVars: { tools } }), /tools given twice/);
     const cyclic = {};

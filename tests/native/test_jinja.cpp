@@ -124,6 +124,12 @@ y zw" | indent(1) }}|{{ messages | map(attribute='content') | join('
 ') | indent(2) }}
 {{ ['a', 'B', 'b', 'A', 'c'] | unique | list }}{{ ['a', 'B', 'b', 'A'] | unique(case_sensitive=true) | list }}
 {{ messages | unique(attribute='role') | map(attribute='content') | list }}{{ [1, 1.0, '1', true] | unique | list }})J",
+    // Brackets inside a tag ('}}' closing a dict literal), sort_keys on raw keys, a macro defined
+    // in a loop calling itself, slices with huge steps, repeating an empty string.
+    "{{ {'a': {'b': [1, {'c': 2}]}} | tojson }}|{{ {'a': 1, 'a b': 2, 'A': 3} | tojson(sort_keys=true) }}|"
+    "{% for i in [3] %}{% macro inner(n) %}{{ n }}{% if n > 1 %}{{ inner(n - 1) }}{% endif %}{% endmacro %}{{ inner(i) }}{% endfor %}|"
+    "{{ [1, 2, 3][1::922337203685477580 * 10 + 7] }}{{ 'abc'[::-922337203685477580 * 10 - 7] }}|{{ '' * 999999999999999999 }}{{ 'ab' * -3 }}|"
+    "{% for m in messages %}{{ loop.cycle('x', 'y') }}{% endfor %}",
     // Scoping: what a loop's pass sets is gone in the next pass and after the loop; a namespace
     // keeps it.
     "{% set x = 0 %}{% set ns = namespace(n=0) %}{% for m in messages %}{% if loop.first %}{% set y = 'first' %}{% endif %}"
@@ -419,6 +425,31 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
                     "{% set p = st.prev %}{% set p.x = n %}{% set st.prev = n %}{% endfor %}{{ st }}"),
             "bad_argument");
   EXPECT_EQ(code_of("{% set ns = namespace(a=1) %}{% set ns.self = [ns] %}{{ ns }}"), "bad_argument");
+  // A macro defined inside a block carries the names there: it cannot go into a namespace either
+  // (a chain of 200000 of them overflowed the stack when freed; a namespace in its closure was a
+  // cycle that leaked).
+  EXPECT_EQ(code_of("{% set g = namespace(f=none) %}{% for i in range(200000) %}{% set prev = g.f %}{% macro m() %}{% endmacro %}"
+                    "{% set g.f = m %}{% endfor %}"),
+            "bad_argument");
+  EXPECT_EQ(code_of("{% for i in range(3) %}{% set n = namespace() %}{% macro m() %}{% endmacro %}{% set n.f = [m] %}{% endfor %}"),
+            "bad_argument");
+  // Copying a big string into a closure or a list is charged as work.
+  EXPECT_EQ(code_of("{% set ns = namespace(s='x' * 16000000) %}{% for i in range(100000) %}{% set big = ns.s %}"
+                    "{% macro m() %}{% endmacro %}{% endfor %}"),
+            "bad_argument");
+  EXPECT_EQ(code_of("{% set ns = namespace(l=['x' * 8000000]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"),
+            "bad_argument");
+  // Only a loop's own variable has cycle(); a dict that looks like one does not.
+  EXPECT_EQ(code_of("{{ {'index0': -1, 'revindex0': 0}.cycle('a', 'b') }}"), "unsupported");
+  // Expression trees without nesting (1+1+1+...): bounded per tag, so walking and freeing them
+  // cannot exhaust the stack.
+  std::string chain = "{{ 1";
+  for (int i = 0; i < 300000; i++) chain += "+1";
+  EXPECT_EQ(code_of(chain + " }}"), "bad_argument");
+  EXPECT_EQ(code_of("{% macro m() %}" + chain + " }}{% endmacro %}"), "bad_argument");
+  std::string attrs = "{{ messages";
+  for (int i = 0; i < 300000; i++) attrs += ".a";
+  EXPECT_EQ(code_of(attrs + " }}"), "bad_argument");
   EXPECT_EQ(code_of("{% set d = {'a': 1} %}{% set d.b = 2 %}"), "bad_argument");  // only namespaces take attributes                                              // outside a loop
   EXPECT_EQ(code_of("{% for i in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"), "bad_argument");
   EXPECT_EQ(code_of("{% macro m(s) %}{{ m(s ~ s) }}{% endmacro %}{{ m('xxxxxxxxxxxxxxxx') }}"), "bad_argument");  // growth
