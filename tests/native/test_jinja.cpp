@@ -183,7 +183,9 @@ struct Case {
 // Jinja2's renderings (empty optional: it raised), or a skip reason.
 bool reference(const std::vector<Case>& cases, const std::string& bos, const std::string& eos, std::vector<std::pair<bool, std::string>>* out,
                std::string* why) {
-  const std::string in = testing::TempDir() + "qkv_jinja_in.json", res = testing::TempDir() + "qkv_jinja_out.bin";
+  // Files named after the test: ctest runs the tests of this file in parallel.
+  const std::string tag = testing::UnitTest::GetInstance()->current_test_info()->name();
+  const std::string in = testing::TempDir() + "qkv_jinja_in_" + tag + ".json", res = testing::TempDir() + "qkv_jinja_out_" + tag + ".bin";
   {
     std::ofstream f(in, std::ios::binary);
     f << "[";
