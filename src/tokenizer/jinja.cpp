@@ -1066,6 +1066,12 @@ class Renderer {
     else if (v.k == Value::K::List) charge_items(*v.l);
     return v;
   }
+  // What reading a stored value costs: a string is copied, a list or dict is shared (its items
+  // are not copied, so they are not charged: a long list read once per loop pass stays linear).
+  Value read(Value v) {
+    charge(v.k == Value::K::Str ? v.s.size() : 16);
+    return v;
+  }
   // What copying these items costs: their strings are copied byte by byte (lists and dicts in
   // them are shared).
   void charge_items(const List& l) {
@@ -1804,15 +1810,15 @@ class Renderer {
     Nest guard(this);
     tick();
     switch (e.t) {
-      case Expr::T::Lit: return made(e.lit);
+      case Expr::T::Lit: return read(e.lit);
       // Values are copied out (strings by value): what a copy costs is charged.
-      case Expr::T::Var: return made(lookup(e.name));
+      case Expr::T::Var: return read(lookup(e.name));
       case Expr::T::Attr: {
         const Value o = eval(*e.a[0]);
         const Value* v = o.get(e.name);
-        return v ? made(*v) : Value();
+        return v ? read(*v) : Value();
       }
-      case Expr::T::Index: return made(index(e));
+      case Expr::T::Index: return read(index(e));
       case Expr::T::Call: return made(call(e));
       case Expr::T::Slice: return made(slice(e));
       case Expr::T::Filter: return made(filter(e));

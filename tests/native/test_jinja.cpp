@@ -441,6 +441,10 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
             "bad_argument");
   EXPECT_EQ(code_of("{% set ns = namespace(l=['x' * 8000000]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"),
             "bad_argument");
+  // ... but reading a stored list shares it: a 10 MB list of lines read once per pass renders.
+  EXPECT_EQ(code_of("{% set parts = (('x' * 500) ~ '\n') * 20000 %}{% set parts = parts.split('\n') %}"
+                    "{% for p in parts %}{% if parts[loop.index0] != p %}!{% endif %}{% endfor %}"),
+            "rendered");
   // Only a loop's own variable has cycle(); a dict that looks like one does not.
   EXPECT_EQ(code_of("{{ {'index0': -1, 'revindex0': 0}.cycle('a', 'b') }}"), "unsupported");
   // Expression trees without nesting (1+1+1+...): bounded per tag, so walking and freeing them
