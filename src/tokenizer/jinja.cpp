@@ -731,6 +731,16 @@ class Parser {
       }
     }
   }
+  // The rest of a list or tuple: items separated by commas (one may end it), then `close`.
+  void items(Expr* e, const char* close) {
+    while (!accept_op(close)) {
+      e->a.push_back(expr());
+      if (!accept_op(",")) {
+        expect_op(close);
+        return;
+      }
+    }
+  }
   ExprP primary() {
     Depth d(this);
     const Tok& t = toks_[p_];
@@ -761,27 +771,18 @@ class Parser {
     if (accept_op("(")) {
       if (accept_op(")")) return node(Expr::T::ListLit);  // () : an empty tuple
       ExprP e = expr();
-      if (accept_op(",")) {  // a tuple, held as a list (what loops, 'in' and filters see is the same)
-        ExprP t = node(Expr::T::ListLit);
-        t->a.push_back(std::move(e));
-        while (!is_op(")")) {
-          t->a.push_back(expr());
-          if (!accept_op(",")) break;
-        }
-        e = std::move(t);
+      if (!accept_op(",")) {
+        expect_op(")");
+        return e;
       }
-      expect_op(")");
-      return e;
+      ExprP t = node(Expr::T::ListLit);  // a tuple, held as a list (what loops, 'in' and filters see is the same)
+      t->a.push_back(std::move(e));
+      items(t.get(), ")");
+      return t;
     }
     if (accept_op("[")) {
       ExprP e = node(Expr::T::ListLit);
-      if (!accept_op("]")) {
-        do {
-          if (is_op("]")) break;
-          e->a.push_back(expr());
-        } while (accept_op(","));
-        expect_op("]");
-      }
+      items(e.get(), "]");
       return e;
     }
     if (accept_op("{")) {
