@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "../common.h"
+#include "pretokenize.h"
 
 namespace qkv {
 
@@ -369,22 +370,10 @@ std::vector<Piece> cut(const std::string& src) {
 
 // ---- expressions ---------------------------------------------------------------------------
 
-void put_utf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    *out += (char)cp;
-  } else if (cp < 0x800) {
-    *out += (char)(0xc0 | (cp >> 6));
-    *out += (char)(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    *out += (char)(0xe0 | (cp >> 12));
-    *out += (char)(0x80 | ((cp >> 6) & 0x3f));
-    *out += (char)(0x80 | (cp & 0x3f));
-  } else {
-    *out += (char)(0xf0 | (cp >> 18));
-    *out += (char)(0x80 | ((cp >> 12) & 0x3f));
-    *out += (char)(0x80 | ((cp >> 6) & 0x3f));
-    *out += (char)(0x80 | (cp & 0x3f));
-  }
+// A hex digit's value, -1 for any other character.
+int hex_digit(char c) {
+  const unsigned char u = (unsigned char)c;
+  return std::isdigit(u) ? u - '0' : std::isxdigit(u) ? std::tolower(u) - 'a' + 10 : -1;
 }
 
 // The escape at s[j] (a backslash) inside a string literal, as Jinja reads it (Python's
@@ -410,7 +399,7 @@ size_t unescape(const std::string& s, size_t j, std::string* v) {
     uint32_t cp = 0;
     size_t k = j + 1;
     for (int n = 0; n < 3 && k < s.size() && s[k] >= '0' && s[k] <= '7'; n++, k++) cp = cp * 8 + (uint32_t)(s[k] - '0');
-    put_utf8(cp, v);
+    append_utf8(*v, cp);
     return k - 1;
   }
   const int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
@@ -421,12 +410,12 @@ size_t unescape(const std::string& s, size_t j, std::string* v) {
   uint32_t cp = 0;
   for (int n = 0; n < digits; n++) {
     const size_t k = j + 2 + (size_t)n;
-    const int h = k < s.size() ? (std::isdigit((unsigned char)s[k]) ? s[k] - '0' : std::isxdigit((unsigned char)s[k]) ? (std::tolower((unsigned char)s[k]) - 'a' + 10) : -1) : -1;
+    const int h = k < s.size() ? hex_digit(s[k]) : -1;
     if (h < 0) fail(ErrorCode::BadArgument, std::string("chat template: a truncated \\") + e + " escape in a string literal");
     cp = cp * 16 + (uint32_t)h;
   }
   if (cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000)) fail(ErrorCode::BadArgument, "chat template: an escape outside Unicode's scalar values");
-  put_utf8(cp, v);
+  append_utf8(*v, cp);
   return j + 1 + (size_t)digits;
 }
 
@@ -1914,7 +1903,7 @@ class JsonReader {
     unsigned v = 0;
     for (int k = 0; k < 4; k++) {
       const char c = s_[i_++];
-      const int h = std::isdigit((unsigned char)c) ? c - '0' : std::isxdigit((unsigned char)c) ? std::tolower((unsigned char)c) - 'a' + 10 : -1;
+      const int h = hex_digit(c);
       if (h < 0) bad("a bad \\u escape");
       v = v * 16 + (unsigned)h;
     }
@@ -1958,7 +1947,7 @@ class JsonReader {
           } else if (cp >= 0xdc00 && cp < 0xe000) {
             cp = 0xfffd;
           }
-          put_utf8(cp, &o);
+          append_utf8(o, cp);
           break;
         }
         default: bad(std::string("the escape \\") + e);
