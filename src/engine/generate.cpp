@@ -41,8 +41,8 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
   std::vector<int> prompt;
   if (opt.chat) {
     std::vector<ChatMessage> msgs;
-    if (!opt.system.empty()) msgs.push_back({"system", opt.system});
-    msgs.push_back({"user", opt.prompt});
+    if (!opt.system.empty()) msgs.push_back({"system", opt.system, ""});
+    msgs.push_back({"user", opt.prompt, ""});
     prompt = tok.encode(render_chat(chat_template_of(&tok), msgs, true), true, false, true);
   } else {
     prompt = tok.encode(opt.prompt, true, false);
