@@ -422,11 +422,12 @@ void bench_kernels(const Options& opt, const std::vector<std::shared_ptr<qkv::Th
       for (int T : {1, 64}) {
         std::vector<float> X = random_floats((size_t)T * n, 5), Y((size_t)T * d), scratch((size_t)qkv::kQPanelRows * n);
         std::vector<qkv::BlockQ8A> xq((size_t)T * n / 32);
+        const bool finite = qkv::qdot_uses_finite_scales() && qkv::qdot_scales_finite(type, W.data(), d, n);
         double t = best_time(
             [&] {
               if (qkv::qtype_int_dot(type)) {
                 for (int i = 0; i < T; i++) qkv::quantize_act_q8_simd(X.data() + (size_t)i * n, xq.data() + (size_t)i * n / 32, n);
-                qkv::matmul_q8_simd(type, Y.data(), d, xq.data(), W.data(), T, n, 0, d);
+                qkv::matmul_q8_simd(type, Y.data(), d, xq.data(), W.data(), T, n, 0, d, finite);
               } else {
                 qkv::matmul_q_simd(type, Y.data(), d, X.data(), n, W.data(), T, n, 0, d, scratch.data());
               }

@@ -149,9 +149,10 @@ double run_case(int c) {
   std::vector<float> X((size_t)k.T * k.n), Y((size_t)k.T * k.d);
   for (float& v : X) v = 20.0f * nd(rng);
   std::vector<qkv::BlockQ8A> xq((size_t)k.T * k.n / 32);
+  const bool finite = qkv::qdot_scales_finite(k.type, W.data(), k.d, k.n);  // as the loader checks
   auto once = [&] {
     for (int i = 0; i < k.T; i++) qkv::quantize_act_q8_simd(X.data() + (size_t)i * k.n, xq.data() + (size_t)i * k.n / 32, k.n);
-    qkv::matmul_q8_simd(k.type, Y.data(), k.d, xq.data(), W.data(), k.T, k.n, 0, k.d);
+    qkv::matmul_q8_simd(k.type, Y.data(), k.d, xq.data(), W.data(), k.T, k.n, 0, k.d, finite);
     g_sink = Y[0];
   };
   return time_best(once);

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "../common.h"
+#include "../kernels/qdot.h"
 
 namespace qkv {
 
@@ -367,6 +368,7 @@ Tensor gguf_weight(const GgufFile& g, const std::string& name, int64_t rows, int
   w.data = g.tensor_data(*t);
   w.rows = rows;
   w.cols = cols;
+  w.finite_scales = qdot_uses_finite_scales() && qdot_scales_finite(type, w.data, rows, (int)cols);
   return w;
 }
 

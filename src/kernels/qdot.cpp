@@ -390,13 +390,30 @@ inline v128_t f16_lanes(v128_t h) {
   return wasm_v128_or(v, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
 }
 // The f16 values at p + i * stride, i = 0..3, as f32 lanes.
+// kFinite: the caller knows none is Inf or NaN (qdot_scales_finite, checked when the model
+// loads). Each f16 then goes into the high half of its lane, where its sign already is the f32
+// sign; an arithmetic shift by 3 puts exponent and mantissa in f32 position, a mask clears the
+// three copies of the sign that shift made, and the multiply by 2^112 rebiases (subnormals come
+// out normalised): 3 instructions and 2 constants against f16_lanes' 10 and 5, which V8
+// rematerialises in every pass of the loop. Q8_0 and Q4_0 decode measured 15-20% faster in
+// Chromium 156.
+template <bool kFinite>
 inline v128_t half4(const uint8_t* p, size_t stride) {
-  v128_t h = wasm_i32x4_splat(0);  // each f16 into the low half of a 32-bit lane (pinsrw on x64)
-  h = wasm_v128_load16_lane(p, h, 0);
-  h = wasm_v128_load16_lane(p + stride, h, 2);
-  h = wasm_v128_load16_lane(p + 2 * stride, h, 4);
-  h = wasm_v128_load16_lane(p + 3 * stride, h, 6);
-  return f16_lanes(h);
+  v128_t h = wasm_i32x4_splat(0);  // (pinsrw on x64)
+  if constexpr (kFinite) {
+    h = wasm_v128_load16_lane(p, h, 1);
+    h = wasm_v128_load16_lane(p + stride, h, 3);
+    h = wasm_v128_load16_lane(p + 2 * stride, h, 5);
+    h = wasm_v128_load16_lane(p + 3 * stride, h, 7);
+    const v128_t v = wasm_v128_and(wasm_i32x4_shr(h, 3), wasm_i32x4_splat((int32_t)0x8fffffff));
+    return wasm_f32x4_mul(v, wasm_f32x4_splat(0x1p112f));
+  } else {
+    h = wasm_v128_load16_lane(p, h, 0);  // each f16 into the low half of a 32-bit lane
+    h = wasm_v128_load16_lane(p + stride, h, 2);
+    h = wasm_v128_load16_lane(p + 2 * stride, h, 4);
+    h = wasm_v128_load16_lane(p + 3 * stride, h, 6);
+    return f16_lanes(h);
+  }
 }
 // [sum of a's lanes, sum of b's, sum of c's, sum of d's]
 inline v128_t hsum4(v128_t a, v128_t b, v128_t c, v128_t d) {
@@ -496,6 +513,8 @@ inline float fsum(F a) { return a; }
 enum class Kind { Signed, UnsignedMin, Signed16 };
 
 // Q8_0: f16 d, then 32 signed bytes (load_s32: the one type whose stored weights are signed).
+// kFinite (here and in DecQ4_5): every scale of the matrix is known finite (half4).
+template <bool kFinite = false>
 struct DecQ8_0 {
   static constexpr int kSub = 1, kBytes = 34;
   static constexpr Kind kKind = Kind::Signed;
@@ -505,14 +524,14 @@ struct DecQ8_0 {
   W32 w(int) const { return load_s32(p + 2); }
   float d(int) const { return s; }
 #if QKV_QDOT_WASM
-  static void group_scales(const uint8_t* blk, v128_t* d, v128_t*) { *d = half4(blk, kBytes); }
+  static void group_scales(const uint8_t* blk, v128_t* d, v128_t*) { *d = half4<kFinite>(blk, kBytes); }
 #endif
 };
 
 // Q4_0, Q4_1, Q5_0, Q5_1: f16 d, [f16 m], [u32 fifth bits], 16 bytes of nibbles. The unsigned
 // codes are multiplied (cheaper than moving signs onto the activations for every token); the
 // stored m, or the offset -8 d / -16 d of the _0 types, is the min.
-template <bool M, bool K5>
+template <bool M, bool K5, bool kFinite = false>
 struct DecQ4_5 {
   static constexpr int kSub = 1, kBytes = 18 + (M ? 2 : 0) + (K5 ? 4 : 0);
   static constexpr Kind kKind = Kind::UnsignedMin;
@@ -537,8 +556,8 @@ struct DecQ4_5 {
 #endif
 #if QKV_QDOT_WASM
   static void group_scales(const uint8_t* blk, v128_t* d, v128_t* m) {
-    *d = half4(blk, kBytes);
-    *m = M ? half4(blk + 2, kBytes) : wasm_f32x4_mul(*d, wasm_f32x4_splat(K5 ? -16.0f : -8.0f));
+    *d = half4<kFinite>(blk, kBytes);
+    *m = M ? half4<kFinite>(blk + 2, kBytes) : wasm_f32x4_mul(*d, wasm_f32x4_splat(K5 ? -16.0f : -8.0f));
   }
 #endif
 };
@@ -1025,16 +1044,62 @@ void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, in
   }
 }
 
+// The one-block types, with or without the finite-scale conversion.
+template <bool F>
+void matmul_one_block(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* w, int T, int n, int r0, int r1) {
+  switch (t) {
+    case QType::Q8_0: return matmul_typed<DecQ8_0<F>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q4_0: return matmul_typed<DecQ4_5<false, false, F>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q4_1: return matmul_typed<DecQ4_5<true, false, F>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q5_0: return matmul_typed<DecQ4_5<false, true, F>>(Y, ldy, X, w, T, n, r0, r1);
+    default: return matmul_typed<DecQ4_5<true, true, F>>(Y, ldy, X, w, T, n, r0, r1);
+  }
+}
+
+// The byte offsets of a one-block type's f16 values (d, and m for Q4_1 / Q5_1) in its block.
+bool one_block(QType t, int* bytes, int* n_f16) {
+  switch (t) {
+    case QType::Q8_0: *bytes = 34, *n_f16 = 1; return true;
+    case QType::Q4_0: *bytes = 18, *n_f16 = 1; return true;
+    case QType::Q4_1: *bytes = 20, *n_f16 = 2; return true;
+    case QType::Q5_0: *bytes = 22, *n_f16 = 1; return true;
+    case QType::Q5_1: *bytes = 24, *n_f16 = 2; return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
-void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1) {
+bool qdot_scales_finite(QType t, const void* W, int64_t rows, int n) {
+  int bytes = 0, n_f16 = 0;
+  if (!one_block(t, &bytes, &n_f16) || rows < 0 || n <= 0 || n % 32) return false;
+  const uint8_t* p = static_cast<const uint8_t*>(W);
+  const int64_t blocks = rows * (n / 32);
+  for (int64_t b = 0; b < blocks; b++, p += bytes)
+    for (int i = 0; i < n_f16; i++)
+      if ((u16_at(p + 2 * i) & 0x7c00u) == 0x7c00u) return false;
+  return true;
+}
+
+bool qdot_uses_finite_scales() {
+#if QKV_QDOT_WASM
+  return true;
+#else
+  return false;
+#endif
+}
+
+void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1,
+                    bool finite_scales) {
   const uint8_t* w = static_cast<const uint8_t*>(W);
   switch (t) {
-    case QType::Q8_0: return matmul_typed<DecQ8_0>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q4_0: return matmul_typed<DecQ4_5<false, false>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q4_1: return matmul_typed<DecQ4_5<true, false>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q5_0: return matmul_typed<DecQ4_5<false, true>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q5_1: return matmul_typed<DecQ4_5<true, true>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q8_0: case QType::Q4_0: case QType::Q4_1: case QType::Q5_0: case QType::Q5_1:
+#if QKV_QDOT_WASM
+      if (finite_scales) return matmul_one_block<true>(t, Y, ldy, X, w, T, n, r0, r1);
+#else
+      (void)finite_scales;  // scales convert in one instruction (F16C) or a scalar fast path here
+#endif
+      return matmul_one_block<false>(t, Y, ldy, X, w, T, n, r0, r1);
     case QType::Q4_K: return matmul_typed<DecQ45_K<false>>(Y, ldy, X, w, T, n, r0, r1);
     case QType::Q5_K: return matmul_typed<DecQ45_K<true>>(Y, ldy, X, w, T, n, r0, r1);
     case QType::Q6_K: return matmul_typed<DecQ6_K>(Y, ldy, X, w, T, n, r0, r1);

@@ -51,7 +51,18 @@ float dot_q8_ref(QType t, const void* row, const BlockQ8A* x, int n, double* mag
 // blocks back to back (token t at X + t * n/32); Y is (T, ldy). Registers hold 2 weight rows
 // x 4 tokens, so each weight block is decoded once per 4 tokens.
 void matmul_q8_ref(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1);
-void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1);
+// finite_scales: every f16 scale and min of W is finite (qdot_scales_finite said so); the WASM
+// kernels then convert them with fewer instructions. With it set on a matrix that holds Inf or
+// NaN scales, the results are wrong but finite; nothing else changes.
+void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1,
+                    bool finite_scales = false);
+
+// Whether every f16 scale (and min) of a stored (rows, n) matrix of a one-block type (Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1) is finite; false for the other types. One pass over the blocks.
+bool qdot_scales_finite(QType t, const void* W, int64_t rows, int n);
+// Whether this build's matmul_q8_simd uses finite_scales (the WASM kernels): loaders check
+// the scales only then.
+bool qdot_uses_finite_scales();
 
 // Name of the integer-dot implementation compiled in ("avx2", "wasm-simd128", "wasm-relaxed", "portable").
 const char* qdot_impl_name();

@@ -42,7 +42,7 @@ void ProductInput::set(const float* x, int64_t ldx, int n_tok, const Tensor* con
 
 void ProductInput::rows(float* y, int64_t ldy, const Tensor& w, int r0, int r1) const {
   if (r0 >= r1) return;
-  if (qtype_int_dot(w.type)) return matmul_q8_simd(w.type, y, ldy, xq_.data(), w.data, n_tok_, cols_, r0, r1);
+  if (qtype_int_dot(w.type)) return matmul_q8_simd(w.type, y, ldy, xq_.data(), w.data, n_tok_, cols_, r0, r1, w.finite_scales);
   if (w.type != DType::F32) {  // decoded on the fly; one panel buffer per thread for prefill
     thread_local std::vector<float> scratch;
     if (scratch.size() < (size_t)kQPanelRows * cols_) scratch.resize((size_t)kQPanelRows * cols_);

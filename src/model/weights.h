@@ -58,6 +58,7 @@ struct Tensor {
   DType type = DType::F32;
   const void* data = nullptr;
   int64_t rows = 0, cols = 0;
+  bool finite_scales = false;  // every f16 scale is finite (checked on load in WASM builds; see qdot.h)
   const float* f32() const { return static_cast<const float*>(data); }
   size_t row_bytes() const { return qtype_row_bytes(type, (int)cols); }
   const void* row(int64_t r) const { return static_cast<const uint8_t*>(data) + (size_t)r * row_bytes(); }

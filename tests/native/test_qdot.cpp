@@ -235,6 +235,35 @@ TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
   }
 }
 
+// qdot_scales_finite (the loader's check before the WASM kernels' faster scale conversion):
+// true for quantized rows, false as soon as one block's d, or min for Q4_1 / Q5_1, is Inf or
+// NaN, whichever block and row it is in; false for the K types and bad shapes.
+TEST(QDotMatmul, ScalesFiniteCheckFindsEveryInfOrNaN) {
+  const int n = 96, rows = 3;
+  for (QType t : {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1}) {
+    const size_t rb = qtype_row_bytes(t, n), bb = qtype_row_bytes(t, 32);
+    std::vector<uint8_t> W;
+    for (int r = 0; r < rows; r++) {
+      const std::vector<uint8_t> row = stored_row(t, randn(n, 90 + r, r == 1 ? 1e-6f : 2.0f), 0);
+      W.insert(W.end(), row.begin(), row.begin() + rb);
+    }
+    ASSERT_TRUE(qdot_scales_finite(t, W.data(), rows, n)) << name(t);
+    EXPECT_FALSE(qdot_scales_finite(t, W.data(), rows, n + 1)) << name(t);
+    const bool has_min = t == QType::Q4_1 || t == QType::Q5_1;
+    for (uint16_t bad : {0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xffff})
+      for (size_t b = 0; b < W.size() / bb; b++)
+        for (int field = 0; field < (has_min ? 2 : 1); field++) {
+          std::vector<uint8_t> v = W;
+          std::memcpy(v.data() + b * bb + 2 * field, &bad, 2);
+          EXPECT_FALSE(qdot_scales_finite(t, v.data(), rows, n)) << name(t) << " block " << b << " field " << field;
+          EXPECT_TRUE(qdot_scales_finite(t, v.data(), (int64_t)(b / (rb / bb)), n)) << "rows before the bad one";
+        }
+  }
+  const std::vector<uint8_t> k = stored_row(QType::Q4_K, randn(256, 5), 0);
+  EXPECT_FALSE(qdot_scales_finite(QType::Q4_K, k.data(), 1, 256));
+  EXPECT_FALSE(qdot_scales_finite(QType::F16, k.data(), 1, 32));
+}
+
 TEST(QDotMatmul, TypesWithoutIntegerDotAreRefused) {
   EXPECT_FALSE(qtype_int_dot(QType::F32));
   EXPECT_FALSE(qtype_int_dot(QType::F16));

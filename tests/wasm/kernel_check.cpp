@@ -179,6 +179,61 @@ int main() {
       check(std::isfinite(want) ? got == want : !std::isfinite(got), "block scale (f16)", (int)QType::Q8_0, (int)h, got, want);
     }
   }
+  // The finite-scale conversion (matmul_q8_simd's finite_scales, for matrices whose scales the
+  // loader found finite): every finite half as a Q8_0 scale and as a Q4_1 min (d = 0, so the
+  // product is m times the activations' sum, 1), in every lane of a group and as a tail block.
+  // The Q4_1 block: d, m, then codes; its activations' s = d_x * sum q = 1.
+  for (int nblocks : {1, 4}) {
+    for (QType t : {QType::Q8_0, QType::Q4_1}) {
+      const int bb = t == QType::Q8_0 ? 34 : 20;
+      std::vector<uint8_t> blk(bb * nblocks);
+      std::vector<BlockQ8A> ones(nblocks);
+      for (BlockQ8A& o : ones) {
+        o = BlockQ8A{};
+        o.d = 1.0f;
+        o.s = 1.0f;
+        o.q[0] = 1;
+      }
+      for (uint32_t h = 0; h < 65536; h++) {
+        if ((h & 0x7c00u) == 0x7c00u) continue;  // Inf and NaN: the loader does not set the flag
+        std::fill(blk.begin(), blk.end(), 0);
+        uint8_t* b = blk.data() + bb * (h % nblocks);
+        const int at = t == QType::Q8_0 ? 0 : 2;
+        b[at] = (uint8_t)(h & 0xff);
+        b[at + 1] = (uint8_t)(h >> 8);
+        if (t == QType::Q8_0) b[2] = 1;
+        float got = 0;
+        matmul_q8_simd(t, &got, 1, ones.data(), blk.data(), 1, 32 * nblocks, 0, 1, true);
+        const float want = f16_to_f32((uint16_t)h);
+        check(got == want, "block scale (f16, finite path)", (int)t, (int)h, got, want);
+      }
+    }
+  }
+  // Whole matrices through the finite-scale path give the same bits as the general one: the
+  // one-block types, scales from 1e-7 (subnormal halves) to 1e3 and of both signs (Q4_0's are
+  // negative half the time), decode and prefill tiles, several rows, tails of groups.
+  for (QType t : {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1}) {
+    for (int n : {32, 9 * 32, 2048}) {
+      const size_t rb = qtype_row_bytes(t, n);
+      const int d = 13;
+      std::vector<uint8_t> W;
+      for (int r = 0; r < d; r++) {
+        const float sigma = r % 3 == 0 ? 1e-6f : r % 3 == 1 ? 0.05f : 300.0f;
+        const std::vector<uint8_t> row = stored_row(t, randn(n, 500 + r + n, sigma), 0);
+        W.insert(W.end(), row.begin(), row.begin() + rb);
+      }
+      check(qdot_scales_finite(t, W.data(), d, n), "scales found finite", (int)t, n, 0, 1);
+      for (int T : {1, 5}) {
+        std::vector<BlockQ8A> X(T * (n / 32));
+        for (int k = 0; k < T; k++) quantize_act_q8_simd(randn(n, 80 + k).data(), X.data() + k * (n / 32), n);
+        std::vector<float> general(T * d), fast(T * d);
+        matmul_q8_simd(t, general.data(), d, X.data(), W.data(), T, n, 0, d, false);
+        matmul_q8_simd(t, fast.data(), d, X.data(), W.data(), T, n, 0, d, true);
+        for (int i = 0; i < T * d; i++)
+          check(std::memcmp(&general[i], &fast[i], 4) == 0, "finite-scale path vs general (bit-exact)", (int)t, n, fast[i], general[i]);
+      }
+    }
+  }
   // f16 conversion: every half, SIMD vs scalar (NaN stays NaN); the f16 dot vs its reference.
   std::vector<uint16_t> all(65536);
   for (uint32_t h = 0; h < 65536; h++) all[h] = (uint16_t)h;
