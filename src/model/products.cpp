@@ -8,10 +8,14 @@
 
 namespace qkv {
 
-void for_rows(ThreadPool& pool, int64_t work, int n, int grain, const std::function<void(int, int, int)>& fn) {
+void for_rows(ThreadPool& pool, int64_t work, int n, int grain, int n_tok, const std::function<void(int, int, int)>& fn) {
   if (n <= 0) return;
-  if (work < kMinParallelWork) fn(0, n, 0);
-  else pool.parallel_for(n, grain, fn);
+  if (work < kMinParallelWork) return fn(0, n, 0);
+  if (n_tok == 1 && grain > 0) {
+    const int64_t per = ((int64_t)n + 2 * pool.size() - 1) / (2 * pool.size());
+    grain = (int)std::max<int64_t>(grain, (per + grain - 1) / grain * grain);
+  }
+  pool.parallel_for(n, grain, fn);
 }
 
 void ProductInput::set(const float* x, int64_t ldx, int n_tok, const Tensor* const* ws, int n_ws) {
@@ -52,7 +56,7 @@ void ProductInput::rows(float* y, int64_t ldy, const Tensor& w, int r0, int r1) 
 }
 
 void ProductInput::full(ThreadPool& pool, float* y, int64_t ldy, const Tensor& w) const {
-  for_rows(pool, w.rows * w.cols * n_tok_, (int)w.rows, 16, [&](int r0, int r1, int) { rows(y, ldy, w, r0, r1); });
+  for_rows(pool, w.rows * w.cols * n_tok_, (int)w.rows, 16, n_tok_, [&](int r0, int r1, int) { rows(y, ldy, w, r0, r1); });
 }
 
 void stacked_products(ThreadPool& pool, ProductInput& in, const float* x, int64_t ldx, int n_tok,
@@ -66,7 +70,7 @@ void stacked_products(ThreadPool& pool, ProductInput& in, const float* x, int64_
   for (const Product& p : parts) ws[n++] = p.w, total += p.w->rows;
   in.set(x, ldx, n_tok, ws, n);
   const int64_t cols = ws[0]->cols;
-  for_rows(pool, total * cols * n_tok, (int)total, grain, [&](int b, int e, int) {
+  for_rows(pool, total * cols * n_tok, (int)total, grain, n_tok, [&](int b, int e, int) {
     int off = 0, i = 0;
     for (const Product& p : parts) {
       const int rows = (int)p.w->rows, r0 = std::max(b - off, 0), r1 = std::min(e - off, rows);

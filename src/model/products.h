@@ -23,8 +23,12 @@ constexpr int64_t kMinParallelWork = 1 << 16;
 
 // fn(r0, r1, thread) over [0, n) in chunks whose bounds are multiples of `grain`: on the calling
 // thread as one chunk when the section does fewer than kMinParallelWork multiply-adds, else
-// across the pool.
-void for_rows(ThreadPool& pool, int64_t work, int n, int grain, const std::function<void(int, int, int)>& fn);
+// across the pool. Decoding one token (n_tok 1), the chunks are made large, about two per
+// thread: a decode product reads its rows as several streams far apart within its range, and
+// over a chunk of 16 rows those streams are adjacent rows, which the hardware prefetcher
+// serves badly (Q8_0 decode in Chromium: 19 GFLOP/s over 16-row chunks, 26-29 over 64, 33-34
+// over 256 or the whole matrix).
+void for_rows(ThreadPool& pool, int64_t work, int n, int grain, int n_tok, const std::function<void(int, int, int)>& fn);
 
 // One input X (n_tok, cols), row stride ldx, for products against weights of `cols` columns.
 class ProductInput {

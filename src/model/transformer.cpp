@@ -465,7 +465,7 @@ void Transformer::layer_rest(int l) {
   const auto glu_fn = c.ffn == FfnKind::SwiGLU ? swiglu_simd : geglu_simd;
   if (glu) in_.set(in, dim, B, {&L.w_up, &L.w_gate});
   else in_.set(in, dim, B, {&L.w_up});
-  for_rows(*pool_, (int64_t)hid * dim * B * (glu ? 2 : 1), hid, 16, [&](int r0, int r1, int) {
+  for_rows(*pool_, (int64_t)hid * dim * B * (glu ? 2 : 1), hid, 16, B, [&](int r0, int r1, int) {
     in_.rows(hb2_.data(), hid, L.w_up, r0, r1);
     if (glu) in_.rows(hb_.data(), hid, L.w_gate, r0, r1);
     for (int t = 0; t < B; t++) {

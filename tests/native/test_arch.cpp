@@ -13,6 +13,7 @@
 #include "formats/gguf_model.h"
 #include "formats/gguf_writer.h"
 #include "formats/loader.h"
+#include "formats/quantize.h"
 #include "model/transformer.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/pretokenize.h"
@@ -392,15 +393,25 @@ TEST(Gemma3, LayerPatternAndEveryOptionMatter) {
 // per-head norm, RoPE, the activation, the residual add). With 3 heads of q, k and v stacked in
 // one section, some chunks hold the end of q and the start of k: threads change nothing but
 // float rounding, in prefill and in decode.
-TEST_P(Arch, ThreadCountsGiveTheSameLogits) {
+// The small shape runs every section on the calling thread (below kMinParallelWork); the
+// larger one (f32, and Q8_0 for the integer kernels) splits prefill sections into 16-row chunks and decode sections into about two
+// chunks per thread (for_rows), both across heads' row bounds.
+class ArchThreads : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(ArchThreads, ThreadCountsGiveTheSameLogits) {
   TestModelSpec s;
-  s.arch = GetParam();
+  s.arch = std::get<0>(GetParam());
   s.merges = 60;
-  s.dim = 48;
-  s.heads = s.kv_heads = 3;
-  s.hidden = 80;
+  const int shape = std::get<1>(GetParam());  // 0: small; 1: larger, f32; 2: larger, Q8_0
+  const bool large = shape != 0;
+  s.dim = large ? 256 : 48;
+  s.heads = large ? 4 : 3;
+  s.kv_heads = large ? 2 : 3;
+  s.hidden = large ? 544 : 80;
   s.tied = s.arch != "gpt2";
-  const LoadedModel m = load_model(blob_of(write_test_model(s)));
+  std::vector<uint8_t> bytes = write_test_model(s);
+  if (shape == 2) bytes = quantize_gguf(GgufFile::parse(blob_of(std::move(bytes))), QType::Q8_0).bytes;
+  const LoadedModel m = load_model(blob_of(std::move(bytes)));
   std::vector<int> ids;
   for (int i = 0; i < 40; i++) ids.push_back(3 + (i * 31) % (m.config.vocab_size - 3));
   auto run = [&](int threads) {
@@ -425,6 +436,9 @@ TEST_P(Arch, ThreadCountsGiveTheSameLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "gemma2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Gguf, ArchThreads,
+                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "gemma2", "gemma3"),
+                                            ::testing::Values(0, 1, 2)));
 
 void expect_load_error(std::vector<uint8_t> bytes, ErrorCode code, const std::string& needle, bool tokenizer = false) {
   try {
