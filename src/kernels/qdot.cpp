@@ -399,21 +399,15 @@ inline v128_t f16_lanes(v128_t h) {
 // Chromium 156.
 template <bool kFinite>
 inline v128_t half4(const uint8_t* p, size_t stride) {
-  v128_t h = wasm_i32x4_splat(0);  // (pinsrw on x64)
-  if constexpr (kFinite) {
-    h = wasm_v128_load16_lane(p, h, 1);
-    h = wasm_v128_load16_lane(p + stride, h, 3);
-    h = wasm_v128_load16_lane(p + 2 * stride, h, 5);
-    h = wasm_v128_load16_lane(p + 3 * stride, h, 7);
-    const v128_t v = wasm_v128_and(wasm_i32x4_shr(h, 3), wasm_i32x4_splat((int32_t)0x8fffffff));
-    return wasm_f32x4_mul(v, wasm_f32x4_splat(0x1p112f));
-  } else {
-    h = wasm_v128_load16_lane(p, h, 0);  // each f16 into the low half of a 32-bit lane
-    h = wasm_v128_load16_lane(p + stride, h, 2);
-    h = wasm_v128_load16_lane(p + 2 * stride, h, 4);
-    h = wasm_v128_load16_lane(p + 3 * stride, h, 6);
-    return f16_lanes(h);
-  }
+  constexpr int L = kFinite ? 1 : 0;  // each f16 into the high or low half of a 32-bit lane
+  v128_t h = wasm_i32x4_splat(0);     // (pinsrw on x64)
+  h = wasm_v128_load16_lane(p, h, L);
+  h = wasm_v128_load16_lane(p + stride, h, L + 2);
+  h = wasm_v128_load16_lane(p + 2 * stride, h, L + 4);
+  h = wasm_v128_load16_lane(p + 3 * stride, h, L + 6);
+  if constexpr (!kFinite) return f16_lanes(h);
+  const v128_t v = wasm_v128_and(wasm_i32x4_shr(h, 3), wasm_i32x4_splat((int32_t)0x8fffffff));
+  return wasm_f32x4_mul(v, wasm_f32x4_splat(0x1p112f));
 }
 // [sum of a's lanes, sum of b's, sum of c's, sum of d's]
 inline v128_t hsum4(v128_t a, v128_t b, v128_t c, v128_t d) {
@@ -1056,23 +1050,13 @@ void matmul_one_block(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const u
   }
 }
 
-// The byte offsets of a one-block type's f16 values (d, and m for Q4_1 / Q5_1) in its block.
-bool one_block(QType t, int* bytes, int* n_f16) {
-  switch (t) {
-    case QType::Q8_0: *bytes = 34, *n_f16 = 1; return true;
-    case QType::Q4_0: *bytes = 18, *n_f16 = 1; return true;
-    case QType::Q4_1: *bytes = 20, *n_f16 = 2; return true;
-    case QType::Q5_0: *bytes = 22, *n_f16 = 1; return true;
-    case QType::Q5_1: *bytes = 24, *n_f16 = 2; return true;
-    default: return false;
-  }
-}
-
 }  // namespace
 
 bool qdot_scales_finite(QType t, const void* W, int64_t rows, int n) {
-  int bytes = 0, n_f16 = 0;
-  if (!one_block(t, &bytes, &n_f16) || rows < 0 || n <= 0 || n % 32) return false;
+  // The one-block types: blocks of 32 that start with f16 d (and m for Q4_1 / Q5_1).
+  if (!qtype_int_dot(t) || qtype_block(t) != 32 || rows < 0 || n <= 0 || n % 32) return false;
+  const size_t bytes = qtype_row_bytes(t, 32);
+  const int n_f16 = t == QType::Q4_1 || t == QType::Q5_1 ? 2 : 1;
   const uint8_t* p = static_cast<const uint8_t*>(W);
   const int64_t blocks = rows * (n / 32);
   for (int64_t b = 0; b < blocks; b++, p += bytes)
