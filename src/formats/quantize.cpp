@@ -70,6 +70,7 @@ std::vector<Planned> plan(const GgufFile& in, QType type) {
     QType& to = p.to;
     std::string& note = p.report.note;
     const bool kquant = type == QType::Q4_K || type == QType::Q5_K;
+    const char* mix = type == QType::Q4_K ? "Q4_K_M" : "Q5_K_M";
     if (t.dims.size() == 1 || t.name == "position_embd.weight" || t.name == "token_types.weight") {
       to = QType::F32;  // norms, and the tables the engine adds rows of as floats
     } else if (kquant) {
@@ -79,12 +80,16 @@ std::vector<Planned> plan(const GgufFile& in, QType type) {
         // As llama.cpp's Q4_K_M / Q5_K_M: the classifier at Q6_K, the most sensitive tensor.
         to = QType::Q6_K;
         note = "the classifier is kept at Q6_K";
-      } else if (type == QType::Q5_K && l >= 0 && (rest == "attn_v.weight" || rest == "attn_qkv.weight" ||
-                                                     rest == "ffn_down.weight") && more_bits(l, n_layers)) {
-        // Q5_K_M also keeps attn_v and ffn_down at Q6_K in the first and last eighth of the
-        // layers and every third layer between (llama.cpp's use_more_bits).
+      } else if (l >= 0 && (rest == "attn_v.weight" || rest == "ffn_down.weight") && more_bits(l, n_layers)) {
+        // Q4_K_M and Q5_K_M also keep attn_v and ffn_down at Q6_K in the first and last eighth
+        // of the layers and every third layer between (llama.cpp's use_more_bits).
         to = QType::Q6_K;
-        note = "kept at Q6_K in this layer, as Q5_K_M does";
+        note = std::string("kept at Q6_K in this layer, as ") + mix + " does";
+      } else if (rest == "attn_qkv.weight") {
+        // A fused Q/K/V matrix (GPT-2, Phi-3) holds attn_v: one step up in every layer, as
+        // llama.cpp gives attn_qkv (Q4_K_M: Q5_K, Q5_K_M: Q6_K).
+        to = type == QType::Q4_K ? QType::Q5_K : QType::Q6_K;
+        note = std::string("the fused Q/K/V matrix is kept at ") + (type == QType::Q4_K ? "Q5_K" : "Q6_K") + ", as " + mix + " does";
       }
     }
     if (cols % qtype_block(to) != 0) {

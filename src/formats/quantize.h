@@ -30,8 +30,9 @@ struct QuantizeResult {
 //    * for Q4_K and Q5_K, the classifier (output.weight, or token_embd.weight when the classifier
 //      is tied to it) is kept at Q6_K, as llama.cpp's Q4_K_M / Q5_K_M do: it is the tensor most
 //      sensitive to quantization;
-//    * for Q5_K, attn_v (attn_qkv) and ffn_down are kept at Q6_K in the layers llama.cpp's
-//      Q5_K_M gives more bits (first and last eighth, every third between);
+//    * for Q4_K and Q5_K, attn_v and ffn_down are kept at Q6_K in the layers llama.cpp's
+//      Q4_K_M / Q5_K_M give more bits (first and last eighth, every third between), and a
+//      fused attn_qkv goes one step up in every layer (Q5_K / Q6_K), as theirs do;
 //    * rows that do not split into whole blocks fall back as llama.cpp does: Q4_K (256) -> Q5_0,
 //      Q5_K -> Q5_1, Q6_K -> Q8_0 (blocks of 32), else F16. The note names the reason.
 // The input may hold any type qkv reads; each row is decoded to f32 and re-encoded.

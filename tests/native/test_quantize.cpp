@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "common.h"
@@ -205,9 +206,16 @@ TEST(Quantize, Q4KOnNarrowRowsFallsBackToQ5_0AndKeepsTheClassifierAtQ8_0) {
   EXPECT_EQ(types["blk.0.ffn_up.weight"], 6u);
   EXPECT_EQ(types["blk.3.ffn_down.weight"], 1u);  // rows of 172: not even 32-blocks
   EXPECT_EQ(types["blk.0.attn_norm.weight"], 0u);
+  // Q4_K_M's Q6_K layers of 4 (use_more_bits: 2 and 3) fall back to Q8_0 (attn_v) / F16 (ffn_down).
+  EXPECT_EQ(types["blk.0.attn_v.weight"], 6u);
+  EXPECT_EQ(types["blk.2.attn_v.weight"], 8u);
+  EXPECT_EQ(types["blk.3.attn_v.weight"], 8u);
   for (const auto& t : q.tensors) {
+    const bool six = t.name == "blk.2.attn_v.weight" || t.name == "blk.3.attn_v.weight" ||
+                     t.name == "blk.2.ffn_down.weight" || t.name == "blk.3.ffn_down.weight";
     if (t.name == "token_embd.weight") EXPECT_EQ(t.note, "the classifier is kept at Q6_K; rows of 64 do not split into Q6_K blocks of 256, so Q8_0");
-    else if (t.to != 0) EXPECT_NE(t.note.find("do not split into Q4_K blocks of 256"), std::string::npos) << t.note;
+    else if (six) EXPECT_EQ(t.note.rfind("kept at Q6_K in this layer, as Q4_K_M does; rows of ", 0), 0u) << t.name << ": " << t.note;
+    else if (t.to != 0) EXPECT_NE(t.note.find("do not split into Q4_K blocks of 256"), std::string::npos) << t.name << ": " << t.note;
   }
   EXPECT_TRUE(std::isfinite(ppl_of(blob_of(q.bytes), a.ids)));
 }
@@ -251,7 +259,11 @@ TEST(Quantize, Q4KWideModelUsesQ4KAndItsLogitsFollowTheF32Ones) {
   auto types = types_of(GgufFile::parse(qb));
   EXPECT_EQ(types["token_embd.weight"], 12u);  // untied: an ordinary matrix
   EXPECT_EQ(types["output.weight"], 14u);  // Q6_K, as llama.cpp's Q4_K_M
-  EXPECT_EQ(types["blk.0.ffn_down.weight"], 12u);
+  EXPECT_EQ(types["blk.0.attn_q.weight"], 12u);
+  EXPECT_EQ(types["blk.0.ffn_up.weight"], 12u);
+  // use_more_bits picks the one layer of a 1-layer model: attn_v and ffn_down at Q6_K.
+  EXPECT_EQ(types["blk.0.attn_v.weight"], 14u);
+  EXPECT_EQ(types["blk.0.ffn_down.weight"], 14u);
   EXPECT_EQ(types["blk.0.ffn_norm.weight"], 0u);
   EXPECT_EQ(GgufFile::parse(qb).get_int("general.file_type"), 15);
   Transformer a(load_model(f32), 0, nullptr), b(load_model(qb), 0, nullptr);
@@ -292,17 +304,35 @@ TEST(Quantize, Q5KWideModelIsAQ5KMMixAndCloserThanQ4K) {
   EXPECT_LT(d5, d4) << "Q5_K logits are closer to f32 than Q4_K's";
 }
 
-// Layers that get Q6_K under Q5_K_M in a 16-layer model (names only: the policy, not the data).
-TEST(Quantize, Q5KMoreBitsLayersFollowLlamaCpp) {
+// Types under Q4_K_M and Q5_K_M in a 16-layer model, per layer (names only: the policy, not the
+// data), as llama.cpp's llama_tensor_get_type gives them.
+TEST(Quantize, KMixLayersFollowLlamaCpp) {
   GgufWriter w;
   w.add_string("general.architecture", "llama");
   std::vector<float> z(256 * 256, 0.01f);
-  for (int l = 0; l < 16; l++) w.add_tensor_f32("blk." + std::to_string(l) + ".attn_v.weight", {256, 256}, z.data());
-  QuantizeResult q = quantize_gguf(GgufFile::parse(blob_of(w.finish())), QType::Q5_K);
-  std::string six;
-  for (const auto& t : q.tensors) six += t.to == 14u ? "6" : t.to == 13u ? "5" : "?";
+  const char* kinds[] = {"attn_v", "ffn_down", "attn_q", "ffn_gate", "attn_qkv"};
+  for (const char* k : kinds)
+    for (int l = 0; l < 16; l++) w.add_tensor_f32("blk." + std::to_string(l) + "." + k + ".weight", {256, 256}, z.data());
+  const auto file = blob_of(w.finish());
+  auto digits = [&](QType type) {
+    std::map<std::string, std::string> by;
+    for (const auto& t : quantize_gguf(GgufFile::parse(file), type).tensors) {
+      const std::string kind = t.name.substr(t.name.find('.', 4) + 1);
+      by[kind] += t.to == 14u ? "6" : t.to == 13u ? "5" : t.to == 12u ? "4" : "?";
+    }
+    return by;
+  };
   // use_more_bits(i, 16): i < 2, i >= 14, or (i - 2) % 3 == 2.
-  EXPECT_EQ(six, "6655655655655666");
+  auto q4 = digits(QType::Q4_K), q5 = digits(QType::Q5_K);
+  EXPECT_EQ(q4["attn_v.weight"], "6644644644644666");
+  EXPECT_EQ(q4["ffn_down.weight"], "6644644644644666");
+  EXPECT_EQ(q4["attn_q.weight"], "4444444444444444");
+  EXPECT_EQ(q4["ffn_gate.weight"], "4444444444444444");
+  EXPECT_EQ(q4["attn_qkv.weight"], "5555555555555555");  // a fused Q/K/V: one step up everywhere
+  EXPECT_EQ(q5["attn_v.weight"], "6655655655655666");
+  EXPECT_EQ(q5["ffn_down.weight"], "6655655655655666");
+  EXPECT_EQ(q5["attn_q.weight"], "5555555555555555");
+  EXPECT_EQ(q5["attn_qkv.weight"], "6666666666666666");
 }
 
 TEST(Quantize, StreamedOutputEqualsTheWholeFileAndReportsProgress) {
