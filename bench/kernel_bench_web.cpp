@@ -3,7 +3,9 @@
 // Node's V8 and Chromium's differ in how they lower SIMD128, so kernel work for the browser is
 // measured in the browser. Each case: quantize the activations, then Y = X W^T through
 // matmul_q8_simd, 1 thread; decode (T = 1) over a matrix that fits in cache and one that does
-// not, and a 64-token prefill. Then the f32 product of a 64-token prefill (matmul_f32_simd's
+// not, and a 64-token prefill; decode from DRAM ("-dram": a 131072 x 2048 matrix, 151-285 MiB,
+// far past the L3) and through four layers of the ~1B shape ("-layers": width 2048, hidden 5632,
+// each matrix its own buffer, as a decode step reads them). Then the f32 product of a 64-token prefill (matmul_f32_simd's
 // packed panels) at the 110M shape's two matrix shapes. Then attention_flash as the 110M shape decodes (12 heads of 64,
 // one query against 320 cached positions): one layer's cache (in cache) and 12 layers' in turn
 // (out of it, as in a decode step). The JS side alternates builds case by case and keeps the best.
@@ -19,7 +21,7 @@
 
 namespace {
 
-enum class Kind { Quant, F32, Attention };
+enum class Kind { Quant, F32, Attention, Layers };
 
 struct Case {
   Kind kind;
@@ -37,6 +39,9 @@ const Case kCases[] = {
     {Kind::Quant, qkv::QType::Q4_K, "q4_k", 2048, 768, 64},
     {Kind::Quant, qkv::QType::Q6_K, "q6_k", 2048, 768, 1}, {Kind::Quant, qkv::QType::Q6_K, "q6_k", 32768, 768, 1},
     {Kind::Quant, qkv::QType::Q6_K, "q6_k", 2048, 768, 64},
+    {Kind::Quant, qkv::QType::Q8_0, "q8_0-dram", 131072, 2048, 1}, {Kind::Quant, qkv::QType::Q4_0, "q4_0-dram", 131072, 2048, 1},
+    {Kind::Quant, qkv::QType::Q4_K, "q4_k-dram", 131072, 2048, 1}, {Kind::Quant, qkv::QType::Q6_K, "q6_k-dram", 131072, 2048, 1},
+    {Kind::Layers, qkv::QType::Q4_0, "q4_0-layers", 2048, 5632, 4}, {Kind::Layers, qkv::QType::Q8_0, "q8_0-layers", 2048, 5632, 4},
     {Kind::F32, qkv::QType::F32, "f32", 2048, 768, 64}, {Kind::F32, qkv::QType::F32, "f32", 768, 2048, 64},
     {Kind::Attention, qkv::QType::F32, "attn-1l", 320, 768, 1}, {Kind::Attention, qkv::QType::F32, "attn-12l", 320, 768, 12},
 };
@@ -117,6 +122,41 @@ double run_f32(const Case& k) {
   });
 }
 
+// Decode through T llama layers of width d and hidden n (q, k, v, o: d x d; gate, up: n x d;
+// down: d x n), each matrix its own buffer, as a model's decode step reads them.
+double run_layers(const Case& k) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  struct M { int rows, cols; std::vector<uint8_t> w; bool finite; };
+  std::vector<M> ms;
+  for (int l = 0; l < k.T; l++) {
+    for (int i = 0; i < 4; i++) ms.push_back({k.d, k.d, {}, false});
+    for (int i = 0; i < 2; i++) ms.push_back({k.n, k.d, {}, false});
+    ms.push_back({k.d, k.n, {}, false});
+  }
+  std::vector<float> row(std::max(k.d, k.n));
+  for (M& m : ms) {
+    const size_t rb = qkv::qtype_row_bytes(k.type, m.cols);
+    m.w.resize(rb * m.rows);
+    for (int r = 0; r < 64; r++) {
+      for (int i = 0; i < m.cols; i++) row[i] = nd(rng);
+      quantize(k.type, row.data(), m.w.data() + r * rb, m.cols);
+    }
+    for (int r = 64; r < m.rows; r++) std::copy_n(m.w.begin() + (r % 64) * rb, rb, m.w.begin() + r * rb);
+    m.finite = qkv::qdot_scales_finite(k.type, m.w.data(), m.rows, m.cols);
+  }
+  std::vector<float> X(std::max(k.d, k.n)), Y(std::max(k.d, k.n));
+  for (float& v : X) v = 20.0f * nd(rng);
+  std::vector<qkv::BlockQ8A> xq(std::max(k.d, k.n) / 32);
+  return time_best([&] {
+    for (const M& m : ms) {
+      qkv::quantize_act_q8_simd(X.data(), xq.data(), m.cols);
+      qkv::matmul_q8_simd(k.type, Y.data(), m.rows, xq.data(), m.w.data(), 1, m.cols, 0, m.rows, m.finite);
+    }
+    g_sink = Y[0];
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -125,9 +165,13 @@ int n_cases() { return kNumCases; }
 const char* case_type(int c) { return kCases[c].type_name; }
 int case_d(int c) { return kCases[c].d; }
 int case_n(int c) { return kCases[c].n; }
-int case_tokens(int c) { return kCases[c].kind == Kind::Attention ? 1 : kCases[c].T; }
+int case_tokens(int c) { return kCases[c].kind == Kind::Attention || kCases[c].kind == Kind::Layers ? 1 : kCases[c].T; }
 // Attention: q.k and p v, 2 flops each per cached position and element, per layer.
-double case_flops(int c) { return (kCases[c].kind == Kind::Attention ? 4.0 : 2.0) * kCases[c].T * kCases[c].d * kCases[c].n; }
+double case_flops(int c) {
+  const Case& k = kCases[c];
+  if (k.kind == Kind::Layers) return 2.0 * k.T * (4.0 * k.d * k.d + 3.0 * k.d * k.n);
+  return (k.kind == Kind::Attention ? 4.0 : 2.0) * k.T * k.d * k.n;
+}
 
 // Seconds per call of case c: the best of 3 timings of a loop of at least 10 ms.
 double run_case(int c) {
@@ -135,6 +179,7 @@ double run_case(int c) {
   const Case k = kCases[c];
   if (k.kind == Kind::Attention) return run_attention(k);
   if (k.kind == Kind::F32) return run_f32(k);
+  if (k.kind == Kind::Layers) return run_layers(k);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.0f, 0.05f);
   const size_t rb = qkv::qtype_row_bytes(k.type, k.n);

@@ -35,6 +35,11 @@ window.benchQkv = async ({ model, threads, prompt, decode, runs, simd }) => {
 
 // wllama's own timings (llama.cpp's, measured inside the engine: they leave out the JS and
 // worker round trips that qkv's figures include). No prompt cache, EOS ignored.
+// The 256 byte pieces (ids 3-258 of bench-wllama's tokenizer) are banned: a random model can
+// pick a lone UTF-8 lead byte, and wllama then fails to encode the reply as JSON ("invalid
+// UTF-8 byte") and reports a garbled "Invalid typed array length". The bias costs llama.cpp's
+// sampler 256 additions per token.
+const BAN_BYTES = Object.fromEntries(Array.from({ length: 256 }, (_, i) => [String(3 + i), -1e4]));
 window.benchWllama = async ({ model, threads, prompt, decode, runs }) => {
   const w = new Wllama({ default: '/wllama/wasm/wllama.wasm' }, { suppressNativeLog: true });
   let t = performance.now();
@@ -47,7 +52,7 @@ window.benchWllama = async ({ model, threads, prompt, decode, runs }) => {
     let promptTokens = 0, predicted = 0;
     for (let r = 0; r <= runs; r++) {
       const res = await w.createCompletion({ prompt, max_tokens: decode, n_predict: decode, temperature: 0, temp: 0,
-                                             cache_prompt: false, ignore_eos: true });
+                                             cache_prompt: false, ignore_eos: true, logit_bias: BAN_BYTES });
       const tm = res.timings;
       if (!tm) throw new Error('wllama returned no timings');
       promptTokens = tm.prompt_n;
