@@ -122,6 +122,21 @@ double run_f32(const Case& k) {
   });
 }
 
+// A stored (rows, cols) matrix of type t: 64 distinct random rows repeated, so a big matrix is
+// out of cache without quantizing all of its rows.
+std::vector<uint8_t> stored_matrix(qkv::QType t, int rows, int cols, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  const size_t rb = qkv::qtype_row_bytes(t, cols);
+  std::vector<float> row(cols);
+  std::vector<uint8_t> W(rb * rows);
+  for (int r = 0; r < 64 && r < rows; r++) {
+    for (float& v : row) v = nd(rng);
+    quantize(t, row.data(), W.data() + r * rb, cols);
+  }
+  for (int r = 64; r < rows; r++) std::copy_n(W.begin() + (r % 64) * rb, rb, W.begin() + r * rb);
+  return W;
+}
+
 // Decode through T llama layers of width d and hidden n (q, k, v, o: d x d; gate, up: n x d;
 // down: d x n), each matrix its own buffer, as a model's decode step reads them.
 double run_layers(const Case& k) {
@@ -134,15 +149,8 @@ double run_layers(const Case& k) {
     for (int i = 0; i < 2; i++) ms.push_back({k.n, k.d, {}, false});
     ms.push_back({k.d, k.n, {}, false});
   }
-  std::vector<float> row(std::max(k.d, k.n));
   for (M& m : ms) {
-    const size_t rb = qkv::qtype_row_bytes(k.type, m.cols);
-    m.w.resize(rb * m.rows);
-    for (int r = 0; r < 64; r++) {
-      for (int i = 0; i < m.cols; i++) row[i] = nd(rng);
-      quantize(k.type, row.data(), m.w.data() + r * rb, m.cols);
-    }
-    for (int r = 64; r < m.rows; r++) std::copy_n(m.w.begin() + (r % 64) * rb, rb, m.w.begin() + r * rb);
+    m.w = stored_matrix(k.type, m.rows, m.cols, rng);
     m.finite = qkv::qdot_scales_finite(k.type, m.w.data(), m.rows, m.cols);
   }
   std::vector<float> X(std::max(k.d, k.n)), Y(std::max(k.d, k.n));
@@ -182,15 +190,7 @@ double run_case(int c) {
   if (k.kind == Kind::Layers) return run_layers(k);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.0f, 0.05f);
-  const size_t rb = qkv::qtype_row_bytes(k.type, k.n);
-  std::vector<float> row(k.n);
-  // 64 distinct rows repeated: the big matrix is out of cache without quantizing 32768 rows.
-  std::vector<uint8_t> W(rb * k.d);
-  for (int r = 0; r < 64; r++) {
-    for (float& v : row) v = nd(rng);
-    quantize(k.type, row.data(), W.data() + r * rb, k.n);
-  }
-  for (int r = 64; r < k.d; r++) std::copy_n(W.begin() + (r % 64) * rb, rb, W.begin() + r * rb);
+  const std::vector<uint8_t> W = stored_matrix(k.type, k.d, k.n, rng);
   std::vector<float> X((size_t)k.T * k.n), Y((size_t)k.T * k.d);
   for (float& v : X) v = 20.0f * nd(rng);
   std::vector<qkv::BlockQ8A> xq((size_t)k.T * k.n / 32);

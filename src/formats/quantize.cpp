@@ -59,6 +59,8 @@ std::vector<Planned> plan(const GgufFile& in, QType type) {
     std::string rest;
     n_layers = std::max(n_layers, layer_of(t.name, &rest) + 1);
   }
+  const bool kquant = type == QType::Q4_K || type == QType::Q5_K;
+  const std::string mix = type == QType::Q4_K ? "Q4_K_M" : "Q5_K_M";
   std::vector<Planned> out;
   for (const GgufTensorInfo& t : in.tensors()) {
     Planned p{&t, QType::F32, type, {t.name, t.type, 0, ""}};
@@ -69,8 +71,6 @@ std::vector<Planned> plan(const GgufFile& in, QType type) {
     if (cols > (1u << 30)) fail(ErrorCode::Unsupported, "tensor " + t.name + " has rows too long to re-encode");
     QType& to = p.to;
     std::string& note = p.report.note;
-    const bool kquant = type == QType::Q4_K || type == QType::Q5_K;
-    const char* mix = type == QType::Q4_K ? "Q4_K_M" : "Q5_K_M";
     if (t.dims.size() == 1 || t.name == "position_embd.weight" || t.name == "token_types.weight") {
       to = QType::F32;  // norms, and the tables the engine adds rows of as floats
     } else if (kquant) {
@@ -84,12 +84,12 @@ std::vector<Planned> plan(const GgufFile& in, QType type) {
         // Q4_K_M and Q5_K_M also keep attn_v and ffn_down at Q6_K in the first and last eighth
         // of the layers and every third layer between (llama.cpp's use_more_bits).
         to = QType::Q6_K;
-        note = std::string("kept at Q6_K in this layer, as ") + mix + " does";
+        note = "kept at Q6_K in this layer, as " + mix + " does";
       } else if (rest == "attn_qkv.weight") {
         // A fused Q/K/V matrix (GPT-2, Phi-3) holds attn_v: one step up in every layer, as
         // llama.cpp gives attn_qkv (Q4_K_M: Q5_K, Q5_K_M: Q6_K).
         to = type == QType::Q4_K ? QType::Q5_K : QType::Q6_K;
-        note = std::string("the fused Q/K/V matrix is kept at ") + (type == QType::Q4_K ? "Q5_K" : "Q6_K") + ", as " + mix + " does";
+        note = std::string("the fused Q/K/V matrix is kept at ") + ggml_type_name(ggml_of_qtype(to)) + ", as " + mix + " does";
       }
     }
     if (cols % qtype_block(to) != 0) {
