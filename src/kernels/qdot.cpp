@@ -956,8 +956,9 @@ inline void tile(const uint8_t* const* rows, const XB* const* xs, int nb, float*
 
 // Weight rows per decode tile. WASM: 4 for the one-block types (Q8_0 and Q4_0 decode 12-18%
 // faster than with 2 in Chromium 156, once the block sums are pinned), 2 for the K types (4
-// measured slower: their decoders hold more state per row). Native decode streams at the
-// memory bound with 2.
+// measured slower, Q4_K 33 against 36 GFLOP/s, also with each row's unpacked scales kept in
+// memory rather than in registers, so it is not their decoder state). Native decode streams at
+// the memory bound with 2.
 #if QKV_QDOT_WASM
 template <class D>
 constexpr int kDecodeRows = D::kSub == 1 ? 4 : 2;
