@@ -11,7 +11,6 @@
 
 #include <cfloat>
 #include <cmath>
-#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -468,19 +467,17 @@ inline I32 dot_u8_16(const B32& w, const X8& x, v128_t sa, v128_t sb) {
 // x * w = |x| * (w ^ m) + |x| * (m < 0), since w ^ -1 = -w - 1. |x| (0..127) is the i7 operand,
 // w ^ m stays a byte even for w = -128, and the second term, the sum of the block's negative
 // activations' magnitudes, does not depend on the weights. The activations are split once per
-// call (BlockQ8S: |q|, the sign bytes, and that sum spread over the lanes of c: the block's four
-// lanes are summed afterwards, as every block sum is).
+// call (BlockQ8S: |q|, the sign bytes, and that sum spread over four i32 lanes: the block's
+// four lanes are summed afterwards, as every block sum is). All of it lives in q, which is what
+// the tiles hand over for every kind of activation block.
 struct BlockQ8S {
   float d, s;
-  int32_t c[4];
-  uint8_t q[64];  // |q[0..32)|, then 0xff where q < 0
+  uint8_t q[80];  // |q[0..32)|, then 0xff where q < 0, then the i32x4 sum
 };
 struct XS { v128_t alo, ahi, mlo, mhi, c; };
-static_assert(offsetof(BlockQ8S, q) - offsetof(BlockQ8S, c) == 16, "load_xs finds c just before q");
-// The tiles hand over a block's q (as for the other activation blocks); c lies just before it.
 inline XS load_xs(const uint8_t* q) {
   return {wasm_v128_load(q), wasm_v128_load(q + 16), wasm_v128_load(q + 32), wasm_v128_load(q + 48),
-          wasm_v128_load(q - 16)};
+          wasm_v128_load(q + 64)};
 }
 inline I32 dot_sign(const B32& w, const XS& x) {
   const v128_t one = wasm_i16x8_splat(1);
@@ -838,7 +835,7 @@ inline I32 block_dot(const D& dec, int j, const B32& w, const X8& x) {
 template <class D, class Q>
 inline auto load_act(const Q* q) {
 #if QKV_QDOT_RELAXED
-  if constexpr (std::is_same_v<Q, uint8_t>) return load_xs(q);
+  if constexpr (std::is_same_v<Q, uint8_t>) return load_xs(q);  // BlockQ8S (BlockQ8A's q is signed)
   else if constexpr (kRelaxed8<D>) return load_x8(q);
   else
 #endif
@@ -1041,7 +1038,7 @@ void sign_split_activations(const BlockQ8A* X, int nb, std::vector<BlockQ8S>* ou
     // across lanes later, so any split of the total will do).
     const v128_t n16 = wasm_i16x8_add(wasm_u16x8_extadd_pairwise_u8x16(wasm_v128_and(a0, m0)),
                                       wasm_u16x8_extadd_pairwise_u8x16(wasm_v128_and(a1, m1)));
-    wasm_v128_store(o.c, wasm_u32x4_extadd_pairwise_u16x8(n16));
+    wasm_v128_store(o.q + 64, wasm_u32x4_extadd_pairwise_u16x8(n16));
   }
 }
 #endif
