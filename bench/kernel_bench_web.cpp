@@ -195,6 +195,14 @@ double run_case(int c) {
   for (float& v : X) v = 20.0f * nd(rng);
   std::vector<qkv::BlockQ8A> xq((size_t)k.T * k.n / 32);
   const bool finite = qkv::qdot_scales_finite(k.type, W.data(), k.d, k.n);  // as the loader checks
+  if (qkv::qtype_k_super(k.type) && qkv::qdot_k_super_blocks()) {  // as ProductInput multiplies them
+    std::vector<qkv::BlockQ8K> xk((size_t)k.T * k.n / 256);
+    return time_best([&] {
+      for (int i = 0; i < k.T; i++) qkv::quantize_act_q8k_simd(X.data() + (size_t)i * k.n, xk.data() + (size_t)i * k.n / 256, k.n);
+      qkv::matmul_q8k_simd(k.type, Y.data(), k.d, xk.data(), W.data(), k.T, k.n, 0, k.d);
+      g_sink = Y[0];
+    });
+  }
   auto once = [&] {
     for (int i = 0; i < k.T; i++) qkv::quantize_act_q8_simd(X.data() + (size_t)i * k.n, xq.data() + (size_t)i * k.n / 32, k.n);
     qkv::matmul_q8_simd(k.type, Y.data(), k.d, xq.data(), W.data(), k.T, k.n, 0, k.d, finite);

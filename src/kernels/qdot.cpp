@@ -74,16 +74,23 @@ static inline float half(const uint8_t* p) {
 
 // ---- activations ---------------------------------------------------------------------------
 
+// max |v[k]| over n values; *finite: none is Inf or NaN.
+static float abs_max(const float* v, int n, bool* finite) {
+  float amax = 0.0f;
+  *finite = true;
+  for (int k = 0; k < n; k++) {
+    *finite = *finite && std::isfinite(v[k]);
+    amax = std::fmax(amax, std::fabs(v[k]));
+  }
+  return amax;
+}
+
 void quantize_act_q8_ref(const float* x, BlockQ8A* dst, int n) {
   for (int b = 0; b < n / 32; b++) {
     const float* v = x + 32 * b;
     BlockQ8A& o = dst[b];
-    float amax = 0.0f;
-    bool finite = true;
-    for (int k = 0; k < 32; k++) {
-      finite = finite && std::isfinite(v[k]);
-      amax = std::fmax(amax, std::fabs(v[k]));
-    }
+    bool finite;
+    const float amax = abs_max(v, 32, &finite);
     o.h[0] = o.h[1] = 0;
     if (!finite) {
       o.d = o.s = NAN;
@@ -235,6 +242,90 @@ void matmul_q8_ref(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void
       Y[tok * ldy + r] = dot_q8_ref(t, static_cast<const uint8_t*>(W) + (size_t)r * rb, X + (size_t)tok * (n / 32), n);
 }
 
+// ---- super-block activations (K types) -----------------------------------------------------
+
+bool qtype_k_super(QType t) { return t == QType::Q4_K || t == QType::Q5_K || t == QType::Q6_K; }
+
+// The sums of q over each 16 and each 32 (at most 32 * 127 in magnitude: int16).
+static void q8k_sums(BlockQ8K& o) {
+  for (int g = 0; g < 16; g++) {
+    int s = 0;
+    for (int k = 0; k < 16; k++) s += o.q[16 * g + k];
+    o.sum16[g] = (int16_t)s;
+  }
+  for (int j = 0; j < 8; j++) o.sum32[j] = (int16_t)(o.sum16[2 * j] + o.sum16[2 * j + 1]);
+}
+
+void quantize_act_q8k_ref(const float* x, BlockQ8K* dst, int n) {
+  for (int b = 0; b < n / 256; b++) {
+    const float* v = x + 256 * b;
+    BlockQ8K& o = dst[b];
+    bool finite;
+    const float amax = abs_max(v, 256, &finite);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    for (int k = 0; k < 256; k++) o.q[k] = finite ? (int8_t)(int)std::nearbyint(v[k] * id) : 0;
+    o.d = finite ? amax / 127.0f : NAN;
+    q8k_sums(o);
+  }
+}
+
+void quantize_act_q8k_simd(const float* x, BlockQ8K* dst, int n) {
+  constexpr int L = kLanes;
+  static_assert(256 % kLanes == 0, "a super-block must be whole vectors");
+  alignas(64) int32_t qi[256];
+  const fbatch fmax_v(FLT_MAX);
+  for (int b = 0; b < n / 256; b++) {
+    const float* v = x + 256 * b;
+    BlockQ8K& o = dst[b];
+    fbatch amax(0.0f);
+    auto finite = fbatch(0.0f) == fbatch(0.0f);
+    for (int i = 0; i < 256; i += L) {
+      const fbatch a = xsimd::abs(fbatch::load_unaligned(v + i));
+      finite = finite && (a <= fmax_v);  // false for Inf and NaN
+      amax = xsimd::max(amax, a);
+    }
+    o.d = NAN;
+    std::memset(o.q, 0, sizeof o.q);
+    if (xsimd::all(finite)) {
+      const float a = xsimd::reduce_max(amax);
+      const fbatch id(a != 0.0f ? 127.0f / a : 0.0f);
+      for (int i = 0; i < 256; i += L)  // integral: exact cast
+        xsimd::batch_cast<int32_t>(xsimd::nearbyint(fbatch::load_unaligned(v + i) * id)).store_aligned(qi + i);
+      for (int k = 0; k < 256; k++) o.q[k] = (int8_t)qi[k];
+      o.d = a / 127.0f;
+    }
+    q8k_sums(o);
+  }
+}
+
+float dot_q8k_ref(QType t, const void* row, const BlockQ8K* x, int n, double* mag) {
+  const size_t bytes = qtype_row_bytes(t, 256);
+  const uint8_t* p = static_cast<const uint8_t*>(row);
+  double s = 0.0, a = 0.0;
+  for (int b = 0; b < n / 256; b++) {
+    const BlockQ8K& xb = x[b];
+    for (int j = 0; j < 8; j++) {
+      const RefBlock w = ref_block(t, p + (size_t)b * bytes, j);
+      const int8_t* q = xb.q + 32 * j;
+      int64_t lo = 0, hi = 0, alo = 0, ahi = 0, qs = 0;
+      for (int k = 0; k < 16; k++) {
+        lo += (int64_t)w.w[k] * q[k];
+        alo += std::abs(w.w[k] * q[k]);
+      }
+      for (int k = 16; k < 32; k++) {
+        hi += (int64_t)w.w[k] * q[k];
+        ahi += std::abs(w.w[k] * q[k]);
+      }
+      for (int k = 0; k < 32; k++) qs += q[k];
+      s += (double)w.d * xb.d * (double)(w.sa * lo + w.sb * hi) + (double)w.m * xb.d * (double)qs;
+      a += std::fabs((double)w.d * xb.d) * (double)(std::abs(w.sa) * alo + std::abs(w.sb) * ahi) +
+           std::fabs((double)w.m * xb.d * (double)qs);
+    }
+  }
+  if (mag) *mag = a;
+  return (float)s;
+}
+
 // ---- integer primitives --------------------------------------------------------------------
 // W32: 32 weight integers (unsigned 0..63 or signed -128..127); X32: 32 activations;
 // I32: partial integer sums whose lanes add up to a dot product; F: float accumulator lanes.
@@ -331,7 +422,7 @@ inline v128_t u8x8(const uint8_t* p) { return opaque(wasm_u16x8_load8x8(p)); }
 inline v128_t s8x8(const uint8_t* p) { return opaque(wasm_i16x8_load8x8(p)); }
 inline W32 load_w32(const uint8_t* p) { return {u8x8(p), u8x8(p + 8), u8x8(p + 16), u8x8(p + 24)}; }
 inline W32 load_s32(const uint8_t* p) { return {s8x8(p), s8x8(p + 8), s8x8(p + 16), s8x8(p + 24)}; }
-inline X32 load_x32(const int16_t* q) { return {wasm_v128_load(q), wasm_v128_load(q + 8), wasm_v128_load(q + 16), wasm_v128_load(q + 24)}; }
+[[maybe_unused]] inline X32 load_x32(const int16_t* q) { return {wasm_v128_load(q), wasm_v128_load(q + 8), wasm_v128_load(q + 16), wasm_v128_load(q + 24)}; }
 [[maybe_unused]] inline X32 load_x32(const int8_t* q) {  // 8-bit activations (relaxed builds), widened as they load
   const uint8_t* b = reinterpret_cast<const uint8_t*>(q);
   return {s8x8(b), s8x8(b + 8), s8x8(b + 16), s8x8(b + 24)};
@@ -463,6 +554,21 @@ inline I32 dot_u8(const B32& w, const X8& x) {  // pairs of at most 2 * 2 * 127 
 inline I32 dot_u8_16(const B32& w, const X8& x, v128_t sa, v128_t sb) {
   return wasm_i32x4_add(wasm_i32x4_dot_i16x8(rdot(x.lo, w.lo), sa), wasm_i32x4_dot_i16x8(rdot(x.hi, w.hi), sb));
 }
+// Lane l of v's eight i16 lanes in every lane (l a constant once the callers' loops unroll).
+template <int L>
+inline v128_t lane16(v128_t v) { return wasm_i16x8_shuffle(v, v, L, L, L, L, L, L, L, L); }
+inline v128_t splat16(v128_t v, int l) {
+  switch (l) {
+    case 0: return lane16<0>(v);
+    case 1: return lane16<1>(v);
+    case 2: return lane16<2>(v);
+    case 3: return lane16<3>(v);
+    case 4: return lane16<4>(v);
+    case 5: return lane16<5>(v);
+    case 6: return lane16<6>(v);
+    default: return lane16<7>(v);
+  }
+}
 // Q8_0 (signed weights) through the same relaxed dot: with m = 0 or -1 the sign of x (bytes),
 // x * w = |x| * (w ^ m) + |x| * (m < 0), since w ^ -1 = -w - 1. |x| (0..127) is the i7 operand,
 // w ^ m stays a byte even for w = -128, and the second term, the sum of the block's negative
@@ -590,15 +696,19 @@ struct DecQ45_K {
   // The same unpacking in SIMD, the scales kept as vectors: scalar code here (and a store of
   // words reloaded as bytes) cost as much per super-block as two sub-blocks' products.
   v128_t dv[2], mv[2];  // d * scale and -dmin * min of sub-blocks 0-3, 4-7
+  // The 6-bit scales of sub-blocks 0-7 in bytes 0-7, their mins in bytes 8-15.
+  static v128_t scales_mins(const uint8_t* b) {
+    const v128_t a = wasm_v128_load(b + 4);  // words a0 a1 a2 as in the scalar code (then 4 bytes of quants)
+    const v128_t lo = wasm_i32x4_shuffle(a, wasm_u32x4_shr(a, 4), 0, 2, 1, 6);        // a0, a2, a1, a2 >> 4
+    const v128_t hi = wasm_i32x4_shuffle(a, wasm_i32x4_splat(0), 4, 0, 4, 1);         // 0, a0, 0, a1
+    return wasm_v128_or(wasm_v128_and(lo, wasm_i32x4_make(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+                        wasm_i32x4_shl(wasm_v128_and(wasm_u32x4_shr(hi, 6), wasm_i32x4_splat(0x03030303)), 4));
+  }
   void prepare(const uint8_t* b) {
     p = b;
     const v128_t dd = f16_lanes(wasm_u32x4_extend_low_u16x8(wasm_v128_load32_zero(b)));  // d, dmin
     const v128_t d = wasm_i32x4_shuffle(dd, dd, 0, 0, 0, 0), mneg = wasm_f32x4_neg(wasm_i32x4_shuffle(dd, dd, 1, 1, 1, 1));
-    const v128_t a = wasm_v128_load(b + 4);  // words a0 a1 a2 as in the scalar code (then 4 bytes of quants)
-    const v128_t lo = wasm_i32x4_shuffle(a, wasm_u32x4_shr(a, 4), 0, 2, 1, 6);        // a0, a2, a1, a2 >> 4
-    const v128_t hi = wasm_i32x4_shuffle(a, wasm_i32x4_splat(0), 4, 0, 4, 1);         // 0, a0, 0, a1
-    const v128_t v = wasm_v128_or(wasm_v128_and(lo, wasm_i32x4_make(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
-                                  wasm_i32x4_shl(wasm_v128_and(wasm_u32x4_shr(hi, 6), wasm_i32x4_splat(0x03030303)), 4));
+    const v128_t v = scales_mins(b);
     // (opaque: knowing the lanes are zero-extended, LLVM converts them one by one in scalar code)
     const v128_t sc = wasm_u16x8_extend_low_u8x16(v), mn = wasm_u16x8_extend_high_u8x16(v);
     auto f = [](v128_t u32) { return wasm_f32x4_convert_i32x4(opaque(u32)); };
@@ -652,6 +762,31 @@ struct DecQ45_K {
   }
 #endif
 #if QKV_QDOT_RELAXED
+  // Against super-block activations (ktile): the scales and mins as i16 lanes, d and dmin.
+  v128_t ksc, kmn;
+  float kd, kdmin;
+  void prepare_k(const uint8_t* b) {
+    p = b;
+    kd = half(b);
+    kdmin = half(b + 2);
+    const v128_t v = scales_mins(b);
+    ksc = wasm_u16x8_extend_low_u8x16(v);
+    kmn = wasm_u16x8_extend_high_u8x16(v);
+  }
+  // Sub-block j's products times its scale: the pair sums (at most 2 * 2 * 127 * 31) in i16,
+  // multiplied by the scale (at most 63) in the one i32x4.dot_i16x8.
+  I32 kdot(int j, const B32& w, const X8& x) const {
+    return wasm_i32x4_dot_i16x8(wasm_i16x8_add(rdot(x.lo, w.lo), rdot(x.hi, w.hi)), splat16(ksc, j));
+  }
+  // acc + the super-block's sum in lane 0: d * dx * isum - dmin * dx * sum_j min_j * sum32_j.
+  // The two integer totals are reduced exactly before they are converted.
+  F kfinish(I32 isum, const BlockQ8K& x, F acc) const {
+    const v128_t msum = wasm_i32x4_dot_i16x8(kmn, wasm_v128_load(x.sum32));
+    const v128_t a = wasm_i32x4_add(wasm_i32x4_shuffle(isum, msum, 0, 4, 1, 5), wasm_i32x4_shuffle(isum, msum, 2, 6, 3, 7));
+    const v128_t t = wasm_i32x4_add(a, wasm_i32x4_shuffle(a, a, 2, 3, 0, 1));  // [I, M, I, M]
+    const v128_t f = wasm_f32x4_make(kd * x.d, -kdmin * x.d, 0.0f, 0.0f);
+    return wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(t), f));
+  }
   void wpair8(int j, B32* a, B32* b) const {
     const uint8_t* q = p + (K5 ? 48 : 16) + 32 * (j / 2);
     const v128_t q0 = opaque(wasm_v128_load(q)), q1 = opaque(wasm_v128_load(q + 16));
@@ -717,20 +852,24 @@ struct DecQ6_K {
     *b = {codes(m0, h0, 2 * c - 2), codes(m1, h1, 2 * c - 2)};
   }
   // sa(j) (half 0) or sb(j) (half 1) in every lane.
-  template <int L>
-  static v128_t lane16(v128_t v) { return wasm_i16x8_shuffle(v, v, L, L, L, L, L, L, L, L); }
-  v128_t scale16(int j, int half) const {
-    const v128_t v = sc[j / 4];
-    switch (2 * (j % 4) + half) {
-      case 0: return lane16<0>(v);
-      case 1: return lane16<1>(v);
-      case 2: return lane16<2>(v);
-      case 3: return lane16<3>(v);
-      case 4: return lane16<4>(v);
-      case 5: return lane16<5>(v);
-      case 6: return lane16<6>(v);
-      default: return lane16<7>(v);
-    }
+  v128_t scale16(int j, int half) const { return splat16(sc[j / 4], 2 * (j % 4) + half); }
+  // Against super-block activations (ktile).
+  float kd;
+  void prepare_k(const uint8_t* b) {
+    prepare(b);
+    kd = s;
+  }
+  I32 kdot(int j, const B32& w, const X8& x) const { return dot_u8_16(w, x, scale16(j, 0), scale16(j, 1)); }
+  // acc + the super-block's sum in every lane: d * dx * (isum - 32 * sum_g sc_g * sum16_g). The
+  // lanes of isum can be past 2^24 where they cancel across lanes, so the total is reduced
+  // exactly before it is converted.
+  F kfinish(I32 isum, const BlockQ8K& x, F acc) const {
+    const v128_t off = wasm_i32x4_add(wasm_i32x4_dot_i16x8(sc[0], wasm_v128_load(x.sum16)),
+                                      wasm_i32x4_dot_i16x8(sc[1], wasm_v128_load(x.sum16 + 8)));
+    v128_t t = wasm_i32x4_sub(isum, wasm_i32x4_shl(off, 5));
+    t = wasm_i32x4_add(t, wasm_i32x4_shuffle(t, t, 2, 3, 0, 1));
+    t = wasm_i32x4_add(t, wasm_i32x4_shuffle(t, t, 1, 0, 3, 2));
+    return wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(t), wasm_f32x4_make(kd * x.d, 0.0f, 0.0f, 0.0f)));
   }
 #endif
 };
@@ -974,6 +1113,42 @@ QKV_UNROLL
 }
 #endif
 
+#if QKV_QDOT_RELAXED
+// The K types against super-block activations: out[r * NT + t] = row r . token t. Each
+// sub-block's products are multiplied by its integer scale and summed in i32 over the
+// super-block (isum); the float work, the min (Q4_K, Q5_K) or offset (Q6_K) term included, is
+// once per super-block per (row, token) in the decoder's kfinish. Every tile shape does the
+// same operations per (row, token), so decode and prefill give the same bits.
+template <class D, int NR, int NT>
+inline void ktile(const uint8_t* const* rows, const BlockQ8K* const* xs, int nsb, float* out) {
+  F acc[NR][NT];
+  for (int r = 0; r < NR; r++)
+    for (int t = 0; t < NT; t++) acc[r][t] = fzero();
+  D dec[NR];
+  for (int s = 0; s < nsb; s++) {
+    for (int r = 0; r < NR; r++) dec[r].prepare_k(rows[r] + (size_t)s * D::kBytes);
+    I32 isum[NR][NT];
+    for (int r = 0; r < NR; r++)
+      for (int t = 0; t < NT; t++) isum[r][t] = wasm_i32x4_splat(0);
+QKV_UNROLL
+    for (int j = 0; j < 8; j += 2) {
+      for (int r = 0; r < NR; r++) {
+        const auto [wa, wb] = weight_pair(dec[r], j);
+        for (int t = 0; t < NT; t++) {
+          const int8_t* q = xs[t][s].q + 32 * j;
+          const X8 xa{wasm_v128_load(q), wasm_v128_load(q + 16)}, xb{wasm_v128_load(q + 32), wasm_v128_load(q + 48)};
+          isum[r][t] = wasm_i32x4_add(isum[r][t], wasm_i32x4_add(dec[r].kdot(j, wa, xa), dec[r].kdot(j + 1, wb, xb)));
+        }
+      }
+    }
+    for (int t = 0; t < NT; t++)
+      for (int r = 0; r < NR; r++) acc[r][t] = dec[r].kfinish(isum[r][t], xs[t][s], acc[r][t]);
+  }
+  for (int r = 0; r < NR; r++)
+    for (int t = 0; t < NT; t++) out[r * NT + t] = fsum(acc[r][t]);
+}
+#endif
+
 // The tile the target runs: out[r * NT + t] = row r . token t.
 template <class D, int NR, int NT, class XB = BlockQ8A>
 inline void tile(const uint8_t* const* rows, const XB* const* xs, int nb, float* out) {
@@ -997,24 +1172,53 @@ template <class D>
 constexpr int kDecodeRows = 2;
 #endif
 
+// The tile kinds the drivers below run: Tl::run<NR, NT>(rows, xs, out) puts row r . token t
+// in out[r * NT + t].
+template <class D, class XB>
+struct BlockTile {  // 32-blocks (BlockQ8A, or BlockQ8S for relaxed Q8_0 decode)
+  int nb;
+  template <int NR, int NT>
+  void run(const uint8_t* const* rows, const XB* const* xs, float* out) const { tile<D, NR, NT, XB>(rows, xs, nb, out); }
+};
+
 // Decode: NR rows at a time share each activation load; the rows come from NR equal parts of
 // the range, so the weight streams are far apart (adjacent rows read in lockstep defeat the
 // hardware prefetcher: 3x slower from DRAM for Q8_0). The rest go one at a time.
-template <class D, class XB>
-void decode_rows(float* Y, const XB* X, const uint8_t* W, int nb, size_t rb, int r0, int r1) {
-  constexpr int NR = kDecodeRows<D>;
+template <int NR, class XB, class Tl>
+void decode_tiles(const Tl& tl, float* Y, const XB* X, const uint8_t* W, size_t rb, int r0, int r1) {
   float out[NR];
   const int h = (r1 - r0) / NR;
   for (int i = 0; i < h; i++) {
     const uint8_t* rows[NR];
     for (int k = 0; k < NR; k++) rows[k] = W + (size_t)(r0 + k * h + i) * rb;
-    tile<D, NR, 1, XB>(rows, &X, nb, out);
+    tl.template run<NR, 1>(rows, &X, out);
     for (int k = 0; k < NR; k++) Y[r0 + k * h + i] = out[k];
   }
   for (int r = r0 + NR * h; r < r1; r++) {
     const uint8_t* rows[1] = {W + (size_t)r * rb};
-    tile<D, 1, 1, XB>(rows, &X, nb, out);
+    tl.template run<1, 1>(rows, &X, out);
     Y[r] = out[0];
+  }
+}
+
+// Prefill: 2 rows x 4 tokens per tile (token t's activations at X + t * per_token); a short
+// last group repeats its last token.
+template <class XB, class Tl>
+void prefill_tiles(const Tl& tl, float* Y, int64_t ldy, const XB* X, size_t per_token, const uint8_t* W, size_t rb,
+                   int T, int r0, int r1) {
+  constexpr int NT = 4;
+  float out[2 * NT];
+  for (int r = r0; r < r1; r += 2) {
+    const int nr = r1 - r < 2 ? 1 : 2;
+    const uint8_t* rows[2] = {W + (size_t)r * rb, W + (size_t)(r + nr - 1) * rb};
+    for (int t = 0; t < T; t += NT) {
+      const XB* xs[NT];
+      for (int i = 0; i < NT; i++) xs[i] = X + (size_t)(t + i < T ? t + i : T - 1) * per_token;
+      if (nr == 2) tl.template run<2, NT>(rows, xs, out);
+      else tl.template run<1, NT>(rows, xs, out);
+      for (int i = 0; i < NT && t + i < T; i++)
+        for (int k = 0; k < nr; k++) Y[(t + i) * ldy + r + k] = out[k * NT + i];
+    }
   }
 }
 
@@ -1047,32 +1251,34 @@ template <class D>
 void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, int T, int n, int r0, int r1) {
   const int nb = n / 32;
   const size_t rb = (size_t)(nb / D::kSub) * D::kBytes;
-  if (T == 1) {
+  if (T > 1) return prefill_tiles(BlockTile<D, BlockQ8A>{nb}, Y, ldy, X, (size_t)nb, W, rb, T, r0, r1);
 #if QKV_QDOT_RELAXED
-    if constexpr (!kRelaxed8<D>) {
-      thread_local std::vector<BlockQ8S> split;
-      sign_split_activations(X, nb, &split);
-      return decode_rows<D>(Y, split.data(), W, nb, rb, r0, r1);
-    }
+  if constexpr (!kRelaxed8<D>) {
+    thread_local std::vector<BlockQ8S> split;
+    sign_split_activations(X, nb, &split);
+    return decode_tiles<kDecodeRows<D>>(BlockTile<D, BlockQ8S>{nb}, Y, split.data(), W, rb, r0, r1);
+  }
 #endif
-    return decode_rows<D>(Y, X, W, nb, rb, r0, r1);
-  }
-  float out[8];
-  // Prefill: 2 rows x 4 tokens per tile; a short last group repeats its last token.
-  constexpr int NT = 4;
-  for (int r = r0; r < r1; r += 2) {
-    const int nr = r1 - r < 2 ? 1 : 2;
-    const uint8_t* rows[2] = {W + (size_t)r * rb, W + (size_t)(r + nr - 1) * rb};
-    for (int t = 0; t < T; t += NT) {
-      const BlockQ8A* xs[NT];
-      for (int i = 0; i < NT; i++) xs[i] = X + (size_t)(t + i < T ? t + i : T - 1) * nb;
-      if (nr == 2) tile<D, 2, NT>(rows, xs, nb, out);
-      else tile<D, 1, NT>(rows, xs, nb, out);
-      for (int i = 0; i < NT && t + i < T; i++)
-        for (int k = 0; k < nr; k++) Y[(t + i) * ldy + r + k] = out[k * NT + i];
-    }
-  }
+  decode_tiles<kDecodeRows<D>>(BlockTile<D, BlockQ8A>{nb}, Y, X, W, rb, r0, r1);
 }
+
+#if QKV_QDOT_RELAXED
+template <class D>
+struct SuperTile {  // the K types against BlockQ8K
+  int nsb;
+  template <int NR, int NT>
+  void run(const uint8_t* const* rows, const BlockQ8K* const* xs, float* out) const { ktile<D, NR, NT>(rows, xs, nsb, out); }
+};
+
+// Decode 2 rows per tile (4 measured 8-15% slower in Chromium 156).
+template <class D>
+void matmul_k(float* Y, int64_t ldy, const BlockQ8K* X, const uint8_t* W, int T, int n, int r0, int r1) {
+  const int nsb = n / 256;
+  const size_t rb = (size_t)nsb * D::kBytes;
+  if (T > 1) return prefill_tiles(SuperTile<D>{nsb}, Y, ldy, X, (size_t)nsb, W, rb, T, r0, r1);
+  decode_tiles<2>(SuperTile<D>{nsb}, Y, X, W, rb, r0, r1);
+}
+#endif
 
 // The one-block types, with or without the finite-scale conversion.
 template <bool F>
@@ -1125,6 +1331,30 @@ void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const voi
     case QType::Q6_K: return matmul_typed<DecQ6_K>(Y, ldy, X, w, T, n, r0, r1);
     default: fail(ErrorCode::Internal, "matmul_q8_simd: weight type has no integer dot product");
   }
+}
+
+bool qdot_k_super_blocks() {
+#if QKV_QDOT_RELAXED
+  return true;
+#else
+  return false;
+#endif
+}
+
+void matmul_q8k_simd(QType t, float* Y, int64_t ldy, const BlockQ8K* X, const void* W, int T, int n, int r0, int r1) {
+  if (!qtype_k_super(t)) fail(ErrorCode::Internal, "matmul_q8k_simd: not a K type");
+  const uint8_t* w = static_cast<const uint8_t*>(W);
+#if QKV_QDOT_RELAXED
+  switch (t) {
+    case QType::Q4_K: return matmul_k<DecQ45_K<false>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q5_K: return matmul_k<DecQ45_K<true>>(Y, ldy, X, w, T, n, r0, r1);
+    default: return matmul_k<DecQ6_K>(Y, ldy, X, w, T, n, r0, r1);
+  }
+#else
+  const size_t rb = qtype_row_bytes(t, n);
+  for (int r = r0; r < r1; r++)
+    for (int tok = 0; tok < T; tok++) Y[tok * ldy + r] = dot_q8k_ref(t, w + (size_t)r * rb, X + (size_t)tok * (n / 256), n);
+#endif
 }
 
 const char* qdot_impl_name() { return kImpl; }

@@ -57,6 +57,41 @@ void matmul_q8_ref(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void
 void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1,
                     bool finite_scales = false);
 
+// ---- super-block activations for the K types --------------------------------------------
+// 256 activations with one scale (x[k] ~= d * q[k], as llama.cpp's Q8_K), and the integer sums
+// of q over each 16 and each 32. Builds where qdot_k_super_blocks() is true (the relaxed-SIMD
+// WASM builds) multiply Q4_K, Q5_K and Q6_K against these instead of BlockQ8A: with one
+// activation scale per super-block, the 6- or 8-bit sub-block scales multiply integer sums and
+// the float work (and the min / offset term, from sum16 / sum32) is once per 256 weights rather
+// than once per 32. The activation rounding error grows to d_256 / 2 per element (d_256 the
+// largest of the eight blocks' d): what llama.cpp's K-type kernels do too.
+struct BlockQ8K {
+  int8_t q[256];
+  int16_t sum16[16];
+  int16_t sum32[8];
+  float d;
+};
+
+// Q4_K, Q5_K, Q6_K: the types with 256-element super-blocks.
+bool qtype_k_super(QType t);
+// Whether this build's products multiply the K types against BlockQ8K (see above).
+bool qdot_k_super_blocks();
+
+// x (n,) -> n/256 blocks (n a multiple of 256): d = max|x| / 127, q = round-half-even(x / d);
+// a block holding Inf or NaN gets d = NaN (and q = 0). The two give the same bits.
+void quantize_act_q8k_ref(const float* x, BlockQ8K* dst, int n);
+void quantize_act_q8k_simd(const float* x, BlockQ8K* dst, int n);
+
+// sum_k w[k] x[k] for one stored row of a K type against n/256 super-block activations, exact
+// integer sums per sub-block, scaled and accumulated in double (scalar reference); `mag` as
+// dot_q8_ref's.
+float dot_q8k_ref(QType t, const void* row, const BlockQ8K* x, int n, double* mag = nullptr);
+// Y = X W^T over weight rows [r0, r1) of a stored (d, n) K-type matrix W; X holds T rows of
+// n/256 blocks back to back. In the relaxed-SIMD builds a register-blocked kernel (decode and
+// prefill give the same bits); elsewhere dot_q8k_ref per output (those builds' models never
+// call it: they multiply the K types against BlockQ8A).
+void matmul_q8k_simd(QType t, float* Y, int64_t ldy, const BlockQ8K* X, const void* W, int T, int n, int r0, int r1);
+
 // Whether every f16 scale (and min) of a stored (rows, n) matrix of a one-block type (Q8_0,
 // Q4_0, Q4_1, Q5_0, Q5_1) is finite; false for the other types. One pass over the blocks.
 bool qdot_scales_finite(QType t, const void* W, int64_t rows, int n);

@@ -18,34 +18,43 @@ void for_rows(ThreadPool& pool, int64_t work, int n, int grain, int n_tok, const
   pool.parallel_for(n, grain, fn);
 }
 
+// Whether w multiplies against super-block activations in this build (qdot.h).
+static bool super_blocks(const Tensor& w) { return qdot_k_super_blocks() && qtype_k_super(w.type); }
+
 void ProductInput::set(const float* x, int64_t ldx, int n_tok, const Tensor* const* ws, int n_ws) {
   const int cols = (int)ws[0]->cols;
   x_ = x;
   ldx_ = ldx;
   n_tok_ = n_tok;
   cols_ = cols;
-  quantized_ = false;
+  quantized_ = quantized_k_ = false;
   for (int i = 0; i < n_ws; i++) {
     const Tensor* w = ws[i];
     if (w->cols != cols)
       fail(ErrorCode::BadModel, "weights of " + std::to_string(w->cols) + " and " + std::to_string(cols) +
                                     " columns share one input");
-    quantized_ = quantized_ || qtype_int_dot(w->type);
+    if (super_blocks(*w)) quantized_k_ = true;
+    else quantized_ = quantized_ || qtype_int_dot(w->type);
   }
-  if (!quantized_) return;
-  const size_t nb = (size_t)cols / 32;
-  if (xq_.size() < (size_t)n_tok * nb) {
-    try {
-      xq_.resize((size_t)n_tok * nb);
-    } catch (const std::bad_alloc&) {
-      fail(ErrorCode::OutOfMemory, "not enough memory for the quantized activations");
+  try {
+    if (quantized_) {
+      const size_t nb = (size_t)cols / 32;
+      if (xq_.size() < (size_t)n_tok * nb) xq_.resize((size_t)n_tok * nb);
+      for (int t = 0; t < n_tok; t++) quantize_act_q8_simd(x + t * ldx, xq_.data() + t * nb, cols);
     }
+    if (quantized_k_) {  // K-type weights have whole super-blocks per row (checked on load)
+      const size_t nb = (size_t)cols / 256;
+      if (xk_.size() < (size_t)n_tok * nb) xk_.resize((size_t)n_tok * nb);
+      for (int t = 0; t < n_tok; t++) quantize_act_q8k_simd(x + t * ldx, xk_.data() + t * nb, cols);
+    }
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCode::OutOfMemory, "not enough memory for the quantized activations");
   }
-  for (int t = 0; t < n_tok; t++) quantize_act_q8_simd(x + t * ldx, xq_.data() + t * nb, cols);
 }
 
 void ProductInput::rows(float* y, int64_t ldy, const Tensor& w, int r0, int r1) const {
   if (r0 >= r1) return;
+  if (super_blocks(w)) return matmul_q8k_simd(w.type, y, ldy, xk_.data(), w.data, n_tok_, cols_, r0, r1);
   if (qtype_int_dot(w.type)) return matmul_q8_simd(w.type, y, ldy, xq_.data(), w.data, n_tok_, cols_, r0, r1, w.finite_scales);
   if (w.type != DType::F32) {  // decoded on the fly; one panel buffer per thread for prefill
     thread_local std::vector<float> scratch;

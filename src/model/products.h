@@ -51,8 +51,9 @@ class ProductInput {
   const float* x_ = nullptr;
   int64_t ldx_ = 0;
   int n_tok_ = 0, cols_ = 0;
-  bool quantized_ = false;
+  bool quantized_ = false, quantized_k_ = false;
   std::vector<BlockQ8A> xq_;  // (n_tok, cols/32) for the integer-dot types
+  std::vector<BlockQ8K> xk_;  // (n_tok, cols/256) for the K types where qdot_k_super_blocks()
 };
 
 // One product of a stacked section: Y (n_tok, ld) = X W^T (+ bias).

@@ -8,13 +8,14 @@
 // which keeps every reply valid UTF-8 and the comparison exact.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import { after, before, test } from 'node:test';
 import { chromiumPath, haveChromium, launchBrowser, openPage } from './browser.mjs';
 import { models as sharedModels, root } from './helpers.mjs';
 import { startServer } from './server.mjs';
 import { loadModel } from '../../src/js/node.js';
+import { qkvGreedy } from './greedy.mjs';
 
 const maker = join(root, 'build', 'qkv_test_models');
 const outDir = join(root, 'test-artifacts', 'wllama-models');
@@ -53,35 +54,6 @@ before(async () => {
 });
 after(async () => { await browser?.close(); await server?.close(); });
 
-/**
- * Greedy ids from qkv, never choosing a banned id, through the step API (feed, logits, argmax),
- * with the margin between the best and the second-best logit at every step.
- */
-function qkvGreedy(model, ids, banned, n) {
-  const s = model.createSession();
-  try {
-    const out = [], gaps = [], seconds = [];
-    s.feed(ids);
-    const eog = new Set([...model.info.eogIds]);
-    for (let i = 0; i < n; i++) {
-      const l = s.logits();
-      let best = -1, second = -1;
-      for (let v = 0; v < l.length; v++) {
-        if (banned.has(v)) continue;
-        if (best < 0 || l[v] > l[best]) { second = best; best = v; } else if (second < 0 || l[v] > l[second]) second = v;
-      }
-      if (eog.has(best)) break;
-      out.push(best);
-      gaps.push(l[best] - l[second]);
-      seconds.push(second);
-      s.feed([best]);
-    }
-    return { out, gaps, seconds };
-  } finally {
-    s.dispose();
-  }
-}
-
 // Two float engines may order a near-tie differently: where qkv's best and second-best logits
 // are closer than this (logits here span about +-3) and llama.cpp took qkv's second-best token
 // there, the divergence is reported as a tie, not a failure. Prompt token counts must always
@@ -102,6 +74,8 @@ const MAX_TIE_RATE = 0.08;
 // llama.cpp decodes the blocks as qkv does: the texts agree over at least QMIN_AGREED greedy
 // steps (a misread block layout agrees on none: every logit would differ).
 const isQuantized = (name) => /-(q[0-9]_[0-9k]|f16|bf16)$/.test(name);
+const isSuperBlock = (name) => /-q[0-9]_k$/.test(name);  // K-type weights
+const relaxed = existsSync(join(root, 'dist', 'qkv-relaxed.wasm'));
 const QTIE = 0.3;
 const QMIN_AGREED = 40;
 
@@ -131,7 +105,7 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
         const ids = model.tokenize(text, { special: true });
         const gen = qkvGreedy(model, ids, bannedSet, GEN);
         requests.push({ prompt: text, maxTokens: GEN, banned });
-        expected.push({ what: JSON.stringify(text).slice(0, 40), promptTokens: ids.length, gen });
+        expected.push({ what: JSON.stringify(text).slice(0, 40), promptTokens: ids.length, gen, ids });
       }
       if (!model.info.chatFormatGuessed) {
         // Both engines get the same template variable (the page sends it as llama.cpp's
@@ -141,41 +115,61 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
         const ids = model.tokenize(prompt, { special: true });
         const gen = qkvGreedy(model, ids, bannedSet, GEN);
         requests.push({ messages: CHAT, maxTokens: GEN, banned });
-        expected.push({ what: `chat (${model.info.chatFormat})`, promptTokens: ids.length, gen, prompt });
+        expected.push({ what: `chat (${model.info.chatFormat})`, promptTokens: ids.length, gen, prompt, ids });
       }
       const url = `/${relative(dirname(root), path)}`;
       const { out } = await page.evaluate(([u, reqs]) => window.__wllama(u, reqs), [url, requests]);
-      let same = 0, agreed = 0;
       prompts += out.length;
       const quantized = isQuantized(name);
-      out.forEach((r, i) => {
-        const want = expected[i];
-        const where = `${name} ${want.what}`;
-        if (r.error !== undefined) return failures.push(`${where}: llama.cpp failed: ${r.error}`);
-        const choice = r.raw.choices[0];
-        let got = choice.text ?? choice.message.content;
-        // A chat prompt that ends inside an open reasoning block (DeepSeek-R1's '<think>\n'):
-        // llama.cpp's chat reply (reasoning_format 'none') starts with that opening tag again.
-        const open = want.prompt && /<think>\n?$/.exec(want.prompt);
-        if (open && got.startsWith(open[0])) got = got.slice(open[0].length);
-        const u = r.raw.usage;
-        if (u.prompt_tokens !== want.promptTokens) return failures.push(`${where}: ${u.prompt_tokens} prompt tokens in llama.cpp, ${want.promptTokens} in qkv`);
-        const { out: ids, gaps } = want.gen;
-        const text = model.detokenize(ids);
-        if (got === text && u.completion_tokens === ids.length) return agreed += ids.length, same++;
-        // The first step whose token takes qkv's text off llama.cpp's.
-        let k = 0;
-        while (k < ids.length && got.startsWith(model.detokenize(ids.slice(0, k + 1)))) k++;
-        agreed += k;
-        const detail = `llama.cpp ${JSON.stringify(got)} (${u.completion_tokens} tokens), qkv ${JSON.stringify(text)} (${ids.length})`;
-        if (quantized && k < ids.length && gaps[k] < QTIE) return qties.push(`${where}: step ${k}, margin ${gaps[k].toFixed(4)}`);
-        const swapped = k < ids.length && got.startsWith(model.detokenize([...ids.slice(0, k), want.gen.seconds[k]]));
-        if (k < ids.length && gaps[k] < TIE && swapped) return ties.push(`${where}: step ${k}, margin ${gaps[k].toFixed(5)}`);
-        failures.push(`${where}: diverges at step ${k} (qkv margin ${k < gaps.length ? gaps[k].toFixed(4) : '-'}): ${detail}`);
-      });
+      // qkv's texts against llama.cpp's replies, for one qkv build's greedy runs (gens).
+      const judge = (gens, label) => {
+        let same = 0, agreed = 0;
+        out.forEach((r, i) => {
+          const want = expected[i], gen = gens[i];
+          const where = `${name}${label} ${want.what}`;
+          if (r.error !== undefined) return failures.push(`${where}: llama.cpp failed: ${r.error}`);
+          const choice = r.raw.choices[0];
+          let got = choice.text ?? choice.message.content;
+          // A chat prompt that ends inside an open reasoning block (DeepSeek-R1's '<think>\n'):
+          // llama.cpp's chat reply (reasoning_format 'none') starts with that opening tag again.
+          const open = want.prompt && /<think>\n?$/.exec(want.prompt);
+          if (open && got.startsWith(open[0])) got = got.slice(open[0].length);
+          const u = r.raw.usage;
+          if (u.prompt_tokens !== want.promptTokens) return failures.push(`${where}: ${u.prompt_tokens} prompt tokens in llama.cpp, ${want.promptTokens} in qkv`);
+          const { out: ids, gaps } = gen;
+          const text = model.detokenize(ids);
+          if (got === text && u.completion_tokens === ids.length) return agreed += ids.length, same++;
+          // The first step whose token takes qkv's text off llama.cpp's.
+          let k = 0;
+          while (k < ids.length && got.startsWith(model.detokenize(ids.slice(0, k + 1)))) k++;
+          agreed += k;
+          const detail = `llama.cpp ${JSON.stringify(got)} (${u.completion_tokens} tokens), qkv ${JSON.stringify(text)} (${ids.length})`;
+          if (quantized && k < ids.length && gaps[k] < QTIE) return qties.push(`${where}: step ${k}, margin ${gaps[k].toFixed(4)}`);
+          const swapped = k < ids.length && got.startsWith(model.detokenize([...ids.slice(0, k), gen.seconds[k]]));
+          if (k < ids.length && gaps[k] < TIE && swapped) return ties.push(`${where}: step ${k}, margin ${gaps[k].toFixed(5)}`);
+          failures.push(`${where}: diverges at step ${k} (qkv margin ${k < gaps.length ? gaps[k].toFixed(4) : '-'}): ${detail}`);
+        });
+        return { same, agreed };
+      };
+      const { same, agreed } = judge(expected.map((e) => e.gen), '');
       summary.push(`${name} (${model.info.arch}, ${model.info.tokenizer}, vocab ${V}): ${same}/${out.length} identical` +
         (quantized ? `, ${agreed} greedy steps agreed` : ''));
       if (quantized && agreed < QMIN_AGREED) failures.push(`${name}: only ${agreed} greedy steps agree with llama.cpp`);
+      if (isSuperBlock(name) && relaxed) {
+        // The relaxed-SIMD build multiplies K-type weights against activations with one scale
+        // per 256 (BlockQ8K, as llama.cpp's Q8_K), SIMD128 per 32: the same rules, held to the
+        // same llama.cpp replies.
+        const job = join(outDir, `${name}.relaxed-job.json`);
+        writeFileSync(job, JSON.stringify({ model: path, prompts: expected.map((e) => e.ids), banned, n: GEN }));
+        const r = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', join(root, 'tests', 'js', 'greedy-child.mjs'), job],
+          { encoding: 'utf8', timeout: 120000 });
+        assert.equal(r.status, 0, r.stderr);
+        const res = JSON.parse(r.stdout.trim().split('\n').pop());
+        assert.equal(res.simd, 'wasm-relaxed');
+        const rel = judge(res.gens, ' (relaxed SIMD)');
+        summary.push(`${name} in the relaxed-SIMD build: ${rel.same}/${out.length} identical, ${rel.agreed} greedy steps agreed`);
+        if (rel.agreed < QMIN_AGREED) failures.push(`${name} (relaxed SIMD): only ${rel.agreed} greedy steps agree with llama.cpp`);
+      }
     } finally {
       model.dispose();
     }

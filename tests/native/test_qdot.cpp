@@ -275,4 +275,108 @@ TEST(QDotMatmul, TypesWithoutIntegerDotAreRefused) {
   EXPECT_THROW(matmul_q8_simd(QType::F16, &y, 1, &x, w, 1, 32, 0, 1), Error);
 }
 
+// ---- super-block activations (the K types in the relaxed-SIMD builds) -----------------------
+
+const QType kSuperTypes[] = {QType::Q4_K, QType::Q5_K, QType::Q6_K};
+
+std::vector<BlockQ8K> quantized_k(const std::vector<float>& x) {
+  std::vector<BlockQ8K> q(x.size() / 256);
+  quantize_act_q8k_ref(x.data(), q.data(), (int)x.size());
+  return q;
+}
+
+TEST(QDotSuperActivations, SimdEqualsReferenceBitForBitWithSumsAndHalfAStep) {
+  for (int n : {256, 768, 2048}) {
+    for (float sigma : {1.0f, 1e-3f, 300.0f}) {
+      std::vector<float> x = randn(n, 21 + n, sigma);
+      if (n >= 512)
+        for (int k = 256; k < 512; k++) x[k] = 0.0f;  // an all-zero block: d = 0
+      x[n - 1] = sigma * 40.0f;                      // an outlier dominating its block
+      std::vector<BlockQ8K> a(n / 256), b(n / 256);
+      quantize_act_q8k_ref(x.data(), a.data(), n);
+      quantize_act_q8k_simd(x.data(), b.data(), n);
+      for (int i = 0; i < n / 256; i++) {
+        ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof a[i]), 0) << "n " << n << " block " << i;
+        float amax = 0.0f;
+        for (int k = 0; k < 256; k++) amax = std::fmax(amax, std::fabs(x[256 * i + k]));
+        ASSERT_EQ(a[i].d, amax / 127.0f);
+        int s16[16] = {};
+        for (int k = 0; k < 256; k++) {
+          const float v = x[256 * i + k];
+          ASSERT_LE(std::abs((int)a[i].q[k]), 127);
+          ASSERT_LE(std::fabs(v - a[i].d * a[i].q[k]), 0.5f * a[i].d + 127.0f * a[i].d * 3e-7f) << v;
+          s16[k / 16] += a[i].q[k];
+        }
+        for (int g = 0; g < 16; g++) ASSERT_EQ(a[i].sum16[g], s16[g]);
+        for (int j = 0; j < 8; j++) ASSERT_EQ(a[i].sum32[j], s16[2 * j] + s16[2 * j + 1]);
+      }
+    }
+  }
+}
+
+TEST(QDotSuperActivations, NonFiniteBlocksBecomeNaNAndTheirProductsToo) {
+  for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    std::vector<float> x = randn(512, 4);
+    x[300] = bad;
+    for (auto f : {quantize_act_q8k_ref, quantize_act_q8k_simd}) {
+      std::vector<BlockQ8K> q(2);
+      f(x.data(), q.data(), 512);
+      EXPECT_FALSE(std::isnan(q[0].d));
+      EXPECT_TRUE(std::isnan(q[1].d));
+      for (int k = 0; k < 256; k++) ASSERT_EQ(q[1].q[k], 0);
+      for (QType t : kSuperTypes) {
+        const std::vector<uint8_t> row = stored_row(t, randn(512, 6), 0);
+        float y = 0.0f;
+        matmul_q8k_simd(t, &y, 1, q.data(), row.data(), 1, 512, 0, 1);
+        EXPECT_TRUE(std::isnan(y)) << name(t);
+        EXPECT_TRUE(std::isnan(dot_q8k_ref(t, row.data(), q.data(), 512))) << name(t);
+      }
+    }
+  }
+}
+
+// The reference against dequantize-then-f32: within the activation rounding (d_256 / 2 per
+// element) of the true product, and equal up to float rounding to the product with the
+// dequantized activations. Rows of random bytes (every code, scale and min) and edge fills.
+TEST(QDotSuperKernel, ReferenceMatchesDequantizeThenF32) {
+  for (QType t : kSuperTypes) {
+    for (int n : {256, 1024}) {
+      for (int fill : {-1, 0xff, 0x80, 0x00}) {
+        std::vector<uint8_t> row = stored_row(t, randn(n, 7 + n), 0);
+        if (fill >= 0) {
+          const size_t bb = qtype_row_bytes(t, 256);
+          const uint16_t h = f32_to_f16(0.5f);
+          for (size_t b = 0; b < row.size() / bb; b++) {
+            uint8_t* p = row.data() + b * bb;
+            std::memset(p, fill, bb);
+            std::memcpy(t == QType::Q6_K ? p + 208 : p, &h, 2);
+            if (t != QType::Q6_K) std::memcpy(p + 2, &h, 2);
+          }
+        }
+        std::vector<float> w(n), x = randn(n, 8 + n);
+        for (int k = 0; k < n; k += 97) x[k] *= 30.0f;  // outliers set d for their super-block
+        dequantize_row_ref(t, row.data(), w.data(), n);
+        const std::vector<BlockQ8K> xq = quantized_k(x);
+        double mag = 0, exact = 0, bound = 0, dq = 0;
+        const float ref = dot_q8k_ref(t, row.data(), xq.data(), n, &mag);
+        for (int k = 0; k < n; k++) {
+          exact += (double)w[k] * x[k];
+          bound += 0.5 * xq[k / 256].d * (1 + 1e-4) * std::fabs(w[k]);
+          dq += (double)w[k] * xq[k / 256].d * xq[k / 256].q[k % 256];
+        }
+        ASSERT_NEAR(ref, exact, bound + 1e-6 * mag + 1e-30) << name(t) << " fill " << fill;
+        ASSERT_NEAR(ref, dq, 1e-6 * mag + 1e-30) << name(t) << " fill " << fill;
+        float simd = 0;
+        matmul_q8k_simd(t, &simd, 1, xq.data(), row.data(), 1, n, 0, 1);
+        ASSERT_NEAR(simd, ref, fp_tol(n, mag)) << name(t) << " fill " << fill;
+      }
+    }
+  }
+  BlockQ8K x{};
+  float y = 0;
+  uint8_t w[34] = {};
+  EXPECT_THROW(matmul_q8k_simd(QType::Q8_0, &y, 1, &x, w, 1, 32, 0, 1), Error);
+}
+
 }  // namespace

@@ -124,6 +124,74 @@ int main() {
       }
     }
   }
+  // The K types against super-block activations (BlockQ8K: the relaxed-SIMD builds' kernel;
+  // elsewhere the reference, which those builds' models do not call): the quantizer against its
+  // reference, random rows (every code, scale and min) and edge fills against dot_q8k_ref,
+  // prefill tiles (5 tokens: a full and a short group) against decode bit for bit, and many rows
+  // (decode's two-row tiles from two parts of [r0, r1), prefill's odd last row) against one row.
+  for (QType t : {QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
+    const size_t bb = qtype_row_bytes(t, 256);
+    for (int n : {256, 512, 2048}) {
+      for (int fill : {-1, 0xff, 0x80, 0x00, 0x55}) {
+        std::vector<uint8_t> row = stored_row(t, randn(n, 30 + n, 0.05f), 0);
+        if (fill >= 0)
+          for (size_t b = 0; b < row.size() / bb; b++) {
+            uint8_t* p = row.data() + b * bb;
+            std::memset(p, fill, bb);
+            const uint16_t h = f32_to_f16(1.0f);
+            std::memcpy(t == QType::Q6_K ? p + 208 : p, &h, 2);
+            if (t != QType::Q6_K) std::memcpy(p + 2, &h, 2);
+          }
+        std::vector<BlockQ8K> X5(5 * (n / 256)), R(n / 256);
+        for (int k = 0; k < 5; k++) {
+          std::vector<float> x = randn(n, 110 + k);
+          if (fill >= 0)  // activations at +-127 of their block's scale: the largest products
+            for (int i = 0; i < n; i++) x[i] = ((i + k) % 3 == 0 ? -1.0f : 1.0f) * ((i * (k + 1)) % 7 == 0 ? 1e-3f : 1.0f);
+          quantize_act_q8k_simd(x.data(), X5.data() + k * (n / 256), n);
+          quantize_act_q8k_ref(x.data(), R.data(), n);
+          check(std::memcmp(R.data(), X5.data() + k * (n / 256), R.size() * sizeof(BlockQ8K)) == 0,
+                "super-block activations (bit-exact)", (int)t, n, X5[k * (n / 256)].d, R[0].d);
+        }
+        float y5[5];
+        matmul_q8k_simd(t, y5, 1, X5.data(), row.data(), 5, n, 0, 1);
+        for (int k = 0; k < 5; k++) {
+          double mag = 0;
+          const float ref = dot_q8k_ref(t, row.data(), X5.data() + k * (n / 256), n, &mag);
+          float y1 = 0;
+          matmul_q8k_simd(t, &y1, 1, X5.data() + k * (n / 256), row.data(), 1, n, 0, 1);
+          check(std::fabs(y1 - ref) <= (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30, "super-block: simd vs reference", (int)t, fill, y1, ref);
+          check(y1 == y5[k], "super-block: prefill vs decode (bit-exact)", (int)t, fill, y5[k], y1);
+        }
+      }
+    }
+    const int n = 512;
+    const size_t rb = qtype_row_bytes(t, n);
+    for (int d : {2, 3, 4, 5, 7, 9, 13}) {
+      std::vector<uint8_t> W;
+      for (int r = 0; r < d; r++) {
+        const std::vector<uint8_t> row = stored_row(t, randn(n, 160 + r, 0.05f), r);
+        W.insert(W.end(), row.begin() + r, row.end());
+      }
+      for (int T : {1, 5}) {
+        std::vector<BlockQ8K> X(T * (n / 256));
+        for (int k = 0; k < T; k++) quantize_act_q8k_simd(randn(n, 170 + k).data(), X.data() + k * (n / 256), n);
+        const int ldy = d + 2, r0 = d > 3 ? 1 : 0, r1 = d;
+        std::vector<float> Y(T * ldy, -7.0f);
+        matmul_q8k_simd(t, Y.data(), ldy, X.data(), W.data(), T, n, r0, r1);
+        for (int k = 0; k < T; k++)
+          for (int c = 0; c < ldy; c++) {
+            const float got = Y[k * ldy + c];
+            if (c < r0 || c >= r1) {
+              check(got == -7.0f, "super-block, many rows: outside rows untouched", (int)t, d, got, -7.0f);
+              continue;
+            }
+            float one = 0;
+            matmul_q8k_simd(t, &one, 1, X.data() + k * (n / 256), W.data() + c * rb, 1, n, 0, 1);
+            check(got == one, "super-block, many rows vs one row (bit-exact)", (int)t, d, got, one);
+          }
+      }
+    }
+  }
   // f32 prefill (the packed-panel kernel, 8-row panels and 4-token tiles here) against the
   // scalar reference: partial panels and tiles, depth blocks (n > 1024), padded strides, rows
   // outside [r0, r1) untouched. Bound as tests/native/test_kernels.cpp: 1e-5 sum |w x| + 1e-6.
