@@ -48,7 +48,9 @@ export interface LoadOptions {
   /**
    * Which WebAssembly build runs. 'auto' (default): the relaxed-SIMD build (fused multiply-add
    * in the f32 kernels: 1.1-1.6x faster f32 products; an 8-bit integer dot product for the
-   * Q4/Q5/Q6 block types: 1.2-1.7x faster, same results) where the engine runs relaxed SIMD
+   * Q4/Q5/Q6 block types: 1.2-1.7x faster, the same results for Q4_0 ... Q5_1; the K types
+   * (Q4_K, Q5_K, Q6_K) against activations quantized per 256 as llama.cpp does, so their logits
+   * differ from SIMD128's by that rounding) where the engine runs relaxed SIMD
    * (Chromium >= 114, Node >= 22), else the SIMD128 build. 'baseline': always SIMD128 (the same
    * bits on every machine: relaxed multiply-add may or may not be fused, depending on the CPU).
    * 'relaxed': the relaxed build or an error (code 'unsupported').
