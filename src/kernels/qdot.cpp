@@ -554,9 +554,16 @@ inline I32 dot_u8(const B32& w, const X8& x) {  // pairs of at most 2 * 2 * 127 
 inline I32 dot_u8_16(const B32& w, const X8& x, v128_t sa, v128_t sb) {
   return wasm_i32x4_add(wasm_i32x4_dot_i16x8(rdot(x.lo, w.lo), sa), wasm_i32x4_dot_i16x8(rdot(x.hi, w.hi), sb));
 }
-// Lane l of v's eight i16 lanes in every lane (l a constant once the callers' loops unroll).
+// Lane l of v's eight i16 lanes in every lane (l a constant once the callers' loops unroll),
+// in two steps: the lanes doubled (one interleave, shared by the four lanes of its half: opaque
+// keeps LLVM from folding the two shuffles back into one) and then a 32-bit splat (one pshufd
+// on x64). Q6_K decode 5% faster in Chromium 156 than one 16-bit splat shuffle per scale.
 template <int L>
-inline v128_t lane16(v128_t v) { return wasm_i16x8_shuffle(v, v, L, L, L, L, L, L, L, L); }
+inline v128_t lane16(v128_t v) {
+  const v128_t z = L < 4 ? opaque(wasm_i16x8_shuffle(v, v, 0, 0, 1, 1, 2, 2, 3, 3))
+                         : opaque(wasm_i16x8_shuffle(v, v, 4, 4, 5, 5, 6, 6, 7, 7));
+  return wasm_i32x4_shuffle(z, z, L % 4, L % 4, L % 4, L % 4);
+}
 inline v128_t splat16(v128_t v, int l) {
   switch (l) {
     case 0: return lane16<0>(v);
