@@ -211,26 +211,31 @@ static RefBlock ref_block(QType t, const uint8_t* p, int j) {
   return r;
 }
 
+// One 32-element block's term, d * dx * (sa * sum_{k<16} w q + sb * sum_{k>=16} w q) + m * xs
+// (xs: what the min multiplies, dx * sum q), added to *s, and its magnitude (every integer
+// product's, times its scales) to *a.
+template <class Q>
+static void ref_term(const RefBlock& w, const Q* q, double dx, double xs, double* s, double* a) {
+  int64_t lo = 0, hi = 0, alo = 0, ahi = 0;
+  for (int k = 0; k < 16; k++) {
+    lo += (int64_t)w.w[k] * q[k];
+    alo += std::abs(w.w[k] * q[k]);
+  }
+  for (int k = 16; k < 32; k++) {
+    hi += (int64_t)w.w[k] * q[k];
+    ahi += std::abs(w.w[k] * q[k]);
+  }
+  *s += (double)w.d * dx * (double)(w.sa * lo + w.sb * hi) + (double)w.m * xs;
+  *a += std::fabs((double)w.d * dx) * (double)(std::abs(w.sa) * alo + std::abs(w.sb) * ahi) + std::fabs((double)w.m * xs);
+}
+
 float dot_q8_ref(QType t, const void* row, const BlockQ8A* x, int n, double* mag) {
   const int per = qtype_block(t) / 32;  // activation blocks per weight block
   const size_t bytes = qtype_row_bytes(t, qtype_block(t));
   const uint8_t* p = static_cast<const uint8_t*>(row);
   double s = 0.0, a = 0.0;
-  for (int b = 0; b < n / 32; b++) {
-    const RefBlock w = ref_block(t, p + (size_t)(b / per) * bytes, b % per);
-    int64_t lo = 0, hi = 0, alo = 0, ahi = 0;
-    for (int k = 0; k < 16; k++) {
-      lo += (int64_t)w.w[k] * x[b].q[k];
-      alo += std::abs(w.w[k] * x[b].q[k]);
-    }
-    for (int k = 16; k < 32; k++) {
-      hi += (int64_t)w.w[k] * x[b].q[k];
-      ahi += std::abs(w.w[k] * x[b].q[k]);
-    }
-    s += (double)w.d * x[b].d * (double)(w.sa * lo + w.sb * hi) + (double)w.m * x[b].s;
-    a += std::fabs((double)w.d * x[b].d) * (double)(std::abs(w.sa) * alo + std::abs(w.sb) * ahi) +
-         std::fabs((double)w.m * x[b].s);
-  }
+  for (int b = 0; b < n / 32; b++)
+    ref_term(ref_block(t, p + (size_t)(b / per) * bytes, b % per), x[b].q, x[b].d, x[b].s, &s, &a);
   if (mag) *mag = a;
   return (float)s;
 }
@@ -284,8 +289,6 @@ void quantize_act_q8k_simd(const float* x, BlockQ8K* dst, int n) {
       finite = finite && (a <= fmax_v);  // false for Inf and NaN
       amax = xsimd::max(amax, a);
     }
-    o.d = NAN;
-    std::memset(o.q, 0, sizeof o.q);
     if (xsimd::all(finite)) {
       const float a = xsimd::reduce_max(amax);
       const fbatch id(a != 0.0f ? 127.0f / a : 0.0f);
@@ -293,6 +296,9 @@ void quantize_act_q8k_simd(const float* x, BlockQ8K* dst, int n) {
         xsimd::batch_cast<int32_t>(xsimd::nearbyint(fbatch::load_unaligned(v + i) * id)).store_aligned(qi + i);
       for (int k = 0; k < 256; k++) o.q[k] = (int8_t)qi[k];
       o.d = a / 127.0f;
+    } else {
+      std::memset(o.q, 0, sizeof o.q);
+      o.d = NAN;
     }
     q8k_sums(o);
   }
@@ -302,26 +308,9 @@ float dot_q8k_ref(QType t, const void* row, const BlockQ8K* x, int n, double* ma
   const size_t bytes = qtype_row_bytes(t, 256);
   const uint8_t* p = static_cast<const uint8_t*>(row);
   double s = 0.0, a = 0.0;
-  for (int b = 0; b < n / 256; b++) {
-    const BlockQ8K& xb = x[b];
-    for (int j = 0; j < 8; j++) {
-      const RefBlock w = ref_block(t, p + (size_t)b * bytes, j);
-      const int8_t* q = xb.q + 32 * j;
-      int64_t lo = 0, hi = 0, alo = 0, ahi = 0, qs = 0;
-      for (int k = 0; k < 16; k++) {
-        lo += (int64_t)w.w[k] * q[k];
-        alo += std::abs(w.w[k] * q[k]);
-      }
-      for (int k = 16; k < 32; k++) {
-        hi += (int64_t)w.w[k] * q[k];
-        ahi += std::abs(w.w[k] * q[k]);
-      }
-      for (int k = 0; k < 32; k++) qs += q[k];
-      s += (double)w.d * xb.d * (double)(w.sa * lo + w.sb * hi) + (double)w.m * xb.d * (double)qs;
-      a += std::fabs((double)w.d * xb.d) * (double)(std::abs(w.sa) * alo + std::abs(w.sb) * ahi) +
-           std::fabs((double)w.m * xb.d * (double)qs);
-    }
-  }
+  for (int b = 0; b < n / 256; b++)
+    for (int j = 0; j < 8; j++)
+      ref_term(ref_block(t, p + (size_t)b * bytes, j), x[b].q + 32 * j, x[b].d, (double)x[b].d * x[b].sum32[j], &s, &a);
   if (mag) *mag = a;
   return (float)s;
 }
@@ -785,7 +774,8 @@ struct DecQ45_K {
   I32 kdot(int j, const B32& w, const X8& x) const {
     return wasm_i32x4_dot_i16x8(wasm_i16x8_add(rdot(x.lo, w.lo), rdot(x.hi, w.hi)), splat16(ksc, j));
   }
-  // acc + the super-block's sum in lane 0: d * dx * isum - dmin * dx * sum_j min_j * sum32_j.
+  // acc + the super-block's two terms in lanes 0 and 1 (fsum adds them): d * dx * isum and
+  // -dmin * dx * sum_j min_j * sum32_j.
   // The two integer totals are reduced exactly before they are converted.
   F kfinish(I32 isum, const BlockQ8K& x, F acc) const {
     const v128_t msum = wasm_i32x4_dot_i16x8(kmn, wasm_v128_load(x.sum32));
@@ -867,7 +857,7 @@ struct DecQ6_K {
     kd = s;
   }
   I32 kdot(int j, const B32& w, const X8& x) const { return dot_u8_16(w, x, scale16(j, 0), scale16(j, 1)); }
-  // acc + the super-block's sum in every lane: d * dx * (isum - 32 * sum_g sc_g * sum16_g). The
+  // acc + the super-block's sum in lane 0: d * dx * (isum - 32 * sum_g sc_g * sum16_g). The
   // lanes of isum can be past 2^24 where they cancel across lanes, so the total is reduced
   // exactly before it is converted.
   F kfinish(I32 isum, const BlockQ8K& x, F acc) const {
