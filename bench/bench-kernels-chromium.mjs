@@ -1,18 +1,19 @@
 // The stored-type integer kernels (Q8_0, Q4_0, Q4_K, Q6_K; activations quantized per call) timed
 // in headless Chromium's WebAssembly engine, 1 thread: decode (one token) against a matrix in
 // cache and one out of it, and a 64-token prefill; the f32 product of a 64-token prefill (the
-// packed-panel kernel) at the 110M shape's two matrix shapes; then decode attention (attention_flash, the
+// packed-token kernel) at the 110M shape's two matrix shapes, with the tile height the build
+// picks (f32) and with each kept (f32-r4, f32-r6); then decode attention (attention_flash, the
 // 110M shape: 12 heads of 64 against 320 cached positions) over one layer's cache ("attn-1l",
 // in cache) and twelve layers' in turn ("attn-12l", out of it). A benchmark (prints GFLOP/s),
 // not a test.
 //
 //   node bench/bench-kernels-chromium.mjs [--rounds 15] [--only f32,q8_0] [BUILD.mjs ...]
 //
-// --only keeps the cases of the listed types (q8_0, q4_0, q4_k, q6_k, f32, attn-1l, attn-12l,
+// --only keeps the cases of the listed types (q8_0, q4_0, q4_k, q6_k, f32, f32-r4, f32-r6, attn-1l, attn-12l,
 // q8_0-dram, q4_0-dram, q4_k-dram, q6_k-dram, q4_0-layers, q8_0-layers).
 //
 // With no BUILD, it runs build-wasm/qkv_kernel_bench_web.mjs (`cmake --build build-wasm --target
-// qkv_kernel_bench_web`; the block-type kernels are the same in the relaxed-SIMD build). Given
+// qkv_kernel_bench_web`; build-wasm-relaxed/ has the relaxed-SIMD kernels). Given
 // several builds (say one built from a branch and one from main, anywhere on disk), it runs
 // them in one page and alternates them case by case, so the columns compare on a noisy machine.
 //

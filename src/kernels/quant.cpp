@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "matmul.h"
 #include "simd.h"
@@ -624,18 +625,27 @@ void quantize_row_q6_k(const float* x, void* dst, int n) {
 }
 
 void matmul_q_simd(QType t, float* Y, int64_t ldy, const float* X, int64_t ldx, const void* W, int T, int n, int r0,
-                   int r1, float* scratch) {
+                   int r1, float* scratch, const float* Xp) {
   const size_t rb = qtype_row_bytes(t, n);
   const uint8_t* base = static_cast<const uint8_t*>(W);
   if (T == 1) {
     for (int r = r0; r < r1; r++) Y[r] = dot_row_simd(t, base + (size_t)r * rb, X, n);
     return;
   }
-  // Prefill: a panel of rows decoded once, then the register-blocked f32 kernel over all tokens.
+  // Prefill: a panel of rows decoded once, then the register-blocked f32 kernel over all tokens,
+  // which are laid out for it once per call (a few tokens go straight to matmul_f32_simd).
+  thread_local std::vector<float> xbuf;
+  const bool packed = T >= kXPackMinTokens;
+  if (packed && !Xp) {
+    if (xbuf.size() < xpack_f32_floats(T, n)) xbuf.resize(xpack_f32_floats(T, n));
+    xpack_f32(xbuf.data(), X, ldx, T, n);
+    Xp = xbuf.data();
+  }
   for (int r = r0; r < r1; r += kQPanelRows) {
     const int rows = r1 - r < kQPanelRows ? r1 - r : kQPanelRows;
     for (int i = 0; i < rows; i++) dequantize_row_simd(t, base + (size_t)(r + i) * rb, scratch + (size_t)i * n, n);
-    matmul_f32_simd(Y + r, ldy, X, ldx, scratch, T, n, 0, rows);
+    if (packed) matmul_f32_xpacked(Y + r, ldy, Xp, scratch, n, T, n, 0, rows, false);
+    else matmul_f32_simd(Y + r, ldy, X, ldx, scratch, T, n, 0, rows);
   }
 }
 

@@ -66,10 +66,11 @@ void quantize_row_q6_k(const float* x, void* dst, int n);
 // Y = X W^T over rows [r0, r1) of a stored matrix W (d, n), in f32 arithmetic (the path of
 // F16/BF16; the block types have integer kernels in qdot.h). T = 1 decodes in registers; for
 // T > 1 panels of kQPanelRows rows are decoded once into `scratch` (kQPanelRows * n floats)
-// and multiplied with all T tokens by the register-blocked f32 kernel (a multiple of its
-// packed panel: 8, 16 or 32 rows).
+// and multiplied with all T tokens by the register-blocked f32 kernel. For T >= kXPackMinTokens
+// that kernel reads X as xpack_f32 lays it out: pass `Xp` so laid out (once for several calls),
+// or null to have it done here, into a buffer of this thread's.
 constexpr int kQPanelRows = 64;
 void matmul_q_simd(QType t, float* Y, int64_t ldy, const float* X, int64_t ldx, const void* W, int T, int n,
-                   int r0, int r1, float* scratch);
+                   int r0, int r1, float* scratch, const float* Xp = nullptr);
 
 }  // namespace qkv

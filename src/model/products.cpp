@@ -27,14 +27,16 @@ void ProductInput::set(const float* x, int64_t ldx, int n_tok, const Tensor* con
   ldx_ = ldx;
   n_tok_ = n_tok;
   cols_ = cols;
-  quantized_ = quantized_k_ = false;
+  quantized_ = quantized_k_ = packed_ = false;
+  bool f32_product = false;
   for (int i = 0; i < n_ws; i++) {
     const Tensor* w = ws[i];
     if (w->cols != cols)
       fail(ErrorCode::BadModel, "weights of " + std::to_string(w->cols) + " and " + std::to_string(cols) +
                                     " columns share one input");
     if (super_blocks(*w)) quantized_k_ = true;
-    else quantized_ = quantized_ || qtype_int_dot(w->type);
+    else if (qtype_int_dot(w->type)) quantized_ = true;
+    else f32_product = true;
   }
   try {
     if (quantized_) {
@@ -47,8 +49,13 @@ void ProductInput::set(const float* x, int64_t ldx, int n_tok, const Tensor* con
       if (xk_.size() < (size_t)n_tok * nb) xk_.resize((size_t)n_tok * nb);
       for (int t = 0; t < n_tok; t++) quantize_act_q8k_simd(x + t * ldx, xk_.data() + t * nb, cols);
     }
+    if (f32_product && n_tok >= kXPackMinTokens) {
+      packed_ = true;
+      if (xp_.size() < xpack_f32_floats(n_tok, cols)) xp_.resize(xpack_f32_floats(n_tok, cols));
+      xpack_f32(xp_.data(), x, ldx, n_tok, cols);
+    }
   } catch (const std::bad_alloc&) {
-    fail(ErrorCode::OutOfMemory, "not enough memory for the quantized activations");
+    fail(ErrorCode::OutOfMemory, "not enough memory for the quantized or packed activations");
   }
 }
 
@@ -59,8 +66,10 @@ void ProductInput::rows(float* y, int64_t ldy, const Tensor& w, int r0, int r1) 
   if (w.type != DType::F32) {  // decoded on the fly; one panel buffer per thread for prefill
     thread_local std::vector<float> scratch;
     if (scratch.size() < (size_t)kQPanelRows * cols_) scratch.resize((size_t)kQPanelRows * cols_);
-    return matmul_q_simd(w.type, y, ldy, x_, ldx_, w.data, n_tok_, cols_, r0, r1, scratch.data());
+    return matmul_q_simd(w.type, y, ldy, x_, ldx_, w.data, n_tok_, cols_, r0, r1, scratch.data(),
+                         packed_ ? xp_.data() : nullptr);
   }
+  if (packed_) return matmul_f32_xpacked(y, ldy, xp_.data(), w.f32(), cols_, n_tok_, cols_, r0, r1, false);
   matmul_f32_simd(y, ldy, x_, ldx_, w.f32(), n_tok_, cols_, r0, r1);
 }
 

@@ -34,7 +34,9 @@ void for_rows(ThreadPool& pool, int64_t work, int n, int grain, int n_tok, const
 class ProductInput {
  public:
   // Points at X, whose width is the weights' column count (all of `ws` have the same), and
-  // quantizes it (once, into a buffer kept between calls) when one of them takes integer dots.
+  // quantizes it (once, into a buffer kept between calls) when one of them takes integer dots,
+  // or lays it out for the f32 prefill kernel (xpack_f32) when one is multiplied in f32 (F32,
+  // F16, BF16) and there are enough tokens.
   // X must stay unchanged while products read it.
   void set(const float* x, int64_t ldx, int n_tok, const Tensor* const* ws, int n_ws);
   void set(const float* x, int64_t ldx, int n_tok, std::initializer_list<const Tensor*> ws) {
@@ -51,9 +53,10 @@ class ProductInput {
   const float* x_ = nullptr;
   int64_t ldx_ = 0;
   int n_tok_ = 0, cols_ = 0;
-  bool quantized_ = false, quantized_k_ = false;
+  bool quantized_ = false, quantized_k_ = false, packed_ = false;
   std::vector<BlockQ8A> xq_;  // (n_tok, cols/32) for the integer-dot types
   std::vector<BlockQ8K> xk_;  // (n_tok, cols/256) for the K types where qdot_k_super_blocks()
+  std::vector<float> xp_;     // xpack_f32 of X for the f32 kernel
 };
 
 // One product of a stacked section: Y (n_tok, ld) = X W^T (+ bias).

@@ -29,6 +29,7 @@
 #include "kernels/rope.h"
 #include "kernels/simd.h"
 #include "kernels/softmax.h"
+#include "kernels/trial.h"
 #include "threadpool.h"
 
 namespace {
@@ -244,11 +245,16 @@ INSTANTIATE_TEST_SUITE_P(Sizes, MatvecKernel, QKV_SIZE_OFF_PARAMS);
 
 // ---- matmul ---------------------------------------------------------------------------------
 using MatmulParam = std::tuple<int, int, int>;  // (T, n, off)
+std::vector<int> matmul_sizes() {
+  std::vector<int> s = vector_sizes();
+  s.push_back(1100);
+  return s;
+}
 class MatmulKernel : public ::testing::TestWithParam<MatmulParam> {};
 
 TEST_P(MatmulKernel, SimdMatchesRefWithStridesAndRowRanges) {
   const int T = std::get<0>(GetParam()), n = std::get<1>(GetParam()), off = std::get<2>(GetParam());
-  // 67 rows: whole packed panels (8, 16 or 32 rows) and a partial one, with any lane count.
+  // 67 rows: whole tiles of the packed kernel (4 or 6 rows) and a partial one, with any lane count.
   for (int d : {1, 3, 6, 13, 23, 67}) {
     std::mt19937 rng(seed_of({2, T, n, off, d}));
     Buf W((size_t)d * n, off);
@@ -316,7 +322,10 @@ TEST_P(MatmulKernel, SimdMatchesRefWithStridesAndRowRanges) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MatmulKernel,
-    ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 50), ::testing::ValuesIn(vector_sizes()),
+    // T: dot products below one vector of tokens; then whole two-vector tiles of the packed
+    // kernel and a last one of one or two vectors, for 4, 8 and 16 lanes. n: vector_sizes()
+    // and past one depth block (1024).
+    ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 13, 20, 40, 50), ::testing::ValuesIn(matmul_sizes()),
                        ::testing::ValuesIn(kOffsets)),
     [](const ::testing::TestParamInfo<MatmulParam>& info) {
       return "T" + std::to_string(std::get<0>(info.param)) + "_n" + std::to_string(std::get<1>(info.param)) +
@@ -349,6 +358,109 @@ TEST(MatmulKernelEdge, OneTokenEqualsMatvec) {
     for (int k = 0; k < n; k++) s += std::fabs((double)W[i * n + k] * x[k]);
     return kDotRel * s + kDotAbs;
   }));
+}
+
+TEST(MatmulKernelEdge, TileHeightsGiveTheSameBits) {
+  // The relaxed-SIMD WASM builds run whichever tile height the engine runs faster
+  // (src/kernels/trial.h): 4 and 6 rows must sum every output identically. Rows in whole and
+  // partial tiles of both heights, one- and two-vector token tiles, a second depth block.
+  struct Restore {
+    ~Restore() { qkv::matmul_f32_force_tile_rows(0); }
+  } restore;
+  for (int T : {kLanes, kLanes + 1, 2 * kLanes + 3, 5 * kLanes}) {
+    for (int n : {7, 64, 1100}) {
+      for (int d : {5, 12, 25}) {
+        SCOPED_TRACE("T=" + std::to_string(T) + " n=" + std::to_string(n) + " d=" + std::to_string(d));
+        std::mt19937 rng(seed_of({4, T, n, d}));
+        std::vector<float> W((size_t)d * n), X((size_t)T * n), y4((size_t)T * d), y6((size_t)T * d);
+        fill_uniform(rng, W.data(), W.size(), -1.0f, 1.0f);
+        fill_uniform(rng, X.data(), X.size(), -1.0f, 1.0f);
+        qkv::matmul_f32_force_tile_rows(4);
+        ASSERT_EQ(qkv::matmul_f32_tile_rows(), 4);
+        qkv::matmul_f32_simd(y4.data(), d, X.data(), n, W.data(), T, n, 0, d);
+        qkv::matmul_f32_force_tile_rows(6);
+        ASSERT_EQ(qkv::matmul_f32_tile_rows(), 6);
+        qkv::matmul_f32_simd(y6.data(), d, X.data(), n, W.data(), T, n, 0, d);
+        ASSERT_TRUE(any_nonzero(y4.data(), y4.size()));
+        EXPECT_EQ(std::memcmp(y4.data(), y6.data(), y4.size() * sizeof(float)), 0);
+      }
+    }
+  }
+}
+
+TEST(TileTrial, KeepsTheFasterPerUnitOfWork) {
+  for (int faster : {0, 1}) {
+    qkv::Trial trial;
+    EXPECT_EQ(trial.decided(), -1);
+    int calls = 0;
+    while (trial.decided() < 0 && calls < 10000) {
+      const int which = trial.pick();
+      // The slower side does half the work in the same time; call sizes vary.
+      const double work = 1000.0 * (1 + calls % 3);
+      trial.report(which, which == faster ? work : work / 2, 0.002 * (1 + calls % 3));
+      calls++;
+    }
+    EXPECT_EQ(trial.decided(), faster);
+    // At least warm-up plus kMin calls of each, and 20 ms counted of each (0.002-0.006 s per call).
+    EXPECT_GE(calls, 2 * (qkv::Trial::kWarm + qkv::Trial::kMin));
+    EXPECT_LE(calls, 2 * (qkv::Trial::kWarm + qkv::Trial::kMin) + 2);
+    EXPECT_EQ(trial.pick(), faster);
+  }
+}
+
+TEST(TileTrial, AlternatesAndLeavesOutTheWarmUp) {
+  qkv::Trial trial;
+  int last = -1;
+  for (int i = 0; i < 2 * qkv::Trial::kWarm; i++) {
+    const int which = trial.pick();
+    EXPECT_NE(which, last);
+    last = which;
+    // Warm-up calls: side 0 slow as baseline code would be, side 1 fast.
+    trial.report(which, 1.0, which == 0 ? 1.0 : 0.001);
+  }
+  // Counted calls: side 0 is the faster one.
+  for (int i = 0; i < 1000 && trial.decided() < 0; i++) {
+    const int which = trial.pick();
+    trial.report(which, 1.0, which == 0 ? 0.005 : 0.01);
+  }
+  EXPECT_EQ(trial.decided(), 0);
+}
+
+TEST(TileTrial, WaitsForEnoughTimeButNotForever) {
+  // Calls of 1 us: kMin calls of each are far short of 20 ms; kMax calls decide all the same.
+  qkv::Trial trial;
+  int calls = 0;
+  while (trial.decided() < 0 && calls < 100000) {
+    const int which = trial.pick();
+    trial.report(which, 1.0, which == 1 ? 1e-6 : 2e-6);
+    calls++;
+    if (calls == 4 * (qkv::Trial::kWarm + qkv::Trial::kMin)) EXPECT_EQ(trial.decided(), -1);
+  }
+  EXPECT_EQ(trial.decided(), 1);
+  EXPECT_EQ(calls, 2 * qkv::Trial::kMax);
+}
+
+TEST(TileTrial, FixedAndResetAndSharedByThreads) {
+  qkv::Trial fixed(1);
+  EXPECT_EQ(fixed.decided(), 1);
+  fixed.report(0, 1.0, 1e-9);  // reports change nothing once decided
+  EXPECT_EQ(fixed.pick(), 1);
+  fixed.reset();
+  EXPECT_EQ(fixed.decided(), -1);
+  fixed.reset(0);
+  EXPECT_EQ(fixed.decided(), 0);
+
+  qkv::Trial shared;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; t++)
+    threads.emplace_back([&shared] {
+      for (int i = 0; i < 5000 && shared.decided() < 0; i++) {
+        const int which = shared.pick();
+        shared.report(which, 1.0, which == 1 ? 0.001 : 0.003);
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(shared.decided(), 1);
 }
 
 // ---- add ------------------------------------------------------------------------------------

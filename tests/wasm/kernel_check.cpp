@@ -192,33 +192,37 @@ int main() {
       }
     }
   }
-  // f32 prefill (the packed-panel kernel, 8-row panels and 4-token tiles here) against the
+  // f32 prefill (the packed-token kernel: 4- or 6-row tiles of 8 tokens and a last one of 4 or 8) against the
   // scalar reference: partial panels and tiles, depth blocks (n > 1024), padded strides, rows
   // outside [r0, r1) untouched. Bound as tests/native/test_kernels.cpp: 1e-5 sum |w x| + 1e-6.
-  for (int T : {2, 3, 4, 5, 9, 64}) {
-    for (int n : {1, 5, 33, 1100}) {
-      for (int d : {1, 7, 8, 9, 67}) {
-        const int ldx = n + 3, ldy = d + 2, r0 = d > 2 ? 1 : 0, r1 = d;
-        std::vector<float> W = randn(d * n, 40 + d, 1.0f), X(T * ldx, NAN), Y(T * ldy, -7.0f), ref(T * d), xt;
-        for (int t = 0; t < T; t++) {
-          const std::vector<float> row = randn(n, 50 + t);
-          std::copy(row.begin(), row.end(), X.begin() + t * ldx);
-          xt.insert(xt.end(), row.begin(), row.end());
-        }
-        matmul_f32_ref(ref.data(), d, xt.data(), n, W.data(), T, d, n);
-        matmul_f32_simd(Y.data(), ldy, X.data(), ldx, W.data(), T, n, r0, r1);
-        for (int t = 0; t < T; t++)
-          for (int c = 0; c < ldy; c++) {
-            const float got = Y[t * ldy + c];
-            if (c < r0 || c >= r1) {
-              check(got == -7.0f, "f32 matmul: outside rows untouched", (int)QType::F32, n, got, -7.0f);
-              continue;
-            }
-            double mag = 0;
-            for (int k = 0; k < n; k++) mag += std::fabs((double)W[c * n + k] * xt[t * n + k]);
-            const float want = ref[t * d + c];
-            check(std::fabs(got - want) <= 1e-5 * mag + 1e-6, "f32 matmul vs reference", (int)QType::F32, n, got, want);
+  // Each tile height (the relaxed builds pick one by timing both), then the build's own choice.
+  for (int tile : {4, 6, 0}) {
+    matmul_f32_force_tile_rows(tile);
+    for (int T : {2, 3, 4, 5, 9, 64}) {
+      for (int n : {1, 5, 33, 1100}) {
+        for (int d : {1, 7, 8, 9, 67}) {
+          const int ldx = n + 3, ldy = d + 2, r0 = d > 2 ? 1 : 0, r1 = d;
+          std::vector<float> W = randn(d * n, 40 + d, 1.0f), X(T * ldx, NAN), Y(T * ldy, -7.0f), ref(T * d), xt;
+          for (int t = 0; t < T; t++) {
+            const std::vector<float> row = randn(n, 50 + t);
+            std::copy(row.begin(), row.end(), X.begin() + t * ldx);
+            xt.insert(xt.end(), row.begin(), row.end());
           }
+          matmul_f32_ref(ref.data(), d, xt.data(), n, W.data(), T, d, n);
+          matmul_f32_simd(Y.data(), ldy, X.data(), ldx, W.data(), T, n, r0, r1);
+          for (int t = 0; t < T; t++)
+            for (int c = 0; c < ldy; c++) {
+              const float got = Y[t * ldy + c];
+              if (c < r0 || c >= r1) {
+                check(got == -7.0f, "f32 matmul: outside rows untouched", (int)QType::F32, n, got, -7.0f);
+                continue;
+              }
+              double mag = 0;
+              for (int k = 0; k < n; k++) mag += std::fabs((double)W[c * n + k] * xt[t * n + k]);
+              const float want = ref[t * d + c];
+              check(std::fabs(got - want) <= 1e-5 * mag + 1e-6, "f32 matmul vs reference", (int)QType::F32, n, got, want);
+            }
+        }
       }
     }
   }
