@@ -142,7 +142,7 @@ static void grow(std::vector<float>& v, size_t n) {
 }
 
 void EncDecTrainModel::matmul(float* y, const float* x, int64_t w_off, int rows, int cols, int n) {
-  linear_forward(pool_, y, x, params_.data() + w_off, rows, cols, n);
+  linear_forward(pool_, scratch_, y, x, params_.data() + w_off, rows, cols, n);
 }
 
 void EncDecTrainModel::matmul_back(float* dx, bool acc, const float* dy, const float* x, int64_t w_off, int rows, int cols,

@@ -93,15 +93,56 @@ static void each_row(ThreadPool* pool, int n, F f) {
 }
 
 void TrainModel::matmul(float* y, const float* x, int64_t w_off, int rows, int cols, int n_tok) {
-  linear_forward(pool_, y, x, params_.data() + w_off, rows, cols, n_tok);
+  linear_forward(pool_, scratch_, y, x, params_.data() + w_off, rows, cols, n_tok);
 }
 
-// Output rows per task: whole packed panels of the f32 kernel (8 floats in WASM, 32 with AVX-512).
-static constexpr int kPanelGrain = 32;
+// Output rows per task: whole row tiles of the f32 kernel (4 or 6 rows).
+static constexpr int kRowGrain = 48;
+// Tokens per task when the tokens are split.
+static constexpr int kTokGrain = 64;
+// Tokens laid out at a time into a LinearScratch (kTokBlock x the input width at most).
+static constexpr int kTokBlock = 256;
 
-void linear_forward(ThreadPool* pool, float* y, const float* x, const float* W, int rows, int cols, int n) {
-  if ((int64_t)rows * cols * n < kMinParallelWork) return matmul_f32_simd(y, rows, x, cols, W, n, cols, 0, rows);
-  pool->parallel_for(rows, kPanelGrain, [&](int r0, int r1, int) { matmul_f32_simd(y, rows, x, cols, W, n, cols, r0, r1); });
+// y (n, rows) = x W^T (+ y when accumulate), x (n, cols), W (rows, cols). The f32 kernel lays
+// its tokens out first (xpack_f32), so the pool splits the tokens when there are enough for every
+// thread to have several blocks: each task lays out only its own and multiplies them by every row
+// (in parallel, and once). With fewer tokens it splits the rows, and x is laid out once, into
+// xp, kTokBlock tokens at a time before each section, and shared.
+static void packed_product(ThreadPool* pool, std::vector<float>& xp, float* y, const float* x, const float* W,
+                           int rows, int cols, int n, bool accumulate) {
+  if ((int64_t)rows * cols * n < kMinParallelWork || n < kXPackMinTokens) {
+    if (accumulate) return matmul_f32_acc_simd(y, rows, x, cols, W, n, cols, 0, rows);
+    return matmul_f32_simd(y, rows, x, cols, W, n, cols, 0, rows);
+  }
+  if (n >= 4 * kTokGrain * pool->size()) {
+    // Units of kTokGrain tokens, the last taking the rest: every task has at least kTokGrain
+    // tokens, so none takes matmul_f32_simd's few-token path, whose sums round differently (the
+    // result must not depend on the thread count).
+    const int units = n / kTokGrain;
+    pool->parallel_for(units, 1, [&](int u0, int u1, int) {
+      const int t0 = u0 * kTokGrain, t1 = u1 == units ? n : u1 * kTokGrain;
+      const float* xb = x + (int64_t)t0 * cols;
+      float* yb = y + (int64_t)t0 * rows;
+      if (accumulate) matmul_f32_acc_simd(yb, rows, xb, cols, W, t1 - t0, cols, 0, rows);
+      else matmul_f32_simd(yb, rows, xb, cols, W, t1 - t0, cols, 0, rows);
+    });
+    return;
+  }
+  const int tb = std::min(n, kTokBlock);
+  if (xp.size() < xpack_f32_floats(tb, cols)) xp.resize(xpack_f32_floats(tb, cols));
+  for (int t0 = 0; t0 < n; t0 += tb) {
+    const int tn = std::min(tb, n - t0);
+    xpack_f32(xp.data(), x + (int64_t)t0 * cols, cols, tn, cols);
+    float* yb = y + (int64_t)t0 * rows;
+    pool->parallel_for(rows, kRowGrain, [&](int r0, int r1, int) {
+      matmul_f32_xpacked(yb, rows, xp.data(), W, cols, tn, cols, r0, r1, accumulate);
+    });
+  }
+}
+
+void linear_forward(ThreadPool* pool, LinearScratch& s, float* y, const float* x, const float* W, int rows, int cols,
+                    int n) {
+  packed_product(pool, s.a, y, x, W, rows, cols, n, false);
 }
 
 // Transposes src (rows, cols; row stride lds) into dst (cols, rows), in tiles that keep both in cache.
@@ -115,33 +156,34 @@ static void transpose(ThreadPool* pool, float* dst, const float* src, int64_t ld
   });
 }
 
-// Both products run on the packed f32 kernel (matmul_f32_simd), which wants its second operand
-// as rows of the summed dimension: dx = dy W reads W^T, and dW += dy^T x sums over tokens, so it
-// reads dy^T and x^T, transposed a block of tokens at a time. The transposes move O(n (rows +
-// cols)) floats for O(n rows cols) multiply-adds.
+// Both products run on the f32 prefill kernel (matmul.h), which reads its second operand as rows
+// of the summed dimension: dx = dy W reads W^T; dW += dy^T x sums over tokens, so it takes dy
+// laid out from its transpose (xpack_f32_t reads dy as it is stored) and reads x^T, transposed a
+// block of tokens at a time. The transposes move O(n (rows + cols)) floats for O(n rows cols)
+// multiply-adds.
 void linear_backward(ThreadPool* pool, LinearScratch& s, float* dx, bool acc_dx, const float* dy, const float* x,
                      const float* W, float* dW, int rows, int cols, int n) {
   if (dx) {
     if (s.wt.size() < (size_t)rows * cols) s.wt.resize((size_t)rows * cols);
     transpose(pool, s.wt.data(), W, cols, rows, cols);  // (cols, rows)
-    const float* WT = s.wt.data();
-    pool->parallel_for(cols, kPanelGrain, [&](int c0, int c1, int) {
-      if (acc_dx) matmul_f32_acc_simd(dx, cols, dy, rows, WT, n, rows, c0, c1);
-      else matmul_f32_simd(dx, cols, dy, rows, WT, n, rows, c0, c1);
-    });
+    packed_product(pool, s.a, dx, dy, s.wt.data(), cols, rows, n, acc_dx);
   }
-  constexpr int kTokBlock = 256;
   const int tb = std::min(n, kTokBlock);
-  if (s.a.size() < (size_t)rows * tb) s.a.resize((size_t)rows * tb);
+  if (s.a.size() < xpack_f32_floats(rows, tb)) s.a.resize(xpack_f32_floats(rows, tb));
   if (s.b.size() < (size_t)cols * tb) s.b.resize((size_t)cols * tb);
   for (int t0 = 0; t0 < n; t0 += tb) {
     const int tn = std::min(tb, n - t0);
-    transpose(pool, s.a.data(), dy + (int64_t)t0 * rows, rows, tn, rows);  // (rows, tn)
-    transpose(pool, s.b.data(), x + (int64_t)t0 * cols, cols, tn, cols);   // (cols, tn)
-    const float* At = s.a.data();
+    transpose(pool, s.b.data(), x + (int64_t)t0 * cols, cols, tn, cols);  // (cols, tn)
     const float* Bt = s.b.data();
-    pool->parallel_for(cols, kPanelGrain, [&](int c0, int c1, int) {
-      matmul_f32_acc_simd(dW, cols, At, tn, Bt, rows, tn, c0, c1);
+    if (rows < kXPackMinTokens) {  // too few rows to pack: dy^T as rows, through matmul_f32_acc_simd
+      if (s.wt.size() < (size_t)rows * tn) s.wt.resize((size_t)rows * tn);
+      transpose(pool, s.wt.data(), dy + (int64_t)t0 * rows, rows, tn, rows);  // (rows, tn)
+      matmul_f32_acc_simd(dW, cols, s.wt.data(), tn, Bt, rows, tn, 0, cols);
+      continue;
+    }
+    xpack_f32_t(s.a.data(), dy + (int64_t)t0 * rows, rows, rows, tn);  // dy^T: rows as the kernel's tokens
+    pool->parallel_for(cols, kRowGrain, [&](int c0, int c1, int) {
+      matmul_f32_xpacked(dW, cols, s.a.data(), Bt, tn, rows, tn, c0, c1, true);
     });
   }
 }

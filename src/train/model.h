@@ -12,7 +12,7 @@
 namespace qkv {
 
 // Offsets of each tensor in the flat parameter array (llama layout, tied classifier).
-// Transposed operands linear_backward reuses between calls.
+// Operands linear_forward and linear_backward lay out for the f32 kernel, kept between calls.
 struct LinearScratch {
   std::vector<float> wt, a, b;
 };
@@ -89,11 +89,13 @@ class TrainModel {
 
 // Pieces of a training pass over flat f32 parameters that TrainModel and EncDecTrainModel
 // (encdec_model.h) share.
-// y = x W^T: W (rows, cols), x (n, cols), y (n, rows); rows split over the pool.
-void linear_forward(ThreadPool* pool, float* y, const float* x, const float* W, int rows, int cols, int n);
+// y = x W^T: W (rows, cols), x (n, cols), y (n, rows); rows split over the pool, or tokens for
+// large n. The scratch keeps x laid out for the f32 kernel (256 x cols floats at most).
+void linear_forward(ThreadPool* pool, LinearScratch& s, float* y, const float* x, const float* W, int rows, int cols,
+                    int n);
 // dx (+= when acc_dx) dy W when dx is not null, and dW += dy^T x: W, dW (rows, cols), dy
-// (n, rows), x (n, cols); columns split over the pool. The scratch keeps the transposed
-// operands between calls (at most rows x cols + 256 x (rows + cols) floats).
+// (n, rows), x (n, cols); columns split over the pool. The scratch keeps the transposed and
+// packed operands between calls (at most rows x cols + about 256 x (rows + cols) floats).
 void linear_backward(ThreadPool* pool, LinearScratch& scratch, float* dx, bool acc_dx, const float* dy, const float* x,
                      const float* W, float* dW, int rows, int cols, int n);
 // y = rmsnorm(x) row by row with weights w: n rows of dim (y is sized to n * dim).

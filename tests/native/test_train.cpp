@@ -145,7 +145,7 @@ TEST(TrainKernels, LinearForwardBackwardMatchRefOnAwkwardSizes) {
                        " n=" + std::to_string(n));
           auto X = randv(g, T * n), W = randv(g, d * n), dY = randv(g, T * d);
           std::vector<float> y(T * d), yref(T * d);
-          linear_forward(&pool, y.data(), X.data(), W.data(), d, n, T);
+          linear_forward(&pool, scratch, y.data(), X.data(), W.data(), d, n, T);
           matmul_f32_ref(yref.data(), d, X.data(), n, W.data(), T, d, n);
           ASSERT_TRUE(SameWithin("Y", yref, y));
           for (bool acc : {false, true}) {
