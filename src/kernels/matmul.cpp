@@ -248,17 +248,21 @@ void matmul_f32_force_tile_rows(int rows) {
 // depth block.
 constexpr int kTokBlock = 256;
 
+const float* xpack_f32_thread(const float* X, int64_t ldx, int T, int n) {
+  thread_local std::vector<float> xbuf;
+  if (xbuf.size() < xpack_f32_floats(T, n)) xbuf.resize(xpack_f32_floats(T, n));
+  xpack_f32(xbuf.data(), X, ldx, T, n);
+  return xbuf.data();
+}
+
 static void matmul_packed(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T, int n, int r0,
                           int r1, bool accumulate) {
-  thread_local std::vector<float> xbuf;
-  const int tb = T < kTokBlock ? T : kTokBlock, kb = n < kDepth ? n : kDepth;
-  if (xbuf.size() < xpack_f32_floats(tb, kb)) xbuf.resize(xpack_f32_floats(tb, kb));
   for (int t0 = 0; t0 < T; t0 += kTokBlock) {
     const int tn = T - t0 < kTokBlock ? T - t0 : kTokBlock;
     for (int k0 = 0; k0 < n; k0 += kDepth) {
       const int kn = n - k0 < kDepth ? n - k0 : kDepth;
-      xpack_f32(xbuf.data(), X + t0 * ldx + k0, ldx, tn, kn);
-      matmul_f32_xpacked(Y + t0 * ldy, ldy, xbuf.data(), W + k0, n, tn, kn, r0, r1, accumulate || k0 > 0);
+      const float* xp = xpack_f32_thread(X + t0 * ldx + k0, ldx, tn, kn);
+      matmul_f32_xpacked(Y + t0 * ldy, ldy, xp, W + k0, n, tn, kn, r0, r1, accumulate || k0 > 0);
     }
   }
 }

@@ -33,6 +33,8 @@ void matmul_f32_acc_simd(float* Y, int64_t ldy, const float* X, int64_t ldx, con
 extern const int kXPackMinTokens;
 size_t xpack_f32_floats(int T, int n);
 void xpack_f32(float* Xp, const float* X, int64_t ldx, int T, int n);
+// xpack_f32 into a buffer of the calling thread's, valid until that thread's next call.
+const float* xpack_f32_thread(const float* X, int64_t ldx, int T, int n);
 // The same layout from X^T: XT is (n, T) with row stride ldxt, X[t][k] = XT[k * ldxt + t].
 void xpack_f32_t(float* Xp, const float* XT, int64_t ldxt, int T, int n);
 void matmul_f32_xpacked(float* Y, int64_t ldy, const float* Xp, const float* W, int64_t ldw, int T, int n, int r0,

@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "matmul.h"
 #include "simd.h"
@@ -634,13 +633,8 @@ void matmul_q_simd(QType t, float* Y, int64_t ldy, const float* X, int64_t ldx, 
   }
   // Prefill: a panel of rows decoded once, then the register-blocked f32 kernel over all tokens,
   // which are laid out for it once per call (a few tokens go straight to matmul_f32_simd).
-  thread_local std::vector<float> xbuf;
   const bool packed = T >= kXPackMinTokens;
-  if (packed && !Xp) {
-    if (xbuf.size() < xpack_f32_floats(T, n)) xbuf.resize(xpack_f32_floats(T, n));
-    xpack_f32(xbuf.data(), X, ldx, T, n);
-    Xp = xbuf.data();
-  }
+  if (packed && !Xp) Xp = xpack_f32_thread(X, ldx, T, n);
   for (int r = r0; r < r1; r += kQPanelRows) {
     const int rows = r1 - r < kQPanelRows ? r1 - r : kQPanelRows;
     for (int i = 0; i < rows; i++) dequantize_row_simd(t, base + (size_t)(r + i) * rb, scratch + (size_t)i * n, n);

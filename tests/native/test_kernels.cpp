@@ -388,6 +388,18 @@ TEST(MatmulKernelEdge, TileHeightsGiveTheSameBits) {
   }
 }
 
+// Feeds `trial` calls of one unit of work that take seconds_of(which, i) (i: the call's index)
+// until it decides, at most max_calls; returns the calls made.
+template <class F>
+int feed_trial(qkv::Trial& trial, F seconds_of, int max_calls = 100000) {
+  int i = 0;
+  for (; i < max_calls && trial.decided() < 0; i++) {
+    const int which = trial.pick();
+    trial.report(which, 1.0, seconds_of(which, i));
+  }
+  return i;
+}
+
 TEST(TileTrial, KeepsTheFasterPerUnitOfWork) {
   for (int faster : {0, 1}) {
     qkv::Trial trial;
@@ -419,10 +431,7 @@ TEST(TileTrial, AlternatesAndLeavesOutTheWarmUp) {
     trial.report(which, 1.0, which == 0 ? 1.0 : 0.001);
   }
   // Counted calls: side 0 is the faster one.
-  for (int i = 0; i < 1000 && trial.decided() < 0; i++) {
-    const int which = trial.pick();
-    trial.report(which, 1.0, which == 0 ? 0.005 : 0.01);
-  }
+  feed_trial(trial, [](int which, int) { return which == 0 ? 0.005 : 0.01; });
   EXPECT_EQ(trial.decided(), 0);
 }
 
@@ -432,12 +441,11 @@ TEST(TileTrial, WarmUpLastsLongEnoughForTheEngineToTierUp) {
   // 1; the 100 ms warm-up leaves them out and side 0 is kept.
   qkv::Trial trial;
   double clock = 0;
-  for (int i = 0; i < 10000 && trial.decided() < 0; i++) {
-    const int which = trial.pick();
+  feed_trial(trial, [&](int which, int) {
     const double seconds = which == 1 ? 0.001 : clock < 0.08 ? 0.003 : 0.0008;
-    trial.report(which, 1.0, seconds);
     clock += seconds;
-  }
+    return seconds;
+  });
   EXPECT_EQ(trial.decided(), 0);
 }
 
@@ -446,12 +454,10 @@ TEST(TileTrial, APauseInOneGroupDoesNotDecide) {
   // sum of seconds is the larger, its median group the smaller (the warm-up ends after 38 calls).
   qkv::Trial trial;
   int counted0 = 0;
-  for (int i = 0; i < 10000 && trial.decided() < 0; i++) {
-    const int which = trial.pick();
-    double seconds = which == 0 ? 0.0025 : 0.003;
-    if (i >= 40 && which == 0 && (++counted0 == 3 || counted0 == 7)) seconds = 0.06;
-    trial.report(which, 1.0, seconds);
-  }
+  feed_trial(trial, [&](int which, int i) {
+    if (i >= 40 && which == 0 && (++counted0 == 3 || counted0 == 7)) return 0.06;
+    return which == 0 ? 0.0025 : 0.003;
+  });
   EXPECT_EQ(trial.decided(), 0);
 }
 
@@ -459,13 +465,10 @@ TEST(TileTrial, WaitsForEnoughTimeButNotForever) {
   // Calls of 1-2 us: the warm-up never reaches 100 ms and ends after 2 x kMax calls; kMin counted
   // calls of each fill no group of 2 ms, and kMax counted calls of each decide all the same.
   qkv::Trial trial;
-  int calls = 0;
-  while (trial.decided() < 0 && calls < 100000) {
-    const int which = trial.pick();
-    trial.report(which, 1.0, which == 1 ? 1e-6 : 2e-6);
-    calls++;
-    if (calls == 4 * (qkv::Trial::kWarm + qkv::Trial::kMin)) EXPECT_EQ(trial.decided(), -1);
-  }
+  auto tiny = [](int which, int) { return which == 1 ? 1e-6 : 2e-6; };
+  int calls = feed_trial(trial, tiny, 4 * (qkv::Trial::kWarm + qkv::Trial::kMin));
+  EXPECT_EQ(trial.decided(), -1);
+  calls += feed_trial(trial, tiny);
   EXPECT_EQ(trial.decided(), 1);
   EXPECT_EQ(calls, 4 * qkv::Trial::kMax);
 }
@@ -483,12 +486,7 @@ TEST(TileTrial, FixedAndResetAndSharedByThreads) {
   qkv::Trial shared;
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; t++)
-    threads.emplace_back([&shared] {
-      for (int i = 0; i < 5000 && shared.decided() < 0; i++) {
-        const int which = shared.pick();
-        shared.report(which, 1.0, which == 1 ? 0.001 : 0.003);
-      }
-    });
+    threads.emplace_back([&shared] { feed_trial(shared, [](int which, int) { return which == 1 ? 0.001 : 0.003; }, 5000); });
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(shared.decided(), 1);
 }
