@@ -23,7 +23,7 @@ struct QuantizeResult {
   std::vector<QuantizedTensor> tensors;
 };
 
-// Policy (the README's `qkv quantize` section):
+// Policy (docs/quantizing.md):
 //  - 1-D tensors (norm weights, biases) stay F32, and so do the tables whose rows the engine adds
 //    as floats (position_embd, token_types);
 //  - matrices become `type`, except:

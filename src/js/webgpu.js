@@ -1,6 +1,6 @@
-// WebGPU attention (foundation): device acquisition and a host object that runs the WGSL
-// attention kernels of src/webgpu/ with the CPU contract of src/kernels/attention.h.
-// Not yet wired into the engine; each run() uploads its inputs and reads the result back.
+// WebGPU attention: device acquisition, the WGSL kernels of src/webgpu/ with the CPU contract of
+// src/kernels/attention.h, and the session KV cache on the GPU that the engine's sessions use
+// (gpu-backend.js); createAttention's one-shot run() uploads its inputs and reads the result back.
 import { QkvError } from './errors.js';
 
 // The WebGPU enum namespaces; numeric fallbacks for hosts (Node without `webgpu` globals) that lack them.

@@ -50,7 +50,7 @@ class VectorBlob : public Blob {
   std::vector<uint8_t> v_;
 };
 
-// Element types of weight matrices: the kernels' storage types (f32, f16, bf16, Q8_0, Q4_0).
+// Element types of weight matrices: every QType (F32, F16, BF16, Q8_0 ... Q6_K), kept as stored.
 using DType = QType;
 
 // A 2-D weight matrix (rows, cols), row-major, of element type `type`, kept as stored.
