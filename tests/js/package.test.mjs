@@ -5,14 +5,15 @@
 // Each tests/js/package/*.consumer.mjs runs as its own `node --test` process in the consumer
 // project; a failure shows that file's failing subtests here.
 //
-// Run: node --test tests/js/package.test.mjs   (QKV_KEEP_PACKAGE_TMP=1 keeps the consumer project)
+// Run: node --test tests/js/package.test.mjs   (the consumer project stays in the temp folder,
+// reused while the packed files are unchanged: tests/js/packed-package.mjs)
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, posix, resolve } from 'node:path';
-import { after, before, test } from 'node:test';
+import { before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { childEnv, installedPackage, sh } from './packed-package.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const consumerSources = join(root, 'tests', 'js', 'package');
@@ -22,54 +23,17 @@ const FIXTURES = ['aidreams260K.bin', 'aidreams-tok512.bin', 'stories260K.bin', 
 const fixtureSkip = FIXTURES.every((f) => existsSync(f)) && existsSync(REFERENCE) ? false : `model fixtures missing under ${MODELS}`;
 const TSC = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 
-/** The environment for child processes: never a node:test child context (it would change the reporter protocol). */
-function childEnv(extra = {}) {
-  const env = { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0', ...extra };
-  delete env.NODE_TEST_CONTEXT;
-  delete env.NODE_OPTIONS;
-  delete env.NODE_PATH;  // the consumer must resolve 'qkv' from its own node_modules only
-  return env;
-}
-
-function sh(cmd, args, cwd, timeout = 120000) {
-  const r = spawnSync(cmd, args, { cwd, env: childEnv(), encoding: 'utf8', timeout, maxBuffer: 1 << 26 });
-  return { ...r, output: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
-}
-
-let work, tarball, consumer;
+let consumer;
 /** Paths inside the tarball, without the leading 'package/'. */
 let packed = [];
-const timings = {};
+let timings = {};
 
 before(() => {
-  work = mkdtempSync(join(tmpdir(), 'qkv-package-'));
-  let t0 = performance.now();
-  const pack = sh('npm', ['pack', '--json', '--pack-destination', work], root);
-  assert.equal(pack.status, 0, `npm pack failed:\n${pack.output}`);
-  const [meta] = JSON.parse(pack.stdout.slice(pack.stdout.indexOf('[')));
-  tarball = join(work, meta.filename);
-  assert.ok(existsSync(tarball), `npm pack wrote no ${tarball}`);
-  const list = sh('tar', ['-tzf', tarball], work);
-  assert.equal(list.status, 0, `tar -tzf failed:\n${list.output}`);
-  packed = list.stdout.split('\n').filter(Boolean).map((p) => p.replace(/^package\//, ''));
-  timings.pack = performance.now() - t0;
-
-  t0 = performance.now();
-  consumer = join(work, 'consumer');
-  mkdirSync(consumer);
-  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'qkv-consumer', version: '1.0.0', private: true, type: 'module' }, null, 2));
-  let install = sh('npm', ['install', tarball, '--no-audit', '--no-fund', '--offline'], consumer);
-  if (install.status !== 0) install = sh('npm', ['install', tarball, '--no-audit', '--no-fund'], consumer);
-  assert.equal(install.status, 0, `npm install of the tarball failed:\n${install.output}`);
+  // Packed and installed once per content, shared with docs_examples.test.mjs (packed-package.mjs).
+  ({ consumer, packed, timings } = installedPackage());
   for (const f of readdirSync(consumerSources)) {
     if (/\.(mjs|ts)$/.test(f)) copyFileSync(join(consumerSources, f), join(consumer, f));
   }
-  timings.install = performance.now() - t0;
-});
-
-after(() => {
-  if (process.env.QKV_KEEP_PACKAGE_TMP) console.log(`# consumer project kept at ${consumer}`);
-  else if (work) rmSync(work, { recursive: true, force: true });
 });
 
 // ---------------------------------------------------------------------------------------------
