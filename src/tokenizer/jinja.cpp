@@ -79,6 +79,7 @@ struct Value {
   int depth = 0;
   bool has_ns = false;
   bool is_loop = false;  // the 'loop' variable of a for loop (has cycle())
+  bool tuple = false;    // a list that Python would hold as a tuple: printed (a, b), never equal to a list
 
   static Value none() { Value v; v.k = K::None; return v; }
   static Value boolean(bool x) { Value v; v.k = K::Bool; v.b = x; return v; }
@@ -154,6 +155,13 @@ void Value::put(const std::string& key, Value v, bool int_key) {
   for (Entry& e : *d)
     if (e.int_key == int_key && e.first == key) { e.second = std::move(v); return; }
   d->emplace_back(key, std::move(v), int_key);
+}
+
+// A (key, value) tuple, as items() and dictsort give.
+Value pair(Value a, Value b) {
+  Value v = Value::list({std::move(a), std::move(b)});
+  v.tuple = true;
+  return v;
 }
 
 // A dict key as a value (what iterating a dict, keys() and items() give).
@@ -300,7 +308,8 @@ bool dump(std::string& o, const Value& v, const Style& st, int level) {
           });
         }
       }
-      o += list ? '[' : '{';
+      const bool paren = v.tuple && !st.json;  // Python prints a tuple (a, b), a 1-tuple (a,)
+      o += paren ? '(' : list ? '[' : '{';
       const bool pretty = st.json && st.pretty && n > 0;
       for (size_t i = 0; i < n; i++) {
         if (i) o += st.json ? st.isep : ", ";
@@ -325,7 +334,8 @@ bool dump(std::string& o, const Value& v, const Style& st, int level) {
         o += '\n';
         for (int k = 0; k < level; k++) o += st.ind;
       }
-      o += list ? ']' : '}';
+      if (paren && n == 1) o += ',';
+      o += paren ? ')' : list ? ']' : '}';
       break;
     }
   }
@@ -382,6 +392,7 @@ bool equal(const Value& a, const Value& b) {
     case Value::K::Func: return a.s == b.s && a.macro == b.macro;
     case Value::K::List:
       if (a.l == b.l) return true;
+      if (a.tuple != b.tuple) return false;
       if (a.l->size() != b.l->size()) return false;
       for (size_t i = 0; i < a.l->size(); i++) {
         charge(16);
@@ -608,9 +619,22 @@ std::vector<Tok> lex(const std::string& s) {
     } else if (std::isdigit((unsigned char)c)) {
       size_t j = i;
       while (j < s.size() && std::isdigit((unsigned char)s[j])) j++;
+      bool real = false;
       if (j + 1 < s.size() && s[j] == '.' && std::isdigit((unsigned char)s[j + 1])) {
         j++;
         while (j < s.size() && std::isdigit((unsigned char)s[j])) j++;
+        real = true;
+      }
+      if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {  // an exponent: 1e20, 2.5e-7
+        size_t k = j + 1;
+        if (k < s.size() && (s[k] == '+' || s[k] == '-')) k++;
+        if (k < s.size() && std::isdigit((unsigned char)s[k])) {
+          while (k < s.size() && std::isdigit((unsigned char)s[k])) k++;
+          j = k;
+          real = true;
+        }
+      }
+      if (real) {
         Tok t{Tok::T::Float, s.substr(i, j - i)};
         t.f = std::strtod(t.s.c_str(), nullptr);
         out.push_back(t);
@@ -660,7 +684,7 @@ struct Expr {
   std::string name;  // Var, Attr, Call (method or function), Filter, Test, Bin (operator)
   std::vector<ExprP> a;  // operands; Call/Filter/Test: a[0] is the object (null for plain calls), then arguments
   std::vector<std::pair<std::string, ExprP>> kw;  // keyword arguments
-  bool negate = false;  // Test: 'is not'
+  bool negate = false;  // Test: 'is not'; ListLit: a tuple
   int h = 1;  // the height of the tree under this node
 };
 
@@ -831,15 +855,20 @@ class Parser {
       else return e;
     }
   }
-  ExprP unary() {
+  // As Jinja2 reads it: the filters after a signed operand apply to the signed value (-3|abs is 3).
+  ExprP unary(bool with_filter = true) {
+    ExprP e;
     if (accept_op("-")) {
       Depth d(this);
-      ExprP e = node(Expr::T::Neg);
-      adopt(e, unary());
-      return e;
+      e = node(Expr::T::Neg);
+      adopt(e, unary(false));
+    } else if (accept_op("+")) {
+      Depth d(this);
+      e = unary(false);
+    } else {
+      e = postfix(primary());
     }
-    if (accept_op("+")) return unary();
-    return filtered(postfix(primary()));
+    return with_filter ? filtered(std::move(e)) : std::move(e);
   }
   void call_args(Expr* e) {
     if (accept_op(")")) return;
@@ -963,13 +992,18 @@ class Parser {
       return e;
     }
     if (accept_op("(")) {
-      if (accept_op(")")) return node(Expr::T::ListLit);  // () : an empty tuple
+      if (accept_op(")")) {  // () : an empty tuple
+        ExprP t = node(Expr::T::ListLit);
+        t->negate = true;
+        return t;
+      }
       ExprP e = expr();
       if (!accept_op(",")) {
         expect_op(")");
         return e;
       }
-      ExprP t = node(Expr::T::ListLit);  // a tuple, held as a list (what loops, 'in' and filters see is the same)
+      ExprP t = node(Expr::T::ListLit);  // a tuple: a list marked as one (what loops, 'in' and filters see is the same)
+      t->negate = true;
       adopt(t, std::move(e));
       items(t.get(), ")");
       return t;
@@ -1747,7 +1781,7 @@ class Renderer {
       if (m == "items" || m == "keys" || m == "values") {
         List l;
         for (const auto& kv : *obj.d)
-          l.push_back(m == "keys" ? key_value(kv) : m == "values" ? kv.second : Value::list({key_value(kv), kv.second}));
+          l.push_back(m == "keys" ? key_value(kv) : m == "values" ? kv.second : pair(key_value(kv), kv.second));
         return Value::list(std::move(l));
       }
     }
@@ -2074,7 +2108,7 @@ class Renderer {
     }
     if (f == "items") {
       List l;
-      if (v.k == Value::K::Dict) for (const auto& kv : *v.d) l.push_back(Value::list({key_value(kv), kv.second}));
+      if (v.k == Value::K::Dict) for (const auto& kv : *v.d) l.push_back(pair(key_value(kv), kv.second));
       else if (v.defined()) bad_template("items of " + brief(v));
       return Value::list(std::move(l));
     }
@@ -2086,7 +2120,7 @@ class Renderer {
       if (by != "key" && by != "value") bad_template("dictsort can only sort by 'key' or 'value'");
       const bool rev = truthy(arg(a, kw, 2, "reverse", Value::boolean(false)));
       List l;
-      for (const auto& kv : *v.d) l.push_back(Value::list({key_value(kv), kv.second}));
+      for (const auto& kv : *v.d) l.push_back(pair(key_value(kv), kv.second));
       const size_t at = by == "key" ? 0 : 1;
       std::stable_sort(l.begin(), l.end(), [&](const Value& x, const Value& y) {
         return rev ? sort_less((*y.l)[at], (*x.l)[at], cs) : sort_less((*x.l)[at], (*y.l)[at], cs);
@@ -2136,14 +2170,26 @@ class Renderer {
       const int64_t pad = w - n, left = pad / 2 + (pad & w & 1);  // Python's str.center
       return Value::str(std::string((size_t)left, ' ') + s + std::string((size_t)(pad - left), ' '));
     }
-    if (f == "wordcount") {
+    if (f == "wordcount") {  // runs of word characters (\w): letters, digits, _; symbols, punctuation and emoji end a word
+      const std::string t = to_text(v);
       int64_t n = 0;
       bool in = false;
-      for (const char c : to_text(v)) {
-        const bool w = std::isalnum((unsigned char)c) || c == '_' || (unsigned char)c >= 0x80;
+      for (size_t i = 0; i < t.size();) {
+        const size_t len = utf8_len(t, i);
+        uint32_t cp = (unsigned char)t[i];
+        if (len > 1) {
+          cp &= 0xff >> (len + 1);
+          for (size_t k = 1; k < len; k++) cp = cp << 6 | ((unsigned char)t[i + k] & 0x3f);
+        }
+        const bool w = cp < 0x80 ? (std::isalnum((int)cp) || cp == '_')
+                                 : !((cp >= 0x80 && cp <= 0xbf && cp != 0xaa && cp != 0xb5 && cp != 0xba) || cp == 0xd7 || cp == 0xf7 ||
+                                     (cp >= 0x2000 && cp <= 0x2bff) || (cp >= 0x3000 && cp <= 0x303f) || (cp >= 0x1f000 && cp <= 0x1faff) ||
+                                     (cp >= 0xfe00 && cp <= 0xfe0f));
         n += w && !in;
         in = w;
+        i += len;
       }
+      charge(t.size());
       return Value::integer(n);
     }
     if (f == "batch") {
@@ -2221,19 +2267,39 @@ class Renderer {
     }
     if (o.k == Value::K::List || o.k == Value::K::Str) {
       if (!k.number()) return Value();
-      const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size() : (int64_t)o.s.size();
+      const std::vector<size_t> at = o.k == Value::K::Str ? char_starts(o.s) : std::vector<size_t>();
+      const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size() : at.empty() ? (int64_t)o.s.size() : (int64_t)at.size() - 1;
       int64_t i = as_int(k, "an index");
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Value();
-      return o.k == Value::K::List ? (*o.l)[(size_t)i] : Value::str(std::string(1, o.s[(size_t)i]));
+      return o.k == Value::K::List ? (*o.l)[(size_t)i] : Value::str(char_at(o.s, at, i));
     }
     return Value();
+  }
+
+  // Where each character (code point) of s starts, and s.size() at the end, as Python indexes a
+  // str; empty for ASCII text, whose characters are its bytes.
+  static std::vector<size_t> char_starts(const std::string& s) {
+    std::vector<size_t> at;
+    bool ascii = true;
+    for (const char c : s) ascii = ascii && (unsigned char)c < 0x80;
+    charge(s.size());
+    if (ascii) return at;
+    for (size_t i = 0; i < s.size(); i += utf8_len(s, i)) at.push_back(i);
+    at.push_back(s.size());
+    return at;
+  }
+  // Character k of s (0 <= k < its length), given char_starts(s).
+  static std::string char_at(const std::string& s, const std::vector<size_t>& at, int64_t k) {
+    if (at.empty()) return std::string(1, s[(size_t)k]);
+    return s.substr(at[(size_t)k], at[(size_t)k + 1] - at[(size_t)k]);
   }
 
   Value slice(const Expr& e) {
     const Value o = eval(*e.a[0]);
     if (o.k != Value::K::List && o.k != Value::K::Str) bad_template("slicing " + brief(o));
-    const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size() : (int64_t)o.s.size();
+    const std::vector<size_t> at = o.k == Value::K::Str ? char_starts(o.s) : std::vector<size_t>();
+    const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size() : at.empty() ? (int64_t)o.s.size() : (int64_t)at.size() - 1;
     const int64_t step = e.a[3] ? as_int(eval(*e.a[3]), "a slice step") : 1;
     if (step == 0) bad_template("a slice step of 0");
     auto bound = [&](const ExprP& x, int64_t dflt) {
@@ -2249,10 +2315,16 @@ class Renderer {
     std::string s;
     for (int64_t i = lo; step > 0 ? i < hi : i > hi;) {
       if (o.k == Value::K::List) l.push_back((*o.l)[(size_t)i]);
-      else s += o.s[(size_t)i];
+      else if (at.empty()) s += o.s[(size_t)i];
+      else s.append(o.s, at[(size_t)i], at[(size_t)i + 1] - at[(size_t)i]);
       if (__builtin_add_overflow(i, step, &i)) break;  // past either end
     }
-    return o.k == Value::K::List ? Value::list(std::move(l)) : Value::str(std::move(s));
+    if (o.k == Value::K::List) {
+      Value r = Value::list(std::move(l));
+      r.tuple = o.tuple;
+      return r;
+    }
+    return Value::str(std::move(s));
   }
 
   Value eval(const Expr& e) {
@@ -2286,7 +2358,9 @@ class Renderer {
       case Expr::T::ListLit: {
         List l;
         for (const auto& x : e.a) l.push_back(eval(*x));
-        return Value::list(std::move(l));
+        Value v = Value::list(std::move(l));
+        v.tuple = e.negate;
+        return v;
       }
       case Expr::T::DictLit: {
         Value d = Value::dict();

@@ -594,3 +594,61 @@ TEST(Jinja, FiltersMembershipAndSearchAreCharged) {
   // strip with a long set of characters reads each character once.
   EXPECT_EQ(outcome_in_child("{% set c = 'ab' * 4000000 %}{{ (c ~ 'x' ~ c).strip(c) }}"), "rendered:x");
 }
+
+// The constructs that llama.cpp's collection of real chat templates uses beyond the basics
+// (issue 32): each written into templates of our own and compared with Jinja2 over plain,
+// multi-turn, tool-use and Unicode conversations.
+TEST(Jinja, ConstructsOfRealTemplatesRenderAsJinja2Does) {
+  const char* const templates[] = {
+      // dictsort (integer keys, by value, reversed, case-blind), integer dict keys looked up,
+      // tested with 'in', printed and dumped; tuples print as Python prints them.
+      "{%- set budgets = {0: 0, 512: 128, 1024: 256, 16384: 1024} -%}\n"
+      "{%- set ns = namespace(interval=None) -%}\n"
+      "{%- for k, v in budgets | dictsort -%}{%- if ns.interval is none and 700 <= k -%}{%- set ns.interval = v -%}{%- endif -%}{%- endfor -%}\n"
+      "{{ ns.interval }} {{ budgets[16384] }} {{ budgets[3] is undefined }} {{ 512 in budgets }} {{ '512' in budgets }}\n"
+      "{{ budgets }} {{ budgets | tojson }} {{ {'b': 2, 'A': 1, 'c': 0} | dictsort }} {{ {'b': 2, 'A': 1} | dictsort(true) }}\n"
+      "{{ {'b': 2, 'a': 3, 'c': 1} | dictsort(by='value', reverse=true) }} {{ {'x': 1}.items() | list }} {{ (1,) }} {{ () }} {{ (1, 'a') == [1, 'a'] }}\n"
+      "{%- for m in messages %}\n{{ loop.index }}: {{ {'role': m.role, 'n': loop.index} | dictsort | map('last') | list }}{% endfor %}",
+      // tojson's options as Hugging Face passes them to json.dumps, over the tool definitions and
+      // tool calls; map with a filter, attribute paths with defaults, selections over none.
+      "{%- if tools is defined %}{% for t in tools %}\n{{ t | tojson(ensure_ascii=False) }}\n{{ t | tojson(ensure_ascii=True) }}\n"
+      "{{ t.function.parameters | tojson(indent=2) }}\n{{ t | tojson(separators=(',', ':'), sort_keys=true) }}\n"
+      "{{ t.function.parameters.properties | dictsort | map('first') | join(', ') }}{% endfor %}{% endif %}\n"
+      "{%- for m in messages %}\n{{ m.role | upper }}: {{ m.content | tojson(ensure_ascii=true) }} {{ m.tool_calls | map(attribute='function.name') | list }}"
+      "{% for tc in m.tool_calls %} {{ tc.function.arguments | tojson(sort_keys=true) }} {{ tc.function.arguments | items | list }}{% endfor %}{% endfor %}\n"
+      "{{ none | selectattr('role') | list }} {{ nothing | select | list }} {{ none | rejectattr('x') | list }} {{ '' | select | list }}\n"
+      "{{ messages | map(attribute='name', default='anon') | list }} {{ messages | map(attribute='role') | map('capitalize') | unique | list }}\n"
+      "{{ messages | selectattr('tool_calls', 'defined') | list | length }} {{ messages | map(attribute='content') | map('length') | sum }}",
+      // {% filter %} blocks (with arguments, chained), characters counted, sliced and indexed as
+      // Python counts them (Unicode text), and the filters real templates use.
+      "{%- for m in messages %}{% filter upper %}{{ m.role }}{% endfilter %}: {% filter replace('a', '4') | trim %}  {{ m.content }}  {% endfilter %}\n"
+      "{{ m.content | length }} {{ m.content[:4] }}|{{ m.content[-1:] }}|{{ m.content[1] if m.content }}|{{ m.content | first }}|{{ m.content | last }}|"
+      "{{ m.content | reverse }}|{{ m.content | wordcount }}|{{ m.content | list | length }}|{{ m.content.split() | join(',') }}\n{% endfor %}"
+      "{% filter indent(2, true) %}a\nb{% endfilter %}\n"
+      "{{ [3, 1, 2] | sort }} {{ ['b', 'A', 'c'] | sort }} {{ ['b', 'A', 'c'] | sort(case_sensitive=true) }} {{ [3, 1, 2] | sort(reverse=true) | join }} "
+      "{{ [1, 5, 3] | max }} {{ [4, 2] | min }} {{ ['b', 'C'] | max }} {{ [1, 2, 3] | sum }} {{ [{'n': 2}, {'n': 1}] | sort(attribute='n') | map(attribute='n') | list }}\n"
+      "{{ -3 | abs }} {{ 1e20 }} {{ 2.5e-7 }} {{ 10 / 3 }} {{ 1.5 | int }} {{ '42' | int }} {{ 'x' | int(7) }} {{ ' 3.5 ' | float }} {{ 'Hi' | center(10) }}|"
+      "{{ [1, 2, 3, 4, 5] | batch(2) | list }} {{ '<a href=\"x\">' | e }} {{ 'abc'.replace('', '-') }} {{ 'a\\tb\\x01' | list }} {{ ['x\\ty'] }}\n"
+      "{%- macro fmt(v, keys=True) -%}{%- if v is mapping -%}{ {%- for k, x in v | dictsort -%}{{ k if keys else k | upper }}:{{ fmt(x, keys=keys) }}"
+      "{{ ',' if not loop.last }}{%- endfor -%} }{%- elif v is string -%}<{{ v }}>{%- elif v is sequence -%}[{{ v | map('string') | join('|') }}]"
+      "{%- else -%}{{ v }}{%- endif -%}{%- endmacro -%}\n"
+      "{{ fmt({'b': [1, 2], 'a': {'y': 'z', 'x': 1.0}}) }} {{ fmt({'k': none}, keys=false) }}",
+  };
+  const std::vector<JinjaMessage> tool_turns = {
+      {"system", "You help."},
+      {"user", "Weather in Paris? Caf\xc3\xa9 \xe2\x98\x95"},
+      {"assistant", "", R"({"tool_calls": [{"id": "call_abc123456", "type": "function", "function": {"name": "get_weather", "arguments": {"unit": "\u00b0C", "city": "Paris"}}}]})"},
+      {"tool", "{\"temp\": 21}", R"({"name": "get_weather", "tool_call_id": "call_abc123456"})"},
+      {"assistant", "It is 21 \xc2\xb0""C \xf0\x9f\x99\x82"},
+  };
+  const std::string tools =
+      R"({"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Current weather \u2014 \"now\"",)"
+      R"( "parameters": {"type": "object", "properties": {"unit": {"type": "string", "enum": ["\u00b0C", "\u00b0F"]}, "city": {"type": "string"}}, "required": ["city"]}}}]})";
+  std::vector<std::vector<JinjaMessage>> conversations = kConversations;
+  conversations.push_back(tool_turns);
+  std::vector<Case> cases;
+  for (const char* t : templates)
+    for (const auto& c : conversations)
+      for (bool gen : {true, false}) cases.push_back({t, &c, gen, &c == &conversations.back() ? tools : ""});
+  EXPECT_EQ(compare_with_jinja2(cases, 2 * conversations.size()), 0);
+}
