@@ -383,6 +383,21 @@ TEST(Jinja, ChatLayerUsesTheTemplateAndDropsADoubledBos) {
   EXPECT_FALSE(detect_chat_template("<|im_start|>{{ 'fixed text' }}").jinja_ok);
   EXPECT_FALSE(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").jinja_ok);
   EXPECT_EQ(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").format, ChatFormat::ChatML);
+  // Falling back says why: the construct the subset lacks, a template error, or lost messages.
+  EXPECT_NE(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").fallback_reason.find("leaves out"), std::string::npos);
+  ct = detect_chat_template("<|im_start|>{% for m in messages %}{{ m.content | wordwrap(40) }}{% endfor %}");
+  EXPECT_FALSE(ct.jinja_ok);
+  EXPECT_FALSE(ct.guessed);  // ChatML, recognized: rendered by hand
+  EXPECT_NE(ct.fallback_reason.find("the filter 'wordwrap'"), std::string::npos) << ct.fallback_reason;
+  EXPECT_NE(ct.fallback_reason.find("unsupported"), std::string::npos) << ct.fallback_reason;
+  ct = detect_chat_template("{% for m in messages %}{% include 'turn.jinja' %}{% endfor %}");
+  EXPECT_TRUE(ct.guessed);
+  EXPECT_NE(ct.fallback_reason.find("the 'include' statement"), std::string::npos) << ct.fallback_reason;
+  ct = detect_chat_template("<|im_start|>{{ messages[0].content - 1 }}");
+  EXPECT_NE(ct.fallback_reason.find("cannot apply '-'"), std::string::npos) << ct.fallback_reason;
+  EXPECT_NE(ct.fallback_reason.find("bad_model"), std::string::npos) << ct.fallback_reason;
+  EXPECT_EQ(detect_chat_template(t).fallback_reason, "");
+  EXPECT_EQ(detect_chat_template("").fallback_reason, "");
 }
 
 TEST(Jinja, HostileTemplatesFailCleanly) {
