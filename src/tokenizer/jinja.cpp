@@ -80,6 +80,10 @@ struct Value {
   bool has_ns = false;
   bool is_loop = false;  // the 'loop' variable of a for loop (has cycle())
   bool tuple = false;    // a list that Python would hold as a tuple: printed (a, b), never equal to a list
+  // What Jinja2's map, select, reject, selectattr, rejectattr, unique, batch, reverse and items
+  // give: a generator, not a list. It is always true, has no length, last item or index, equals
+  // only itself, and cannot be printed or dumped (Jinja2 prints its address) until | list.
+  bool lazy = false;
 
   static Value none() { Value v; v.k = K::None; return v; }
   static Value boolean(bool x) { Value v; v.k = K::Bool; v.b = x; return v; }
@@ -179,7 +183,7 @@ bool truthy(const Value& v) {
     case Value::K::Int: return v.i != 0;
     case Value::K::Float: return v.f != 0;
     case Value::K::Str: return !v.s.empty();
-    case Value::K::List: return !v.l->empty();
+    case Value::K::List: return v.lazy || !v.l->empty();
     case Value::K::Dict: return !v.d->empty();
     case Value::K::Func: return true;
   }
@@ -284,6 +288,7 @@ void repr_str(std::string& o, const std::string& s) {
 // (the text is then cut short and the caller decides what that means).
 bool dump(std::string& o, const Value& v, const Style& st, int level) {
   charge(8 + (v.k == Value::K::Str ? v.s.size() : 0));
+  if (v.lazy) bad_template("a generator (what map, select, reject, unique, batch, reverse and items give) cannot be printed or dumped: add | list");
   switch (v.k) {
     case Value::K::Undef: case Value::K::None: o += st.json ? "null" : "None"; break;
     case Value::K::Bool: o += st.json ? (v.b ? "true" : "false") : (v.b ? "True" : "False"); break;
@@ -392,7 +397,7 @@ bool equal(const Value& a, const Value& b) {
     case Value::K::Func: return a.s == b.s && a.macro == b.macro;
     case Value::K::List:
       if (a.l == b.l) return true;
-      if (a.tuple != b.tuple) return false;
+      if (a.tuple != b.tuple || a.lazy || b.lazy) return false;
       if (a.l->size() != b.l->size()) return false;
       for (size_t i = 0; i < a.l->size(); i++) {
         charge(16);
@@ -1546,7 +1551,7 @@ class Renderer {
       if (a.s.size() + b.s.size() > kMaxOutput) too_much("a string grows too long");
       return Value::str(a.s + b.s);
     }
-    if (op == "+" && a.k == Value::K::List && b.k == Value::K::List) {
+    if (op == "+" && a.k == Value::K::List && b.k == Value::K::List && !a.lazy && !b.lazy) {
       List l = *a.l;
       l.insert(l.end(), b.l->begin(), b.l->end());
       return Value::list(std::move(l));
@@ -1929,11 +1934,17 @@ class Renderer {
     }
   }
 
+  static Value lazy(Value v) {
+    v.lazy = true;
+    return v;
+  }
+
   Value apply_filter(const std::string& f, const Value& v, const std::vector<Value>& a, const Kw& kw) {
     charge(64);
     std::string r;
     // Each filter reads only what it needs: no input is printed whole unless the filter prints it.
     if (f == "trim") return Value::str(strip(to_text(v), a.empty() ? ws() : as_str(a[0], "trim"), true, true));
+    if ((f == "length" || f == "count" || f == "last") && v.lazy) bad_template("a generator has no " + std::string(f == "last" ? "last item" : "length") + ": add | list");
     if (f == "length" || f == "count") {
       if (v.k == Value::K::Str) return Value::integer(code_points(v.s));
       if (v.k == Value::K::List) return Value::integer((int64_t)v.l->size());
@@ -2069,16 +2080,16 @@ class Renderer {
         }
         if (!dup) seen.push_back(k), out.push_back(x);
       }
-      return Value::list(std::move(out));
+      return lazy(Value::list(std::move(out)));
     }
-    if (f == "list") return v.k == Value::K::List ? v : Value::list(items_of(v, "list"));
+    if (f == "list") return Value::list(items_of(v, "list"));
     if (f == "reverse") {
       if (v.k == Value::K::Str) {
         const std::vector<std::string> cs = chars(v.s);
         for (auto it = cs.rbegin(); it != cs.rend(); ++it) r += *it;
         return Value::str(std::move(r));
       }
-      if (v.k == Value::K::List) return Value::list(List(v.l->rbegin(), v.l->rend()));
+      if (v.k == Value::K::List) return lazy(Value::list(List(v.l->rbegin(), v.l->rend())));
       bad_template("reverse of " + brief(v));
     }
     if (f == "replace" && a.size() >= 2) {
@@ -2086,7 +2097,7 @@ class Renderer {
       return Value::str(replace_all(to_text(v), as_str(a[0], "replace"), as_str(a[1], "replace"), count));
     }
     if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr")
-      return select(v, a, f.size() > 6, f[0] == 's');
+      return lazy(select(v, a, f.size() > 6, f[0] == 's'));
     if (f == "map") {
       const List items = items_of(v, "map");
       List l;
@@ -2104,13 +2115,13 @@ class Renderer {
         const std::vector<Value> rest(a.begin() + 1, a.end());
         for (const Value& item : items) l.push_back(apply_filter(g, item, rest, kw));
       }
-      return Value::list(std::move(l));
+      return lazy(Value::list(std::move(l)));
     }
     if (f == "items") {
       List l;
       if (v.k == Value::K::Dict) for (const auto& kv : *v.d) l.push_back(pair(key_value(kv), kv.second));
       else if (v.defined()) bad_template("items of " + brief(v));
-      return Value::list(std::move(l));
+      return lazy(Value::list(std::move(l)));
     }
     if (f == "dictsort") {  // (key, value) pairs, by key (or by='value'), case-blind unless case_sensitive
       only_kw("dictsort", kw, {"case_sensitive", "by", "reverse"});
@@ -2205,7 +2216,7 @@ class Renderer {
         if (fill.defined()) while ((int64_t)cur.size() < n) cur.push_back(fill);
         out.push_back(Value::list(std::move(cur)));
       }
-      return Value::list(std::move(out));
+      return lazy(Value::list(std::move(out)));
     }
     if (f == "attr") {
       const Value* p = v.get(as_str(arg(a, kw, 0, "name"), "attr"));
@@ -2227,7 +2238,7 @@ class Renderer {
     if (t == "false") return v.k == Value::K::Bool && !v.b;
     if (t == "mapping") return v.k == Value::K::Dict;
     if (t == "iterable") return v.k == Value::K::List || v.k == Value::K::Dict || v.k == Value::K::Str;
-    if (t == "sequence") return v.k == Value::K::List || v.k == Value::K::Str;
+    if (t == "sequence") return (v.k == Value::K::List && !v.lazy) || v.k == Value::K::Str;
     if (t == "callable") return v.k == Value::K::Func;
     if (t == "odd" || t == "even") return (as_int(v, t.c_str()) % 2 != 0) == (t == "odd");
     if ((t == "eq" || t == "equalto" || t == "==" || t == "sameas") && a.size() == 1) return equal(v, a[0]);
@@ -2261,6 +2272,7 @@ class Renderer {
   Value index(const Expr& e) {
     const Value o = eval(*e.a[0]);
     const Value k = eval(*e.a[1]);
+    if (o.lazy) return Value();  // a generator has no items by index
     if (o.k == Value::K::Dict) {
       const Value* v = o.get(k);
       return v ? *v : Value();
@@ -2297,6 +2309,7 @@ class Renderer {
 
   Value slice(const Expr& e) {
     const Value o = eval(*e.a[0]);
+    if (o.lazy) return Value();
     if (o.k != Value::K::List && o.k != Value::K::Str) bad_template("slicing " + brief(o));
     const std::vector<size_t> at = o.k == Value::K::Str ? char_starts(o.s) : std::vector<size_t>();
     const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size() : at.empty() ? (int64_t)o.s.size() : (int64_t)at.size() - 1;

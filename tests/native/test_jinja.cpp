@@ -648,7 +648,16 @@ TEST(Jinja, ConstructsOfRealTemplatesRenderAsJinja2Does) {
       "{{ ',' if not loop.last }}{%- endfor -%} }{%- elif v is string -%}<{{ v }}>{%- elif v is sequence -%}[{{ v | map('string') | join('|') }}]"
       "{%- else -%}{{ v }}{%- endif -%}{%- endmacro -%}\n"
       "{{ fmt({'b': [1, 2], 'a': {'y': 'z', 'x': 1.0}}) }} {{ fmt({'k': none}, keys=false) }}",
+      // map, select and friends give generators in Jinja2: always true, no index or length, equal
+      // only to themselves, iterable but not a sequence.
+      "{% if messages | selectattr('role', 'eq', 'nobody') %}T{% endif %}{{ (messages | map(attribute='role'))[0] is undefined }} "
+      "{{ ([1] | select) == [1] }} {{ 'user' in messages | map(attribute='role') }} {{ messages | map(attribute='role') | first }} "
+      "{{ [1, 2] | reverse | join }} {{ [1] | select is sequence }} {{ [1] | select is iterable }} {{ {'a': 1} | items | list }} "
+      "{{ messages | selectattr('role', 'eq', 'nobody') | list | length }} {{ [3, 1, 3] | unique | list }}",
   };
+  // ... and dumping one raises in Jinja2 (json.dumps of a generator), as llama.cpp's DeepSeek R1
+  // template does with tools: qkv refuses it too.
+  const char* const raising = "{{ tools | map(attribute='function') | tojson }}{{ messages | select | length }}";
   const std::vector<JinjaMessage> tool_turns = {
       {"system", "You help."},
       {"user", "Weather in Paris? Caf\xc3\xa9 \xe2\x98\x95"},
@@ -666,4 +675,8 @@ TEST(Jinja, ConstructsOfRealTemplatesRenderAsJinja2Does) {
     for (const auto& c : conversations)
       for (bool gen : {true, false}) cases.push_back({t, &c, gen, &c == &conversations.back() ? tools : ""});
   EXPECT_EQ(compare_with_jinja2(cases, 2 * conversations.size()), 0);
+  cases.clear();
+  for (const auto& c : conversations)
+    for (bool gen : {true, false}) cases.push_back({raising, &c, gen, &c == &conversations.back() ? tools : ""});
+  EXPECT_EQ(compare_with_jinja2(cases, 2 * conversations.size()), (int)cases.size());
 }
