@@ -67,6 +67,7 @@ class JsEncDec {
     o.set("tokenizer", std::string(tok_->is_unigram() ? "unigram" : tok_->is_bpe() ? "bpe" : "sentencepiece"));
     o.set("chatFormat", std::string("none"));
     o.set("chatFormatGuessed", false);
+    o.set("chatFallbackReason", std::string());
     return o;
   }
 

@@ -273,6 +273,7 @@ class JsModel {
     o.set("chatFormat", std::string(chat_format_name(ct.format)));
     o.set("chatFormatGuessed", ct.guessed);
     o.set("chatTemplate", std::string(ct.jinja_ok ? "jinja" : ct.jinja.empty() ? "none" : "builtin"));
+    o.set("chatFallbackReason", ct.fallback_reason);
     return o;
   }
 

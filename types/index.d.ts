@@ -236,6 +236,12 @@ export interface ModelInfo {
    * chatFormat by hand (the template uses Jinja that the subset lacks), 'none' (no template).
    */
   chatTemplate: 'jinja' | 'builtin' | 'none';
+  /**
+   * Why chatTemplate is 'builtin' (or chatFormatGuessed is true with a template): the construct
+   * qkv's Jinja subset lacks or the error the template ran into, e.g. "chat template: the filter
+   * 'wordwrap' (unsupported)". Empty when the model's template is used or there is none.
+   */
+  chatFallbackReason: string;
   threads: number;
   /** The kernels' instruction set: 'wasm' (SIMD128) or 'wasm-relaxed' (relaxed SIMD); natively e.g. 'avx512bw'. */
   simd: string;

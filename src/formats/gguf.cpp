@@ -32,6 +32,13 @@ class Reader {
     off_ += sizeof(T);
     return v;
   }
+  // n bytes in place (n already bounded by the file).
+  const uint8_t* bytes(uint64_t n, const char* what) {
+    need(n, what);
+    const uint8_t* p = p_ + off_;
+    off_ += n;
+    return p;
+  }
   std::string str(const char* what) {
     uint64_t len = read<uint64_t>(what);
     if (len > left()) bad(std::string("the length of ") + what + " (" + std::to_string(len) + ") runs past the end of the file");
@@ -44,6 +51,9 @@ class Reader {
   const uint8_t* p_;
   uint64_t n_, off_ = 0;
 };
+
+constexpr uint64_t kMaxKeys = 1u << 16;
+constexpr uint64_t kMaxNestedArrays = 1u << 16;
 
 uint64_t scalar_size(GgufKind k) {
   switch (k) {
@@ -87,8 +97,26 @@ GgufValue read_value(Reader& r, GgufKind kind, const std::string& key, int depth
       uint64_t min_each = v.elem == GgufKind::STRING ? 8 : v.elem == GgufKind::ARRAY ? 12 : scalar_size(v.elem);
       if (count > r.left() / std::max<uint64_t>(min_each, 1))
         bad("key " + key + " claims " + std::to_string(count) + " array elements, more than the file holds");
-      v.arr.reserve(count);
-      for (uint64_t i = 0; i < count; i++) v.arr.push_back(read_value(r, v.elem, key, depth + 1));
+      if (v.elem == GgufKind::ARRAY) {
+        // Each held as a value (~150 bytes): bounded, as no model needs many.
+        if (count > kMaxNestedArrays) bad("key " + key + " has " + std::to_string(count) + " arrays in an array (at most " + std::to_string(kMaxNestedArrays) + ")");
+        v.arr.reserve(count);
+        for (uint64_t i = 0; i < count; i++) v.arr.push_back(read_value(r, v.elem, key, depth + 1));
+      } else if (v.elem == GgufKind::STRING) {
+        v.ends.reserve(count);
+        for (uint64_t i = 0; i < count; i++) {
+          const uint64_t len = r.read<uint64_t>(key.c_str());
+          if (len > r.left()) bad("the length of a string in " + key + " (" + std::to_string(len) + ") runs past the end of the file");
+          v.chars.append(reinterpret_cast<const char*>(r.bytes(len, key.c_str())), len);
+          v.ends.push_back(v.chars.size());
+        }
+      } else {
+        const uint8_t* p = r.bytes(count * scalar_size(v.elem), key.c_str());
+        if (v.elem == GgufKind::BOOL)
+          for (uint64_t i = 0; i < count; i++)
+            if (p[i] > 1) bad("key " + key + " holds a bool with value " + std::to_string(p[i]));
+        v.raw.assign(p, p + count * scalar_size(v.elem));
+      }
       break;
     }
     default: bad("key " + key + " has unknown value kind " + std::to_string((uint32_t)kind));
@@ -160,6 +188,66 @@ bool GgufValue::is_int() const {
     case GgufKind::I32: case GgufKind::U64: case GgufKind::I64: case GgufKind::BOOL: return true;
     default: return false;
   }
+}
+
+size_t GgufValue::size() const {
+  if (kind != GgufKind::ARRAY) return 0;
+  if (elem == GgufKind::ARRAY) return arr.size();
+  if (elem == GgufKind::STRING) return ends.size();
+  return raw.size() / scalar_size(elem);
+}
+
+bool GgufValue::elems_int() const {
+  GgufValue e;
+  e.kind = elem;
+  return e.is_int();
+}
+
+GgufValue GgufValue::at(size_t i) const {
+  if (elem == GgufKind::ARRAY) return arr[i];
+  GgufValue v;
+  v.kind = elem;
+  if (elem == GgufKind::STRING) {
+    v.s = str_at(i);
+    return v;
+  }
+  const uint8_t* p = raw.data() + i * scalar_size(elem);
+  auto get = [p](auto x) {
+    std::memcpy(&x, p, sizeof x);
+    return x;
+  };
+  switch (elem) {
+    case GgufKind::U8: case GgufKind::BOOL: v.u = get(uint8_t()); v.i = (int64_t)v.u; break;
+    case GgufKind::I8: v.i = get(int8_t()); break;
+    case GgufKind::U16: v.u = get(uint16_t()); v.i = (int64_t)v.u; break;
+    case GgufKind::I16: v.i = get(int16_t()); break;
+    case GgufKind::U32: v.u = get(uint32_t()); v.i = (int64_t)v.u; break;
+    case GgufKind::I32: v.i = get(int32_t()); break;
+    case GgufKind::U64: v.u = get(uint64_t()); v.i = (int64_t)v.u; break;
+    case GgufKind::I64: v.i = get(int64_t()); break;
+    case GgufKind::F32: v.f = get(float()); break;
+    case GgufKind::F64: v.f = get(double()); break;
+    default: break;
+  }
+  return v;
+}
+
+int64_t GgufValue::int_at(size_t i) const { return at(i).i; }
+
+double GgufValue::num_at(size_t i) const {
+  const GgufValue v = at(i);
+  return v.is_float() ? v.f : (double)v.i;
+}
+
+std::string GgufValue::str_at(size_t i) const {
+  const uint64_t b = i ? ends[i - 1] : 0;
+  return chars.substr(b, ends[i] - b);
+}
+
+uint64_t GgufValue::bytes_held() const {
+  uint64_t n = sizeof(GgufValue) + s.size() + raw.size() + chars.size() + 8 * ends.size();
+  for (const GgufValue& e : arr) n += e.bytes_held();
+  return n;
 }
 
 uint64_t GgufTensorInfo::elements() const {
@@ -245,12 +333,15 @@ GgufFile GgufFile::parse_one(std::shared_ptr<const Blob> blob) {
   const uint64_t n_tensors = r.read<uint64_t>("the tensor count");
   const uint64_t n_kv = r.read<uint64_t>("the metadata count");
   if (n_kv > r.left() / 13) bad("metadata count " + std::to_string(n_kv) + " is more than the file can hold");
+  // Each key is held as a map node with a value (~250 bytes): bounded, as models have tens.
+  if (n_kv > kMaxKeys) bad("metadata count " + std::to_string(n_kv) + " is more than " + std::to_string(kMaxKeys) + " keys");
   if (n_tensors > r.left() / 28) bad("tensor count " + std::to_string(n_tensors) + " is more than the file can hold");
   for (uint64_t i = 0; i < n_kv; i++) {
     std::string key = r.str("a metadata key");
     uint32_t kind = r.read<uint32_t>(key.c_str());
     if (kind > (uint32_t)GgufKind::F64) bad("key " + key + " has unknown value kind " + std::to_string(kind));
     GgufValue v = read_value(r, (GgufKind)kind, key, 0);
+    g.metadata_bytes_ += v.bytes_held() + key.size() + 64;  // 64: the map's node
     if (!g.kv_.emplace(key, std::move(v)).second) bad("key " + key + " appears twice");
   }
   if (const GgufValue* a = g.find("general.alignment")) {

@@ -36,10 +36,25 @@ struct GgufValue {
   double f = 0;
   std::string s;
   GgufKind elem = GgufKind::U8;  // arrays: element kind
+  // Arrays, held compactly (an element of a 10 MB u8 array takes one byte, not a GgufValue):
+  // numbers and bools as the file's little-endian bytes, strings as one buffer and where each
+  // ends, arrays of arrays (small, bounded when read) as values.
+  std::vector<uint8_t> raw;
+  std::string chars;
+  std::vector<uint64_t> ends;
   std::vector<GgufValue> arr;
 
   bool is_int() const;
   bool is_float() const { return kind == GgufKind::F32 || kind == GgufKind::F64; }
+  // Arrays: the element count, whether elements are integers (or bools), and element i (i < size()).
+  size_t size() const;
+  bool elems_int() const;
+  int64_t int_at(size_t i) const;
+  double num_at(size_t i) const;  // an integer or float element as a double
+  std::string str_at(size_t i) const;
+  GgufValue at(size_t i) const;
+  // The bytes this value holds in memory (what a hostile file can make the parser keep).
+  uint64_t bytes_held() const;
 };
 
 struct GgufTensorInfo {
@@ -65,6 +80,9 @@ class GgufFile {
   const std::map<std::string, GgufValue>& metadata() const { return kv_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const std::shared_ptr<const Blob>& blob() const { return blob_; }
+  // The bytes the metadata holds in memory: about the size of the file's metadata section,
+  // whatever its arrays hold.
+  uint64_t metadata_bytes() const { return metadata_bytes_; }
 
   const GgufValue* find(const std::string& key) const;
   // Required keys: a missing one is reported by name.
@@ -85,6 +103,7 @@ class GgufFile {
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;
+  uint64_t metadata_bytes_ = 0;
   std::map<std::string, GgufValue> kv_;
   std::vector<GgufTensorInfo> tensors_;
   std::map<std::string, size_t> by_name_;

@@ -115,25 +115,25 @@ Tokenizer load_gguf_unigram(const GgufFile& g) {
   const GgufValue& tv = g.get("tokenizer.ggml.tokens");
   if (tv.kind != GgufKind::ARRAY || tv.elem != GgufKind::STRING) bad("tokenizer.ggml.tokens must be an array of strings");
   std::vector<std::string> pieces;
-  for (const GgufValue& e : tv.arr) pieces.push_back(e.s);
+  for (size_t i = 0; i < tv.size(); i++) pieces.push_back(tv.str_at(i));
   const size_t n = pieces.size();
   std::vector<float> scores(n, 0.0f);
   if (const GgufValue* s = g.find("tokenizer.ggml.scores")) {
-    if (s->kind != GgufKind::ARRAY || s->arr.size() != n) bad("tokenizer.ggml.scores must have one score per token");
-    for (size_t i = 0; i < n; i++) scores[i] = (float)(s->arr[i].is_float() ? s->arr[i].f : (double)s->arr[i].i);
+    if (s->kind != GgufKind::ARRAY || s->size() != n || !(n == 0 || s->elems_int() || s->elem == GgufKind::F32 || s->elem == GgufKind::F64))
+      bad("tokenizer.ggml.scores must have one score per token");
+    for (size_t i = 0; i < n; i++) scores[i] = (float)s->num_at(i);
   }
   std::vector<int> types;
   if (const GgufValue* t = g.find("tokenizer.ggml.token_type")) {
-    if (t->kind != GgufKind::ARRAY || t->arr.size() != n || !(n == 0 || t->arr[0].is_int()))
+    if (t->kind != GgufKind::ARRAY || t->size() != n || !(n == 0 || t->elems_int()))
       bad("tokenizer.ggml.token_type must have one integer type per token");
-    for (const GgufValue& v : t->arr) types.push_back((int)v.i);
+    for (size_t i = 0; i < n; i++) types.push_back((int)t->int_at(i));
   }
   std::vector<uint8_t> charsmap;
   if (const GgufValue* cm = g.find("tokenizer.ggml.precompiled_charsmap")) {
     if (cm->kind != GgufKind::ARRAY || (cm->elem != GgufKind::U8 && cm->elem != GgufKind::I8))
       bad("tokenizer.ggml.precompiled_charsmap must be an array of bytes");
-    charsmap.reserve(cm->arr.size());
-    for (const GgufValue& v : cm->arr) charsmap.push_back((uint8_t)(v.elem == GgufKind::I8 ? v.i : v.u));
+    charsmap.assign(cm->raw.begin(), cm->raw.end());  // u8 or i8: the bytes as they are
   }
   // llama.cpp's defaults for t5: EOS 1, UNK 2, no BOS; EOS appended.
   const int eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", 1, n), unk = gguf_token_id(g, "tokenizer.ggml.unknown_token_id", 2, n);

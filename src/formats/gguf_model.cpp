@@ -346,8 +346,8 @@ std::vector<std::string> string_array(const GgufFile& g, const std::string& key)
   const GgufValue& v = g.get(key);
   if (v.kind != GgufKind::ARRAY || v.elem != GgufKind::STRING) bad(key + " must be an array of strings");
   std::vector<std::string> out;
-  out.reserve(v.arr.size());
-  for (const GgufValue& e : v.arr) out.push_back(e.s);
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); i++) out.push_back(v.str_at(i));
   return out;
 }
 
@@ -361,9 +361,9 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
   const size_t n = pieces.size();
   std::vector<int> types;
   if (const GgufValue* t = g.find("tokenizer.ggml.token_type")) {
-    if (t->kind != GgufKind::ARRAY || t->arr.size() != n || !(n == 0 || t->arr[0].is_int()))
+    if (t->kind != GgufKind::ARRAY || t->size() != n || !(n == 0 || t->elems_int()))
       bad("tokenizer.ggml.token_type must have one integer type per token");
-    for (const GgufValue& v : t->arr) types.push_back((int)v.i);
+    for (size_t i = 0; i < n; i++) types.push_back((int)t->int_at(i));
   }
   if (model == "bert") {  // llama.cpp's defaults: [CLS] 101 (as BOS), [SEP] 102, [UNK] 100
     auto id_or = [&](int def) { return def < (int)n ? def : -1; };
@@ -387,8 +387,9 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
   }
   std::vector<float> scores(n, 0.0f);
   if (const GgufValue* s = g.find("tokenizer.ggml.scores")) {
-    if (s->kind != GgufKind::ARRAY || s->arr.size() != n) bad("tokenizer.ggml.scores must have one score per token");
-    for (size_t i = 0; i < n; i++) scores[i] = (float)(s->arr[i].is_float() ? s->arr[i].f : (double)s->arr[i].i);
+    if (s->kind != GgufKind::ARRAY || s->size() != n || !(n == 0 || s->elems_int() || s->elem == GgufKind::F32 || s->elem == GgufKind::F64))
+      bad("tokenizer.ggml.scores must have one score per token");
+    for (size_t i = 0; i < n; i++) scores[i] = (float)s->num_at(i);
   }
   const int bos = gguf_token_id(g, "tokenizer.ggml.bos_token_id", 1, n), eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", 2, n);
   const int unk = gguf_token_id(g, "tokenizer.ggml.unknown_token_id", 0, n);

@@ -57,8 +57,10 @@ static void put_value(std::vector<uint8_t>& o, const GgufValue& v) {
     case GgufKind::STRING: put_str(o, v.s); break;
     case GgufKind::ARRAY:
       put<uint32_t>(o, (uint32_t)v.elem);
-      put<uint64_t>(o, v.arr.size());
-      for (const GgufValue& e : v.arr) put_value(o, e);
+      put<uint64_t>(o, v.size());
+      if (v.elem == GgufKind::ARRAY) for (const GgufValue& e : v.arr) put_value(o, e);
+      else if (v.elem == GgufKind::STRING) for (size_t i = 0; i < v.size(); i++) put_str(o, v.str_at(i));
+      else o.insert(o.end(), v.raw.begin(), v.raw.end());
       break;
   }
 }

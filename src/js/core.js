@@ -114,9 +114,12 @@ function chatPrompt(model, messages, options = {}, addGenerationPrompt = true) {
   }
   const varsJson = Object.keys(vars).length > 0 ? templateJson(vars, 'templateVars') : '';
   const info = model.info;
-  if (info.chatFormatGuessed && !model._warnedChat) {
+  if ((info.chatFormatGuessed || info.chatTemplate === 'builtin') && !model._warnedChat) {
     model._warnedChat = true;
-    console.warn(`qkv: this model has no chat template qkv recognizes; using ChatML`);
+    const why = info.chatFallbackReason ? ` (${info.chatFallbackReason})` : '';
+    console.warn(info.chatFormatGuessed
+      ? `qkv: this model has no chat template qkv can run or recognize${why}; using ChatML`
+      : `qkv: this model's chat template cannot run here${why}; rendering its ${info.chatFormat} format by hand`);
   }
   return call(() => model._h.renderChat(rendered, addGenerationPrompt, varsJson));
 }

@@ -59,8 +59,10 @@ ChatTemplate detect_chat_template(const std::string& j, const std::string& bos_t
     try {  // a template that runs, and whose output carries every message's text
       const std::string o = render_jinja(t, {{"user", "Hi7"}, {"assistant", "Hello8."}, {"user", "Bye9"}}, true);
       t.jinja_ok = o.find("Hi7") != std::string::npos && o.find("Hello8.") != std::string::npos && o.find("Bye9") != std::string::npos;
-    } catch (const Error&) {
+      if (!t.jinja_ok) t.fallback_reason = "chat template: its output for a test conversation leaves out the messages' text";
+    } catch (const Error& e) {
       t.jinja_ok = false;
+      t.fallback_reason = std::string(e.what()) + " (" + error_code_name(e.code()) + ")";
     }
     if (t.jinja_ok) t.guessed = false;
   }

@@ -27,6 +27,10 @@ struct ChatTemplate {
   // rendered), else by the recognized format's built-in rendering.
   std::string jinja;
   bool jinja_ok = false;
+  // Why the template is not used (empty when it is, or when there is none): what the Jinja subset
+  // lacks or refused ("chat template: the filter 'wordwrap'"), or that its output leaves out the
+  // conversation. Reported as info.chatFallbackReason.
+  std::string fallback_reason;
   bool format_known = false;  // the format was recognized from the template's markers
   // bos_token / eos_token for the template, and whether tokenization adds them: a prompt that
   // starts with BOS (or ends with EOS) that tokenization adds again loses that copy, as llama.cpp

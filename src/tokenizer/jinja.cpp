@@ -22,14 +22,35 @@ namespace qkv {
 
 namespace {
 
-constexpr size_t kMaxOutput = 16u << 20;    // bytes of rendered text (and of any one string)
-constexpr uint64_t kMaxWork = 1u << 28;      // evaluated nodes x 64 + bytes of strings and list items made
-constexpr int kMaxDepth = 64;                // nesting of expressions and of blocks
+constexpr size_t kMaxOutput = 16u << 20;    // bytes of rendered text (and of any one string or printed value)
+constexpr uint64_t kMaxWork = 1u << 28;      // evaluated nodes x 64, bytes of strings made or walked, list items x 16
+constexpr int kMaxDepth = 64;                // brackets inside one another in a tag, and nested blocks
+constexpr int kMaxExprHeight = 128;          // an expression tree's height: chains (a.b.c, x|f|g, 1+1+1) count too
 constexpr int kMaxValueDepth = 64;           // lists and dicts inside one another
 constexpr int kMaxRenderDepth = 256;         // statements and expressions being evaluated at once (macros recurse)
 
+// A template that is malformed or misuses a value: the model's template is at fault.
+[[noreturn]] void bad_template(const std::string& what) { fail(ErrorCode::BadModel, "chat template: " + what); }
+
 [[noreturn]] void unsupported(const std::string& what) {
   fail(ErrorCode::Unsupported, "chat template: " + what);
+}
+
+// ---- work ----------------------------------------------------------------------------------
+
+// The work of the render in progress on this thread (render_jinja_chat resets it). Lists share
+// their items, so a value can stand for far more than its making cost ([a, a, a, a] of such
+// lists, twelve deep, is 8^12 items): whatever walks a value (printing, comparing, searching)
+// is charged per item and byte it visits, so each walk stops at the budget.
+thread_local uint64_t g_work = 0;
+
+// What a hostile template runs into (a bound on work, output, nesting or size). The template
+// comes with the model, so this is ErrorCode::BadModel, not the conversation's fault.
+[[noreturn]] void too_much(const std::string& what) { fail(ErrorCode::BadModel, "chat template: " + what); }
+
+void charge(uint64_t units) {
+  g_work += units;
+  if (g_work > kMaxWork) too_much("rendering takes too much work (the budget is " + std::to_string(kMaxWork >> 20) + "M units)");
 }
 
 // ---- values --------------------------------------------------------------------------------
@@ -37,8 +58,9 @@ constexpr int kMaxRenderDepth = 256;         // statements and expressions being
 struct Value;
 struct Stmt;
 struct Closure;
+struct Entry;
 using List = std::vector<Value>;
-using Dict = std::vector<std::pair<std::string, Value>>;  // insertion order, as Python's dict
+using Dict = std::vector<Entry>;  // insertion order, as Python's dict
 
 struct Value {
   enum class K { Undef, None, Bool, Int, Float, Str, List, Dict, Func } k = K::Undef;
@@ -57,6 +79,11 @@ struct Value {
   int depth = 0;
   bool has_ns = false;
   bool is_loop = false;  // the 'loop' variable of a for loop (has cycle())
+  bool tuple = false;    // a list that Python would hold as a tuple: printed (a, b), never equal to a list
+  // What Jinja2's map, select, reject, selectattr, rejectattr, unique, batch, reverse and items
+  // give: a generator, not a list. It is always true, has no length, last item or index, equals
+  // only itself, and cannot be printed or dumped (Jinja2 prints its address) until | list.
+  bool lazy = false;
 
   static Value none() { Value v; v.k = K::None; return v; }
   static Value boolean(bool x) { Value v; v.k = K::Bool; v.b = x; return v; }
@@ -71,38 +98,78 @@ struct Value {
     v.l = std::make_shared<List>(std::move(x));
     return v;
   }
-  static Value dict(Dict x = {}) {
-    Value v;
-    v.k = K::Dict;
-    v.depth = 1;
-    for (const auto& kv : x) v.hold(kv.second);
-    v.d = std::make_shared<Dict>(std::move(x));
-    return v;
-  }
+  static Value dict(Dict x = {});
   static Value func(std::string name, const Stmt* macro = nullptr) { Value v; v.k = K::Func; v.s = std::move(name); v.macro = macro; return v; }
 
   bool defined() const { return k != K::Undef; }
   bool number() const { return k == K::Int || k == K::Float || k == K::Bool; }
   double num() const { return k == K::Float ? f : k == K::Bool ? (double)b : (double)i; }
-  const Value* get(const std::string& key) const {
-    if (k != K::Dict) return nullptr;
-    for (const auto& kv : *d)
-      if (kv.first == key) return &kv.second;
-    return nullptr;
-  }
+  // The entry under a string key (attributes, string subscripts), or under any key value.
+  const Value* get(const std::string& key) const;
+  const Value* get(const Value& key) const;
   // Notes that this list or dict holds c.
   void hold(const Value& c) {
     if (c.depth + 1 > depth) depth = c.depth + 1;
-    if (depth > kMaxValueDepth) fail(ErrorCode::BadArgument, "chat template: lists or dicts nested too deeply");
+    if (depth > kMaxValueDepth) too_much("lists or dicts nested too deeply");
     has_ns = has_ns || c.has_ns;
   }
-  void put(const std::string& key, Value v) {
-    hold(v);
-    for (auto& kv : *d)
-      if (kv.first == key) { kv.second = std::move(v); return; }
-    d->emplace_back(key, std::move(v));
-  }
+  void put(const std::string& key, Value v, bool int_key = false);
 };
+
+// A dict entry: a string key, or an integer one ({1: 'a'}) kept as its decimal text with
+// int_key set, so that it prints, compares and is looked up as Jinja2's int key is.
+struct Entry {
+  Entry(std::string k, Value v, bool ik = false) : first(std::move(k)), second(std::move(v)), int_key(ik) {}
+  std::string first;
+  Value second;
+  bool int_key = false;
+};
+
+Value Value::dict(Dict x) {
+  Value v;
+  v.k = K::Dict;
+  v.depth = 1;
+  for (const Entry& e : x) v.hold(e.second);
+  v.d = std::make_shared<Dict>(std::move(x));
+  return v;
+}
+
+const Value* Value::get(const std::string& key) const {
+  if (k != K::Dict) return nullptr;
+  charge(d->size());
+  for (const Entry& e : *d)
+    if (!e.int_key && e.first == key) return &e.second;
+  return nullptr;
+}
+
+// A key that is not a string or an integer (or bool, which Python's dicts take as 0 and 1) is in no dict.
+const Value* Value::get(const Value& key) const {
+  if (key.k == K::Str) return get(key.s);
+  if (k != K::Dict || (key.k != K::Int && key.k != K::Bool)) return nullptr;
+  const std::string t = std::to_string(key.k == K::Int ? key.i : (int64_t)key.b);
+  charge(d->size());
+  for (const Entry& e : *d)
+    if (e.int_key && e.first == t) return &e.second;
+  return nullptr;
+}
+
+void Value::put(const std::string& key, Value v, bool int_key) {
+  hold(v);
+  charge(d->size());
+  for (Entry& e : *d)
+    if (e.int_key == int_key && e.first == key) { e.second = std::move(v); return; }
+  d->emplace_back(key, std::move(v), int_key);
+}
+
+// A (key, value) tuple, as items() and dictsort give.
+Value pair(Value a, Value b) {
+  Value v = Value::list({std::move(a), std::move(b)});
+  v.tuple = true;
+  return v;
+}
+
+// A dict key as a value (what iterating a dict, keys() and items() give).
+Value key_value(const Entry& e) { return e.int_key ? Value::integer(std::strtoll(e.first.c_str(), nullptr, 10)) : Value::str(e.first); }
 
 // The scopes a macro defined inside a loop or another macro sees (as they were where it was defined).
 struct Closure {
@@ -116,40 +183,62 @@ bool truthy(const Value& v) {
     case Value::K::Int: return v.i != 0;
     case Value::K::Float: return v.f != 0;
     case Value::K::Str: return !v.s.empty();
-    case Value::K::List: return !v.l->empty();
+    case Value::K::List: return v.lazy || !v.l->empty();
     case Value::K::Dict: return !v.d->empty();
     case Value::K::Func: return true;
   }
   return false;
 }
 
-std::string json_quote(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
+// A string as json.dumps writes it; ascii: every non-ASCII character as \uXXXX (surrogate pairs
+// past U+FFFF), as ensure_ascii=True does.
+void json_quote(std::string& o, const std::string& s, bool ascii) {
+  o += '"';
+  for (size_t i = 0; i < s.size(); i++) {
+    const unsigned char c = (unsigned char)s[i];
     switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      case '\b': o += "\\b"; break;
-      case '\f': o += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char b[8];
-          snprintf(b, sizeof b, "\\u%04x", c);
-          o += b;
-        } else {
-          o += (char)c;
-        }
+      case '"': o += "\\\""; continue;
+      case '\\': o += "\\\\"; continue;
+      case '\n': o += "\\n"; continue;
+      case '\r': o += "\\r"; continue;
+      case '\t': o += "\\t"; continue;
+      case '\b': o += "\\b"; continue;
+      case '\f': o += "\\f"; continue;
+      default: break;
+    }
+    char b[16];
+    if (c < 0x20) {
+      snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else if (c < 0x80 || !ascii) {
+      o += (char)c;
+    } else {
+      // Decodes one UTF-8 sequence (the text is valid UTF-8 or was made so); a stray byte is U+FFFD.
+      const int n = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc0 ? 1 : 0;
+      uint32_t cp = n == 3 ? c & 7 : n == 2 ? c & 15 : c & 31;
+      bool ok = n > 0 && i + (size_t)n < s.size();
+      for (int k = 1; ok && k <= n; k++) {
+        const unsigned char x = (unsigned char)s[i + (size_t)k];
+        ok = (x & 0xc0) == 0x80;
+        cp = cp << 6 | (x & 0x3f);
+      }
+      if (ok) i += (size_t)n;
+      else cp = 0xfffd;
+      if (cp >= 0x10000) {
+        snprintf(b, sizeof b, "\\u%04x\\u%04x", 0xd800 + ((cp - 0x10000) >> 10), 0xdc00 + ((cp - 0x10000) & 0x3ff));
+      } else {
+        snprintf(b, sizeof b, "\\u%04x", cp);
+      }
+      o += b;
     }
   }
-  return o + "\"";
+  o += '"';
 }
 
-std::string float_text(double f) {
-  if (std::isnan(f)) return "nan";
-  if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
+// Python's repr() of a float (json: json.dumps's, which spells nan and inf as NaN and Infinity).
+std::string float_text(double f, bool json = false) {
+  if (std::isnan(f)) return json ? "NaN" : "nan";
+  if (std::isinf(f)) return f > 0 ? (json ? "Infinity" : "inf") : (json ? "-Infinity" : "-inf");
   char b[32];
   snprintf(b, sizeof b, "%.17g", f);
   for (int p = 1; p <= 17; p++) {  // the shortest text that reads back as f (Python's repr)
@@ -165,7 +254,105 @@ std::string float_text(double f) {
   return s;
 }
 
-std::string repr(const Value& v, bool json);
+// How a value is printed: Python's repr() (json = false) or json.dumps (json = true) with
+// Hugging Face's tojson options; printing stops once the text passes `limit` bytes.
+struct Style {
+  bool json = false, ascii = false, sort = false, pretty = false;
+  std::string ind;  // pretty: one level's indent
+  std::string isep = ", ", ksep = ": ";  // json: between items, between a key and its value
+  size_t limit = kMaxOutput;
+};
+
+// Python's repr() of a string: single quotes unless it holds ' and no ".
+void repr_str(std::string& o, const std::string& s) {
+  const char q = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
+  o += q;
+  for (const char c : s) {
+    const unsigned char u = (unsigned char)c;
+    if (c == q || c == '\\') o += '\\', o += c;
+    else if (c == '\n') o += "\\n";
+    else if (c == '\r') o += "\\r";
+    else if (c == '\t') o += "\\t";
+    else if (u < 0x20 || u == 0x7f) {
+      char b[8];
+      snprintf(b, sizeof b, "\\x%02x", u);
+      o += b;
+    } else {
+      o += c;
+    }
+  }
+  o += q;
+}
+
+// Appends the printed value to o, charged per item and byte; false once o passes st.limit
+// (the text is then cut short and the caller decides what that means).
+bool dump(std::string& o, const Value& v, const Style& st, int level) {
+  charge(8 + (v.k == Value::K::Str ? v.s.size() : 0));
+  if (v.lazy) bad_template("a generator (what map, select, reject, unique, batch, reverse and items give) cannot be printed or dumped: add | list");
+  switch (v.k) {
+    case Value::K::Undef: case Value::K::None: o += st.json ? "null" : "None"; break;
+    case Value::K::Bool: o += st.json ? (v.b ? "true" : "false") : (v.b ? "True" : "False"); break;
+    case Value::K::Int: o += std::to_string(v.i); break;
+    case Value::K::Float: o += float_text(v.f, st.json); break;
+    case Value::K::Str:
+      if (st.json) json_quote(o, v.s, st.ascii);
+      else repr_str(o, v.s);
+      break;
+    case Value::K::Func: o += v.macro ? "<Macro '" + v.s + "'>" : "<function " + v.s + ">"; break;
+    case Value::K::List: case Value::K::Dict: {
+      const bool list = v.k == Value::K::List;
+      const size_t n = list ? v.l->size() : v.d->size();
+      std::vector<const Entry*> order;  // a dict's entries, sorted by key for sort_keys
+      if (!list) {
+        for (const Entry& e : *v.d) order.push_back(&e);
+        if (st.sort) {
+          charge(16 * n);
+          std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+            if (a->int_key && b->int_key) return std::strtoll(a->first.c_str(), nullptr, 10) < std::strtoll(b->first.c_str(), nullptr, 10);
+            return a->first < b->first;
+          });
+        }
+      }
+      const bool paren = v.tuple && !st.json;  // Python prints a tuple (a, b), a 1-tuple (a,)
+      o += paren ? '(' : list ? '[' : '{';
+      const bool pretty = st.json && st.pretty && n > 0;
+      for (size_t i = 0; i < n; i++) {
+        if (i) o += st.json ? st.isep : ", ";
+        if (pretty) {
+          o += '\n';
+          for (int k = 0; k <= level; k++) o += st.ind;
+        }
+        if (list) {
+          if (!dump(o, (*v.l)[i], st, level + 1)) return false;
+        } else {
+          const Entry& e = *order[i];
+          charge(8 + e.first.size());
+          if (e.int_key) st.json ? (o += '"', o += e.first, o += '"') : o += e.first;
+          else if (st.json) json_quote(o, e.first, st.ascii);
+          else repr_str(o, e.first);
+          o += st.json ? st.ksep : ": ";
+          if (!dump(o, e.second, st, level + 1)) return false;
+        }
+        if (o.size() > st.limit) return false;
+      }
+      if (pretty) {
+        o += '\n';
+        for (int k = 0; k < level; k++) o += st.ind;
+      }
+      if (paren && n == 1) o += ',';
+      o += paren ? ')' : list ? ']' : '}';
+      break;
+    }
+  }
+  return o.size() <= st.limit;
+}
+
+// Python's repr() of a value, failing past the output bound.
+std::string repr(const Value& v, const Style& st = Style()) {
+  std::string o;
+  if (!dump(o, v, st, 0)) too_much("a value prints longer than " + std::to_string(st.limit >> 20) + " MB");
+  return o;
+}
 
 // What {{ v }} prints (Python's str()).
 std::string to_text(const Value& v) {
@@ -176,101 +363,98 @@ std::string to_text(const Value& v) {
     case Value::K::Int: return std::to_string(v.i);
     case Value::K::Float: return float_text(v.f);
     case Value::K::Str: return v.s;
-    default: return repr(v, false);
+    default: return repr(v);
   }
 }
 
-// Python's repr() (json = false) or json.dumps (json = true) of a value.
-std::string repr(const Value& v, bool json) {
-  switch (v.k) {
-    case Value::K::Undef: case Value::K::None: return json ? "null" : "None";
-    case Value::K::Bool: return json ? (v.b ? "true" : "false") : (v.b ? "True" : "False");
-    case Value::K::Str: {
-      if (json) return json_quote(v.s);
-      const char q = v.s.find('\'') != std::string::npos && v.s.find('"') == std::string::npos ? '"' : '\'';
-      std::string o(1, q);
-      for (char c : v.s) {
-        if (c == q || c == '\\') o += '\\';
-        if (c == '\n') { o += "\\n"; continue; }
-        o += c;
-      }
-      return o + q;
-    }
-    case Value::K::List: {
-      std::string o = "[";
-      for (size_t i = 0; i < v.l->size(); i++) o += (i ? ", " : "") + repr((*v.l)[i], json);
-      return o + "]";
-    }
-    case Value::K::Dict: {
-      std::string o = "{";
-      bool first = true;
-      for (const auto& kv : *v.d) {
-        o += (first ? "" : ", ") + repr(Value::str(kv.first), json) + ": " + repr(kv.second, json);
-        first = false;
-      }
-      return o + "}";
-    }
-    case Value::K::Func: return v.macro ? "<Macro '" + v.s + "'>" : "<function " + v.s + ">";
-    default: return to_text(v);
-  }
-}
-
-// json.dumps(v, indent=..., sort_keys=...) as Hugging Face's tojson calls it (ensure_ascii off):
-// with an indent, each item on its own line under `ind` per level and ',' / ': ' separators;
-// without, one line with ', ' / ': '.
-std::string json_dump(const Value& v, bool pretty, const std::string& ind, bool sort, int level) {
-  const bool list = v.k == Value::K::List, dict = v.k == Value::K::Dict;
-  if ((!list && !dict) || (list ? v.l->empty() : v.d->empty())) return repr(v, true);
-  std::vector<std::pair<std::string, const Value*>> items;  // (key, value); keys sort as they are, then are quoted
-  if (list) for (const Value& x : *v.l) items.emplace_back(std::string(), &x);
-  else for (const auto& kv : *v.d) items.emplace_back(kv.first, &kv.second);
-  if (dict && sort) std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::string inner;
-  if (pretty) for (int i = 0; i <= level; i++) inner += ind;
-  std::string o(1, list ? '[' : '{');
-  for (size_t i = 0; i < items.size(); i++) {
-    o += i ? (pretty ? ",\n" : ", ") : (pretty ? "\n" : "");
-    o += inner;
-    if (dict) o += json_quote(items[i].first) + ": ";
-    o += json_dump(*items[i].second, pretty, ind, sort, level + 1);
-    if (o.size() > kMaxOutput) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
-  }
-  if (pretty) {
-    o += "\n";
-    for (int i = 0; i < level; i++) o += ind;
-  }
-  return o + (list ? ']' : '}');
-}
-
-// A value as error messages quote it: its repr, cut to 60 bytes.
+// A value as error messages quote it: its repr, cut to 60 bytes (however large the value).
 std::string brief(const Value& v) {
-  std::string r = repr(v, false);
-  if (r.size() > 60) r = r.substr(0, 57) + "...";
+  Style st;
+  st.limit = 60;
+  std::string r;
+  if (!dump(r, v, st, 0) || r.size() > 60) r = r.substr(0, 57) + "...";
   return r;
 }
 
+// A text for an error message (raise_exception's): what {{ v }} prints (bounded and charged as
+// {{ v }} is), cut to 2000 bytes.
+std::string message_text(const Value& v) {
+  std::string r = to_text(v);
+  if (r.size() > 2000) r = r.substr(0, 1997) + "...";
+  return r;
+}
+
+// Python's ==. The same shared list or dict is equal to itself without a walk (Python compares
+// items by identity first too); other walks are charged per item.
 bool equal(const Value& a, const Value& b) {
   if (a.number() && b.number()) return a.num() == b.num();
   if (a.k != b.k) return false;
   switch (a.k) {
     case Value::K::Undef: case Value::K::None: return true;
-    case Value::K::Str: return a.s == b.s;
+    case Value::K::Str:
+      charge(std::min(a.s.size(), b.s.size()));
+      return a.s == b.s;
     case Value::K::Func: return a.s == b.s && a.macro == b.macro;
     case Value::K::List:
+      if (a.l == b.l) return true;
+      if (a.tuple != b.tuple || a.lazy || b.lazy) return false;
       if (a.l->size() != b.l->size()) return false;
-      for (size_t i = 0; i < a.l->size(); i++)
+      for (size_t i = 0; i < a.l->size(); i++) {
+        charge(16);
         if (!equal((*a.l)[i], (*b.l)[i])) return false;
+      }
       return true;
     case Value::K::Dict:
+      if (a.d == b.d) return true;
       if (a.d->size() != b.d->size()) return false;
-      for (const auto& kv : *a.d) {
-        const Value* o = b.get(kv.first);
-        if (!o || !equal(kv.second, *o)) return false;
+      for (const Entry& e : *a.d) {
+        const Value* o = e.int_key ? b.get(Value::integer(std::strtoll(e.first.c_str(), nullptr, 10))) : b.get(e.first);
+        if (!o || !equal(e.second, *o)) return false;
       }
       return true;
     default: return false;
   }
 }
+
+// ---- substring search ----------------------------------------------------------------------
+
+// Knuth-Morris-Pratt: linear in the haystack and the needle whatever their contents (a plain
+// search is O(n*m) on 'aaa...ab' in 'aaa...a'); one Finder serves every search of a split or a
+// replace. Each search is charged the bytes it reads.
+class Finder {
+ public:
+  explicit Finder(const std::string& needle) : n_(needle), fail_(needle.size() + 1, 0) {
+    charge(needle.size());
+    size_t k = 0;
+    for (size_t i = 1; i < n_.size(); i++) {
+      while (k > 0 && n_[i] != n_[k]) k = fail_[k];
+      if (n_[i] == n_[k]) k++;
+      fail_[i + 1] = k;
+    }
+  }
+  // The first match at or after `from`, npos if none.
+  size_t find(const std::string& hay, size_t from) const {
+    if (n_.empty()) return from <= hay.size() ? from : std::string::npos;
+    if (from >= hay.size() || hay.size() - from < n_.size()) return std::string::npos;
+    size_t k = 0;
+    for (size_t i = from; i < hay.size(); i++) {
+      while (k > 0 && hay[i] != n_[k]) k = fail_[k];
+      if (hay[i] == n_[k]) k++;
+      if (k == n_.size()) {
+        charge(i + 1 - from);
+        return i + 1 - n_.size();
+      }
+    }
+    charge(hay.size() - from);
+    return std::string::npos;
+  }
+
+ private:
+  const std::string& n_;
+  std::vector<size_t> fail_;
+};
+
+size_t find_text(const std::string& hay, const std::string& needle, size_t from = 0) { return Finder(needle).find(hay, from); }
 
 // ---- tags ----------------------------------------------------------------------------------
 
@@ -339,7 +523,7 @@ std::vector<Piece> cut(const std::string& src) {
     const bool keep_ws = inner < src.size() && src[inner] == '+';
     if (lstrip_ctl || keep_ws) inner++;
     const size_t end = find_close(src, inner, close, kind != '#');
-    if (end == std::string::npos) fail(ErrorCode::BadArgument, "chat template: a tag opened at offset " + std::to_string(open) + " is never closed");
+    if (end == std::string::npos) bad_template("a tag opened at offset " + std::to_string(open) + " is never closed");
     std::string text = src.substr(pos, open - pos);
     if (lstrip_ctl) {
       const size_t e = text.find_last_not_of(" \t\r\n");
@@ -411,10 +595,10 @@ size_t unescape(const std::string& s, size_t j, std::string* v) {
   for (int n = 0; n < digits; n++) {
     const size_t k = j + 2 + (size_t)n;
     const int h = k < s.size() ? hex_digit(s[k]) : -1;
-    if (h < 0) fail(ErrorCode::BadArgument, std::string("chat template: a truncated \\") + e + " escape in a string literal");
+    if (h < 0) bad_template(std::string("a truncated \\") + e + " escape in a string literal");
     cp = cp * 16 + (uint32_t)h;
   }
-  if (cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000)) fail(ErrorCode::BadArgument, "chat template: an escape outside Unicode's scalar values");
+  if (cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000)) bad_template("an escape outside Unicode's scalar values");
   append_utf8(*v, cp);
   return j + 1 + (size_t)digits;
 }
@@ -440,9 +624,22 @@ std::vector<Tok> lex(const std::string& s) {
     } else if (std::isdigit((unsigned char)c)) {
       size_t j = i;
       while (j < s.size() && std::isdigit((unsigned char)s[j])) j++;
+      bool real = false;
       if (j + 1 < s.size() && s[j] == '.' && std::isdigit((unsigned char)s[j + 1])) {
         j++;
         while (j < s.size() && std::isdigit((unsigned char)s[j])) j++;
+        real = true;
+      }
+      if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {  // an exponent: 1e20, 2.5e-7
+        size_t k = j + 1;
+        if (k < s.size() && (s[k] == '+' || s[k] == '-')) k++;
+        if (k < s.size() && std::isdigit((unsigned char)s[k])) {
+          while (k < s.size() && std::isdigit((unsigned char)s[k])) k++;
+          j = k;
+          real = true;
+        }
+      }
+      if (real) {
         Tok t{Tok::T::Float, s.substr(i, j - i)};
         t.f = std::strtod(t.s.c_str(), nullptr);
         out.push_back(t);
@@ -461,7 +658,7 @@ std::vector<Tok> lex(const std::string& s) {
         else if (s[j] == '\r' && j + 1 < s.size() && s[j + 1] == '\n') continue;  // newlines normalised to \n
         else v += s[j];
       }
-      if (j >= s.size()) fail(ErrorCode::BadArgument, "chat template: unterminated string literal");
+      if (j >= s.size()) bad_template("unterminated string literal");
       out.push_back({Tok::T::Str, std::move(v)});
       i = j + 1;
     } else {
@@ -477,7 +674,7 @@ std::vector<Tok> lex(const std::string& s) {
           break;
         }
       }
-      if (!found) fail(ErrorCode::BadArgument, std::string("chat template: unexpected character '") + c + "'");
+      if (!found) bad_template(std::string("unexpected character '") + c + "'");
     }
   }
   out.push_back({Tok::T::End, ""});
@@ -492,7 +689,8 @@ struct Expr {
   std::string name;  // Var, Attr, Call (method or function), Filter, Test, Bin (operator)
   std::vector<ExprP> a;  // operands; Call/Filter/Test: a[0] is the object (null for plain calls), then arguments
   std::vector<std::pair<std::string, ExprP>> kw;  // keyword arguments
-  bool negate = false;  // Test: 'is not'
+  bool negate = false;  // Test: 'is not'; ListLit: a tuple
+  int h = 1;  // the height of the tree under this node
 };
 
 // Nodes made by the parser of the current tag: a tag's expression tree is bounded (a chain like
@@ -501,11 +699,34 @@ constexpr int kMaxTagNodes = 4096;
 thread_local int g_tag_nodes = 0;
 
 ExprP node(Expr::T t) {
-  if (++g_tag_nodes > kMaxTagNodes) fail(ErrorCode::BadArgument, "chat template: an expression of more than 4096 parts");
+  if (++g_tag_nodes > kMaxTagNodes) too_much("an expression of more than 4096 parts");
   ExprP e(new Expr);
   e->t = t;
   return e;
 }
+
+// Hangs a child under a node, keeping the tree's height bounded at parse time: evaluating,
+// walking and freeing a tree recurse as deep as it is high, and a chain (a.b.c..., x|f|g...,
+// 1+1+1...) grows it without brackets. Small thread stacks (WebAssembly's workers) must hold that.
+int height_of(const Expr* c) { return c ? c->h : 0; }
+void grow(Expr* e, const Expr* c) {
+  if (height_of(c) + 1 > e->h) {
+    e->h = height_of(c) + 1;
+    if (e->h > kMaxExprHeight) too_much("an expression more than " + std::to_string(kMaxExprHeight) + " levels deep (a chain of attributes, filters or operators)");
+  }
+}
+void adopt(Expr* e, ExprP c) {
+  grow(e, c.get());
+  e->a.push_back(std::move(c));
+}
+void adopt(const ExprP& e, ExprP c) { adopt(e.get(), std::move(c)); }
+void adopt_kw(Expr* e, std::string k, ExprP c) {
+  grow(e, c.get());
+  e->kw.emplace_back(std::move(k), std::move(c));
+}
+
+// The name a {% filter %} block's text goes under (no template can spell it).
+const char* const kFilterInput = "\x01filter";
 
 class Parser {
  public:
@@ -535,9 +756,9 @@ class Parser {
       ExprP c = node(Expr::T::Cond);
       ExprP cond = or_expr();
       ExprP other = accept_name("else") ? expr() : node(Expr::T::Lit);  // no else: undefined
-      c->a.push_back(std::move(cond));
-      c->a.push_back(std::move(e));
-      c->a.push_back(std::move(other));
+      adopt(c, std::move(cond));
+      adopt(c, std::move(e));
+      adopt(c, std::move(other));
       return c;
     }
     return e;
@@ -548,24 +769,37 @@ class Parser {
     while (accept_name("or")) e = bin("or", std::move(e), and_expr());
     return e;
   }
+  // The filters of a {% filter f(args) | g %} block, applied to the variable kFilterInput.
+  ExprP filter_chain() {
+    ExprP e = node(Expr::T::Var);
+    e->name = kFilterInput;
+    do {
+      ExprP f = node(Expr::T::Filter);
+      f->name = name();
+      adopt(f, std::move(e));
+      if (accept_op("(")) call_args(f.get());
+      e = std::move(f);
+    } while (accept_op("|"));
+    return e;
+  }
 
  private:
   struct Depth {
     explicit Depth(Parser* p) : p(p) {
-      if (++p->depth_ > kMaxDepth) fail(ErrorCode::BadArgument, "chat template: expressions nested too deeply");
+      if (++p->depth_ > kMaxDepth) too_much("expressions nested too deeply");
     }
     ~Depth() { p->depth_--; }
     Parser* p;
   };
   [[noreturn]] void bad(const std::string& want) const {
     const Tok& t = toks_[p_];
-    fail(ErrorCode::BadArgument, "chat template: expected " + want + ", found " + (t.t == Tok::T::End ? "the end" : "'" + t.s + "'"));
+    bad_template("expected " + want + ", found " + (t.t == Tok::T::End ? "the end" : "'" + t.s + "'"));
   }
   static ExprP bin(const char* op, ExprP l, ExprP r) {
     ExprP e = node(Expr::T::Bin);
     e->name = op;
-    e->a.push_back(std::move(l));
-    e->a.push_back(std::move(r));
+    adopt(e, std::move(l));
+    adopt(e, std::move(r));
     return e;
   }
   ExprP and_expr() {
@@ -577,7 +811,7 @@ class Parser {
     if (accept_name("not")) {
       Depth d(this);
       ExprP e = node(Expr::T::Not);
-      e->a.push_back(not_expr());
+      adopt(e, not_expr());
       return e;
     }
     return compare();
@@ -626,15 +860,20 @@ class Parser {
       else return e;
     }
   }
-  ExprP unary() {
+  // As Jinja2 reads it: the filters after a signed operand apply to the signed value (-3|abs is 3).
+  ExprP unary(bool with_filter = true) {
+    ExprP e;
     if (accept_op("-")) {
       Depth d(this);
-      ExprP e = node(Expr::T::Neg);
-      e->a.push_back(unary());
-      return e;
+      e = node(Expr::T::Neg);
+      adopt(e, unary(false));
+    } else if (accept_op("+")) {
+      Depth d(this);
+      e = unary(false);
+    } else {
+      e = postfix(primary());
     }
-    if (accept_op("+")) return unary();
-    return filtered(postfix(primary()));
+    return with_filter ? filtered(std::move(e)) : std::move(e);
   }
   void call_args(Expr* e) {
     if (accept_op(")")) return;
@@ -642,9 +881,9 @@ class Parser {
       if (toks_[p_].t == Tok::T::Name && toks_[p_ + 1].t == Tok::T::Op && toks_[p_ + 1].s == "=") {
         std::string k = name();
         p_++;
-        e->kw.emplace_back(std::move(k), expr());
+        adopt_kw(e, std::move(k), expr());
       } else {
-        e->a.push_back(expr());
+        adopt(e, expr());
       }
     } while (accept_op(","));
     expect_op(")");
@@ -656,13 +895,13 @@ class Parser {
         if (accept_op("(")) {
           ExprP c = node(Expr::T::Call);
           c->name = n;
-          c->a.push_back(std::move(e));
+          adopt(c, std::move(e));
           call_args(c.get());
           e = std::move(c);
         } else {
           ExprP a = node(Expr::T::Attr);
           a->name = n;
-          a->a.push_back(std::move(e));
+          adopt(a, std::move(e));
           e = std::move(a);
         }
       } else if (accept_op("[")) {
@@ -676,18 +915,18 @@ class Parser {
         }
         expect_op("]");
         ExprP s = node(slice ? Expr::T::Slice : Expr::T::Index);
-        s->a.push_back(std::move(e));
-        s->a.push_back(std::move(lo));
+        adopt(s, std::move(e));
+        adopt(s, std::move(lo));
         if (slice) {
-          s->a.push_back(std::move(hi));
-          s->a.push_back(std::move(step));
+          adopt(s, std::move(hi));
+          adopt(s, std::move(step));
         }
         e = std::move(s);
       } else if (accept_op("(")) {
         if (e->t != Expr::T::Var) unsupported("only named functions can be called");
         ExprP c = node(Expr::T::Call);
         c->name = e->name;
-        c->a.push_back(nullptr);
+        adopt(c, nullptr);
         call_args(c.get());
         e = std::move(c);
       } else {
@@ -700,7 +939,7 @@ class Parser {
       if (accept_op("|")) {
         ExprP f = node(Expr::T::Filter);
         f->name = name();
-        f->a.push_back(std::move(e));
+        adopt(f, std::move(e));
         if (accept_op("(")) call_args(f.get());
         e = std::move(f);
       } else if (is_name("is")) {
@@ -708,11 +947,11 @@ class Parser {
         ExprP t = node(Expr::T::Test);
         t->negate = accept_name("not");
         t->name = name();
-        t->a.push_back(std::move(e));
+        adopt(t, std::move(e));
         if (accept_op("(")) {
           call_args(t.get());
         } else if (toks_[p_].t == Tok::T::Str || toks_[p_].t == Tok::T::Int || toks_[p_].t == Tok::T::Float) {
-          t->a.push_back(primary());  // 'is eq 3', 'is divisibleby 2'
+          adopt(t, primary());  // 'is eq 3', 'is divisibleby 2'
         }
         e = std::move(t);
       } else {
@@ -723,7 +962,7 @@ class Parser {
   // The rest of a list or tuple: items separated by commas (one may end it), then `close`.
   void items(Expr* e, const char* close) {
     while (!accept_op(close)) {
-      e->a.push_back(expr());
+      adopt(e, expr());
       if (!accept_op(",")) {
         expect_op(close);
         return;
@@ -758,14 +997,19 @@ class Parser {
       return e;
     }
     if (accept_op("(")) {
-      if (accept_op(")")) return node(Expr::T::ListLit);  // () : an empty tuple
+      if (accept_op(")")) {  // () : an empty tuple
+        ExprP t = node(Expr::T::ListLit);
+        t->negate = true;
+        return t;
+      }
       ExprP e = expr();
       if (!accept_op(",")) {
         expect_op(")");
         return e;
       }
-      ExprP t = node(Expr::T::ListLit);  // a tuple, held as a list (what loops, 'in' and filters see is the same)
-      t->a.push_back(std::move(e));
+      ExprP t = node(Expr::T::ListLit);  // a tuple: a list marked as one (what loops, 'in' and filters see is the same)
+      t->negate = true;
+      adopt(t, std::move(e));
       items(t.get(), ")");
       return t;
     }
@@ -779,9 +1023,9 @@ class Parser {
       if (!accept_op("}")) {
         do {
           if (is_op("}")) break;
-          e->a.push_back(expr());
+          adopt(e, expr());
           expect_op(":");
-          e->a.push_back(expr());
+          adopt(e, expr());
         } while (accept_op(","));
         expect_op("}");
       }
@@ -800,7 +1044,7 @@ class Parser {
 struct Stmt;
 using Body = std::vector<std::unique_ptr<Stmt>>;
 struct Stmt {
-  enum class T { Text, Out, If, For, Set, SetBlock, Macro, CallBlock, Break, Continue } t;
+  enum class T { Text, Out, If, For, Set, SetBlock, Macro, CallBlock, Break, Continue, FilterBlock } t;
   std::string text;                         // Text; Macro: its name
   ExprP e;                                  // Out, Set value, For iterable; CallBlock: the macro call
   std::vector<std::pair<ExprP, Body>> arms; // If: condition (null for else) and body
@@ -840,7 +1084,7 @@ class TreeBuilder {
   explicit TreeBuilder(const std::vector<Piece>& ps) : ps_(ps) {}
   Body build() {
     Body b = block({});
-    if (i_ < ps_.size()) fail(ErrorCode::BadArgument, "chat template: '" + head(ps_[i_].body) + "' without its opening tag");
+    if (i_ < ps_.size()) bad_template("'" + head(ps_[i_].body) + "' without its opening tag");
     return b;
   }
 
@@ -851,7 +1095,7 @@ class TreeBuilder {
   }
   // Statements up to one whose keyword is in `ends` (left unconsumed).
   Body block(std::initializer_list<const char*> ends) {
-    if (++depth_ > kMaxDepth) fail(ErrorCode::BadArgument, "chat template: blocks nested too deeply");
+    if (++depth_ > kMaxDepth) too_much("blocks nested too deeply");
     Body out;
     while (i_ < ps_.size()) {
       const Piece& pc = ps_[i_];
@@ -922,7 +1166,7 @@ class TreeBuilder {
         s->t = Stmt::T::CallBlock;
         if (p.accept_op("(")) params(p, s.get());
         s->e = p.expr();
-        if (s->e->t != Expr::T::Call || s->e->a[0]) fail(ErrorCode::BadArgument, "chat template: {% call %} needs a macro call");
+        if (s->e->t != Expr::T::Call || s->e->a[0]) bad_template("{% call %} needs a macro call");
         p.expect_end();
         const int loops = loops_;
         loops_ = 0;
@@ -931,8 +1175,15 @@ class TreeBuilder {
         s->varargs = mentions(s->body, "varargs");
         s->kwargs = mentions(s->body, "kwargs");
         out.push_back(std::move(s));
+      } else if (kw == "filter") {  // {% filter f | g(args) %}...{% endfilter %}: the body's text through the filters
+        auto s = std::make_unique<Stmt>();
+        s->t = Stmt::T::FilterBlock;
+        s->e = p.filter_chain();
+        p.expect_end();
+        s->body = closed_block("endfilter", "{% filter %}");
+        out.push_back(std::move(s));
       } else if (kw == "break" || kw == "continue") {  // Hugging Face enables Jinja's loop controls
-        if (loops_ == 0) fail(ErrorCode::BadArgument, "chat template: {% " + kw + " %} outside a loop");
+        if (loops_ == 0) bad_template("{% " + kw + " %} outside a loop");
         p.expect_end();
         auto s = std::make_unique<Stmt>();
         s->t = kw == "break" ? Stmt::T::Break : Stmt::T::Continue;
@@ -940,8 +1191,8 @@ class TreeBuilder {
       } else if (kw == "generation" || kw == "endgeneration") {
         // Hugging Face's marker of assistant text: renders nothing.
       } else if (kw == "if" || kw == "elif" || kw == "else" || kw == "endif" || kw == "endfor" || kw == "endset" ||
-                 kw == "endmacro" || kw == "endcall") {
-        fail(ErrorCode::BadArgument, "chat template: '" + kw + "' without its opening tag");
+                 kw == "endmacro" || kw == "endcall" || kw == "endfilter") {
+        bad_template("'" + kw + "' without its opening tag");
       } else {
         unsupported("the '" + kw + "' statement");
       }
@@ -952,7 +1203,7 @@ class TreeBuilder {
   // The statements up to {% end %} (consumed).
   Body closed_block(const char* end, const char* what) {
     Body b = block({end});
-    if (i_ >= ps_.size()) fail(ErrorCode::BadArgument, std::string("chat template: ") + what + " without {% " + end + " %}");
+    if (i_ >= ps_.size()) bad_template(std::string() + what + " without {% " + end + " %}");
     Parser q(ps_[i_++].body);
     q.name();
     if (!q.at_end()) q.name();  // {% endmacro name %} may repeat the name
@@ -978,7 +1229,7 @@ class TreeBuilder {
     for (;;) {
       Body b = block({"elif", "else", "endif"});
       s->arms.emplace_back(std::move(cond), std::move(b));
-      if (i_ >= ps_.size()) fail(ErrorCode::BadArgument, "chat template: {% if %} without {% endif %}");
+      if (i_ >= ps_.size()) bad_template("{% if %} without {% endif %}");
       Parser q(ps_[i_++].body);
       const std::string kw = q.name();
       if (kw == "endif") {
@@ -990,7 +1241,7 @@ class TreeBuilder {
       if (kw == "else") {
         Body e = block({"endif"});
         s->arms.emplace_back(nullptr, std::move(e));
-        if (i_ >= ps_.size()) fail(ErrorCode::BadArgument, "chat template: {% if %} without {% endif %}");
+        if (i_ >= ps_.size()) bad_template("{% if %} without {% endif %}");
         Parser r(ps_[i_++].body);
         r.name();
         r.expect_end();
@@ -1003,7 +1254,7 @@ class TreeBuilder {
     s->t = Stmt::T::For;
     s->vars.push_back(p.name());
     if (p.accept_op(",")) s->vars.push_back(p.name());
-    if (!p.accept_name("in")) fail(ErrorCode::BadArgument, "chat template: expected 'in' in a for loop");
+    if (!p.accept_name("in")) bad_template("expected 'in' in a for loop");
     s->e = p.or_expr();
     if (p.accept_name("if")) s->filter = p.or_expr();
     if (p.accept_name("recursive")) unsupported("recursive loops");
@@ -1011,12 +1262,12 @@ class TreeBuilder {
     loops_++;
     s->body = block({"else", "endfor"});
     loops_--;
-    if (i_ >= ps_.size()) fail(ErrorCode::BadArgument, "chat template: {% for %} without {% endfor %}");
+    if (i_ >= ps_.size()) bad_template("{% for %} without {% endfor %}");
     Parser q(ps_[i_++].body);
     if (q.name() == "else") {
       q.expect_end();
       s->else_body = block({"endfor"});
-      if (i_ >= ps_.size()) fail(ErrorCode::BadArgument, "chat template: {% for %} without {% endfor %}");
+      if (i_ >= ps_.size()) bad_template("{% for %} without {% endfor %}");
       Parser r(ps_[i_++].body);
       r.name();
     }
@@ -1045,10 +1296,6 @@ class Renderer {
   std::string& out() { return out_; }
 
  private:
-  void charge(uint64_t units) {
-    work_ += units;
-    if (work_ > kMaxWork) fail(ErrorCode::BadArgument, "chat template: rendering takes too much work");
-  }
   void tick() { charge(64); }
   // What a computed value cost to make: its bytes or items.
   Value made(Value v) {
@@ -1071,7 +1318,7 @@ class Renderer {
     charge(units);
   }
   void emit(const std::string& s) {
-    if (out_.size() + s.size() > kMaxOutput) fail(ErrorCode::BadArgument, "chat template: the rendered prompt is too long");
+    if (out_.size() + s.size() > kMaxOutput) too_much("the rendered prompt is too long");
     out_ += s;
   }
   Value lookup(const std::string& n) const {
@@ -1086,7 +1333,7 @@ class Renderer {
   // exhaust the native stack.
   struct Nest {
     explicit Nest(Renderer* r) : r(r) {
-      if (++r->nest_ > kMaxRenderDepth) fail(ErrorCode::BadArgument, "chat template: macros or expressions nested too deeply");
+      if (++r->nest_ > kMaxRenderDepth) too_much("macros or expressions nested too deeply");
     }
     ~Nest() { r->nest_--; }
     Renderer* r;
@@ -1108,9 +1355,9 @@ class Renderer {
       return;
     }
     Value ns = lookup(target[0]);
-    if (ns.k != Value::K::Dict || !ns.has_ns) fail(ErrorCode::BadArgument, "chat template: cannot set an attribute of '" + target[0] + "', which is not a namespace");
+    if (ns.k != Value::K::Dict || !ns.has_ns) bad_template("cannot set an attribute of '" + target[0] + "', which is not a namespace");
     if (v.has_ns)
-      fail(ErrorCode::BadArgument, "chat template: a namespace cannot hold a namespace or a macro defined inside a block (" + target[0] + "." + target[1] + ")");
+      bad_template("a namespace cannot hold a namespace or a macro defined inside a block (" + target[0] + "." + target[1] + ")");
     ns.put(target[1], std::move(v));
   }
 
@@ -1132,7 +1379,7 @@ class Renderer {
     List extra;
     Dict kw;
     if (a.size() > m.params.size() && !m.varargs)
-      fail(ErrorCode::BadArgument, "chat template: macro '" + name + "' takes not more than " + std::to_string(m.params.size()) + " argument(s)");
+      bad_template("macro '" + name + "' takes not more than " + std::to_string(m.params.size()) + " argument(s)");
     for (size_t i = 0; i < a.size(); i++) {
       if (i < m.params.size()) local[m.params[i].first] = a[i];
       else extra.push_back(a[i]);
@@ -1141,12 +1388,12 @@ class Renderer {
       size_t i = 0;
       while (i < m.params.size() && m.params[i].first != kv.first) i++;
       if (i < m.params.size()) {
-        if (i < a.size()) fail(ErrorCode::BadArgument, "chat template: macro '" + name + "' got multiple values for argument '" + kv.first + "'");
+        if (i < a.size()) bad_template("macro '" + name + "' got multiple values for argument '" + kv.first + "'");
         local[kv.first] = eval(*kv.second);
       } else if (m.kwargs) {
         kw.emplace_back(kv.first, eval(*kv.second));
       } else {
-        fail(ErrorCode::BadArgument, "chat template: macro '" + name + "' takes no keyword argument '" + kv.first + "'");
+        bad_template("macro '" + name + "' takes no keyword argument '" + kv.first + "'");
       }
     }
     // The scopes the body sees: a macro's stack is the globals alone (the caller's scopes wait
@@ -1157,7 +1404,7 @@ class Renderer {
     if (m.t == Stmt::T::CallBlock) {
       for (Frame* fr : frames_)
         if (fr->serial == (uint64_t)f.i) site = fr;
-      if (!site) fail(ErrorCode::BadArgument, "chat template: caller() used outside its macro call");
+      if (!site) bad_template("caller() used outside its macro call");
       for (auto& sc : site->scopes) scopes_.push_back(std::move(sc));
     }
     if (f.closure)
@@ -1209,6 +1456,15 @@ class Renderer {
       case Stmt::T::Set: assign(s.vars, eval(*s.e)); break;
       case Stmt::T::Break: case Stmt::T::Continue: jump_ = s.t; break;
       case Stmt::T::SetBlock: assign(s.vars, made(Value::str(capture(s.body)))); break;
+      case Stmt::T::FilterBlock: {
+        Value text = made(Value::str(capture(s.body)));
+        scopes_.emplace_back();
+        scopes_.back()[kFilterInput] = std::move(text);
+        const std::string r = to_text(eval(*s.e));
+        scopes_.pop_back();
+        emit(r);
+        break;
+      }
       case Stmt::T::Macro: {
         Value f = Value::func(s.text, &s);
         if (scopes_.size() > 1) {
@@ -1227,7 +1483,7 @@ class Renderer {
       case Stmt::T::CallBlock: {
         Value f = lookup(s.e->name);
         if (f.k != Value::K::Func || !f.macro || f.macro->t != Stmt::T::Macro)
-          fail(ErrorCode::BadArgument, "chat template: {% call %} of '" + s.e->name + "', which is not a macro");
+          bad_template("{% call %} of '" + s.e->name + "', which is not a macro");
         emit(call_macro(f, *s.e, &s).s);
         break;
       }
@@ -1235,9 +1491,9 @@ class Renderer {
         const Value it = eval(*s.e);
         List items;
         if (it.k == Value::K::List) items = *it.l, charge_items(items);
-        else if (it.k == Value::K::Dict) for (const auto& kv : *it.d) items.push_back(Value::str(kv.first));
+        else if (it.k == Value::K::Dict) for (const auto& kv : *it.d) items.push_back(key_value(kv));
         else if (it.k == Value::K::Str) for (char c : it.s) items.push_back(Value::str(std::string(1, c)));
-        else if (it.defined() && it.k != Value::K::None) fail(ErrorCode::BadArgument, "chat template: a for loop over " + brief(it) + ", which is not a list");
+        else if (it.defined() && it.k != Value::K::None) bad_template("a for loop over " + brief(it) + ", which is not a list");
         scopes_.emplace_back();
         if (s.filter) {  // the filter sees each item under the loop's names
           List kept;
@@ -1276,42 +1532,42 @@ class Renderer {
       return;
     }
     if (v.k != Value::K::List || v.l->size() != vars.size())
-      fail(ErrorCode::BadArgument, "chat template: cannot unpack " + brief(v) + " into " + std::to_string(vars.size()) + " names");
+      bad_template("cannot unpack " + brief(v) + " into " + std::to_string(vars.size()) + " names");
     for (size_t i = 0; i < vars.size(); i++) scopes_.back()[vars[i]] = (*v.l)[i];
   }
 
   static int64_t as_int(const Value& v, const char* what) {
     if (v.k == Value::K::Int || v.k == Value::K::Bool) return v.k == Value::K::Int ? v.i : v.b;
     if (v.k == Value::K::Float && std::isfinite(v.f) && std::fabs(v.f) < 9e18) return (int64_t)v.f;
-    fail(ErrorCode::BadArgument, std::string("chat template: ") + what + " needs an integer, not " + brief(v));
+    bad_template(std::string() + what + " needs an integer, not " + brief(v));
   }
   static std::string as_str(const Value& v, const char* what) {
-    if (v.k != Value::K::Str) fail(ErrorCode::BadArgument, std::string("chat template: ") + what + " needs a string, not " + brief(v));
+    if (v.k != Value::K::Str) bad_template(std::string() + what + " needs a string, not " + brief(v));
     return v.s;
   }
 
   Value arith(const std::string& op, const Value& a, const Value& b) {
     if (op == "+" && a.k == Value::K::Str && b.k == Value::K::Str) {
-      if (a.s.size() + b.s.size() > kMaxOutput) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
+      if (a.s.size() + b.s.size() > kMaxOutput) too_much("a string grows too long");
       return Value::str(a.s + b.s);
     }
-    if (op == "+" && a.k == Value::K::List && b.k == Value::K::List) {
+    if (op == "+" && a.k == Value::K::List && b.k == Value::K::List && !a.lazy && !b.lazy) {
       List l = *a.l;
       l.insert(l.end(), b.l->begin(), b.l->end());
       return Value::list(std::move(l));
     }
     if (op == "*" && a.k == Value::K::Str && (b.k == Value::K::Int)) {
       if (a.s.empty() || b.i <= 0) return Value::str("");
-      if (b.i > 0 && !a.s.empty() && (uint64_t)b.i > kMaxOutput / a.s.size()) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
+      if (b.i > 0 && !a.s.empty() && (uint64_t)b.i > kMaxOutput / a.s.size()) too_much("a string grows too long");
       std::string r;
       for (int64_t k = 0; k < b.i; k++) r += a.s;
       return Value::str(std::move(r));
     }
     if (!a.number() || !b.number())
-      fail(ErrorCode::BadArgument, "chat template: cannot apply '" + op + "' to " + brief(a) + " and " + brief(b));
+      bad_template("cannot apply '" + op + "' to " + brief(a) + " and " + brief(b));
     const bool ints = a.k != Value::K::Float && b.k != Value::K::Float;
     if (op == "/") {
-      if (b.num() == 0) fail(ErrorCode::BadArgument, "chat template: division by zero");
+      if (b.num() == 0) bad_template("division by zero");
       return Value::real(a.num() / b.num());
     }
     if (ints) {
@@ -1320,9 +1576,9 @@ class Renderer {
       // Python's integers do not overflow; past 64 bits this is an error, not a wrapped value.
       const bool over = op == "+" ? __builtin_add_overflow(x, y, &r) : op == "-" ? __builtin_sub_overflow(x, y, &r)
                       : op == "*" ? __builtin_mul_overflow(x, y, &r) : (x == INT64_MIN && y == -1);
-      if (over) fail(ErrorCode::BadArgument, "chat template: integer overflow in " + std::to_string(x) + " " + op + " " + std::to_string(y));
+      if (over) bad_template("integer overflow in " + std::to_string(x) + " " + op + " " + std::to_string(y));
       if (op == "+" || op == "-" || op == "*") return Value::integer(r);
-      if (y == 0) fail(ErrorCode::BadArgument, "chat template: division by zero");
+      if (y == 0) bad_template("division by zero");
       const int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));  // Python's floor division
       if (op == "//") return Value::integer(q);
       return Value::integer(x - q * y);
@@ -1331,7 +1587,7 @@ class Renderer {
     if (op == "+") return Value::real(x + y);
     if (op == "-") return Value::real(x - y);
     if (op == "*") return Value::real(x * y);
-    if (y == 0) fail(ErrorCode::BadArgument, "chat template: division by zero");
+    if (y == 0) bad_template("division by zero");
     if (op == "//") return Value::real(std::floor(x / y));
     return Value::real(x - std::floor(x / y) * y);
   }
@@ -1339,18 +1595,24 @@ class Renderer {
   static bool less(const Value& a, const Value& b) {
     if (a.number() && b.number()) return a.num() < b.num();
     if (a.k == Value::K::Str && b.k == Value::K::Str) return a.s < b.s;
-    fail(ErrorCode::BadArgument, "chat template: cannot order " + brief(a) + " and " + brief(b));
+    bad_template("cannot order " + brief(a) + " and " + brief(b));
   }
+  // Python's 'in', charged per item compared and byte searched.
   static bool contains(const Value& hay, const Value& needle) {
-    if (hay.k == Value::K::Str) return needle.k == Value::K::Str && hay.s.find(needle.s) != std::string::npos;
+    if (hay.k == Value::K::Str) {
+      if (needle.k != Value::K::Str) bad_template("'in <string>' needs a string on the left, not " + brief(needle));
+      return find_text(hay.s, needle.s) != std::string::npos;
+    }
     if (hay.k == Value::K::List) {
-      for (const Value& v : *hay.l)
+      for (const Value& v : *hay.l) {
+        charge(16);
         if (equal(v, needle)) return true;
+      }
       return false;
     }
-    if (hay.k == Value::K::Dict) return needle.k == Value::K::Str && hay.get(needle.s) != nullptr;
+    if (hay.k == Value::K::Dict) return hay.get(needle) != nullptr;
     if (!hay.defined() || hay.k == Value::K::None) return false;
-    fail(ErrorCode::BadArgument, "chat template: 'in' needs a string, list or dict, not " + brief(hay));
+    bad_template("'in' needs a string, list or dict, not " + brief(hay));
   }
 
   std::vector<Value> args(const Expr& e) {
@@ -1362,11 +1624,11 @@ class Renderer {
   // An indent given as a width (spaces) or as the string itself.
   static std::string indent_text(const Value& w) {
     if (w.k == Value::K::Str) {
-      if (w.s.size() > 1000) fail(ErrorCode::BadArgument, "chat template: an indent longer than 1000 characters");
+      if (w.s.size() > 1000) too_much("an indent longer than 1000 characters");
       return w.s;
     }
     const int64_t n = as_int(w, "indent");
-    if (n > 1000) fail(ErrorCode::BadArgument, "chat template: an indent of " + std::to_string(n) + " spaces (at most 1000)");
+    if (n > 1000) too_much("an indent of " + std::to_string(n) + " spaces (at most 1000)");
     return std::string(n > 0 ? (size_t)n : 0, ' ');
   }
   // Python's str.splitlines(): \n, \r\n, \r, \v, \f, \x1c-\x1e, U+0085, U+2028 and U+2029 end lines.
@@ -1392,21 +1654,38 @@ class Renderer {
     return out;
   }
   static std::string strip(const std::string& s, const std::string& chars, bool left, bool right) {
+    bool in[256] = {};  // a table: strip's cost does not grow with the set of characters
+    for (const unsigned char c : chars) in[c] = true;
+    charge(chars.size());
     size_t b = 0, e = s.size();
-    while (left && b < e && chars.find(s[b]) != std::string::npos) b++;
-    while (right && e > b && chars.find(s[e - 1]) != std::string::npos) e--;
+    while (left && b < e && in[(unsigned char)s[b]]) b++;
+    while (right && e > b && in[(unsigned char)s[e - 1]]) e--;
+    charge(b + (s.size() - e));
     return s.substr(b, e - b);
   }
-  static std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-    if (from.empty()) return s;
+  // Python's str.replace (count < 0: every occurrence; an empty `from` matches between characters).
+  static std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count = -1) {
     std::string r;
     size_t p = 0, q;
-    while ((q = s.find(from, p)) != std::string::npos) {
-      r += s.substr(p, q - p) + to;
-      if (r.size() > kMaxOutput) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
-      p = q + from.size();
+    const Finder finder(from);
+    while (count != 0 && (q = finder.find(s, p)) != std::string::npos) {
+      r.append(s, p, q - p);
+      r += to;
+      if (r.size() > kMaxOutput) too_much("a string grows too long");
+      count--;
+      if (from.empty()) {
+        if (q >= s.size()) return r;
+        const size_t n = utf8_len(s, q);
+        r.append(s, q, n);
+        p = q + n;
+      } else {
+        p = q + from.size();
+      }
     }
-    return r + s.substr(p);
+    r.append(s, p, std::string::npos);
+    if (r.size() > kMaxOutput) too_much("a string grows too long");
+    charge(r.size());
+    return r;
   }
   static std::string title(const std::string& s, bool all_words) {
     std::string r = s;
@@ -1464,7 +1743,7 @@ class Renderer {
       }
       if (m == "replace" && a.size() >= 2) return Value::str(replace_all(s, arg_str(0, "replace"), arg_str(1, "replace")));
       if (m == "find" && a.size() == 1) {
-        const size_t p = s.find(arg_str(0, "find"));
+        const size_t p = find_text(s, arg_str(0, "find"));
         return Value::integer(p == std::string::npos ? -1 : (int64_t)p);
       }
       if (m == "split") {
@@ -1484,9 +1763,10 @@ class Renderer {
           }
         } else {
           const std::string sep = arg_str(0, "split");
-          if (sep.empty()) fail(ErrorCode::BadArgument, "chat template: split with an empty separator");
+          if (sep.empty()) bad_template("split with an empty separator");
           size_t p = 0, q;
-          while (max != 0 && (q = s.find(sep, p)) != std::string::npos) {
+          const Finder finder(sep);
+          while (max != 0 && (q = finder.find(s, p)) != std::string::npos) {
             parts.push_back(Value::str(s.substr(p, q - p)));
             p = q + sep.size();
             max--;
@@ -1506,7 +1786,7 @@ class Renderer {
       if (m == "items" || m == "keys" || m == "values") {
         List l;
         for (const auto& kv : *obj.d)
-          l.push_back(m == "keys" ? Value::str(kv.first) : m == "values" ? kv.second : Value::list({Value::str(kv.first), kv.second}));
+          l.push_back(m == "keys" ? key_value(kv) : m == "values" ? kv.second : pair(key_value(kv), kv.second));
         return Value::list(std::move(l));
       }
     }
@@ -1519,11 +1799,12 @@ class Renderer {
     {
       const Value fv = lookup(f);
       if (fv.k == Value::K::Func && fv.macro) return call_macro(fv, e);
-      if (f == "caller") fail(ErrorCode::BadArgument, "chat template: caller() outside a {% call %} block");
+      if (f == "caller") bad_template("caller() outside a {% call %} block");
     }
     const std::vector<Value> a = args(e);
     if (f == "raise_exception") {
-      fail(ErrorCode::BadArgument, "chat template: " + (a.empty() ? std::string("raise_exception()") : to_text(a[0])));
+      // The template's own verdict on the conversation (roles that do not alternate, ...): the caller's error.
+      fail(ErrorCode::BadArgument, "chat template: " + (a.empty() ? std::string("raise_exception()") : message_text(a[0])));
     }
     if (f == "namespace") {
       Value ns = Value::dict();
@@ -1537,15 +1818,15 @@ class Renderer {
       return d;
     }
     if (f == "range") {
-      if (a.empty() || a.size() > 3) fail(ErrorCode::BadArgument, "chat template: range takes 1 to 3 integers");
+      if (a.empty() || a.size() > 3) bad_template("range takes 1 to 3 integers");
       int64_t lo = 0, hi, step = 1;
       if (a.size() == 1) hi = as_int(a[0], "range");
       else lo = as_int(a[0], "range"), hi = as_int(a[1], "range");
       if (a.size() == 3) step = as_int(a[2], "range");
-      if (step == 0) fail(ErrorCode::BadArgument, "chat template: range with a step of 0");
+      if (step == 0) bad_template("range with a step of 0");
       List l;
       for (int64_t v = lo; step > 0 ? v < hi : v > hi;) {
-        if (l.size() >= 1000000) fail(ErrorCode::BadArgument, "chat template: range is too long");
+        if (l.size() >= 1000000) too_much("range is too long");
         l.push_back(Value::integer(v));
         if (__builtin_add_overflow(v, step, &v)) break;  // past the 64-bit range: past hi too
       }
@@ -1567,101 +1848,230 @@ class Renderer {
     unsupported("the function '" + f + "'");
   }
 
+  using Kw = std::vector<std::pair<std::string, Value>>;
+  Kw kwargs(const Expr& e) {
+    Kw kw;
+    for (const auto& kv : e.kw) kw.emplace_back(kv.first, eval(*kv.second));
+    return kw;
+  }
   Value filter(const Expr& e) {
     const Value v = eval(*e.a[0]);
-    const std::vector<Value> a = args(e);
-    const std::string& f = e.name;
+    return apply_filter(e.name, v, args(e), kwargs(e));
+  }
+  // Positional argument i, or the keyword argument `name`, or dflt.
+  static Value arg(const std::vector<Value>& a, const Kw& kw, size_t i, const char* name, Value dflt = Value()) {
+    for (const auto& kv : kw)
+      if (kv.first == name) return kv.second;
+    return i < a.size() ? a[i] : dflt;
+  }
+  static void only_kw(const char* f, const Kw& kw, std::initializer_list<const char*> names) {
+    for (const auto& kv : kw) {
+      bool ok = false;
+      for (const char* n : names) ok = ok || kv.first == n;
+      if (!ok) bad_template(std::string("the filter '") + f + "' has no argument '" + kv.first + "'");
+    }
+  }
+  // The items a filter iterates: a list's, a dict's keys, a string's characters (UTF-8
+  // sequences kept whole); undefined and none give none, as Jinja2's filters that test the
+  // sequence first do.
+  static List items_of(const Value& v, const char* f) {
+    List l;
+    if (v.k == Value::K::List) {
+      charge(16 * v.l->size());
+      return *v.l;
+    }
+    if (v.k == Value::K::Dict) for (const auto& kv : *v.d) l.push_back(key_value(kv));
+    else if (v.k == Value::K::Str) for (const std::string& c : chars(v.s)) l.push_back(Value::str(c));
+    else if (v.defined() && v.k != Value::K::None) bad_template(std::string("the filter '") + f + "' over " + brief(v));
+    charge(16 * l.size());
+    return l;
+  }
+  // A string's characters (code points as UTF-8 sequences), as Python iterates a str.
+  static std::vector<std::string> chars(const std::string& s) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < s.size();) {
+      const size_t n = utf8_len(s, i);
+      out.push_back(s.substr(i, n));
+      i += n;
+    }
+    return out;
+  }
+  static size_t utf8_len(const std::string& s, size_t i) {
+    const unsigned char c = (unsigned char)s[i];
+    size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    for (size_t k = 1; k < n; k++)
+      if (i + k >= s.size() || ((unsigned char)s[i + k] & 0xc0) != 0x80) return 1;
+    return n;
+  }
+  static int64_t code_points(const std::string& s) {
+    int64_t n = 0;
+    for (const char c : s) n += ((unsigned char)c & 0xc0) != 0x80;
+    return n;
+  }
+  // Python's sort order of two values (for sort, dictsort, min and max); case-blind on strings
+  // unless cs.
+  static bool sort_less(const Value& a, const Value& b, bool cs) {
+    charge(16);
+    if (!cs && a.k == Value::K::Str && b.k == Value::K::Str) return lower(a.s) < lower(b.s);
+    return less(a, b);
+  }
+  // An item's attribute (a dotted path, as Jinja2's attribute= takes; digits index a list).
+  static Value attribute(const Value& item, const std::string& path) {
+    Value cur = item;
+    size_t p = 0;
+    for (;;) {
+      const size_t q = path.find('.', p);
+      const std::string part = path.substr(p, q == std::string::npos ? std::string::npos : q - p);
+      const Value* next = cur.get(part);
+      if (!next && cur.k == Value::K::List && !part.empty() && part.find_first_not_of("0123456789") == std::string::npos && part.size() < 10) {
+        const size_t i = std::stoul(part);
+        next = i < cur.l->size() ? &(*cur.l)[i] : nullptr;
+      }
+      if (!next) return Value();
+      cur = *next;
+      if (q == std::string::npos) return cur;
+      p = q + 1;
+    }
+  }
+
+  static Value lazy(Value v) {
+    v.lazy = true;
+    return v;
+  }
+
+  Value apply_filter(const std::string& f, const Value& v, const std::vector<Value>& a, const Kw& kw) {
+    charge(64);
+    std::string r;
+    // Each filter reads only what it needs: no input is printed whole unless the filter prints it.
     if (f == "trim") return Value::str(strip(to_text(v), a.empty() ? ws() : as_str(a[0], "trim"), true, true));
+    if ((f == "length" || f == "count" || f == "last") && v.lazy) bad_template("a generator has no " + std::string(f == "last" ? "last item" : "length") + ": add | list");
     if (f == "length" || f == "count") {
-      if (v.k == Value::K::Str) return Value::integer((int64_t)v.s.size());
+      if (v.k == Value::K::Str) return Value::integer(code_points(v.s));
       if (v.k == Value::K::List) return Value::integer((int64_t)v.l->size());
       if (v.k == Value::K::Dict) return Value::integer((int64_t)v.d->size());
       if (!v.defined()) return Value::integer(0);
-      fail(ErrorCode::BadArgument, "chat template: length of " + brief(v));
+      bad_template("length of " + brief(v));
     }
-    std::string r;
-    if (recase(f, to_text(v), &r)) return Value::str(std::move(r));
-    if (f == "string") return Value::str(to_text(v));
+    if (f == "upper" || f == "lower" || f == "title" || f == "capitalize") {
+      recase(f, to_text(v), &r);
+      return Value::str(std::move(r));
+    }
+    if (f == "string") return v.k == Value::K::Str ? v : Value::str(to_text(v));
     if (f == "safe") return v;
-    if (f == "int") {
-      if (v.k == Value::K::Str) return Value::integer(std::strtoll(v.s.c_str(), nullptr, 10));
-      return v.number() ? Value::integer(as_int(v, "int")) : Value::integer(0);
+    if (f == "escape" || f == "e" || f == "forceescape") {
+      for (const char c : to_text(v)) {
+        if (c == '&') r += "&amp;";
+        else if (c == '<') r += "&lt;";
+        else if (c == '>') r += "&gt;";
+        else if (c == '"') r += "&#34;";
+        else if (c == '\'') r += "&#39;";
+        else r += c;
+      }
+      return Value::str(std::move(r));
     }
-    if (f == "float") return Value::real(v.k == Value::K::Str ? std::strtod(v.s.c_str(), nullptr) : v.number() ? v.num() : 0.0);
-    if (f == "first" || f == "last") {
+    if (f == "int") {
+      const Value dflt = arg(a, kw, 0, "default", Value::integer(0));
+      if (v.k == Value::K::Str) {
+        const std::string t = strip(v.s, ws(), true, true);
+        char* end = nullptr;
+        errno = 0;
+        const long long x = std::strtoll(t.c_str(), &end, 10);
+        if (!t.empty() && end && *end == 0 && errno == 0) return Value::integer(x);
+        const double d = std::strtod(t.c_str(), &end);  // Jinja2 tries float() next
+        if (!t.empty() && end && *end == 0 && std::isfinite(d) && std::fabs(d) < 9e18) return Value::integer((int64_t)d);
+        return dflt;
+      }
+      return v.number() ? Value::integer(as_int(v, "int")) : dflt;
+    }
+    if (f == "float") {
+      if (v.k == Value::K::Str) {
+        const std::string t = strip(v.s, ws(), true, true);
+        char* end = nullptr;
+        const double d = std::strtod(t.c_str(), &end);
+        if (!t.empty() && end && *end == 0) return Value::real(d);
+        return arg(a, kw, 0, "default", Value::real(0));
+      }
+      return v.number() ? Value::real(v.num()) : arg(a, kw, 0, "default", Value::real(0));
+    }
+    if (f == "abs") {
+      if (v.k == Value::K::Int && v.i != INT64_MIN) return Value::integer(v.i < 0 ? -v.i : v.i);
+      if (v.number()) return Value::real(std::fabs(v.num()));
+      bad_template("abs of " + brief(v));
+    }
+    if (f == "first" || f == "last") {  // one item read, whatever the size
       if (v.k == Value::K::List) return v.l->empty() ? Value() : (f == "first" ? v.l->front() : v.l->back());
-      if (v.k == Value::K::Str) return v.s.empty() ? Value() : Value::str(std::string(1, f == "first" ? v.s.front() : v.s.back()));
-      fail(ErrorCode::BadArgument, "chat template: " + f + " of " + brief(v));
+      if (v.k == Value::K::Str) {
+        if (v.s.empty()) return Value();
+        if (f == "first") return Value::str(v.s.substr(0, utf8_len(v.s, 0)));
+        size_t i = v.s.size() - 1;
+        while (i > 0 && ((unsigned char)v.s[i] & 0xc0) == 0x80 && v.s.size() - i < 4) i--;
+        return Value::str(v.s.substr(utf8_len(v.s, i) == v.s.size() - i ? i : v.s.size() - 1));
+      }
+      if (v.k == Value::K::Dict) return v.d->empty() ? Value() : key_value(f == "first" ? v.d->front() : v.d->back());
+      bad_template("" + f + " of " + brief(v));
     }
     if (f == "join") {
-      const std::string sep = a.empty() ? std::string() : as_str(a[0], "join");
-      if (v.k != Value::K::List) fail(ErrorCode::BadArgument, "chat template: join of " + brief(v));
-      std::string r;
-      for (size_t i = 0; i < v.l->size(); i++) {
-        r += (i ? sep : "") + to_text((*v.l)[i]);
-        if (r.size() > kMaxOutput) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
+      only_kw("join", kw, {"d", "attribute"});
+      const std::string sep = a.empty() ? std::string() : as_str(arg(a, kw, 0, "d"), "join");
+      const Value at = arg(a, kw, 1, "attribute");
+      const List l = items_of(v, "join");
+      for (size_t i = 0; i < l.size(); i++) {
+        if (i) r += sep;
+        r += to_text(at.defined() && at.k != Value::K::None ? attribute(l[i], to_text(at)) : l[i]);
+        if (r.size() > kMaxOutput) too_much("a string grows too long");
       }
       return Value::str(std::move(r));
     }
     if (f == "default" || f == "d") {
-      const bool boolean = a.size() > 1 && truthy(a[1]);
+      const bool boolean = truthy(arg(a, kw, 1, "boolean", Value::boolean(false)));
       if (boolean ? truthy(v) : v.defined()) return v;
-      return a.empty() ? Value::str("") : a[0];
+      return arg(a, kw, 0, "default_value", Value::str(""));
     }
     if (f == "tojson") {
-      Value indent = a.empty() ? Value() : a[0];
-      bool sort = false;
-      for (const auto& kv : e.kw) {
-        if (kv.first == "indent") indent = eval(*kv.second);
-        else if (kv.first == "sort_keys") sort = truthy(eval(*kv.second));
-        else if (kv.first != "ensure_ascii" || truthy(eval(*kv.second))) unsupported("tojson's argument '" + kv.first + "'");
+      only_kw("tojson", kw, {"indent", "sort_keys", "ensure_ascii", "separators"});
+      const Value indent = arg(a, kw, 0, "indent");
+      Style st;
+      st.json = true;
+      st.sort = truthy(arg({}, kw, 9, "sort_keys"));
+      st.ascii = truthy(arg({}, kw, 9, "ensure_ascii"));  // Hugging Face's tojson: ensure_ascii off unless asked
+      st.pretty = indent.defined() && indent.k != Value::K::None;
+      if (st.pretty) st.ind = indent_text(indent), st.isep = ",";
+      const Value sep = arg({}, kw, 9, "separators");
+      if (sep.defined() && sep.k != Value::K::None) {
+        if (sep.k != Value::K::List || sep.l->size() != 2) bad_template("tojson's separators must be a pair of strings");
+        st.isep = as_str((*sep.l)[0], "tojson's separators");
+        st.ksep = as_str((*sep.l)[1], "tojson's separators");
+        if (st.isep.size() > 100 || st.ksep.size() > 100) too_much("tojson's separators are longer than 100 bytes");
       }
-      const bool pretty = indent.defined() && indent.k != Value::K::None;
-      return Value::str(json_dump(v, pretty, pretty ? indent_text(indent) : std::string(), sort, 0));
+      return Value::str(repr(v, st));
     }
     if (f == "indent") {  // Jinja 3's: every line but the first (unless first=true); blank lines only if blank=true
-      Value width = a.empty() ? Value::integer(4) : a[0];
-      bool first = a.size() > 1 && truthy(a[1]), blank = a.size() > 2 && truthy(a[2]);
-      for (const auto& kv : e.kw) {
-        if (kv.first == "width") width = eval(*kv.second);
-        else if (kv.first == "first") first = truthy(eval(*kv.second));
-        else if (kv.first == "blank") blank = truthy(eval(*kv.second));
-        else fail(ErrorCode::BadArgument, "chat template: indent has no argument '" + kv.first + "'");
-      }
-      const std::string ind = indent_text(width);
+      only_kw("indent", kw, {"width", "first", "blank"});
+      const std::string ind = indent_text(arg(a, kw, 0, "width", Value::integer(4)));
+      const bool first = truthy(arg(a, kw, 1, "first", Value::boolean(false))), blank = truthy(arg(a, kw, 2, "blank", Value::boolean(false)));
       const std::vector<std::string> lines = split_lines(to_text(v) + "\n");
-      std::string r;
       for (size_t i = 0; i < lines.size(); i++) {
         if (i) r += "\n";
         if (i == 0 ? first : blank || !lines[i].empty()) r += ind;
         r += lines[i];
-        if (r.size() > kMaxOutput) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
+        if (r.size() > kMaxOutput) too_much("a string grows too long");
       }
+      charge(r.size());
       return Value::str(std::move(r));
     }
     if (f == "unique") {  // first of each, strings compared case-blind unless case_sensitive=true
-      bool cs = a.size() > 0 && truthy(a[0]);
-      Value attr = a.size() > 1 ? a[1] : Value();
-      for (const auto& kv : e.kw) {
-        if (kv.first == "case_sensitive") cs = truthy(eval(*kv.second));
-        else if (kv.first == "attribute") attr = eval(*kv.second);
-        else fail(ErrorCode::BadArgument, "chat template: unique has no argument '" + kv.first + "'");
-      }
-      List items;
-      if (v.k == Value::K::List) items = *v.l;
-      else if (v.k == Value::K::Str) for (char c : v.s) items.push_back(Value::str(std::string(1, c)));
-      else if (v.k == Value::K::Dict) for (const auto& kv : *v.d) items.push_back(Value::str(kv.first));
-      else fail(ErrorCode::BadArgument, "chat template: unique of " + brief(v));
-      const std::string name = attr.defined() && attr.k != Value::K::None ? as_str(attr, "unique") : std::string();
+      only_kw("unique", kw, {"case_sensitive", "attribute"});
+      const bool cs = truthy(arg(a, kw, 0, "case_sensitive", Value::boolean(false)));
+      const Value attr = arg(a, kw, 1, "attribute");
+      const List items = items_of(v, "unique");
+      const std::string name = attr.defined() && attr.k != Value::K::None ? to_text(attr) : std::string();
       auto key = [&](const Value& x) {
-        const Value* p = name.empty() ? &x : x.get(name);
-        Value k = p ? *p : Value();
+        Value k = name.empty() ? x : attribute(x, name);
         if (!cs && k.k == Value::K::Str) k.s = lower(k.s);
         return k;
       };
       List out, seen;
       for (const Value& x : items) {
-        tick();
         const Value k = key(x);
         bool dup = false;
         for (const Value& y : seen) {
@@ -1670,37 +2080,147 @@ class Renderer {
         }
         if (!dup) seen.push_back(k), out.push_back(x);
       }
-      return Value::list(std::move(out));
+      return lazy(Value::list(std::move(out)));
     }
-    if (f == "list") {
-      if (v.k == Value::K::List) return v;
-      List l;
-      if (v.k == Value::K::Str) for (char c : v.s) l.push_back(Value::str(std::string(1, c)));
-      else if (v.k == Value::K::Dict) for (const auto& kv : *v.d) l.push_back(Value::str(kv.first));
-      return Value::list(std::move(l));
-    }
+    if (f == "list") return Value::list(items_of(v, "list"));
     if (f == "reverse") {
-      if (v.k == Value::K::Str) return Value::str(std::string(v.s.rbegin(), v.s.rend()));
-      if (v.k == Value::K::List) return Value::list(List(v.l->rbegin(), v.l->rend()));
-      fail(ErrorCode::BadArgument, "chat template: reverse of " + brief(v));
-    }
-    if (f == "replace" && a.size() >= 2) return Value::str(replace_all(to_text(v), as_str(a[0], "replace"), as_str(a[1], "replace")));
-    if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr")
-      return select(v, a, f.size() > 6, f[0] == 's');
-    if (f == "map" && a.empty() && e.kw.size() == 1 && e.kw[0].first == "attribute") {
-      const std::string name = as_str(eval(*e.kw[0].second), "map");
-      if (v.k != Value::K::List) fail(ErrorCode::BadArgument, "chat template: map over " + brief(v));
-      List l;
-      for (const Value& item : *v.l) {
-        const Value* p = item.get(name);
-        l.push_back(p ? *p : Value());
+      if (v.k == Value::K::Str) {
+        const std::vector<std::string> cs = chars(v.s);
+        for (auto it = cs.rbegin(); it != cs.rend(); ++it) r += *it;
+        return Value::str(std::move(r));
       }
+      if (v.k == Value::K::List) return lazy(Value::list(List(v.l->rbegin(), v.l->rend())));
+      bad_template("reverse of " + brief(v));
+    }
+    if (f == "replace" && a.size() >= 2) {
+      const int64_t count = a.size() > 2 ? as_int(a[2], "replace") : -1;
+      return Value::str(replace_all(to_text(v), as_str(a[0], "replace"), as_str(a[1], "replace"), count));
+    }
+    if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr")
+      return lazy(select(v, a, f.size() > 6, f[0] == 's'));
+    if (f == "map") {
+      const List items = items_of(v, "map");
+      List l;
+      const Value at = arg({}, kw, 9, "attribute");
+      if (at.defined()) {
+        const Value dflt = arg({}, kw, 9, "default");
+        const std::string name = to_text(at);
+        for (const Value& item : items) {
+          const Value x = attribute(item, name);
+          l.push_back(x.defined() ? x : dflt);
+        }
+      } else {
+        if (a.empty()) bad_template("map needs a filter name or attribute=");
+        const std::string g = as_str(a[0], "map");
+        const std::vector<Value> rest(a.begin() + 1, a.end());
+        for (const Value& item : items) l.push_back(apply_filter(g, item, rest, kw));
+      }
+      return lazy(Value::list(std::move(l)));
+    }
+    if (f == "items") {
+      List l;
+      if (v.k == Value::K::Dict) for (const auto& kv : *v.d) l.push_back(pair(key_value(kv), kv.second));
+      else if (v.defined()) bad_template("items of " + brief(v));
+      return lazy(Value::list(std::move(l)));
+    }
+    if (f == "dictsort") {  // (key, value) pairs, by key (or by='value'), case-blind unless case_sensitive
+      only_kw("dictsort", kw, {"case_sensitive", "by", "reverse"});
+      if (v.k != Value::K::Dict) bad_template("dictsort of " + brief(v));
+      const bool cs = truthy(arg(a, kw, 0, "case_sensitive", Value::boolean(false)));
+      const std::string by = to_text(arg(a, kw, 1, "by", Value::str("key")));
+      if (by != "key" && by != "value") bad_template("dictsort can only sort by 'key' or 'value'");
+      const bool rev = truthy(arg(a, kw, 2, "reverse", Value::boolean(false)));
+      List l;
+      for (const auto& kv : *v.d) l.push_back(pair(key_value(kv), kv.second));
+      const size_t at = by == "key" ? 0 : 1;
+      std::stable_sort(l.begin(), l.end(), [&](const Value& x, const Value& y) {
+        return rev ? sort_less((*y.l)[at], (*x.l)[at], cs) : sort_less((*x.l)[at], (*y.l)[at], cs);
+      });
       return Value::list(std::move(l));
     }
-    if (f == "items" && v.k == Value::K::Dict) {
-      List l;
-      for (const auto& kv : *v.d) l.push_back(Value::list({Value::str(kv.first), kv.second}));
+    if (f == "sort") {
+      only_kw("sort", kw, {"reverse", "case_sensitive", "attribute"});
+      const bool rev = truthy(arg(a, kw, 0, "reverse", Value::boolean(false)));
+      const bool cs = truthy(arg(a, kw, 1, "case_sensitive", Value::boolean(false)));
+      const Value at = arg(a, kw, 2, "attribute");
+      const std::string name = at.defined() && at.k != Value::K::None ? to_text(at) : std::string();
+      List l = items_of(v, "sort");
+      std::stable_sort(l.begin(), l.end(), [&](const Value& x, const Value& y) {
+        const Value kx = name.empty() ? x : attribute(x, name), ky = name.empty() ? y : attribute(y, name);
+        return rev ? sort_less(ky, kx, cs) : sort_less(kx, ky, cs);
+      });
       return Value::list(std::move(l));
+    }
+    if (f == "min" || f == "max") {
+      only_kw(f.c_str(), kw, {"case_sensitive", "attribute"});
+      const bool cs = truthy(arg(a, kw, 0, "case_sensitive", Value::boolean(false)));
+      const Value at = arg(a, kw, 1, "attribute");
+      const std::string name = at.defined() && at.k != Value::K::None ? to_text(at) : std::string();
+      const List l = items_of(v, f.c_str());
+      if (l.empty()) return Value();
+      size_t best = 0;
+      for (size_t i = 1; i < l.size(); i++) {
+        const Value x = name.empty() ? l[i] : attribute(l[i], name), b = name.empty() ? l[best] : attribute(l[best], name);
+        if (f == "min" ? sort_less(x, b, cs) : sort_less(b, x, cs)) best = i;
+      }
+      return l[best];
+    }
+    if (f == "sum") {
+      only_kw("sum", kw, {"attribute", "start"});
+      const Value at = arg(a, kw, 0, "attribute");
+      Value total = arg(a, kw, 1, "start", Value::integer(0));
+      for (const Value& x : items_of(v, "sum")) total = arith("+", total, at.defined() && at.k != Value::K::None ? attribute(x, to_text(at)) : x);
+      return total;
+    }
+    if (f == "center") {
+      const std::string s = to_text(v);
+      const int64_t w = as_int(arg(a, kw, 0, "width", Value::integer(80)), "center");
+      if (w > 10000) too_much("center's width is more than 10000");
+      const int64_t n = code_points(s);
+      if (w <= n) return Value::str(s);
+      const int64_t pad = w - n, left = pad / 2 + (pad & w & 1);  // Python's str.center
+      return Value::str(std::string((size_t)left, ' ') + s + std::string((size_t)(pad - left), ' '));
+    }
+    if (f == "wordcount") {  // runs of word characters (\w): letters, digits, _; symbols, punctuation and emoji end a word
+      const std::string t = to_text(v);
+      int64_t n = 0;
+      bool in = false;
+      for (size_t i = 0; i < t.size();) {
+        const size_t len = utf8_len(t, i);
+        uint32_t cp = (unsigned char)t[i];
+        if (len > 1) {
+          cp &= 0xff >> (len + 1);
+          for (size_t k = 1; k < len; k++) cp = cp << 6 | ((unsigned char)t[i + k] & 0x3f);
+        }
+        const bool w = cp < 0x80 ? (std::isalnum((int)cp) || cp == '_')
+                                 : !((cp >= 0x80 && cp <= 0xbf && cp != 0xaa && cp != 0xb5 && cp != 0xba) || cp == 0xd7 || cp == 0xf7 ||
+                                     (cp >= 0x2000 && cp <= 0x2bff) || (cp >= 0x3000 && cp <= 0x303f) || (cp >= 0x1f000 && cp <= 0x1faff) ||
+                                     (cp >= 0xfe00 && cp <= 0xfe0f));
+        n += w && !in;
+        in = w;
+        i += len;
+      }
+      charge(t.size());
+      return Value::integer(n);
+    }
+    if (f == "batch") {
+      const int64_t n = as_int(arg(a, kw, 0, "linecount"), "batch");
+      if (n <= 0) bad_template("batch needs a positive count");
+      const Value fill = arg(a, kw, 1, "fill_with");
+      List out, cur;
+      for (const Value& x : items_of(v, "batch")) {
+        cur.push_back(x);
+        if ((int64_t)cur.size() == n) out.push_back(Value::list(std::move(cur))), cur.clear();
+      }
+      if (!cur.empty()) {
+        if (fill.defined()) while ((int64_t)cur.size() < n) cur.push_back(fill);
+        out.push_back(Value::list(std::move(cur)));
+      }
+      return lazy(Value::list(std::move(out)));
+    }
+    if (f == "attr") {
+      const Value* p = v.get(as_str(arg(a, kw, 0, "name"), "attr"));
+      return p ? *p : Value();
     }
     unsupported("the filter '" + f + "'");
   }
@@ -1718,7 +2238,7 @@ class Renderer {
     if (t == "false") return v.k == Value::K::Bool && !v.b;
     if (t == "mapping") return v.k == Value::K::Dict;
     if (t == "iterable") return v.k == Value::K::List || v.k == Value::K::Dict || v.k == Value::K::Str;
-    if (t == "sequence") return v.k == Value::K::List || v.k == Value::K::Str;
+    if (t == "sequence") return (v.k == Value::K::List && !v.lazy) || v.k == Value::K::Str;
     if (t == "callable") return v.k == Value::K::Func;
     if (t == "odd" || t == "even") return (as_int(v, t.c_str()) % 2 != 0) == (t == "odd");
     if ((t == "eq" || t == "equalto" || t == "==" || t == "sameas") && a.size() == 1) return equal(v, a[0]);
@@ -1729,24 +2249,21 @@ class Renderer {
   // select / reject / selectattr / rejectattr: the items (or their attribute) that pass a test
   // (or are truthy, without one).
   Value select(const Value& v, const std::vector<Value>& a, bool attr, bool keep) {
-    if (v.k != Value::K::List) {
-      if (!v.defined()) return Value::list();
-      fail(ErrorCode::BadArgument, "chat template: select over " + brief(v));
-    }
+    if (!truthy(v)) return Value::list();  // Jinja2 tests the sequence first: none, undefined and empty ones give nothing
+    const List items = items_of(v, "select");
     size_t i = 0;
     std::string name;
     if (attr) {
-      if (a.empty()) fail(ErrorCode::BadArgument, "chat template: selectattr needs an attribute name");
+      if (a.empty()) bad_template("selectattr needs an attribute name");
       name = as_str(a[0], "selectattr");
       i = 1;
     }
     const std::string t = a.size() > i ? as_str(a[i], "select") : std::string();
     const std::vector<Value> rest(a.begin() + (long)std::min(a.size(), i + 1), a.end());
     List out;
-    for (const Value& item : *v.l) {
+    for (const Value& item : items) {
       tick();
-      const Value* p = attr ? item.get(name) : &item;
-      const Value x = p ? *p : Value();
+      const Value x = attr ? attribute(item, name) : item;
       if ((t.empty() ? truthy(x) : test_value(t, x, rest)) == keep) out.push_back(item);
     }
     return Value::list(std::move(out));
@@ -1755,28 +2272,49 @@ class Renderer {
   Value index(const Expr& e) {
     const Value o = eval(*e.a[0]);
     const Value k = eval(*e.a[1]);
+    if (o.lazy) return Value();  // a generator has no items by index
     if (o.k == Value::K::Dict) {
-      if (k.k != Value::K::Str) return Value();
-      const Value* v = o.get(k.s);
+      const Value* v = o.get(k);
       return v ? *v : Value();
     }
     if (o.k == Value::K::List || o.k == Value::K::Str) {
       if (!k.number()) return Value();
-      const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size() : (int64_t)o.s.size();
+      const std::vector<size_t> at = o.k == Value::K::Str ? char_starts(o.s) : std::vector<size_t>();
+      const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size() : at.empty() ? (int64_t)o.s.size() : (int64_t)at.size() - 1;
       int64_t i = as_int(k, "an index");
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Value();
-      return o.k == Value::K::List ? (*o.l)[(size_t)i] : Value::str(std::string(1, o.s[(size_t)i]));
+      return o.k == Value::K::List ? (*o.l)[(size_t)i] : Value::str(char_at(o.s, at, i));
     }
     return Value();
   }
 
+  // Where each character (code point) of s starts, and s.size() at the end, as Python indexes a
+  // str; empty for ASCII text, whose characters are its bytes.
+  static std::vector<size_t> char_starts(const std::string& s) {
+    std::vector<size_t> at;
+    bool ascii = true;
+    for (const char c : s) ascii = ascii && (unsigned char)c < 0x80;
+    charge(s.size());
+    if (ascii) return at;
+    for (size_t i = 0; i < s.size(); i += utf8_len(s, i)) at.push_back(i);
+    at.push_back(s.size());
+    return at;
+  }
+  // Character k of s (0 <= k < its length), given char_starts(s).
+  static std::string char_at(const std::string& s, const std::vector<size_t>& at, int64_t k) {
+    if (at.empty()) return std::string(1, s[(size_t)k]);
+    return s.substr(at[(size_t)k], at[(size_t)k + 1] - at[(size_t)k]);
+  }
+
   Value slice(const Expr& e) {
     const Value o = eval(*e.a[0]);
-    if (o.k != Value::K::List && o.k != Value::K::Str) fail(ErrorCode::BadArgument, "chat template: slicing " + brief(o));
-    const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size() : (int64_t)o.s.size();
+    if (o.lazy) return Value();
+    if (o.k != Value::K::List && o.k != Value::K::Str) bad_template("slicing " + brief(o));
+    const std::vector<size_t> at = o.k == Value::K::Str ? char_starts(o.s) : std::vector<size_t>();
+    const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size() : at.empty() ? (int64_t)o.s.size() : (int64_t)at.size() - 1;
     const int64_t step = e.a[3] ? as_int(eval(*e.a[3]), "a slice step") : 1;
-    if (step == 0) fail(ErrorCode::BadArgument, "chat template: a slice step of 0");
+    if (step == 0) bad_template("a slice step of 0");
     auto bound = [&](const ExprP& x, int64_t dflt) {
       if (!x) return dflt;
       const Value v = eval(*x);
@@ -1790,10 +2328,16 @@ class Renderer {
     std::string s;
     for (int64_t i = lo; step > 0 ? i < hi : i > hi;) {
       if (o.k == Value::K::List) l.push_back((*o.l)[(size_t)i]);
-      else s += o.s[(size_t)i];
+      else if (at.empty()) s += o.s[(size_t)i];
+      else s.append(o.s, at[(size_t)i], at[(size_t)i + 1] - at[(size_t)i]);
       if (__builtin_add_overflow(i, step, &i)) break;  // past either end
     }
-    return o.k == Value::K::List ? Value::list(std::move(l)) : Value::str(std::move(s));
+    if (o.k == Value::K::List) {
+      Value r = Value::list(std::move(l));
+      r.tuple = o.tuple;
+      return r;
+    }
+    return Value::str(std::move(s));
   }
 
   Value eval(const Expr& e) {
@@ -1816,22 +2360,28 @@ class Renderer {
       case Expr::T::Neg: {
         const Value v = eval(*e.a[0]);
         if (v.k == Value::K::Int) {
-          if (v.i == INT64_MIN) fail(ErrorCode::BadArgument, "chat template: integer overflow in -(" + std::to_string(v.i) + ")");
+          if (v.i == INT64_MIN) bad_template("integer overflow in -(" + std::to_string(v.i) + ")");
           return Value::integer(-v.i);
         }
         if (v.number()) return Value::real(-v.num());
-        fail(ErrorCode::BadArgument, "chat template: cannot negate " + brief(v));
+        bad_template("cannot negate " + brief(v));
       }
       case Expr::T::Not: return Value::boolean(!truthy(eval(*e.a[0])));
       case Expr::T::Cond: return truthy(eval(*e.a[0])) ? eval(*e.a[1]) : eval(*e.a[2]);
       case Expr::T::ListLit: {
         List l;
         for (const auto& x : e.a) l.push_back(eval(*x));
-        return Value::list(std::move(l));
+        Value v = Value::list(std::move(l));
+        v.tuple = e.negate;
+        return v;
       }
       case Expr::T::DictLit: {
         Value d = Value::dict();
-        for (size_t i = 0; i + 1 < e.a.size(); i += 2) d.put(as_str(eval(*e.a[i]), "a dict key"), eval(*e.a[i + 1]));
+        for (size_t i = 0; i + 1 < e.a.size(); i += 2) {
+          const Value k = eval(*e.a[i]);
+          if (k.k == Value::K::Int || k.k == Value::K::Bool) d.put(std::to_string(k.k == Value::K::Int ? k.i : (int64_t)k.b), eval(*e.a[i + 1]), true);
+          else d.put(as_str(k, "a dict key"), eval(*e.a[i + 1]));
+        }
         return d;
       }
       case Expr::T::Bin: {
@@ -1847,7 +2397,7 @@ class Renderer {
         const Value l = eval(*e.a[0]), r = eval(*e.a[1]);
         if (op == "~") {
           const std::string s = to_text(l) + to_text(r);
-          if (s.size() > kMaxOutput) fail(ErrorCode::BadArgument, "chat template: a string grows too long");
+          if (s.size() > kMaxOutput) too_much("a string grows too long");
           return made(Value::str(s));
         }
         if (op == "==") return Value::boolean(equal(l, r));
@@ -1870,7 +2420,6 @@ class Renderer {
   uint64_t frame_serial_ = 0;
   int nest_ = 0;
   std::string out_;
-  uint64_t work_ = 0;
 };
 
 // ---- JSON in (template variables, message fields) -----------------------------------------
@@ -2034,6 +2583,7 @@ class JsonReader {
 }  // namespace
 
 std::string render_jinja_chat(const std::string& tmpl, const JinjaChatInput& in) {
+  g_work = 0;
   // Jinja drops one newline at the very end of a template (keep_trailing_newline is off).
   size_t n = tmpl.size();
   if (n > 0 && tmpl[n - 1] == '\n') n -= n > 1 && tmpl[n - 2] == '\r' ? 2 : 1;

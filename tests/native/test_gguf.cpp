@@ -3,6 +3,13 @@
 // a message naming it; random corruption never crashes.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
+
 #include <cstring>
 #include <random>
 
@@ -124,9 +131,9 @@ TEST(GgufMetadata, EveryKindParses) {
   EXPECT_EQ(g.get_int("u64"), 1ll << 40);
   EXPECT_EQ(g.get_int("i64"), -(1ll << 40));
   EXPECT_EQ(g.get_float("f64"), 2.25);
-  ASSERT_EQ(g.get("arr").arr.size(), 2u);
-  EXPECT_EQ(g.get("arr").arr[1].s, "bc");
-  EXPECT_EQ(g.get("nested").arr[0].arr[1].i, 8);
+  ASSERT_EQ(g.get("arr").size(), 2u);
+  EXPECT_EQ(g.get("arr").str_at(1), "bc");
+  EXPECT_EQ(g.get("nested").arr[0].int_at(1), 8);
   EXPECT_EQ(g.get_int_or("absent", 42), 42);
   try {
     g.get_string("general.architecture");
@@ -146,6 +153,71 @@ std::vector<uint8_t> one_tensor(uint32_t type, uint64_t ne0, uint64_t ne1, uint6
   r.put<uint32_t>(type).put<uint64_t>(offset);
   r.o.resize((r.o.size() + 31) / 32 * 32 + data_bytes, 0);
   return r.o;
+}
+
+// Issue 33, item 12: metadata arrays are held compactly (each element of a u8 array was a
+// ~96-byte value: a 10 MB array took ~1 GB), and what the parser holds is counted.
+TEST(GgufMetadata, ArraysAreHeldCompactly) {
+  const uint64_t n = 10u << 20;
+  Raw r = header(3, 0, 3);
+  r.str("bytes").put<uint32_t>(9).put<uint32_t>(0).put<uint64_t>(n);
+  r.o.resize(r.o.size() + n, 7);
+  r.o.back() = 9;
+  r.str("strings").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(1u << 20);
+  for (int i = 0; i < (1 << 20); i++) r.str(i % 2 ? "" : "ab");
+  r.str("floats").put<uint32_t>(9).put<uint32_t>(6).put<uint64_t>(3).put<float>(0.5f).put<float>(-2.0f).put<float>(1e30f);
+  const uint64_t file_bytes = r.o.size();
+  const GgufFile g = GgufFile::parse(blob_of(std::move(r.o)));
+  ASSERT_EQ(g.get("bytes").size(), n);
+  EXPECT_EQ(g.get("bytes").int_at(0), 7);
+  EXPECT_EQ(g.get("bytes").int_at(n - 1), 9);
+  ASSERT_EQ(g.get("strings").size(), 1u << 20);
+  EXPECT_EQ(g.get("strings").str_at(0), "ab");
+  EXPECT_EQ(g.get("strings").str_at(1), "");
+  EXPECT_EQ(g.get("floats").num_at(1), -2.0);
+  EXPECT_EQ(g.get("floats").num_at(2), (double)1e30f);
+  // What the parser holds is about what the file holds (a string costs its bytes and an end).
+  EXPECT_LT(g.metadata_bytes(), file_bytes + (1u << 20));
+  EXPECT_GT(g.metadata_bytes(), n);
+#if defined(__linux__)
+  // The same in a child whose address space may grow by only 200 MB beyond what it has (a
+  // 10 MB array of values needed ~1 GB): parsing must succeed there.
+  Raw big = header(3, 0, 1);
+  big.str("bytes").put<uint32_t>(9).put<uint32_t>(0).put<uint64_t>(n);
+  big.o.resize(big.o.size() + n, 1);
+  const auto blob = blob_of(std::move(big.o));
+  const pid_t pid = fork();
+  if (pid == 0) {
+    uint64_t vm_kb = 0;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.compare(0, 7, "VmSize:") == 0) vm_kb = std::stoull(line.substr(7));
+    const rlimit lim{(rlim_t)(vm_kb * 1024 + (200u << 20)), (rlim_t)(vm_kb * 1024 + (200u << 20))};
+    setrlimit(RLIMIT_AS, &lim);
+    try {
+      _exit(GgufFile::parse(blob).get("bytes").size() == n ? 0 : 2);
+    } catch (...) {
+      _exit(3);
+    }
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child could not parse a 10 MB array in 200 MB (status " << st << ")";
+#endif
+}
+
+TEST(BadInputGguf, MetadataCountsAreBounded) {
+  // Keys and arrays of arrays are held as values: their counts are bounded, not just by the file.
+  Raw r = header(3, 0, 100000);
+  for (int i = 0; i < 100000; i++) r.str("k" + std::to_string(i)).put<uint32_t>(0).put<uint8_t>(1);
+  expect_error(r.o, ErrorCode::BadModel, "keys");
+  Raw a = header(3, 0, 1);
+  a.str("nested").put<uint32_t>(9).put<uint32_t>(9).put<uint64_t>(100000);
+  for (int i = 0; i < 100000; i++) a.put<uint32_t>(0).put<uint64_t>(0);
+  expect_error(a.o, ErrorCode::BadModel, "arrays in an array");
+  Raw b = header(3, 0, 1);
+  b.str("flags").put<uint32_t>(9).put<uint32_t>(7).put<uint64_t>(2).put<uint8_t>(1).put<uint8_t>(2);
+  expect_error(b.o, ErrorCode::BadModel, "bool with value 2");
 }
 
 TEST(BadInputGguf, EveryMalformedClassIsNamed) {

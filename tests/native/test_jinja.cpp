@@ -6,10 +6,14 @@
 // result, and hostile templates.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "tokenizer/chat.h"
@@ -260,7 +264,8 @@ int compare_with_jinja2(const std::vector<Case>& cases, size_t per_template) {
         render_jinja_chat(c.tmpl, in);
         ADD_FAILURE() << where << ": Jinja2 raised, qkv rendered";
       } catch (const Error& e) {
-        EXPECT_EQ(e.code(), ErrorCode::BadArgument) << where << ": " << e.what();
+        // raise_exception() is the caller's error (BadArgument); a template error is the model's (BadModel).
+        EXPECT_TRUE(e.code() == ErrorCode::BadArgument || e.code() == ErrorCode::BadModel) << where << ": " << e.what();
       }
       continue;
     }
@@ -378,6 +383,21 @@ TEST(Jinja, ChatLayerUsesTheTemplateAndDropsADoubledBos) {
   EXPECT_FALSE(detect_chat_template("<|im_start|>{{ 'fixed text' }}").jinja_ok);
   EXPECT_FALSE(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").jinja_ok);
   EXPECT_EQ(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").format, ChatFormat::ChatML);
+  // Falling back says why: the construct the subset lacks, a template error, or lost messages.
+  EXPECT_NE(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").fallback_reason.find("leaves out"), std::string::npos);
+  ct = detect_chat_template("<|im_start|>{% for m in messages %}{{ m.content | wordwrap(40) }}{% endfor %}");
+  EXPECT_FALSE(ct.jinja_ok);
+  EXPECT_FALSE(ct.guessed);  // ChatML, recognized: rendered by hand
+  EXPECT_NE(ct.fallback_reason.find("the filter 'wordwrap'"), std::string::npos) << ct.fallback_reason;
+  EXPECT_NE(ct.fallback_reason.find("unsupported"), std::string::npos) << ct.fallback_reason;
+  ct = detect_chat_template("{% for m in messages %}{% include 'turn.jinja' %}{% endfor %}");
+  EXPECT_TRUE(ct.guessed);
+  EXPECT_NE(ct.fallback_reason.find("the 'include' statement"), std::string::npos) << ct.fallback_reason;
+  ct = detect_chat_template("<|im_start|>{{ messages[0].content - 1 }}");
+  EXPECT_NE(ct.fallback_reason.find("cannot apply '-'"), std::string::npos) << ct.fallback_reason;
+  EXPECT_NE(ct.fallback_reason.find("bad_model"), std::string::npos) << ct.fallback_reason;
+  EXPECT_EQ(detect_chat_template(t).fallback_reason, "");
+  EXPECT_EQ(detect_chat_template("").fallback_reason, "");
 }
 
 TEST(Jinja, HostileTemplatesFailCleanly) {
@@ -391,56 +411,56 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
       return std::string(error_code_name(e.code()));
     }
   };
-  EXPECT_EQ(code_of("{{ 1 "), "bad_argument");                     // unclosed tag
-  EXPECT_EQ(code_of("{% if true %}x"), "bad_argument");             // unclosed block
-  EXPECT_EQ(code_of("{% endfor %}"), "bad_argument");               // stray end
-  EXPECT_EQ(code_of("{{ 'abc }}"), "bad_argument");                 // unterminated string
+  EXPECT_EQ(code_of("{{ 1 "), "bad_model");                     // unclosed tag
+  EXPECT_EQ(code_of("{% if true %}x"), "bad_model");             // unclosed block
+  EXPECT_EQ(code_of("{% endfor %}"), "bad_model");               // stray end
+  EXPECT_EQ(code_of("{{ 'abc }}"), "bad_model");                 // unterminated string
   EXPECT_EQ(code_of("{{ (((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((("
                     "((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((1 }}"),
-            "bad_argument");                                             // nesting
-  EXPECT_EQ(code_of("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"), "bad_argument");  // work
-  EXPECT_EQ(code_of("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}"), "bad_argument");
-  EXPECT_EQ(code_of("{{ range(10000000000) }}"), "bad_argument");
-  EXPECT_EQ(code_of("{{ 1 // 0 }}"), "bad_argument");
+            "bad_model");                                             // nesting
+  EXPECT_EQ(code_of("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"), "bad_model");  // work
+  EXPECT_EQ(code_of("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}"), "bad_model");
+  EXPECT_EQ(code_of("{{ range(10000000000) }}"), "bad_model");
+  EXPECT_EQ(code_of("{{ 1 // 0 }}"), "bad_model");
   // 64-bit integers: overflow is an error (Python's integers would grow), never a wrapped value,
   // a trap (INT64_MIN // -1) or a wrapped size check.
-  EXPECT_EQ(code_of("{{ 999999999999999999 * 999999999999999999 }}"), "bad_argument");
-  EXPECT_EQ(code_of("{{ -999999999999999999 * 9 - 999999999999999999 }}"), "bad_argument");
-  EXPECT_EQ(code_of("{{ (-999999999999999999 * 9 - 223372036854775817) // -1 }}"), "bad_argument");
-  EXPECT_EQ(code_of("{{ -(-999999999999999999 * 9 - 223372036854775817) }}"), "bad_argument");
-  EXPECT_EQ(code_of("{{ 'abcd' * (999999999999999999 * 9 + 8) }}"), "bad_argument");
+  EXPECT_EQ(code_of("{{ 999999999999999999 * 999999999999999999 }}"), "bad_model");
+  EXPECT_EQ(code_of("{{ -999999999999999999 * 9 - 999999999999999999 }}"), "bad_model");
+  EXPECT_EQ(code_of("{{ (-999999999999999999 * 9 - 223372036854775817) // -1 }}"), "bad_model");
+  EXPECT_EQ(code_of("{{ -(-999999999999999999 * 9 - 223372036854775817) }}"), "bad_model");
+  EXPECT_EQ(code_of("{{ 'abcd' * (999999999999999999 * 9 + 8) }}"), "bad_model");
   EXPECT_EQ(code_of("{{ range(0, 999999999999999999 * 9, 999999999999999999 * 5) | length }}"), "rendered");
-  EXPECT_EQ(code_of("{{ 'a' - 1 }}"), "bad_argument");
-  EXPECT_EQ(code_of("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}"), "bad_argument");  // endless recursion
-  EXPECT_EQ(code_of("{% macro m(n) %}{{ m(n) }}{{ m(n) }}{% endmacro %}{{ m(0) }}"), "bad_argument");
-  EXPECT_EQ(code_of("{% macro m() %}{{ caller() }}{% endmacro %}{{ m() }}"), "bad_argument");  // no caller
-  EXPECT_EQ(code_of("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"), "bad_argument");            // too many arguments
-  EXPECT_EQ(code_of("{% macro m(a) %}{% endmacro %}{{ m(b=1) }}"), "bad_argument");
-  EXPECT_EQ(code_of("{% macro m() %}x"), "bad_argument");                                         // unclosed
-  EXPECT_EQ(code_of("{% break %}"), "bad_argument");
+  EXPECT_EQ(code_of("{{ 'a' - 1 }}"), "bad_model");
+  EXPECT_EQ(code_of("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}"), "bad_model");  // endless recursion
+  EXPECT_EQ(code_of("{% macro m(n) %}{{ m(n) }}{{ m(n) }}{% endmacro %}{{ m(0) }}"), "bad_model");
+  EXPECT_EQ(code_of("{% macro m() %}{{ caller() }}{% endmacro %}{{ m() }}"), "bad_model");  // no caller
+  EXPECT_EQ(code_of("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"), "bad_model");            // too many arguments
+  EXPECT_EQ(code_of("{% macro m(a) %}{% endmacro %}{{ m(b=1) }}"), "bad_model");
+  EXPECT_EQ(code_of("{% macro m() %}x"), "bad_model");                                         // unclosed
+  EXPECT_EQ(code_of("{% break %}"), "bad_model");
   // Values nested without end (freeing or printing them would recurse that deep), and cycles.
   EXPECT_EQ(code_of("{% set ns = namespace(x=[]) %}{% for i in range(300000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x | length }}"),
-            "bad_argument");
+            "bad_model");
   EXPECT_EQ(code_of("{% set ns = namespace(x={}) %}{% for i in range(300000) %}{% set ns.x = {'k': ns.x} %}{% endfor %}{{ ns.x }}"),
-            "bad_argument");
+            "bad_model");
   EXPECT_EQ(code_of("{% set st = namespace(prev=namespace(x=none)) %}{% for i in range(100000) %}{% set n = namespace(x=none) %}"
                     "{% set p = st.prev %}{% set p.x = n %}{% set st.prev = n %}{% endfor %}{{ st }}"),
-            "bad_argument");
-  EXPECT_EQ(code_of("{% set ns = namespace(a=1) %}{% set ns.self = [ns] %}{{ ns }}"), "bad_argument");
+            "bad_model");
+  EXPECT_EQ(code_of("{% set ns = namespace(a=1) %}{% set ns.self = [ns] %}{{ ns }}"), "bad_model");
   // A macro defined inside a block carries the names there: it cannot go into a namespace either
   // (a chain of 200000 of them overflowed the stack when freed; a namespace in its closure was a
   // cycle that leaked).
   EXPECT_EQ(code_of("{% set g = namespace(f=none) %}{% for i in range(200000) %}{% set prev = g.f %}{% macro m() %}{% endmacro %}"
                     "{% set g.f = m %}{% endfor %}"),
-            "bad_argument");
+            "bad_model");
   EXPECT_EQ(code_of("{% for i in range(3) %}{% set n = namespace() %}{% macro m() %}{% endmacro %}{% set n.f = [m] %}{% endfor %}"),
-            "bad_argument");
+            "bad_model");
   // Copying a big string into a closure or a list is charged as work.
   EXPECT_EQ(code_of("{% set ns = namespace(s='x' * 16000000) %}{% for i in range(100000) %}{% set big = ns.s %}"
                     "{% macro m() %}{% endmacro %}{% endfor %}"),
-            "bad_argument");
+            "bad_model");
   EXPECT_EQ(code_of("{% set ns = namespace(l=['x' * 8000000]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"),
-            "bad_argument");
+            "bad_model");
   // ... but reading a stored list shares it: a 10 MB list of lines read once per pass renders.
   EXPECT_EQ(code_of("{% set parts = (('x' * 500) ~ '\n') * 20000 %}{% set parts = parts.split('\n') %}"
                     "{% for p in parts %}{% if parts[loop.index0] != p %}!{% endif %}{% endfor %}"),
@@ -451,17 +471,212 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
   // cannot exhaust the stack.
   std::string chain = "{{ 1";
   for (int i = 0; i < 300000; i++) chain += "+1";
-  EXPECT_EQ(code_of(chain + " }}"), "bad_argument");
-  EXPECT_EQ(code_of("{% macro m() %}" + chain + " }}{% endmacro %}"), "bad_argument");
+  EXPECT_EQ(code_of(chain + " }}"), "bad_model");
+  EXPECT_EQ(code_of("{% macro m() %}" + chain + " }}{% endmacro %}"), "bad_model");
   std::string attrs = "{{ messages";
   for (int i = 0; i < 300000; i++) attrs += ".a";
-  EXPECT_EQ(code_of(attrs + " }}"), "bad_argument");
-  EXPECT_EQ(code_of("{% set d = {'a': 1} %}{% set d.b = 2 %}"), "bad_argument");  // only namespaces take attributes                                              // outside a loop
-  EXPECT_EQ(code_of("{% for i in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"), "bad_argument");
-  EXPECT_EQ(code_of("{% macro m(s) %}{{ m(s ~ s) }}{% endmacro %}{{ m('xxxxxxxxxxxxxxxx') }}"), "bad_argument");  // growth
+  EXPECT_EQ(code_of(attrs + " }}"), "bad_model");
+  EXPECT_EQ(code_of("{% set d = {'a': 1} %}{% set d.b = 2 %}"), "bad_model");  // only namespaces take attributes                                              // outside a loop
+  EXPECT_EQ(code_of("{% for i in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"), "bad_model");
+  EXPECT_EQ(code_of("{% macro m(s) %}{{ m(s ~ s) }}{% endmacro %}{{ m('xxxxxxxxxxxxxxxx') }}"), "bad_model");  // growth
   EXPECT_EQ(code_of("{{ x | wordwrap }}"), "unsupported");
-  EXPECT_EQ(code_of("{{ raise_exception('stop here') }}"), "bad_argument");
+  EXPECT_EQ(code_of("{{ raise_exception('stop here') }}"), "bad_argument");  // the template's verdict on the conversation
   std::string deep;
   for (int i = 0; i < 500; i++) deep += "{% if true %}";
-  EXPECT_EQ(code_of(deep), "bad_argument");
+  EXPECT_EQ(code_of(deep), "bad_model");
+}
+
+namespace {
+
+// Renders a template in a child process that is killed after `secs` seconds, so that a template
+// that would run away (before the bounds below) fails the test instead of stalling it. Returns
+// "rendered:<text>", "<error code>:<message>", or what killed the child.
+std::string outcome_in_child(const std::string& t, unsigned secs = 120) {
+  int fd[2];
+  if (pipe(fd) != 0) return "pipe failed";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    alarm(secs);
+    std::string r;
+    try {
+      JinjaChatInput in;
+      in.messages = {{"user", "Hi"}};
+      r = "rendered:" + render_jinja_chat(t, in);
+    } catch (const Error& e) {
+      r = std::string(error_code_name(e.code())) + ":" + e.what();
+    } catch (const std::exception& e) {
+      r = std::string("exception:") + e.what();
+    }
+    for (size_t off = 0; off < r.size();) {
+      const ssize_t n = write(fd[1], r.data() + off, r.size() - off);
+      if (n <= 0) break;
+      off += (size_t)n;
+    }
+    _exit(0);
+  }
+  close(fd[1]);
+  std::string out;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd[0], buf, sizeof buf)) > 0) out.append(buf, (size_t)n);
+  close(fd[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (WIFSIGNALED(st)) return "killed by signal " + std::to_string(WTERMSIG(st)) + (WTERMSIG(st) == SIGALRM ? " (ran past the time limit)" : "");
+  return out;
+}
+
+std::string code_part(const std::string& outcome) { return outcome.substr(0, outcome.find(':')); }
+
+// a0 = [1..8], a(k) = [a(k-1)] * 8 written out: a12 stands for 8^13 items, in a few hundred bytes
+// (and b0..b12, its twin built apart).
+std::string shared_lists(const char* n) {
+  std::string t = std::string("{% set ") + n + "0 = [1, 2, 3, 4, 5, 6, 7, 8] %}";
+  for (int k = 1; k <= 12; k++) {
+    t += std::string("{% set ") + n + std::to_string(k) + " = [";
+    for (int j = 0; j < 8; j++) t += std::string(j ? ", " : "") + n + std::to_string(k - 1);
+    t += "] %}";
+  }
+  return t;
+}
+
+}  // namespace
+
+// Issue 33, item 11: values that share structure are charged by the size they expand to, so
+// printing, converting, comparing, searching and error messages each stop at a bound.
+TEST(Jinja, ValuesThatExpandAreBoundedByTheirSize) {
+  const std::string p = shared_lists("a") + shared_lists("b");
+  for (const char* t : {"{{ a12 }}", "{{ a12 ~ '' }}", "{{ (a12 | string) | length }}", "{{ a12 == b12 }}", "{{ a12 in [b12] }}",
+                        "{{ a12 != b12 }}", "{{ [a12] == [b12] }}", "{{ raise_exception(a12) }}", "{{ a12 | tojson }}", "{{ a12 | join }}",
+                        "{{ a12 | trim }}", "{{ a12 | upper }}", "{{ a12 | replace('1', '2') }}", "{{ a12 | indent }}",
+                        "{{ {'k': a12} | tojson(indent=2) }}", "{% set x %}{{ a12 }}{% endset %}", "{{ b12 in [1, 2, a12] }}",
+                        "{{ a12 | list == b12 }}", "{{ a12 | map('string') | list }}", "{{ a12 | sort }}"}) {
+    const std::string o = outcome_in_child(p + t);
+    EXPECT_EQ(code_part(o), "bad_model") << t << ": " << o.substr(0, 300);
+  }
+  // An error message quotes a value cut short, whatever it expands to.
+  for (const char* t : {"{{ a12 - 1 }}", "{{ a12 | int + a12 }}", "{% for x, y in [a12] %}{% endfor %}", "{{ a12 is odd }}", "{{ a12[1:'x'] }}"}) {
+    const std::string o = outcome_in_child(p + t);
+    EXPECT_EQ(code_part(o), "bad_model") << t << ": " << o.substr(0, 300);
+    EXPECT_LT(o.size(), 400u) << t;
+  }
+  // What Python decides without a walk renders: a list is equal to itself (compared by identity first).
+  EXPECT_EQ(outcome_in_child(p + "{{ a12 in [a12] }} {{ a12 == a12 }} {{ a12 | length }} {{ (a12 | first | first) | length }}"),
+            "rendered:True True 8 8");
+  // Expression trees are bounded in height when parsed: a chain of 4000 attributes or filters
+  // (which overflowed the stack, natively and in the multi-threaded WebAssembly build) is refused
+  // before anything runs.
+  std::string attrs = "{{ messages", filters = "{{ 'x'", tests = "{{ 1", concat = "{{ 'x'", nots = "{{ ";
+  for (int i = 0; i < 4000; i++) {
+    attrs += ".a";
+    filters += " | trim";
+    tests += " is number";
+    concat += " ~ 'x'";
+  }
+  for (int i = 0; i < 200; i++) nots += "- ";
+  for (const std::string& t : {attrs + " }}", filters + " }}", tests + " }}", concat + " }}", nots + "1 }}"}) {
+    const std::string o = outcome_in_child(t);
+    EXPECT_EQ(code_part(o), "bad_model") << o.substr(0, 300);
+  }
+  // A chain as long as real templates write renders.
+  std::string ok = "{{ 'x'";
+  for (int i = 0; i < 100; i++) ok += " | trim";
+  EXPECT_EQ(outcome_in_child(ok + " }}"), "rendered:x");
+}
+
+// Issue 33, item 12: filters read what they need, 'in' over a list is charged, and substring
+// search is linear whatever the text and needle.
+TEST(Jinja, FiltersMembershipAndSearchAreCharged) {
+  // big|first reads one item (it printed the whole list first: ~45 ms a call).
+  const std::string big = "{% set big = range(999999) %}";
+  EXPECT_EQ(outcome_in_child(big + "{% for i in range(20000) %}{{ big | first }}{{ big | last | string | length }}{% endfor %}"),
+            "rendered:" + [] { std::string r; for (int i = 0; i < 20000; i++) r += "06"; return r; }());
+  EXPECT_EQ(outcome_in_child(big + "{{ big | length }} {{ big[-1] }} {{ (big | list) is sequence }}"), "rendered:999999 999998 True");
+  // 'x in list' scans are charged per item: a loop of them ends at the budget.
+  EXPECT_EQ(code_part(outcome_in_child(big + "{% for i in range(100000) %}{% if -1 in big %}!{% endif %}{% endfor %}")), "bad_model");
+  EXPECT_EQ(code_part(outcome_in_child(big + "{% for i in range(100000) %}{{ big | select('none') | list | length }}{% endfor %}")),
+            "bad_model");
+  // A 100k needle that almost matches everywhere in a 16 MB text: linear (Knuth-Morris-Pratt).
+  const std::string s = "{% set hay = 'a' * 16000000 %}{% set needle = 'a' * 100000 ~ 'b' %}";
+  EXPECT_EQ(outcome_in_child(s + "{{ needle in hay }} {{ hay.find(needle) }} {{ hay.split(needle) | length }} "
+                                 "{{ hay.replace(needle, 'x') | length }} {{ hay | replace(needle, 'x') | length }}"),
+            "rendered:False -1 1 16000000 16000000");
+  // ... and the same searches still find what is there.
+  EXPECT_EQ(outcome_in_child("{% set t = 'abcabcabd' %}{{ 'abd' in t }} {{ t.find('cab') }} {{ t.split('ab') }} {{ t.replace('abc', '-') }} "
+                             "{{ 'aXbXc'.split('X', 1) }} {{ 'abc'.replace('', '-') }} {{ t | replace('b', 'B', 2) }}"),
+            "rendered:True 2 ['', 'c', 'c', 'd'] --abd ['a', 'bXc'] -a-b-c- aBcaBcabd");
+  // strip with a long set of characters reads each character once.
+  EXPECT_EQ(outcome_in_child("{% set c = 'ab' * 4000000 %}{{ (c ~ 'x' ~ c).strip(c) }}"), "rendered:x");
+}
+
+// The constructs that llama.cpp's collection of real chat templates uses beyond the basics
+// (issue 32): each written into templates of our own and compared with Jinja2 over plain,
+// multi-turn, tool-use and Unicode conversations.
+TEST(Jinja, ConstructsOfRealTemplatesRenderAsJinja2Does) {
+  const char* const templates[] = {
+      // dictsort (integer keys, by value, reversed, case-blind), integer dict keys looked up,
+      // tested with 'in', printed and dumped; tuples print as Python prints them.
+      "{%- set budgets = {0: 0, 512: 128, 1024: 256, 16384: 1024} -%}\n"
+      "{%- set ns = namespace(interval=None) -%}\n"
+      "{%- for k, v in budgets | dictsort -%}{%- if ns.interval is none and 700 <= k -%}{%- set ns.interval = v -%}{%- endif -%}{%- endfor -%}\n"
+      "{{ ns.interval }} {{ budgets[16384] }} {{ budgets[3] is undefined }} {{ 512 in budgets }} {{ '512' in budgets }}\n"
+      "{{ budgets }} {{ budgets | tojson }} {{ {'b': 2, 'A': 1, 'c': 0} | dictsort }} {{ {'b': 2, 'A': 1} | dictsort(true) }}\n"
+      "{{ {'b': 2, 'a': 3, 'c': 1} | dictsort(by='value', reverse=true) }} {{ {'x': 1}.items() | list }} {{ (1,) }} {{ () }} {{ (1, 'a') == [1, 'a'] }}\n"
+      "{%- for m in messages %}\n{{ loop.index }}: {{ {'role': m.role, 'n': loop.index} | dictsort | map('last') | list }}{% endfor %}",
+      // tojson's options as Hugging Face passes them to json.dumps, over the tool definitions and
+      // tool calls; map with a filter, attribute paths with defaults, selections over none.
+      "{%- if tools is defined %}{% for t in tools %}\n{{ t | tojson(ensure_ascii=False) }}\n{{ t | tojson(ensure_ascii=True) }}\n"
+      "{{ t.function.parameters | tojson(indent=2) }}\n{{ t | tojson(separators=(',', ':'), sort_keys=true) }}\n"
+      "{{ t.function.parameters.properties | dictsort | map('first') | join(', ') }}{% endfor %}{% endif %}\n"
+      "{%- for m in messages %}\n{{ m.role | upper }}: {{ m.content | tojson(ensure_ascii=true) }} {{ m.tool_calls | map(attribute='function.name') | list }}"
+      "{% for tc in m.tool_calls %} {{ tc.function.arguments | tojson(sort_keys=true) }} {{ tc.function.arguments | items | list }}{% endfor %}{% endfor %}\n"
+      "{{ none | selectattr('role') | list }} {{ nothing | select | list }} {{ none | rejectattr('x') | list }} {{ '' | select | list }}\n"
+      "{{ messages | map(attribute='name', default='anon') | list }} {{ messages | map(attribute='role') | map('capitalize') | unique | list }}\n"
+      "{{ messages | selectattr('tool_calls', 'defined') | list | length }} {{ messages | map(attribute='content') | map('length') | sum }}",
+      // {% filter %} blocks (with arguments, chained), characters counted, sliced and indexed as
+      // Python counts them (Unicode text), and the filters real templates use.
+      "{%- for m in messages %}{% filter upper %}{{ m.role }}{% endfilter %}: {% filter replace('a', '4') | trim %}  {{ m.content }}  {% endfilter %}\n"
+      "{{ m.content | length }} {{ m.content[:4] }}|{{ m.content[-1:] }}|{{ m.content[1] if m.content }}|{{ m.content | first }}|{{ m.content | last }}|"
+      "{{ m.content | reverse }}|{{ m.content | wordcount }}|{{ m.content | list | length }}|{{ m.content.split() | join(',') }}\n{% endfor %}"
+      "{% filter indent(2, true) %}a\nb{% endfilter %}\n"
+      "{{ [3, 1, 2] | sort }} {{ ['b', 'A', 'c'] | sort }} {{ ['b', 'A', 'c'] | sort(case_sensitive=true) }} {{ [3, 1, 2] | sort(reverse=true) | join }} "
+      "{{ [1, 5, 3] | max }} {{ [4, 2] | min }} {{ ['b', 'C'] | max }} {{ [1, 2, 3] | sum }} {{ [{'n': 2}, {'n': 1}] | sort(attribute='n') | map(attribute='n') | list }}\n"
+      "{{ -3 | abs }} {{ 1e20 }} {{ 2.5e-7 }} {{ 10 / 3 }} {{ 1.5 | int }} {{ '42' | int }} {{ 'x' | int(7) }} {{ ' 3.5 ' | float }} {{ 'Hi' | center(10) }}|"
+      "{{ [1, 2, 3, 4, 5] | batch(2) | list }} {{ '<a href=\"x\">' | e }} {{ 'abc'.replace('', '-') }} {{ 'a\\tb\\x01' | list }} {{ ['x\\ty'] }}\n"
+      "{%- macro fmt(v, keys=True) -%}{%- if v is mapping -%}{ {%- for k, x in v | dictsort -%}{{ k if keys else k | upper }}:{{ fmt(x, keys=keys) }}"
+      "{{ ',' if not loop.last }}{%- endfor -%} }{%- elif v is string -%}<{{ v }}>{%- elif v is sequence -%}[{{ v | map('string') | join('|') }}]"
+      "{%- else -%}{{ v }}{%- endif -%}{%- endmacro -%}\n"
+      "{{ fmt({'b': [1, 2], 'a': {'y': 'z', 'x': 1.0}}) }} {{ fmt({'k': none}, keys=false) }}",
+      // map, select and friends give generators in Jinja2: always true, no index or length, equal
+      // only to themselves, iterable but not a sequence.
+      "{% if messages | selectattr('role', 'eq', 'nobody') %}T{% endif %}{{ (messages | map(attribute='role'))[0] is undefined }} "
+      "{{ ([1] | select) == [1] }} {{ 'user' in messages | map(attribute='role') }} {{ messages | map(attribute='role') | first }} "
+      "{{ [1, 2] | reverse | join }} {{ [1] | select is sequence }} {{ [1] | select is iterable }} {{ {'a': 1} | items | list }} "
+      "{{ messages | selectattr('role', 'eq', 'nobody') | list | length }} {{ [3, 1, 3] | unique | list }}",
+  };
+  // ... and dumping one raises in Jinja2 (json.dumps of a generator), as llama.cpp's DeepSeek R1
+  // template does with tools: qkv refuses it too.
+  const char* const raising = "{{ tools | map(attribute='function') | tojson }}{{ messages | select | length }}";
+  const std::vector<JinjaMessage> tool_turns = {
+      {"system", "You help."},
+      {"user", "Weather in Paris? Caf\xc3\xa9 \xe2\x98\x95"},
+      {"assistant", "", R"({"tool_calls": [{"id": "call_abc123456", "type": "function", "function": {"name": "get_weather", "arguments": {"unit": "\u00b0C", "city": "Paris"}}}]})"},
+      {"tool", "{\"temp\": 21}", R"({"name": "get_weather", "tool_call_id": "call_abc123456"})"},
+      {"assistant", "It is 21 \xc2\xb0""C \xf0\x9f\x99\x82"},
+  };
+  const std::string tools =
+      R"({"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Current weather \u2014 \"now\"",)"
+      R"( "parameters": {"type": "object", "properties": {"unit": {"type": "string", "enum": ["\u00b0C", "\u00b0F"]}, "city": {"type": "string"}}, "required": ["city"]}}}]})";
+  std::vector<std::vector<JinjaMessage>> conversations = kConversations;
+  conversations.push_back(tool_turns);
+  std::vector<Case> cases;
+  for (const char* t : templates)
+    for (const auto& c : conversations)
+      for (bool gen : {true, false}) cases.push_back({t, &c, gen, &c == &conversations.back() ? tools : ""});
+  EXPECT_EQ(compare_with_jinja2(cases, 2 * conversations.size()), 0);
+  cases.clear();
+  for (const auto& c : conversations)
+    for (bool gen : {true, false}) cases.push_back({raising, &c, gen, &c == &conversations.back() ? tools : ""});
+  EXPECT_EQ(compare_with_jinja2(cases, 2 * conversations.size()), (int)cases.size());
 }
