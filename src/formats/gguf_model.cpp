@@ -378,10 +378,10 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
     const std::string pre = g.find("tokenizer.ggml.pre") ? g.get_string("tokenizer.ggml.pre") : std::string("default");
     const PreTokenizer kind = pre_tokenizer_from_name(pre);
     const std::vector<std::string> merges = string_array(g, "tokenizer.ggml.merges");
-    Tokenizer t = Tokenizer::from_bpe(std::move(pieces), std::move(types), merges, kind, kind == PreTokenizer::Llama3);
+    Tokenizer t = Tokenizer::from_bpe(std::move(pieces), std::move(types), merges, kind, pre_tokenizer_ignores_merges(kind));
     const int bos = gguf_token_id(g, "tokenizer.ggml.bos_token_id", -1, n), eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", -1, n);
     const int eot = gguf_token_id(g, "tokenizer.ggml.eot_token_id", -1, n), eom = gguf_token_id(g, "tokenizer.ggml.eom_token_id", -1, n);
-    const bool add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token", kind == PreTokenizer::Llama3) && bos >= 0;
+    const bool add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token", pre_tokenizer_adds_bos(kind)) && bos >= 0;
     t.set_specials(bos, eos, add_bos, gguf_flag(g, "tokenizer.ggml.add_eos_token", false), {eot, eom});
     return t;
   }
