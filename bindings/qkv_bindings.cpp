@@ -284,6 +284,14 @@ class JsModel {
   val tokenizeSpecial(std::string text, bool bos, bool special) const {
     return guard([&] { return int_array(tokenizer().encode(text, bos, false, special)); });
   }
+  // The work tokenizeSpecial does (scan and regex steps), for the linearity tests.
+  double tokenizeWork(std::string text, bool bos, bool special) const {
+    return guard([&] {
+      uint64_t work = 0;
+      tokenizer().encode(text, bos, false, special, &work);
+      return (double)work;
+    });
+  }
   // The model's chat template applied to [{role, content, fields?}, ...] (checked by the JS
   // layer too; fields: the message's other fields as a JSON object), with further template
   // variables as a JSON object (or '').
@@ -439,6 +447,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("info", &JsModel::info)
       .function("tokenize", &JsModel::tokenize)
       .function("tokenizeSpecial", &JsModel::tokenizeSpecial)
+      .function("tokenizeWork", &JsModel::tokenizeWork)
       .function("renderChat", &JsModel::renderChat)
       .function("piece", &JsModel::piece)
       .function("detokenize", &JsModel::detokenize)

@@ -421,6 +421,12 @@ double GgufFile::get_float(const std::string& key) const {
 int64_t GgufFile::get_int_or(const std::string& key, int64_t def) const { return find(key) ? get_int(key) : def; }
 double GgufFile::get_float_or(const std::string& key, double def) const { return find(key) ? get_float(key) : def; }
 
+size_t GgufTensorInfo::rank() const {
+  size_t r = dims.size();
+  while (r > 1 && dims[r - 1] == 1) r--;
+  return r == 0 ? 1 : r;
+}
+
 const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : &tensors_[it->second];
@@ -440,8 +446,9 @@ Tensor gguf_weight(const GgufFile& g, const std::string& name, int64_t rows, int
     if (required) bad_model("tensor " + name + " is missing");
     return Tensor();
   }
-  const bool shape_ok = vec ? (t->dims.size() == 1 && (int64_t)t->dims[0] == cols)
-                            : (t->dims.size() == 2 && (int64_t)t->dims[0] == cols && (int64_t)t->dims[1] == rows);
+  // [cols] and [cols, 1] (or [cols, rows, 1]) are one shape, as in llama.cpp.
+  const bool shape_ok = vec ? (t->rank() == 1 && (int64_t)t->dim(0) == cols)
+                            : (t->rank() <= 2 && (int64_t)t->dim(0) == cols && (int64_t)t->dim(1) == rows);
   if (!shape_ok) {
     std::string got;
     for (uint64_t d : t->dims) got += (got.empty() ? "" : " x ") + std::to_string(d);

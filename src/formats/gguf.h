@@ -65,6 +65,9 @@ struct GgufTensorInfo {
   uint64_t bytes = 0;
   uint32_t part = 0;    // which file of a split model holds it
   uint64_t elements() const;
+  // Shapes as llama.cpp reads them: trailing dimensions of 1 are the same tensor ([n, 1] = [n]).
+  size_t rank() const;                 // dims without trailing 1s (at least 1)
+  uint64_t dim(size_t i) const { return i < dims.size() ? dims[i] : 1; }
 };
 
 class GgufFile {

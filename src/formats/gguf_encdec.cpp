@@ -55,8 +55,8 @@ EncDecModelData load_gguf_encdec(const GgufFile& g) {
   c.causal = false;
   c.ffn = g.find_tensor("enc.blk.0.ffn_gate.weight") ? FfnKind::GeGLU : FfnKind::ReLU;
   const GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
-  if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
-  c.vocab_size = gguf_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
+  if (!emb || emb->rank() > 2) bad("tensor token_embd.weight is missing or not 2-D");
+  c.vocab_size = gguf_int((int64_t)emb->dim(1), "the vocabulary size (token_embd.weight)");
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
   c.attn_scale = 1.0f;  // T5 does not scale q.k (it is folded into the weights)
   c.validate();

@@ -204,8 +204,8 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     if (t.name.find("rope_factors") != std::string::npos && t.name != "rope_factors_long.weight" && t.name != "rope_factors_short.weight")
       fail(ErrorCode::Unsupported, "GGUF: tensor " + t.name + " (RoPE factors) is not supported; rope_freqs.weight and rope_factors_long/short.weight are");
   const GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
-  if (!emb || emb->dims.size() != 2) bad("tensor token_embd.weight is missing or not 2-D");
-  c.vocab_size = gguf_int((int64_t)emb->dims[1], "the vocabulary size (token_embd.weight)");
+  if (!emb || emb->rank() > 2) bad("tensor token_embd.weight is missing or not 2-D");
+  c.vocab_size = gguf_int((int64_t)emb->dim(1), "the vocabulary size (token_embd.weight)");
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
   if (row->encoder) {
     const GgufValue* causal = g.find(key("attention.causal"));
@@ -215,8 +215,8 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     c.embed_norm = true;
     c.tied_classifier = false;
     if (const GgufTensorInfo* tt = g.find_tensor("token_types.weight")) {
-      if (tt->dims.size() != 2) bad("tensor token_types.weight is not 2-D");
-      c.n_token_types = gguf_int((int64_t)tt->dims[1], "the token type count (token_types.weight)");
+      if (tt->rank() > 2) bad("tensor token_types.weight is not 2-D");
+      c.n_token_types = gguf_int((int64_t)tt->dim(1), "the token type count (token_types.weight)");
     }
     const int64_t pool = g.get_int_or(key("pooling_type"), 0);
     switch (pool) {
@@ -378,10 +378,10 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
     const std::string pre = g.find("tokenizer.ggml.pre") ? g.get_string("tokenizer.ggml.pre") : std::string("default");
     const PreTokenizer kind = pre_tokenizer_from_name(pre);
     const std::vector<std::string> merges = string_array(g, "tokenizer.ggml.merges");
-    Tokenizer t = Tokenizer::from_bpe(std::move(pieces), std::move(types), merges, kind, kind == PreTokenizer::Llama3);
+    Tokenizer t = Tokenizer::from_bpe(std::move(pieces), std::move(types), merges, kind, pre_tokenizer_ignores_merges(kind));
     const int bos = gguf_token_id(g, "tokenizer.ggml.bos_token_id", -1, n), eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", -1, n);
     const int eot = gguf_token_id(g, "tokenizer.ggml.eot_token_id", -1, n), eom = gguf_token_id(g, "tokenizer.ggml.eom_token_id", -1, n);
-    const bool add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token", kind == PreTokenizer::Llama3) && bos >= 0;
+    const bool add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token", pre_tokenizer_adds_bos(kind)) && bos >= 0;
     t.set_specials(bos, eos, add_bos, gguf_flag(g, "tokenizer.ggml.add_eos_token", false), {eot, eom});
     return t;
   }

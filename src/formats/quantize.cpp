@@ -71,7 +71,7 @@ std::vector<Planned> plan(const GgufFile& in, QType type) {
     if (cols > (1u << 30)) fail(ErrorCode::Unsupported, "tensor " + t.name + " has rows too long to re-encode");
     QType& to = p.to;
     std::string& note = p.report.note;
-    if (t.dims.size() == 1 || t.name == "position_embd.weight" || t.name == "token_types.weight") {
+    if (t.rank() == 1 || t.name == "position_embd.weight" || t.name == "token_types.weight") {
       to = QType::F32;  // norms, and the tables the engine adds rows of as floats
     } else if (kquant) {
       std::string rest;

@@ -1,12 +1,14 @@
-// Pre-tokenizer scanners. Each matcher returns the length of the match at position p of the
-// fragment [p, e) (0 = none), trying the regex's alternatives in order; a stage splits every
-// fragment into its matches and the unmatched text between them, as llama.cpp's regex split does.
+// Pre-tokenizers: llama.cpp's regex lists by tokenizer.ggml.pre name (each stage splits every
+// fragment into its matches and the unmatched text between them, as llama.cpp's regex split
+// does), Unicode tables, UTF-8 and GPT-2's byte alphabet.
 #include "pretokenize.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "../common.h"
+#include "regex.h"
 
 namespace qkv {
 
@@ -19,116 +21,19 @@ const Range kRanges[] = {
 #include "unicode_table.inc"
 };
 
-using Cps = std::vector<uint32_t>;
-using Frags = std::vector<std::pair<size_t, size_t>>;
-using Matcher = size_t (*)(const Cps&, size_t, size_t);
-
-bool is_l(uint32_t c) { return unicode_class(c) == 1; }
-bool is_n(uint32_t c) { return unicode_class(c) == 2; }
-bool is_other(uint32_t c) { return !unicode_is_space(c) && unicode_class(c) != 1 && unicode_class(c) != 2; }
-bool is_crlf(uint32_t c) { return c == '\r' || c == '\n'; }
-uint32_t lower(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
-
-size_t run(const Cps& s, size_t p, size_t e, bool (*pred)(uint32_t)) {
-  size_t q = p;
-  while (q < e && pred(s[q])) q++;
-  return q - p;
-}
-
-// 's 't 're 've 'm 'll 'd (case-insensitive for the Llama 3 family).
-size_t contraction(const Cps& s, size_t p, size_t e, bool fold) {
-  if (s[p] != '\'' || p + 1 >= e) return 0;
-  auto f = [&](uint32_t c) { return fold ? lower(c) : c; };
-  const uint32_t a = f(s[p + 1]);
-  if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
-  if (p + 2 >= e) return 0;
-  const uint32_t b = f(s[p + 2]);
-  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
-  return 0;
-}
-
-// ` ?X+`: an optional space, then a run of class X.
-size_t space_then_run(const Cps& s, size_t p, size_t e, bool (*pred)(uint32_t)) {
-  const size_t q = p + (s[p] == ' ' ? 1 : 0);
-  const size_t n = q < e ? run(s, q, e, pred) : 0;
-  return n ? q - p + n : 0;
-}
-
-// `\s+(?!\S)|\s+`: a whitespace run, leaving its last character to the next word unless the
-// run ends the fragment.
-size_t trailing_space(const Cps& s, size_t p, size_t e) {
-  const size_t k = run(s, p, e, unicode_is_space);
-  if (k == 0) return 0;
-  if (p + k == e || k == 1) return k;
-  return k - 1;
-}
-
-size_t match_gpt2(const Cps& s, size_t p, size_t e) {
-  if (size_t n = contraction(s, p, e, false)) return n;
-  if (size_t n = space_then_run(s, p, e, is_l)) return n;
-  if (size_t n = space_then_run(s, p, e, is_n)) return n;
-  if (size_t n = space_then_run(s, p, e, is_other)) return n;
-  return trailing_space(s, p, e);
-}
-
-size_t match_llama3_family(const Cps& s, size_t p, size_t e, size_t max_digits) {
-  if (size_t n = contraction(s, p, e, true)) return n;
-  const uint32_t c = s[p];
-  // [^\r\n\p{L}\p{N}]?\p{L}+
-  if (!is_crlf(c) && !is_l(c) && !is_n(c) && p + 1 < e && is_l(s[p + 1])) return 1 + run(s, p + 1, e, is_l);
-  if (is_l(c)) return run(s, p, e, is_l);
-  // \p{N}{1,max}
-  if (is_n(c)) return std::min(run(s, p, e, is_n), max_digits);
-  // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
-  if (size_t n = space_then_run(s, p, e, is_other)) return n + run(s, p + n, e, is_crlf);
-  // \s*[\r\n]+ : the whitespace run up to its last CR/LF
-  const size_t k = run(s, p, e, unicode_is_space);
-  for (size_t j = k; j > 0; j--)
-    if (is_crlf(s[p + j - 1])) return j;
-  return trailing_space(s, p, e);
-}
-
-size_t match_llama3(const Cps& s, size_t p, size_t e) { return match_llama3_family(s, p, e, 3); }
-size_t match_qwen2(const Cps& s, size_t p, size_t e) { return match_llama3_family(s, p, e, 1); }
-size_t match_one_number(const Cps& s, size_t p, size_t e) { return is_n(s[p]) ? 1 : 0; }
-size_t match_numbers(const Cps& s, size_t p, size_t e) { return run(s, p, e, is_n); }
-size_t match_three_digits(const Cps& s, size_t p, size_t e) {
-  auto d = [](uint32_t c) { return c >= '0' && c <= '9'; };
-  return p + 3 <= e && d(s[p]) && d(s[p + 1]) && d(s[p + 2]) ? 3 : 0;
-}
-bool is_default_punct(uint32_t c) {
-  return unicode_class(c) == 3 || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' || c == '^' || c == '~' ||
-         c == '|';
-}
-size_t match_punct(const Cps& s, size_t p, size_t e) { return run(s, p, e, is_default_punct); }
-
-Frags split(const Cps& s, const Frags& in, Matcher m) {
-  Frags out;
-  for (auto [b, e] : in) {
-    size_t p = b, pending = b;
-    while (p < e) {
-      const size_t n = m(s, p, e);
-      if (n == 0) {
-        p++;
-        continue;
-      }
-      if (pending < p) out.emplace_back(pending, p);
-      out.emplace_back(p, p + n);
-      p += n;
-      pending = p;
-    }
-    if (pending < e) out.emplace_back(pending, e);
-  }
-  return out;
-}
 }  // namespace
 
-int unicode_class(uint32_t cp) {
+int unicode_category(uint32_t cp) {
   const Range* end = kRanges + sizeof kRanges / sizeof kRanges[0];
   const Range* r = std::upper_bound(kRanges, end, cp, [](uint32_t c, const Range& x) { return c < x.first; });
   if (r == kRanges) return 0;
   --r;
   return cp <= r->last ? r->cls : 0;
+}
+
+int unicode_class(uint32_t cp) {
+  static const int kClass[10] = {0, 1, 1, 1, 1, 1, 4, 2, 3, 5};
+  return kClass[unicode_category(cp)];
 }
 
 bool unicode_is_space(uint32_t c) {
@@ -200,34 +105,204 @@ int gpt2_cp_to_byte(uint32_t cp) {
   return cp < inverse.size() ? inverse[cp] : -1;
 }
 
-// Each pre-tokenizer with the names llama.cpp maps onto its regex (the first is ours; others are
-// other families' names for the same one, e.g. Falcon 3's "falcon3" is Llama 3's).
+// llama.cpp's pre-tokenizer regexes (src/llama-vocab.cpp, llm_tokenizer_bpe), by kind, and the
+// tokenizer.ggml.pre names that select each kind (the first is the kind's name in messages).
 namespace {
-struct PreNames {
+#define QKV_CONTRACTIONS R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]))re"
+const char* const kGpt2 = R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))re";
+const char* const kLlama3 =
+    QKV_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+const char* const kQwen2 =
+    QKV_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+const char* const kCjkHangul = R"re([\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+)re";
+const char* const kCjkKana = R"re([\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+)re";
+const char* const kAsciiPunctWord = R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+)re";
+const char* const kPoro = R"re( ?[^(\s|.,!?\u2026\u3002\uFF0C\u3001\u0964\u06D4\u060C)]+)re";
+#define QKV_CASED(LOOK) \
+  R"re([^\r\n\p{L}\p{N}]?((?=[)re" LOOK R"re(])([^a-z]))*((?=[)re" LOOK R"re(])([^A-Z]))+)re" QKV_CONTRACTIONS \
+  R"re(?|[^\r\n\p{L}\p{N}]?((?=[)re" LOOK R"re(])([^a-z]))+((?=[)re" LOOK R"re(])([^A-Z]))*)re" QKV_CONTRACTIONS \
+  R"re(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"
+// superbpe's second stage, (?=(\d{3})+(?!\d)), has an unbounded lookahead: it runs as the
+// custom split below (as in llama.cpp, which runs some stages by custom code too).
+const char* const kDigitGroups = R"re((?=(\d{3})+(?!\d)))re";
+
+struct PreSpec {
   PreTokenizer kind;
   std::vector<const char*> names;
+  std::vector<std::string> regexes;
+  bool ignore_merges = false, add_bos = false;
 };
-const std::vector<PreNames>& pre_names() {
-  static const std::vector<PreNames> t = {
-      {PreTokenizer::Gpt2, {"gpt-2", "gpt2", "phi-2", "mellum", "a.x-4.0", "gigachat", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de"}},
-      {PreTokenizer::Default, {"default"}},
-      {PreTokenizer::Llama3, {"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"}},
-      {PreTokenizer::Qwen2, {"qwen2", "deepseek-r1-qwen", "kormo"}},
-      {PreTokenizer::Smollm, {"smollm"}},
+
+const std::vector<PreSpec>& pre_specs() {
+  static const std::vector<PreSpec> t = {
+      {PreTokenizer::Default, {"default"}, {R"re([\p{P}\$\+<=>\^~\|]+)re", kGpt2, R"re(\p{N}+)re", "[0-9][0-9][0-9]"}},
+      {PreTokenizer::Gpt2,
+       {"gpt-2", "gpt2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
+        "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe", "mpt", "olmo", "jais", "exaone4", "trillion",
+        "granite-docling"},
+       {kGpt2}},
+      {PreTokenizer::Llama3,
+       {"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"},
+       {kLlama3},
+       true,
+       true},
+      {PreTokenizer::Dbrx, {"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}, {kLlama3}},
+      {PreTokenizer::Jais2,
+       {"jais-2"},
+       {QKV_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1})re"}},
+      {PreTokenizer::Qwen2,
+       {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", "grok-2"},
+       {kQwen2}},
+      {PreTokenizer::Qwen35,
+       {"qwen35"},
+       {QKV_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
+      {PreTokenizer::Starcoder,
+       {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2"},
+       {R"re(\p{N})re", kGpt2}},
+      {PreTokenizer::Falcon, {"falcon"}, {R"re([\p{P}\$\+<=>\^~\|`]+)re", kGpt2, "[0-9][0-9][0-9]"}},
+      {PreTokenizer::DeepseekLlm,
+       {"deepseek-llm"},
+       {R"re([\r\n])re",
+        // Its cased letters (Lu, Ll, Lt as of its Unicode version), written out as the model has them.
+        R"re(\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF\u01C4-\u0293\u0295-\u02AF\u0370-\u0373\u0376\u0377\u037B-\u037D\u037F\u0386\u0388-\u038A\u038C\u038E-\u03A1\u03A3-\u03F5\u03F7-\u0481\u048A-\u052F\u0531-\u0556\u10A0-\u10C5\u13A0-\u13F5\u13F8-\u13FD\u1C90-\u1CBA\u1CBD-\u1CBF\u1D00-\u1D2B\u1D6B-\u1D77\u1D79-\u1D9A\u1E00-\u1F15\u1F18-\u1F1D\u1F20-\u1F45\u1F48-\u1F4D\u1F50-\u1F57\u1F59\u1F5B\u1F5D\u1F5F-\u1F7D\u1F80-\u1FB4\u1FB6-\u1FBC\u1FBE\u1FC2-\u1FC4\u1FC6-\u1FCC\u1FD0-\u1FD3\u1FD6-\u1FDB\u1FE0-\u1FEC\u1FF2-\u1FF4\u1FF6-\u1FFC\u2102\u2107\u210A-\u2113\u2115\u2119-\u211D\u2124\u2126\u2128\u212A-\u212D\u212F-\u2134\u2139\u213C-\u213F\u2145-\u2149\u214E\u2183\u2184\u2C00-\u2C7B\u2C7E-\u2CE4\u2CEB-\u2CEE\u2CF2\u2CF3\uA640-\uA66D\uA680-\uA69B\uA722-\uA76F\uA771-\uA787\uA78B-\uA78E\uAB70-\uABBF\uFB00-\uFB06\uFB13-\uFB17\uFF21-\uFF3A\uFF41-\uFF5A\U00010400-\U0001044F\U000104B0-\U000104D3\U000104D8-\U000104FB\U00010C80-\U00010CB2\U00010CC0-\U00010CF2\U000118A0-\U000118DF\U0001E900-\U0001E943]+)re",
+        R"re(\s?[!-/:-~\uFF01-\uFF0F\uFF1A-\uFF5E\u2018-\u201F\u3000-\u3002]+)re", R"re(\s+$)re", kCjkHangul,
+        R"re(\p{N}+)re"}},
+      {PreTokenizer::DeepseekCoder,
+       {"deepseek-coder"},
+       {R"re([\r\n])re", R"re(\s?\p{L}+)re", R"re(\s?\p{P}+)re", kCjkHangul, R"re(\p{N})re"}},
+      {PreTokenizer::Deepseek3,
+       {"deepseek-v3", "hunyuan-dense", "hy_v4", "joyai-llm"},
+       {R"re(\p{N}{1,3})re", kCjkKana, std::string(kAsciiPunctWord) + R"re([\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
+      {PreTokenizer::Spark25,
+       {"spark2_5"},
+       {R"re(\p{N}{1,3})re", kCjkKana, std::string(kAsciiPunctWord) + R"re(|[\r\n]|\s+(?!\S)|\s+)re", R"re(\p{N})re"}},
+      {PreTokenizer::Youtu,
+       {"youtu"},
+       {R"re([\uAC00-\uD7A3\u3131-\u318E]+|[\uFF01\u2026\u201C\u201D\u2018\u2019\u2014\uFF1A\uFF1B\uFF0C\u3001-\u303F\uFE30-\uFE4F]+|[\u3105-\u312F]+|[\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+)re",
+        R"re([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)re" QKV_CONTRACTIONS
+        R"re(?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)re" QKV_CONTRACTIONS
+        R"re(?|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"},
+       true},
+      {PreTokenizer::Poro, {"poro-chat", "bloom", "gpt3-finnish"}, {kPoro}},
+      {PreTokenizer::Viking, {"viking"}, {kPoro, R"re(\p{N})re"}},
+      {PreTokenizer::Tekken,
+       {"tekken"},
+       {R"re([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"},
+       true,
+       true},
+      {PreTokenizer::Chameleon,
+       {"chameleon"},
+       {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", R"re(([\t\n]|    |  ))re", R"re(\p{N})re",
+        R"re([\p{P}!-/:-@\[-`{-~])re", kGpt2},
+       false,
+       true},
+      {PreTokenizer::Gpt4o, {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"}, {QKV_CASED(R"re(\p{L})re")}},
+      {PreTokenizer::GraniteEmbMulti, {"granite-embed-multi-97m"}, {QKV_CASED(R"re(\p{L}\p{M})re")}, true},
+      {PreTokenizer::Superbpe, {"superbpe"}, {R"re(\p{N}+)re", kDigitGroups}},
+      {PreTokenizer::Bailingmoe,
+       {"bailingmoe", "bailingmoe2", "llada-moe"},
+       {R"re('(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)re"}},
+      {PreTokenizer::SeedCoder,
+       {"seed-coder"},
+       {QKV_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
+      {PreTokenizer::Ufakzeka,
+       {"ufakzeka"},
+       {R"re([^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
+      {PreTokenizer::Laguna, {"laguna"}, {R"re([^\n]+|[\n]+)re", kQwen2}},
+      {PreTokenizer::ExaoneMoe,
+       {"exaone-moe"},
+       {QKV_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+)re"}},
+      {PreTokenizer::Minicpm5,
+       {"minicpm5"},
+       {R"re(\p{N}{1,3})re",
+        QKV_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"},
+       true},
   };
   return t;
 }
+
+// Names llama.cpp knows whose pre-tokenizer qkv does not run, with the reason.
+const char* unsupported_reason(const std::string& n) {
+  if (n == "kimi-k2" || n == "afmoe" || n == "tiny_aya" || n == "cohere2moe")
+    return "splits text by llama.cpp's custom code (lookarounds over whole digit runs or script tables)";
+  if (n == "gemma4" || n == "granite-embed-multi-311m" || n == "sarvam-moe" || n == "whitespace")
+    return "is a BPE over raw UTF-8 (no byte-level alphabet)";
+  return nullptr;
+}
+
+const PreSpec& spec_of(PreTokenizer kind) {
+  for (const PreSpec& p : pre_specs())
+    if (p.kind == kind) return p;
+  fail(ErrorCode::Internal, "pre-tokenizer kind without a table row");
+}
+
+// Each kind's compiled stages (nullptr: the custom digit-group split), built once.
+const std::vector<std::shared_ptr<const Regex>>& stages_of(PreTokenizer kind) {
+  static const std::vector<std::vector<std::shared_ptr<const Regex>>> all = [] {
+    std::vector<std::vector<std::shared_ptr<const Regex>>> v;
+    for (const PreSpec& p : pre_specs()) {
+      if ((size_t)p.kind >= v.size()) v.resize((size_t)p.kind + 1);
+      for (const std::string& r : p.regexes)
+        v[(size_t)p.kind].push_back(r == kDigitGroups ? nullptr : std::make_shared<const Regex>(r));
+    }
+    return v;
+  }();
+  return all.at((size_t)kind);
+}
+
+using Frags = std::vector<std::pair<size_t, size_t>>;
+
+// Splits each fragment at the matches of re: matches and the text between them become fragments.
+Frags split(const std::vector<uint32_t>& s, const std::vector<uint16_t>& props, const Frags& in, const Regex& re,
+            uint64_t* steps) {
+  Frags out;
+  out.reserve(in.size());
+  for (auto [b, e] : in) {
+    size_t p = b, pending = b, ms, me;
+    while (p <= e && re.find(s.data(), props.data(), b, e, p, &ms, &me, steps)) {
+      if (me == ms) {  // an empty match only marks a boundary
+        if (ms > pending) out.emplace_back(pending, ms), pending = ms;
+        p = ms + 1;
+        continue;
+      }
+      if (ms > pending) out.emplace_back(pending, ms);
+      out.emplace_back(ms, me);
+      p = pending = me;
+    }
+    if (pending < e) out.emplace_back(pending, e);
+  }
+  return out;
+}
+
+// (?=(\d{3})+(?!\d)): a boundary before every ASCII digit whose run to its end is 3k long.
+Frags split_digit_groups(const std::vector<uint32_t>& s, const Frags& in, uint64_t* steps) {
+  auto digit = [&](size_t i) { return s[i] >= '0' && s[i] <= '9'; };
+  Frags out;
+  out.reserve(in.size());
+  for (auto [b, e] : in) {
+    std::vector<size_t> cuts;  // from the right
+    size_t run = 0;
+    for (size_t i = e; i > b; i--) {
+      run = digit(i - 1) ? run + 1 : 0;
+      if (run > 0 && run % 3 == 0 && i - 1 > b) cuts.push_back(i - 1);
+    }
+    if (steps) *steps += e - b;
+    size_t pending = b;
+    for (size_t k = cuts.size(); k-- > 0;) {
+      out.emplace_back(pending, cuts[k]);
+      pending = cuts[k];
+    }
+    if (pending < e) out.emplace_back(pending, e);
+  }
+  return out;
+}
 }  // namespace
 
-// "gpt-2 (gpt2, phi-2, ...), default, llama-bpe (...), ..."
 const char* pre_tokenizer_names() {
   static const std::string text = [] {
     std::string r;
-    for (const PreNames& p : pre_names()) {
-      r += (r.empty() ? "" : ", ") + std::string(p.names[0]);
-      for (size_t i = 1; i < p.names.size(); i++) r += (i == 1 ? " (" : ", ") + std::string(p.names[i]);
-      if (p.names.size() > 1) r += ")";
-    }
+    for (const PreSpec& p : pre_specs())
+      for (const char* n : p.names) r += (r.empty() ? "" : ", ") + std::string(n);
     return r;
   }();
   return text.c_str();
@@ -235,32 +310,26 @@ const char* pre_tokenizer_names() {
 
 PreTokenizer pre_tokenizer_from_name(const std::string& n) {
   if (n.empty()) return PreTokenizer::Default;
-  for (const PreNames& p : pre_names())
+  for (const PreSpec& p : pre_specs())
     for (const char* m : p.names)
       if (n == m) return p.kind;
+  if (const char* why = unsupported_reason(n))
+    fail(ErrorCode::Unsupported, "GGUF pre-tokenizer '" + n + "' (tokenizer.ggml.pre) " + why + ", which qkv does not implement");
   fail(ErrorCode::Unsupported,
-       "GGUF pre-tokenizer '" + n + "' (tokenizer.ggml.pre) is not supported; supported: " + pre_tokenizer_names());
+       "GGUF pre-tokenizer '" + n + "' (tokenizer.ggml.pre) is unknown (llama.cpp refuses it too); known: " + pre_tokenizer_names());
 }
 
-std::vector<std::string> pre_tokenize(const std::string& text, PreTokenizer kind) {
-  const Cps s = utf8_to_codepoints(text);
-  Frags f{{0, s.size()}};
+bool pre_tokenizer_ignores_merges(PreTokenizer kind) { return spec_of(kind).ignore_merges; }
+bool pre_tokenizer_adds_bos(PreTokenizer kind) { return spec_of(kind).add_bos; }
+const std::vector<std::string>& pre_tokenizer_regexes(PreTokenizer kind) { return spec_of(kind).regexes; }
+
+std::vector<std::string> pre_tokenize(const std::string& text, PreTokenizer kind, uint64_t* steps) {
+  const std::vector<uint32_t> s = utf8_to_codepoints(text);
   if (s.empty()) return {};
-  switch (kind) {
-    case PreTokenizer::Gpt2: f = split(s, f, match_gpt2); break;
-    case PreTokenizer::Default:
-      f = split(s, f, match_punct);
-      f = split(s, f, match_gpt2);
-      f = split(s, f, match_numbers);
-      f = split(s, f, match_three_digits);
-      break;
-    case PreTokenizer::Llama3: f = split(s, f, match_llama3); break;
-    case PreTokenizer::Qwen2: f = split(s, f, match_qwen2); break;
-    case PreTokenizer::Smollm:
-      f = split(s, f, match_one_number);
-      f = split(s, f, match_gpt2);
-      break;
-  }
+  std::vector<uint16_t> props(s.size());
+  for (size_t i = 0; i < s.size(); i++) props[i] = unicode_props(s[i]);
+  Frags f{{0, s.size()}};
+  for (const auto& re : stages_of(kind)) f = re ? split(s, props, f, *re, steps) : split_digit_groups(s, f, steps);
   std::vector<std::string> out;
   out.reserve(f.size());
   for (auto [b, e] : f) {

@@ -9,6 +9,7 @@
 #include <queue>
 
 #include "../common.h"
+#include "special_matcher.h"
 #include "unigram.h"
 #include "wordpiece.h"
 
@@ -218,6 +219,9 @@ void Tokenizer::index_specials() {
   }
   std::stable_sort(specials_.begin(), specials_.end(),
                    [this](int a, int b) { return pieces_[a].size() > pieces_[b].size(); });
+  std::vector<std::string> texts;
+  for (int id : specials_) texts.push_back(pieces_[id]);
+  specials_matcher_ = specials_.empty() ? nullptr : std::make_shared<const SpecialMatcher>(texts);
 }
 
 void Tokenizer::set_specials(int bos, int eos, bool add_bos, bool add_eos, std::vector<int> eog) {
@@ -245,37 +249,59 @@ void Tokenizer::set_specials(int bos, int eos, bool add_bos, bool add_eos, std::
 
 bool Tokenizer::is_eog(int id) const { return std::find(eog_.begin(), eog_.end(), id) != eog_.end(); }
 
-std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, bool parse_special) const {
+// llama.cpp's rule, in one pass: special tokens claim their occurrences longest first (then in
+// vocabulary order), each leftmost and without overlapping its own earlier ones, in the text
+// that longer ones left unclaimed. All occurrences come from one Aho-Corasick scan; an
+// occurrence is free if neither of its ends is claimed (a claimed run inside it would be a
+// token at least as long, which can only have come first if it covers one of those ends).
+std::vector<Tokenizer::Frag> Tokenizer::split_specials(const std::string& text, bool parse_special, uint64_t* work) const {
+  std::vector<Frag> out;
+  if (!specials_matcher_ || text.empty()) {
+    out.push_back({-1, 0, text.size()});
+    return out;
+  }
+  std::vector<std::pair<int, size_t>> hits = specials_matcher_->find_all(text, work);
+  hits.erase(std::remove_if(hits.begin(), hits.end(),
+                            [&](const std::pair<int, size_t>& h) {
+                              return !parse_special && token_type(specials_[h.first]) != kTokUserDefined;
+                            }),
+             hits.end());
+  std::sort(hits.begin(), hits.end());  // by rank, then position
+  if (work) *work += hits.size();
+  std::vector<uint8_t> claimed(text.size(), 0);
+  std::vector<Frag> tokens;
+  size_t own_end = 0;
+  int rank = -1;
+  for (auto [r, s] : hits) {
+    const int sid = specials_[r];
+    const size_t e = s + pieces_[sid].size();
+    if (r != rank) rank = r, own_end = 0;
+    if (s < own_end || claimed[s] || claimed[e - 1]) continue;
+    std::fill(claimed.begin() + s, claimed.begin() + e, 1);
+    size_t p = e;
+    if (std::find(rstrip_.begin(), rstrip_.end(), sid) != rstrip_.end())
+      while (p < text.size() && !claimed[p] && std::isspace((unsigned char)text[p])) claimed[p++] = 1;
+    own_end = p;
+    tokens.push_back({sid, s, p});
+    if (work) *work += p - s;
+  }
+  std::sort(tokens.begin(), tokens.end(), [](const Frag& a, const Frag& b) { return a.b < b.b; });
+  size_t p = 0;
+  for (const Frag& t : tokens) {
+    if (t.b > p) out.push_back({-1, p, t.b});
+    out.push_back({t.id, t.b, t.b + pieces_[t.id].size()});
+    p = t.e;
+  }
+  if (p < text.size()) out.push_back({-1, p, text.size()});
+  return out;
+}
+
+std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, bool parse_special, uint64_t* work) const {
   if (!spm_marker_ && !bpe_ && !wpm_) return encode_llama2c(text, bos, eos);
   std::vector<int> ids;
   if (bos && add_bos_ && bos_ >= 0) ids.push_back(bos_);
-  // Special tokens written in the text, longest first, split it into text and token fragments.
-  struct Frag {
-    int id;  // >= 0: a special token
-    size_t b, e;
-  };
-  std::vector<Frag> frags{{-1, 0, text.size()}};
-  for (int sid : specials_) {
-    if (!parse_special && token_type(sid) != kTokUserDefined) continue;
-    const std::string& st = pieces_[sid];
-    std::vector<Frag> next;
-    for (const Frag& f : frags) {
-      if (f.id >= 0) {
-        next.push_back(f);
-        continue;
-      }
-      const bool rstrip = std::find(rstrip_.begin(), rstrip_.end(), sid) != rstrip_.end();
-      size_t p = f.b;
-      for (size_t hit; (hit = text.find(st, p)) != std::string::npos && hit + st.size() <= f.e;) {
-        if (hit > p) next.push_back({-1, p, hit});
-        next.push_back({sid, hit, hit + st.size()});
-        p = hit + st.size();
-        while (rstrip && p < f.e && std::isspace((unsigned char)text[p])) p++;
-      }
-      if (p < f.e) next.push_back({-1, p, f.e});
-    }
-    frags.swap(next);
-  }
+  // Special tokens written in the text split it into text and token fragments.
+  std::vector<Frag> frags = split_specials(text, parse_special, work);
   bool prev_special = true;  // SentencePiece: a space prefix at the start and after each special token
   for (const Frag& f : frags) {
     if (f.id >= 0) {
@@ -286,7 +312,7 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, 
     if (f.e == f.b) continue;
     const std::string part = text.substr(f.b, f.e - f.b);
     if (ugm_) ugm_->encode(part, ids);
-    else if (bpe_) encode_bpe_text(part, ids);
+    else if (bpe_) encode_bpe_text(part, ids, work);
     else if (wpm_) wordpiece_encode(part, index_, max_token_length_, unk_, ids);
     else encode_spm_text(part, add_space_prefix_ && prev_special, ids);
     prev_special = false;
@@ -295,8 +321,8 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, 
   return ids;
 }
 
-void Tokenizer::encode_bpe_text(const std::string& text, std::vector<int>& ids) const {
-  for (const std::string& word : pre_tokenize(text, pre_)) {
+void Tokenizer::encode_bpe_text(const std::string& text, std::vector<int>& ids, uint64_t* work) const {
+  for (const std::string& word : pre_tokenize(text, pre_, work)) {
     std::vector<std::string> sym;
     std::string whole;
     for (unsigned char b : word) {

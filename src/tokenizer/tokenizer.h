@@ -19,6 +19,7 @@ enum TokenType { kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokUserDefin
 std::vector<std::string> utf8_symbols(const std::string& s);
 
 class Unigram;
+class SpecialMatcher;
 
 class Tokenizer {
  public:
@@ -82,7 +83,9 @@ class Tokenizer {
   // Text -> ids. bos/eos: add BOS/EOS where the tokenizer asks for them (llama2.c: always BOS).
   // parse_special: control tokens written in the text (e.g. "<|im_start|>") become their ids;
   // user-defined tokens always do (llama.cpp's rule).
-  std::vector<int> encode(const std::string& text, bool bos, bool eos, bool parse_special = false) const;
+  // *work (if given) grows by the work done (scan and regex steps), for the linearity tests.
+  std::vector<int> encode(const std::string& text, bool bos, bool eos, bool parse_special = false,
+                          uint64_t* work = nullptr) const;
   std::vector<int> encode_llama2c(const std::string& text, bool bos, bool eos) const;
 
   // The bytes token `id` stands for when it follows `prev`: a leading space is dropped after
@@ -100,7 +103,12 @@ class Tokenizer {
   int fallback_id(unsigned char byte) const;
   // One stretch of text without special tokens.
   void encode_spm_text(const std::string& text, bool prefix, std::vector<int>& ids) const;
-  void encode_bpe_text(const std::string& text, std::vector<int>& ids) const;
+  void encode_bpe_text(const std::string& text, std::vector<int>& ids, uint64_t* work) const;
+  struct Frag {
+    int id;  // >= 0: a special token
+    size_t b, e;
+  };
+  std::vector<Frag> split_specials(const std::string& text, bool parse_special, uint64_t* work) const;
   void index_specials();
 
   // Merges of adjacent symbols by score (leftmost among equals); symbols are strings. For each
@@ -118,6 +126,7 @@ class Tokenizer {
   PreTokenizer pre_ = PreTokenizer::Gpt2;
   std::unordered_map<std::string, int> merge_rank_;  // "left right" -> rank
   std::vector<int> specials_;                        // control/user-defined/unknown ids, longest text first
+  std::shared_ptr<const SpecialMatcher> specials_matcher_;  // over specials_' texts, in that order
   std::vector<int> eog_;
   std::vector<int> rstrip_;
   std::string chat_template_;

@@ -49,7 +49,7 @@ TEST(PreTokenizer, Llama3AndQwen2SplitLikeTheirRegexes) {
 }
 
 TEST(PreTokenizer, SmollmAndDefaultRunTheirStages) {
-  EXPECT_EQ(pre_tokenize("a 12", PreTokenizer::Smollm), (Pieces{"a", " ", "1", "2"}));
+  EXPECT_EQ(pre_tokenize("a 12", pre_tokenizer_from_name("smollm")), (Pieces{"a", " ", "1", "2"}));
   EXPECT_EQ(pre_tokenize("x+=1;", PreTokenizer::Default), (Pieces{"x", "+=", "1", ";"}));
   EXPECT_EQ(pre_tokenize("12345", PreTokenizer::Default), (Pieces{"123", "45"}));
 }
@@ -58,7 +58,9 @@ TEST(PreTokenizer, UnicodeClassesAndNames) {
   EXPECT_EQ(unicode_class(U'é'), 1);
   EXPECT_EQ(unicode_class(U'\u0663'), 2);   // ARABIC-INDIC DIGIT THREE
   EXPECT_EQ(unicode_class(U'\u3001'), 3);   // IDEOGRAPHIC COMMA
-  EXPECT_EQ(unicode_class(0x1F642), 0);     // emoji: a symbol
+  EXPECT_EQ(unicode_class(0x1F642), 5);     // emoji: a symbol
+  EXPECT_EQ(unicode_class(0x0301), 4);      // COMBINING ACUTE ACCENT: a mark
+  EXPECT_EQ(unicode_class(0x0001), 0);      // a control character
   EXPECT_TRUE(unicode_is_space(0x3000));
   EXPECT_EQ(pre_tokenizer_from_name("llama-bpe"), PreTokenizer::Llama3);
   // Other families' names for the same regexes, as llama.cpp maps them (falcon3 against
@@ -69,12 +71,19 @@ TEST(PreTokenizer, UnicodeClassesAndNames) {
   for (const char* n : {"phi-2", "mellum", "a.x-4.0", "gigachat", "jina-es", "jina-v2-de"})
     EXPECT_EQ(pre_tokenizer_from_name(n), PreTokenizer::Gpt2) << n;
   try {
-    pre_tokenizer_from_name("bloom");
+    pre_tokenizer_from_name("no-such-pre");
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("'bloom'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("'no-such-pre'"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("qwen2"), std::string::npos) << "the supported names are listed";
+  }
+  try {
+    pre_tokenizer_from_name("kimi-k2");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("custom code"), std::string::npos) << e.what();
   }
   for (int b = 0; b < 256; b++) EXPECT_EQ(gpt2_cp_to_byte(gpt2_byte_to_cp((uint8_t)b)), b);
   EXPECT_EQ(gpt2_byte_to_cp(' '), 0x120u);  // 'Ġ'
@@ -477,7 +486,7 @@ TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
                     "blk.1.rope_factors_xy.wt (RoPE factors) is not supported");
   expect_load_error(patched(gpt2, BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gptj")),
                     ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3");
-  expect_load_error(patched(gpt2, BYTES("\x05\0\0\0\0\0\0\0gpt-2"), BYTES("\x05\0\0\0\0\0\0\0bloom")), ErrorCode::Unsupported, "'bloom'", true);
+  expect_load_error(patched(gpt2, BYTES("\x05\0\0\0\0\0\0\0gpt-2"), BYTES("\x05\0\0\0\0\0\0\0blorp")), ErrorCode::Unsupported, "'blorp'", true);
   expect_load_error(patched(gpt2, "tokenizer.ggml.merges", "tokenizer.ggml.merged"), ErrorCode::BadModel, "tokenizer.ggml.merges", true);
   expect_load_error(patched(gpt2, BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0bork")), ErrorCode::Unsupported, "'bork'", true);
   // A merge that is not two symbols.
