@@ -22,7 +22,8 @@ class Reader {
   uint64_t pos() const { return off_; }
   uint64_t left() const { return n_ - off_; }
   void need(uint64_t k, const char* what) {
-    if (k > left()) bad(std::string("file is truncated inside ") + what + " (at byte " + std::to_string(off_) + ")");
+    if (k > left()) bad(std::string("the file is truncated inside ") + what + " (at byte " + std::to_string(off_) + " of " +
+                            std::to_string(n_) + ")");
   }
   template <class T>
   T read(const char* what) {
@@ -34,7 +35,7 @@ class Reader {
   }
   std::string str(const char* what) {
     uint64_t len = read<uint64_t>(what);
-    if (len > left()) bad(std::string("the length of ") + what + " (" + std::to_string(len) + ") runs past the end of the file");
+    if (len > left()) bad(std::string("the length of ") + what + " (" + std::to_string(len) + ") runs past the end of the file; the file is truncated or corrupt");
     std::string s(reinterpret_cast<const char*>(p_ + off_), len);
     off_ += len;
     return s;
@@ -86,7 +87,7 @@ GgufValue read_value(Reader& r, GgufKind kind, const std::string& key, int depth
       // Each element takes at least one byte (strings: 8), so the file bounds the count.
       uint64_t min_each = v.elem == GgufKind::STRING ? 8 : v.elem == GgufKind::ARRAY ? 12 : scalar_size(v.elem);
       if (count > r.left() / std::max<uint64_t>(min_each, 1))
-        bad("key " + key + " claims " + std::to_string(count) + " array elements, more than the file holds");
+        bad("key " + key + " claims " + std::to_string(count) + " array elements, more than the file holds; the file is truncated or corrupt");
       v.arr.reserve(count);
       for (uint64_t i = 0; i < count; i++) v.arr.push_back(read_value(r, v.elem, key, depth + 1));
       break;
@@ -244,8 +245,8 @@ GgufFile GgufFile::parse_one(std::shared_ptr<const Blob> blob) {
     fail(ErrorCode::Unsupported, "GGUF version " + std::to_string(g.version_) + " is not supported (only 2 and 3)");
   const uint64_t n_tensors = r.read<uint64_t>("the tensor count");
   const uint64_t n_kv = r.read<uint64_t>("the metadata count");
-  if (n_kv > r.left() / 13) bad("metadata count " + std::to_string(n_kv) + " is more than the file can hold");
-  if (n_tensors > r.left() / 28) bad("tensor count " + std::to_string(n_tensors) + " is more than the file can hold");
+  if (n_kv > r.left() / 13) bad("metadata count " + std::to_string(n_kv) + " is more than the file can hold; the file is truncated or corrupt");
+  if (n_tensors > r.left() / 28) bad("tensor count " + std::to_string(n_tensors) + " is more than the file can hold; the file is truncated or corrupt");
   for (uint64_t i = 0; i < n_kv; i++) {
     std::string key = r.str("a metadata key");
     uint32_t kind = r.read<uint32_t>(key.c_str());
