@@ -66,7 +66,7 @@ async function inspect(mod, cmd, argv) {
 
 // `qkv perplexity MODEL FILE [-z TOK] [--ctx N] [--threads N]`: the native command's windows
 // and output, through the JS API (all-logits feeds of 64 tokens, log-softmax in float64).
-async function perplexity(argv) {
+async function perplexity(mod, argv) {
   const { loadModel } = await import('../src/js/node.js');
   const [model, file] = argv;
   if (!model || !file || model.startsWith('-') || file.startsWith('-'))
@@ -79,13 +79,14 @@ async function perplexity(argv) {
   };
   let m, s;
   try {
+    const known = ['-z', '--ctx', '--threads'];
     for (let i = 2; i < argv.length; i += 2) {
       const [f, v] = [argv[i], argv[i + 1]];
+      if (!known.includes(f)) throw Object.assign(new Error(mod.unknownOptionMessage(f, known)), { code: 'bad_argument' });
       if (v === undefined) throw Object.assign(new Error(`option ${f} needs a value`), { code: 'bad_argument' });
       if (f === '-z') tok = v;
       else if (f === '--ctx') ctx = int(f, v, 1, 1 << 20);
-      else if (f === '--threads') threads = int(f, v, 1, 256);
-      else throw Object.assign(new Error(`unknown option ${f}`), { code: 'bad_argument' });
+      else threads = int(f, v, 1, 256);
     }
     let text;
     try {
@@ -269,7 +270,7 @@ async function main(argv) {
     return 0;
   }
   if (cmd === 'info' || cmd === 'tokenize') return inspect(mod, cmd, rest);
-  if (cmd === 'perplexity') return perplexity(rest);
+  if (cmd === 'perplexity') return perplexity(mod, rest);
   if (cmd === 'embed') return embed(rest);
   if (cmd === 'quantize') return quantize(rest);
   if (cmd !== 'run' && cmd !== 'logits') {

@@ -393,6 +393,9 @@ std::string simd_arch() { return simd_arch_name(); }
 std::string usage() { return run_usage(); }
 std::string qtypes() { return qtype_names(); }
 std::string version() { return QKV_VERSION; }
+std::string unknown_option(std::string flag, val known) {
+  return unknown_option_message(flag, vecFromJSArray<std::string>(known));
+}
 
 // `qkv info` / `qkv tokenize` for the Node CLI: src/cli/inspect.h, the native command's code.
 val inspect_parse_args(std::string cmd, val argv) {
@@ -421,6 +424,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
   function("runUsage", &usage);
   function("qtypeNames", &qtypes);
   function("version", &version);
+  function("unknownOptionMessage", &unknown_option);
   function("inspectParseArgs", &inspect_parse_args);
   function("inspectNeedsTokenizer", &inspect_needs_tokenizer);
   function("inspect", &inspect_run);

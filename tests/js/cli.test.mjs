@@ -83,6 +83,11 @@ test('--version, help, unknown flags (both CLIs)', () => {
     assert.doesNotMatch(r.stderr, /needs a value/, name);
     r = run(['run', KJV, '--thread', '2']);
     assert.match(r.stderr, /unknown option --thread \(did you mean --threads\?\)/, name);
+    const txt = file('p.txt', 'In the beginning God created the heaven and the earth.\n');
+    r = run(['perplexity', KJV, txt, '--frob']);
+    assert.match(r.stderr, /\[bad_argument\]: unknown option --frob\n/, `${name} perplexity`);
+    r = run(['quantize', KJV, join(tmp, 'x.gguf'), '--type', 'q8_0', '--allow-requantise']);
+    assert.match(r.stderr, /unknown option --allow-requantise \(did you mean --allow-requantize\?\)/, `${name} quantize`);
   }
 });
 
