@@ -145,7 +145,7 @@ function g9(v) {
 }
 
 // `qkv embed MODEL TEXT... [--pooling P] [--no-normalize] [--truncate] [--threads N]`: one JSON array per text.
-async function embed(argv) {
+async function embed(mod, argv) {
   const { loadModel } = await import('../src/js/node.js');
   let model = null, pooling, normalize = true, truncate = false, threads = 'auto';
   const texts = [];
@@ -159,6 +159,11 @@ async function embed(argv) {
       if (a === '--pooling') pooling = v;
       else if (!/^[0-9]+$/.test(v) || Number(v) < 1 || Number(v) > 256) return fail('bad_argument', `--threads must be 1..256, got ${v}`);
       else threads = Number(v);
+    } else if (a === '--') {
+      texts.push(...argv.slice(i + 1));  // TEXTs that start with '-'
+      break;
+    } else if (a.startsWith('--') && a.length > 2) {  // a misspelt flag is not a text to embed
+      return fail('bad_argument', mod.unknownOptionMessage(a, ['--pooling', '--no-normalize', '--truncate', '--threads']));
     } else if (model === null && !a.startsWith('-')) model = a;
     else texts.push(a);
   }
@@ -271,7 +276,7 @@ async function main(argv) {
   }
   if (cmd === 'info' || cmd === 'tokenize') return inspect(mod, cmd, rest);
   if (cmd === 'perplexity') return perplexity(mod, rest);
-  if (cmd === 'embed') return embed(rest);
+  if (cmd === 'embed') return embed(mod, rest);
   if (cmd === 'quantize') return quantize(rest);
   if (cmd !== 'run' && cmd !== 'logits') {
     process.stderr.write(`qkv: unknown command '${cmd}'\n\n`);

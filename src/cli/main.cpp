@@ -223,6 +223,11 @@ static int cmd_embed(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) fail(ErrorCode::BadArgument, a + " needs a value");
       flags.push_back(a);
       flags.push_back(args[++i]);
+    } else if (a == "--") {
+      texts.insert(texts.end(), args.begin() + i + 1, args.end());  // TEXTs that start with '-'
+      break;
+    } else if (a.size() > 2 && a[0] == '-' && a[1] == '-') {  // a misspelt flag is not a text to embed
+      fail(ErrorCode::BadArgument, unknown_option_message(a, {"--pooling", "--no-normalize", "--truncate", "--threads"}));
     } else if (flags.empty() && texts.empty() && !a.empty() && a[0] != '-') {
       flags.push_back(a);  // MODEL
     } else {
