@@ -1,20 +1,24 @@
 #!/usr/bin/env node
 // The qkv command on the WASM engine: same commands, flags and stdout bytes as the native CLI.
-import { closeSync, createReadStream, openSync, readFileSync, statSync, writeSync, writeFileSync } from 'node:fs';
+import { closeSync, createReadStream, existsSync, openSync, readFileSync, statSync, writeSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { modelParts, readParts, readSource } from '../src/js/source.js';
 import { MAX_WASM_THREADS, hardwareThreads, loadWasmModule, toHeapBuffer } from '../src/js/wasm-node.mjs';
 
+const VERSION = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
+
 function usage(mod, out) {
-  out.write('qkv: a Transformer inference engine (WebAssembly build)\n\nCommands:\n' +
+  out.write(`qkv ${VERSION}: a Transformer inference engine (WebAssembly build)\n\nCommands:\n` +
     '  qkv run MODEL [options]          generate text (llama2.c run.c flags)\n' +
-    '  qkv info MODEL [-z TOK]          model architecture, sizes and runtime\n' +
-    '  qkv tokenize MODEL -z TOK TEXT   token ids and pieces of TEXT\n' +
+    '  qkv info MODEL [-z TOK]          model architecture and sizes, as JSON\n' +
+    '  qkv tokenize MODEL [-z TOK] TEXT token ids and pieces of TEXT, one per line\n' +
     '  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt\'s logits\n' +
     '  qkv perplexity MODEL FILE [-z TOK] [--ctx N] [--threads N]   perplexity on a text\n' +
-    '  qkv quantize IN OUT.gguf --type q8_0|q4_0|q4_k|q5_k [-z TOK.bin] [--text FILE] [--ctx N] [--threads N]\n' +
+    '  qkv quantize IN OUT.gguf --type TYPE [-z TOK.bin] [--text FILE] [--ctx N] [--threads N] [--allow-requantize]\n' +
+    `                                   TYPE: ${mod.qtypeNames()}\n` +
     '  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n' +
-    '                                   one JSON array (the text\'s embedding) per line\n\n' + mod.runUsage());
+    '                                   one JSON array (the text\'s embedding) per line\n' +
+    '  qkv --version                    print the version\n\n' + mod.runUsage());
 }
 
 // A model path: the first file of a split GGUF model (NAME-00001-of-0000N.gguf) brings the others.
@@ -40,38 +44,29 @@ async function readIntoHeap(mod, path) {
   }
 }
 
-// `qkv info MODEL [-z TOK]` and `qkv tokenize MODEL -z TOK TEXT`, through the JS API.
-async function infoOrTokenize(cmd, argv) {
-  const { loadModel } = await import('../src/js/node.js');
-  const model = argv[0];
-  let tok = 'tokenizer.bin', text = null;
-  for (let i = 1; i < argv.length; i++) {
-    if (argv[i] === '-z' && i + 1 < argv.length) tok = argv[++i];
-    else if (cmd === 'tokenize' && text === null) text = argv[i];
-    else return fail('bad_argument', `unexpected argument '${argv[i]}'`);
-  }
-  if (!model) return fail('bad_argument', `usage: qkv ${cmd} MODEL -z TOKENIZER${cmd === 'tokenize' ? ' TEXT' : ''}`);
-  if (cmd === 'tokenize' && text === null) return fail('bad_argument', 'usage: qkv tokenize MODEL -z TOKENIZER TEXT');
-  let m;
+// `qkv info MODEL [-z TOK]` and `qkv tokenize MODEL [-z TOK] TEXT`: the native command's code
+// (src/cli/inspect.h) in WASM, so both print the same bytes.
+async function inspect(mod, cmd, argv) {
+  let modelBuf, tokBuf;
   try {
-    m = await loadModel(model, { tokenizer: tok, threads: 1 });
-    if (cmd === 'info') {
-      process.stdout.write(JSON.stringify(m.info, null, 2) + '\n');
-    } else {
-      const ids = m.tokenize(text);
-      for (const id of ids) process.stdout.write(`${id}\t${JSON.stringify(m.detokenize([id]))}\n`);
-    }
+    const a = mod.inspectParseArgs(cmd, argv);
+    modelBuf = await readModelIntoHeap(mod, a.model);
+    // info shows a llama2.c model without its tokenizer too; tokenize needs it.
+    if (mod.inspectNeedsTokenizer(modelBuf) && (cmd === 'tokenize' || existsSync(a.tokenizer)))
+      tokBuf = await readIntoHeap(mod, a.tokenizer);
+    process.stdout.write(mod.inspect(cmd, modelBuf, tokBuf ?? null, a.text));
     return 0;
   } catch (e) {
-    return fail(e.code ?? 'internal', e.message);
+    if (e && typeof e.code === 'string' && !/^E[A-Z]+$/.test(e.code)) return fail(e.code, e.message);
+    return fail('internal', e && e.stack ? e.stack : String(e));
   } finally {
-    m?.dispose();
+    modelBuf?.delete(); tokBuf?.delete();
   }
 }
 
 // `qkv perplexity MODEL FILE [-z TOK] [--ctx N] [--threads N]`: the native command's windows
 // and output, through the JS API (all-logits feeds of 64 tokens, log-softmax in float64).
-async function perplexity(argv) {
+async function perplexity(mod, argv) {
   const { loadModel } = await import('../src/js/node.js');
   const [model, file] = argv;
   if (!model || !file || model.startsWith('-') || file.startsWith('-'))
@@ -84,13 +79,14 @@ async function perplexity(argv) {
   };
   let m, s;
   try {
+    const known = ['-z', '--ctx', '--threads'];
     for (let i = 2; i < argv.length; i += 2) {
       const [f, v] = [argv[i], argv[i + 1]];
+      if (!known.includes(f)) throw Object.assign(new Error(mod.unknownOptionMessage(f, known)), { code: 'bad_argument' });
       if (v === undefined) throw Object.assign(new Error(`option ${f} needs a value`), { code: 'bad_argument' });
       if (f === '-z') tok = v;
       else if (f === '--ctx') ctx = int(f, v, 1, 1 << 20);
-      else if (f === '--threads') threads = int(f, v, 1, 256);
-      else throw Object.assign(new Error(`unknown option ${f}`), { code: 'bad_argument' });
+      else threads = int(f, v, 1, 256);
     }
     let text;
     try {
@@ -149,7 +145,7 @@ function g9(v) {
 }
 
 // `qkv embed MODEL TEXT... [--pooling P] [--no-normalize] [--truncate] [--threads N]`: one JSON array per text.
-async function embed(argv) {
+async function embed(mod, argv) {
   const { loadModel } = await import('../src/js/node.js');
   let model = null, pooling, normalize = true, truncate = false, threads = 'auto';
   const texts = [];
@@ -163,6 +159,11 @@ async function embed(argv) {
       if (a === '--pooling') pooling = v;
       else if (!/^[0-9]+$/.test(v) || Number(v) < 1 || Number(v) > 256) return fail('bad_argument', `--threads must be 1..256, got ${v}`);
       else threads = Number(v);
+    } else if (a === '--') {
+      texts.push(...argv.slice(i + 1));  // TEXTs that start with '-'
+      break;
+    } else if (a.startsWith('--') && a.length > 2) {  // a misspelt flag is not a text to embed
+      return fail('bad_argument', mod.unknownOptionMessage(a, ['--pooling', '--no-normalize', '--truncate', '--threads']));
     } else if (model === null && !a.startsWith('-')) model = a;
     else texts.push(a);
   }
@@ -227,7 +228,7 @@ async function quantize(argv) {
       throw Object.assign(new Error(`cannot write ${a.out}`), { code: 'io' });
     }
     const tty = process.stderr.isTTY;
-    const report = mod.quantizeModel(modelBuf, tokBuf ?? null, basename(a.model), a.type,
+    const report = mod.quantizeModel(modelBuf, tokBuf ?? null, basename(a.model), a.type, a.allowRequantize,
       (view) => { writeSync(fd, view); },
       tty ? (done, total) => process.stderr.write(`\rquantizing: ${(100 * done / total).toFixed(0)}%`) : null);
     if (tty) process.stderr.write('\n');
@@ -269,9 +270,13 @@ async function main(argv) {
   const [cmd, ...rest] = argv;
   if (!cmd) { usage(mod, process.stderr); return 1; }
   if (cmd === '-h' || cmd === '--help' || cmd === 'help') { usage(mod, process.stdout); return 0; }
-  if (cmd === 'info' || cmd === 'tokenize') return infoOrTokenize(cmd, rest);
-  if (cmd === 'perplexity') return perplexity(rest);
-  if (cmd === 'embed') return embed(rest);
+  if (cmd === '--version' || cmd === '-V' || cmd === 'version') {
+    process.stdout.write(`qkv ${VERSION} (WebAssembly, engine ${mod.version()})\n`);
+    return 0;
+  }
+  if (cmd === 'info' || cmd === 'tokenize') return inspect(mod, cmd, rest);
+  if (cmd === 'perplexity') return perplexity(mod, rest);
+  if (cmd === 'embed') return embed(mod, rest);
   if (cmd === 'quantize') return quantize(rest);
   if (cmd !== 'run' && cmd !== 'logits') {
     process.stderr.write(`qkv: unknown command '${cmd}'\n\n`);
@@ -310,6 +315,7 @@ async function main(argv) {
     if (cmd === 'run') {
       const st = engine.run(args, (piece) => process.stdout.write(Buffer.from(piece)));
       process.stdout.write('\n');
+      for (const n of st.notes) process.stderr.write(`qkv: ${n}\n`);
       const info = engine.info();  // threads and SIMD of the engine that ran
       const pre = st.prefillMs > 0 ? st.promptTokens / (st.prefillMs / 1000) : 0;
       const dec = st.decodeMs > 0 ? st.generatedTokens / (st.decodeMs / 1000) : 0;

@@ -11,6 +11,8 @@
 #include "common.h"
 #include "embed_bindings.h"
 #include "cli/args.h"
+#include "cli/inspect.h"
+#include "formats/gguf_writer.h"
 #include "engine/generate.h"
 #include "engine/session.h"
 #include "formats/loader.h"
@@ -377,6 +379,9 @@ class JsModel {
       o.set("generatedTokens", st.generated_tokens);
       o.set("prefillMs", st.prefill_ms);
       o.set("decodeMs", st.decode_ms);
+      val notes = val::array();
+      for (const std::string& n : st.notes) notes.call<void>("push", n);
+      o.set("notes", notes);
       return o;
     });
   }
@@ -395,12 +400,43 @@ class JsModel {
 
 std::string simd_arch() { return simd_arch_name(); }
 std::string usage() { return run_usage(); }
+std::string qtypes() { return qtype_names(); }
+std::string version() { return QKV_VERSION; }
+std::string unknown_option(std::string flag, val known) {
+  return unknown_option_message(flag, vecFromJSArray<std::string>(known));
+}
+
+// `qkv info` / `qkv tokenize` for the Node CLI: src/cli/inspect.h, the native command's code.
+val inspect_parse_args(std::string cmd, val argv) {
+  return guard([&] {
+    const InspectArgs a = parse_inspect_args(cmd, vecFromJSArray<std::string>(argv));
+    val o = val::object();
+    o.set("model", a.model_path);
+    o.set("tokenizer", a.tokenizer_path);
+    o.set("text", a.text);
+    return o;
+  });
+}
+bool inspect_needs_tokenizer(const JsBuffer& model) { return needs_separate_tokenizer(*model.model_blob()); }
+std::string inspect_run(std::string cmd, const JsBuffer& model, val tok, std::string text) {
+  return guard([&] {
+    std::shared_ptr<const Blob> tb;
+    if (!tok.isNull() && !tok.isUndefined()) tb = tok.as<JsBuffer*>(allow_raw_pointers())->blob();
+    return cmd == "info" ? model_info_json(model.model_blob(), tb.get()) : tokenize_lines(model.model_blob(), tb.get(), text);
+  });
+}
 
 }  // namespace
 
 EMSCRIPTEN_BINDINGS(qkv) {
   function("simdArch", &simd_arch);
   function("runUsage", &usage);
+  function("qtypeNames", &qtypes);
+  function("version", &version);
+  function("unknownOptionMessage", &unknown_option);
+  function("inspectParseArgs", &inspect_parse_args);
+  function("inspectNeedsTokenizer", &inspect_needs_tokenizer);
+  function("inspect", &inspect_run);
   function("benchAttention", &bench_attention_threads);
   class_<JsBuffer>("Buffer").constructor<double>().function("view", &JsBuffer::view).function("size", &JsBuffer::size)
       .function("addPart", &JsBuffer::addPart);

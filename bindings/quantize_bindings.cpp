@@ -69,6 +69,7 @@ val quantize_parse_args(val argv) {
     o.set("text", q.run.text_path);
     o.set("context", q.run.context);
     o.set("threads", q.run.threads);
+    o.set("allowRequantize", q.run.allow_requantize);
     return o;
   });
 }
@@ -76,7 +77,8 @@ val quantize_parse_args(val argv) {
 // Re-encodes `model` (GGUF, or llama2.c with `tok`) to `type`; onChunk(Uint8Array view of the
 // heap, valid during the call only) receives the file in order; onProgress(done, total) counts
 // values. Returns {fromGguf, inBytes, outBytes, tensors: [{name, from, to, note}]}.
-val quantize_model(val model, val tok, std::string name, std::string type, val on_chunk, val on_progress) {
+val quantize_model(val model, val tok, std::string name, std::string type, bool allow_requantize, val on_chunk,
+                   val on_progress) {
   return guard([&] {
     const QType t = parse_qtype(type);
     if (on_chunk.typeOf().as<std::string>() != "function") fail(ErrorCode::BadArgument, "onChunk must be a function");
@@ -86,9 +88,11 @@ val quantize_model(val model, val tok, std::string name, std::string type, val o
     if (!tok.isNull() && !tok.isUndefined()) tb = borrow(tok, "the tokenizer");
     const bool from_gguf = looks_like_gguf(in->data(), in->size());
     std::shared_ptr<const Blob> gguf = quantize_input(in, tb.get(), name);
+    const GgufFile parsed = GgufFile::parse(gguf);
+    check_requantize(parsed, t, allow_requantize);
     uint64_t out_bytes = 0;
     std::vector<QuantizedTensor> tensors = quantize_gguf_stream(
-        GgufFile::parse(gguf), t,
+        parsed, t,
         [&](const std::vector<uint8_t>& b) {
           out_bytes += b.size();
           on_chunk(val(typed_memory_view(b.size(), b.data())));

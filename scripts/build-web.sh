@@ -115,6 +115,7 @@ const manifest = {
   description: extra.description || desc || `${name} (from ${model})`,
   license: extra.license || license || 'see the model\'s source',
   prompt: extra.prompt || prompt || 'Once upon a time',
+  sampling: extra.sampling ?? null,  // the demo's sampling defaults for this model (null: the page's)
   modelBytes: fs.statSync(model).size,
   tokenizerBytes: tok ? fs.statSync(tok).size : 0,
   modelSha256: sha(model),

@@ -1,22 +1,44 @@
 #!/usr/bin/env bash
-# The main job: set up, build the web demo (web/dist) and serve it on http://127.0.0.1:8080/
-# with the COOP/COEP headers that enable WebAssembly threads. The page loads the default model
-# by itself. Runs until Ctrl-C.
-#
-#   bash scripts/demo.sh                  serve the demo (PORT=N to change the port; 0 = any free one)
-#   bash scripts/demo.sh --no-isolation   serve without COOP/COEP (the page then runs single-threaded)
-#   bash scripts/demo.sh --open           also open it in the default browser (xdg-open / open)
-#   bash scripts/demo.sh cli [FLAGS]      generate in the terminal with the native CLI instead
-#   bash scripts/demo.sh -i "I dream of" -n 100 -t 0.8   (qkv run flags: the same as `cli`)
+# The main job: set up, build the web demo (web/dist) and serve it; see usage() below.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+
+usage() {
+  cat <<'USAGE'
+Usage: bash scripts/demo.sh [--no-isolation] [--open]
+       bash scripts/demo.sh cli [qkv run flags]
+
+Serves qkv's web demo on http://127.0.0.1:8080/ (PORT=N to change it; 0 = any free port) with
+the COOP/COEP headers that enable WebAssembly threads. The page loads the default model by itself.
+Runs until Ctrl-C. On a fresh machine it first installs what is missing (scripts/setup.sh) and
+builds the page (scripts/build-web.sh); once built, it serves the page straight away.
+
+  --no-isolation   serve without COOP/COEP (the page then runs single-threaded)
+  --open           also open the page in the default browser (xdg-open / open)
+  -h, --help       this text
+
+  cli [FLAGS]      generate in the terminal with the native CLI instead, e.g.
+                   bash scripts/demo.sh cli -i "In the beginning" -n 100 -t 0.8
+                   (qkv run flags; `cli` may be left out when the first flag is one of them)
+USAGE
+}
+
+# Installs what is missing (apt, xsimd, npm) only when a tool the build needs is not there.
+setup_if_needed() {
+  if ! command -v node >/dev/null || ! command -v cmake >/dev/null || ! command -v g++ >/dev/null ||
+     ! command -v em++ >/dev/null || [ ! -f .deps/xsimd/include/xsimd/xsimd.hpp ] || [ ! -d node_modules ]; then
+    bash scripts/setup.sh
+  fi
+}
+
 
 # --- terminal mode: the native CLI on the default model (what this script did before the web demo) ---
 if [ "${1:-}" = cli ] || [[ "${1:-}" =~ ^-[inptskz]$ ]] || [ "${1:-}" = --min-p ] || [ "${1:-}" = --repeat-penalty ] ||
    [ "${1:-}" = --threads ] || [ "${1:-}" = --ctx ]; then
   [ "${1:-}" != cli ] || shift
-  bash scripts/setup.sh
+  if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then usage; exit 0; fi
+  setup_if_needed
   bash scripts/build.sh native >/dev/null
   # The default: qkv's own model (models/*.gguf, tokenizer inside; not one whose NAME.json says
   # "default": false, as the encoder-decoder dates model's does), else the test fixture.
@@ -43,13 +65,21 @@ for a in "$@"; do
   case "$a" in
     --no-isolation) isolation=0 ;;
     --open) open=1 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     *) echo "demo.sh: unknown argument '$a' (see --help)" >&2; exit 2 ;;
   esac
 done
 
-bash scripts/setup.sh
-bash scripts/build-web.sh
+# The page is rebuilt only when something it is built from changed since the last build (the
+# stamp); a fresh checkout has no stamp, so it is set up and built.
+stamp=build/web-demo.stamp
+if [ ! -f web/dist/index.html ] || [ ! -f "$stamp" ] ||
+   [ -n "$(find src bindings web models scripts/build-web.sh CMakeLists.txt package.json -newer "$stamp" \
+           -not -path 'web/dist/*' -type f -print -quit 2>/dev/null)" ]; then
+  setup_if_needed
+  bash scripts/build-web.sh
+  mkdir -p build && touch "$stamp"
+fi
 
 export QKV_DEMO_PORT="${PORT:-8080}" QKV_DEMO_ISOLATION="$isolation" QKV_DEMO_OPEN="$open"
 exec node --input-type=module - <<'EOF'

@@ -460,6 +460,13 @@ export interface QuantizeOptions {
   onChunk?: (chunk: Uint8Array) => void;
   /** Checked before reading and before re-encoding (the re-encoding itself runs to the end). */
   signal?: AbortSignal;
+  /**
+   * Re-encode an input whose weight matrices are already of a block type (e.g. Q8_0 -> Q4_0).
+   * Default false: such an input is refused with a `bad_argument` QkvError, since a second
+   * rounding loses more than quantizing the F32/F16 original. Widening (to f32/f16/bf16) is
+   * always allowed. The CLIs' `--allow-requantize`.
+   */
+  allowRequantize?: boolean;
 }
 
 export interface QuantizedTensorReport {

@@ -9,7 +9,10 @@ import { initTrain } from './train.js';
 const $ = (id) => document.getElementById(id);
 const app = $('app');
 
+// The page's sampling defaults; a built-in model's manifest may bring its own (`sampling`: greedy
+// for the dates translator), which replace these while it is loaded.
 const DEFAULTS = { temperature: 0.8, topK: 40, topP: 0.9, minP: 0.05, repetitionPenalty: 1.1, maxTokens: 200 };
+const LIVE_RATE_MIN_MS = 250;
 const FIELDS = [
   // [key, input id, label, min, max, integer]
   ['temperature', 'temperature', 'Temperature', 0, 2, false],
@@ -29,6 +32,8 @@ const state = {
   generating: null,   // AbortController of the generation in progress
   picked: { model: null, tokenizer: null },
   source: null,       // {model, tokenizer, name} of the loaded model (the Train panel fine-tunes it)
+  defaults: { ...DEFAULTS },  // the loaded model's sampling defaults
+  examplePrompt: '',  // the loaded model's example prompt (replaced by the next model's unless edited)
 };
 
 const explorer = new Explorer({
@@ -170,7 +175,7 @@ async function load(get, meta, { reveal = true } = {}) {
     if (old) old.dispose().catch(() => {});
     showModel(model.info, meta);
     showBackend(model.info);
-    if (meta.prompt && !$('prompt').value) $('prompt').value = meta.prompt;
+    applyModelDefaults(meta);
     $('output-prompt').textContent = '';
     $('output-text').textContent = '';
     app.dataset.model = meta.name;
@@ -200,7 +205,8 @@ function abs(url) { return new URL(url, location.href).href; }
 function loadDefault(opts, m = state.manifest) {
   if (!m) return;
   return load(async () => ({ model: abs(`models/${m.model}`), tokenizer: m.tokenizer ? abs(`models/${m.tokenizer}`) : undefined }),
-    { name: m.name, description: m.description, license: m.license, prompt: m.prompt, source: m === state.manifest ? 'default' : 'built-in' }, opts);
+    { name: m.name, description: m.description, license: m.license, prompt: m.prompt, sampling: m.sampling,
+      source: m === state.manifest ? 'default' : 'built-in' }, opts);
 }
 
 function loadFromUrls(modelUrl, tokUrl, opts) {
@@ -277,7 +283,7 @@ function readOptions() {
   for (const [key, id, label, lo, hi, integer] of FIELDS) {
     const input = $(id);
     const raw = input.value.trim();
-    const v = raw === '' ? DEFAULTS[key] : Number(raw);
+    const v = raw === '' ? state.defaults[key] : Number(raw);
     const bad = !Number.isFinite(v) || v < lo || v > hi || (integer && !Number.isInteger(v));
     input.setAttribute('aria-invalid', String(bad));
     if (bad) problems.push(`${label} must be ${integer ? 'an integer' : 'a number'} from ${lo} to ${hi}`);
@@ -299,8 +305,22 @@ function readOptions() {
   return problems.length ? null : opts;
 }
 
+// A newly loaded model brings its example prompt and sampling defaults; what the user typed or
+// changed stays (a prompt or field still at the previous model's default is not the user's).
+function applyModelDefaults(meta) {
+  const prompt = $('prompt');
+  if (meta.prompt && (!prompt.value.trim() || prompt.value === state.examplePrompt)) prompt.value = meta.prompt;
+  state.examplePrompt = meta.prompt ?? state.examplePrompt;
+  const next = { ...DEFAULTS, ...(meta.sampling ?? {}) };
+  for (const [key, id] of FIELDS) {
+    const input = $(id);
+    if (input.value.trim() === '' || Number(input.value) === state.defaults[key]) input.value = String(next[key]);
+  }
+  state.defaults = next;
+}
+
 function resetOptions() {
-  for (const [key, id] of FIELDS) { $(id).value = String(DEFAULTS[key]); $(id).setAttribute('aria-invalid', 'false'); }
+  for (const [key, id] of FIELDS) { $(id).value = String(state.defaults[key]); $(id).setAttribute('aria-invalid', 'false'); }
   $('seed').value = '';
   $('sampling-error').textContent = '';
 }
@@ -348,10 +368,12 @@ async function generate() {
     }
     if (tFirst !== null) {
       $('ttft').textContent = formatMs(tFirst - t0);
-      if (n > 1) $('tps').textContent = formatRate((n - 1) / ((tLast - tFirst) / 1000));
+      // Tokens reach the page in bursts (the engine yields about every 10 ms): a rate over a
+      // shorter span measures the burst, not the engine.
+      if (n > 1 && tLast - tFirst >= LIVE_RATE_MIN_MS) $('tps').textContent = formatRate((n - 1) / ((tLast - tFirst) / 1000));
     }
   };
-  let promptIds = [];
+  let promptIds = [], stats = null;
   try {
     promptIds = await model.tokenize(prompt);
     for await (const { token, text } of model.generate(prompt, { ...opts, signal: ac.signal })) {
@@ -362,12 +384,16 @@ async function generate() {
       pending += text;
       if (!frame) frame = requestAnimationFrame(flush);
     }
-    const stats = model.info.encoderDecoder ? model.lastGeneration : (await model.session()).lastGeneration;
-    finish = stats?.finishReason ?? 'length';
+    finish = 'length';
   } catch (e) {
     if (e?.code === 'aborted') finish = 'aborted';
     else { finish = 'error'; showError(e, 'Generation failed'); }
   } finally {
+    // A stopped generation reports its figures too.
+    try {
+      stats = model.info.encoderDecoder ? model.lastGeneration : (await model.session()).lastGeneration;
+    } catch { stats = null; }
+    if (finish === 'length' && stats?.finishReason) finish = stats.finishReason;
     if (frame) cancelAnimationFrame(frame);
     flush();
     out.setAttribute('aria-busy', 'false');
@@ -375,9 +401,11 @@ async function generate() {
     state.generating = null;
     setState(state.model ? 'ready' : 'empty');
   }
-  const secs = tFirst !== null && tLast > tFirst ? (tLast - tFirst) / 1000 : 0;
-  const rate = n > 1 && secs > 0 ? (n - 1) / secs : NaN;
-  if (Number.isFinite(rate)) $('tps').textContent = formatRate(rate);
+  // The final rate is the engine's own (tokens over its decoding time), not the page's arrival times.
+  const rate = stats?.generatedTokens > 0 && stats.decodeMs > 0 ? stats.generatedTokens / (stats.decodeMs / 1000) : NaN;
+  $('tps').textContent = formatRate(rate);
+  app.dataset.generatedTokens = String(stats?.generatedTokens ?? '');
+  app.dataset.decodeMs = String(stats?.decodeMs ?? '');
   const info = $('run-info');
   info.replaceChildren();
   if (finish !== 'error') {

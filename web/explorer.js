@@ -23,6 +23,7 @@ export class Explorer {
     this.hooks = hooks;
     this.model = null;
     this.run = null;        // {promptIds, genIds}
+    this.after = -1;        // the token after the last one shown (a context-full run's last token), or -1
     this.session = null;
     this.epoch = 0;         // bumped whenever the data becomes stale; async work checks it
     this.maps = new Map();  // 'layer:head' -> Promise<{rows, cols, probs}>
@@ -170,7 +171,13 @@ export class Explorer {
       const limit = Math.min(MAX_EXPLORER_TOKENS, model.info.contextLength);
       const all = [...this.run.promptIds, ...this.run.genIds];
       let ids = all, cut = 0;  // cut: tokens left out after BOS
-      if (all.length > limit) {
+      // A generation that filled the context sampled its last token from the last position and
+      // never fed it: the positions the model computed are the first `limit`, the last token is
+      // their prediction (shown as the actual next token of the last row), nothing is cut.
+      this.after = all.length === limit + 1 ? all[limit] : -1;
+      if (this.after >= 0) {
+        ids = all.slice(0, limit);
+      } else if (all.length > limit) {
         const tail = all.length - (limit - 1);
         cut = tail - 1;
         ids = [all[0], ...all.slice(tail)];
@@ -400,7 +407,7 @@ export class Explorer {
       const order = [...p.keys()].sort((a, b) => p[b] - p[a]);
       const best = order.slice(0, TOP_K);
       const pieces = await Promise.all(best.map((id) => this.piece(id)));
-      const next = i + 1 < this.ids.length ? this.ids[i + 1] : -1;
+      const next = i + 1 < this.ids.length ? this.ids[i + 1] : this.after ?? -1;
       const nextPiece = next >= 0 ? await this.piece(next) : null;
       if (seq !== this.topkSeq || epoch !== this.epoch) return;
       topk.replaceChildren(...best.map((id, k) => topkRow(pieces[k], p[id], id === next, p[best[0]])));

@@ -49,7 +49,9 @@ export function initTrain(hooks) {
     if (!h.length) { g.fillText('The loss curve appears here while training.', 8, ht / 2); return; }
     const total = st.trainer.info.steps;
     const losses = h.map((r) => r.loss).concat(h.filter((r) => r.valLoss !== undefined && Number.isFinite(r.valLoss)).map((r) => r.valLoss));
-    const hi = Math.max(...losses), lo = Math.min(0, Math.min(...losses));
+    const [lo, hi] = lossAxis(losses);
+    canvas.dataset.axisLo = String(lo);
+    canvas.dataset.axisHi = String(hi);
     const L = 36, R = 8, T = 8, B = 18;
     const x = (s) => L + (w - L - R) * (s / Math.max(total, 1));
     const y = (v) => T + (ht - T - B) * (1 - (v - lo) / Math.max(hi - lo, 1e-9));
@@ -68,6 +70,14 @@ export function initTrain(hooks) {
     g.fillStyle = '#d9480f';
     for (const r of h) if (r.valLoss !== undefined && Number.isFinite(r.valLoss)) { g.beginPath(); g.arc(x(r.step), y(r.valLoss), 3, 0, 7); g.fill(); }
     canvas.setAttribute('aria-label', `Training loss over ${h.length} steps: first ${h[0].loss.toFixed(3)}, last ${h[h.length - 1].loss.toFixed(3)}`);
+  }
+
+  // The y axis spans the losses (a 5% margin each side), not 0..max: a loss that falls from 4.1
+  // to 3.6 should fill the chart, not its top eighth.
+  function lossAxis(values) {
+    const mn = Math.min(...values), mx = Math.max(...values);
+    const pad = (mx - mn) * 0.05 || Math.max(Math.abs(mx) * 0.05, 0.01);
+    return [Math.max(0, mn - pad), mx + pad];
   }
 
   function readNumber(id, lo, hi, integer) {

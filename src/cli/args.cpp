@@ -2,6 +2,7 @@
 // -p outside [0, 1] -> 0.9, -s <= 0 -> time-based seed.
 #include "args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -16,7 +17,7 @@ const char* run_usage() {
          "Options:\n"
          "  -z PATH   tokenizer (llama2.c tokenizer.bin), default tokenizer.bin\n"
          "  -i TEXT   prompt, default empty\n"
-         "  -n INT    positions to run including the prompt, default 256, 0 = whole context\n"
+         "  -n INT    positions to run including the prompt (as run.c), default 256, 0 = whole context\n"
          "  -t FLOAT  temperature in [0, inf), default 1.0 (0 = greedy)\n"
          "  -p FLOAT  top-p (nucleus) in [0, 1], default 0.9\n"
          "  -s INT    random seed, default time-based\n"
@@ -27,10 +28,41 @@ const char* run_usage() {
          "  --ctx INT               KV-cache length, default the model's\n"
          "  --chat TEXT             chat: TEXT is the user's message, rendered in the model's chat\n"
          "                          format (GGUF chat template); prints only the reply\n"
-         "  --system TEXT           chat: a system message before it\n";
+         "  --system TEXT           chat: a system message before it\n"
+         "With --chat, -n counts the reply's tokens, not the prompt's (0 = up to the context).\n";
 }
 
 static void bad(const std::string& m) { fail(ErrorCode::BadArgument, m); }
+
+// Levenshtein distance, for "did you mean".
+static size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); j++) row[j] = j;
+  for (size_t i = 1; i <= a.size(); i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); j++) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string unknown_option_message(const std::string& flag, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = (size_t)-1;
+  for (const std::string& k : known) {
+    const size_t d = edit_distance(flag, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  std::string m = "unknown option " + flag;
+  // Close: a third of the name or two edits, whichever is less (a one-letter flag is never "close").
+  if (!best.empty() && flag.size() > 2 && best_d <= std::min<size_t>(2, std::max<size_t>(1, flag.size() / 3)))
+    m += " (did you mean " + best + "?)";
+  return m;
+}
 
 static long long parse_int(const std::string& flag, const std::string& v) {
   errno = 0;
@@ -54,9 +86,23 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
   if (args.empty() || args[0].empty() || args[0][0] == '-') bad("missing MODEL path");
   a.model_path = args[0];
   long long seed = 0;
+  static const std::vector<std::string> valued = {"-z", "-i", "-n", "-t", "-p", "-s", "-k", "--min-p",
+                                                  "--repeat-penalty", "--threads", "--ctx", "--chat", "--system",
+                                                  "-o", "--type", "--text"};
+  static const std::vector<std::string> switches = {"--allow-requantize"};
   for (size_t i = 1; i < args.size(); i += 2) {
     const std::string& f = args[i];
     if (f.size() < 2 || f[0] != '-') bad("unexpected argument '" + f + "'");
+    if (std::find(switches.begin(), switches.end(), f) != switches.end()) {
+      a.allow_requantize = true;
+      i--;  // a switch takes no value
+      continue;
+    }
+    if (std::find(valued.begin(), valued.end(), f) == valued.end()) {
+      std::vector<std::string> all(valued);
+      all.insert(all.end(), switches.begin(), switches.end());
+      bad(unknown_option_message(f, all));
+    }
     if (i + 1 >= args.size()) bad("option " + f + " needs a value");
     const std::string& v = args[i + 1];
     if (f == "-z") a.tokenizer_path = v;

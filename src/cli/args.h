@@ -16,7 +16,11 @@ struct RunArgs {
   std::string logits_out;  // `qkv logits` / `qkv convert`: the output file (-o)
   std::string weight_type = "f32";  // `qkv convert --type`, `qkv quantize --type`
   std::string text_path;            // `qkv quantize --text`: measure perplexity before and after
+  bool allow_requantize = false;    // `qkv quantize --allow-requantize`: accept an already-quantized input
 };
+
+// "unknown option F" with " (did you mean K?)" when one of `known` is a close spelling.
+std::string unknown_option_message(const std::string& flag, const std::vector<std::string>& known);
 
 // Parses `run MODEL [-z TOK] [-i PROMPT] [-n STEPS] [-t TEMP] [-p TOPP] [-s SEED] [-k TOPK]
 // [--min-p X] [--repeat-penalty X] [--threads N] [--ctx N]` (argv without the program name

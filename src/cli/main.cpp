@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 #include <vector>
+#include <unistd.h>
 
 #include "../common.h"
 #include "../engine/embed.h"
@@ -21,23 +22,28 @@
 #include "../threadpool.h"
 #include "../train/cli_train.h"
 #include "args.h"
+#include "inspect.h"
 #include "quantize_cmd.h"
 
 using namespace qkv;
 
 static int usage(FILE* f) {
-  fprintf(f, "qkv: a Transformer inference engine\n\nCommands:\n"
+  fprintf(f, "qkv %s: a Transformer inference engine\n\nCommands:\n"
              "  qkv run MODEL [options]          generate text (llama2.c run.c flags)\n"
+             "  qkv info MODEL [-z TOK]          model architecture and sizes, as JSON\n"
+             "  qkv tokenize MODEL [-z TOK] TEXT token ids and pieces of TEXT, one per line\n"
              "  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt's logits\n"
-             "  qkv convert MODEL.bin -z TOK.bin -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1]\n"
-             "                                   llama2.c checkpoint to GGUF\n"
-             "  qkv quantize IN OUT.gguf --type q8_0|q4_0|q4_k|q5_k [-z TOK.bin] [--text FILE] [--ctx N]\n"
+             "  qkv convert MODEL.bin -z TOK.bin -o OUT.gguf [--type TYPE]\n"
+             "                                   llama2.c checkpoint to GGUF (default f32)\n"
+             "  qkv quantize IN OUT.gguf --type TYPE [-z TOK.bin] [--text FILE] [--ctx N] [--allow-requantize]\n"
              "                                   F32/F16 GGUF or llama2.c checkpoint to a quantized GGUF\n"
+             "                                   TYPE: %s\n"
              "  qkv perplexity MODEL FILE [-z TOK.bin] [--ctx N] [--threads N]\n"
              "                                   perplexity on a text, in windows of N tokens\n"
              "  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n"
-             "                                   one JSON array (the text's embedding) per line\n%s\n%s",
-          train_usage(), run_usage());
+             "                                   one JSON array (the text's embedding) per line\n"
+             "  qkv --version                    print the version\n%s\n%s",
+          QKV_VERSION, qtype_names(), train_usage(), run_usage());
   return f == stderr ? 1 : 0;
 }
 
@@ -95,10 +101,8 @@ static int cmd_run(const RunArgs& a) {
   });
   printf("\n");
   fflush(stdout);
-  const double pre = st.prefill_ms > 0 ? st.prompt_tokens / (st.prefill_ms / 1000.0) : 0;
-  const double dec = st.decode_ms > 0 ? st.generated_tokens / (st.decode_ms / 1000.0) : 0;
-  fprintf(stderr, "prefill: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s | %d threads, %s\n",
-          st.prompt_tokens, pre, st.generated_tokens, dec, l.model->pool().size(), simd_arch_name());
+  for (const std::string& n : st.notes) fprintf(stderr, "qkv: %s\n", n.c_str());
+  print_stats(st, l.model->pool().size());
   return 0;
 }
 
@@ -180,12 +184,14 @@ static int cmd_quantize(const std::vector<std::string>& args) {
   if (!from_gguf) tok = map_file(a.tokenizer_path);
   std::shared_ptr<const Blob> gguf =
       quantize_input(in, tok.get(), a.model_path.substr(a.model_path.find_last_of('/') + 1));
+  const GgufFile parsed = GgufFile::parse(gguf);
+  check_requantize(parsed, q.type, a.allow_requantize);  // before the output file is created
   std::vector<QuantizedTensor> tensors;
   uint64_t out_bytes = 0;
   {  // streamed to the file: no copy of the output in memory
     std::ofstream f(q.out_path, std::ios::binary);
     if (!f) fail(ErrorCode::Io, "cannot write " + q.out_path);
-    tensors = quantize_gguf_stream(GgufFile::parse(gguf), q.type, [&](const std::vector<uint8_t>& b) {
+    tensors = quantize_gguf_stream(parsed, q.type, [&](const std::vector<uint8_t>& b) {
       f.write(reinterpret_cast<const char*>(b.data()), (std::streamsize)b.size());
       out_bytes += b.size();
     });
@@ -217,6 +223,11 @@ static int cmd_embed(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) fail(ErrorCode::BadArgument, a + " needs a value");
       flags.push_back(a);
       flags.push_back(args[++i]);
+    } else if (a == "--") {
+      texts.insert(texts.end(), args.begin() + i + 1, args.end());  // TEXTs that start with '-'
+      break;
+    } else if (a.size() > 2 && a[0] == '-' && a[1] == '-') {  // a misspelt flag is not a text to embed
+      fail(ErrorCode::BadArgument, unknown_option_message(a, {"--pooling", "--no-normalize", "--truncate", "--threads"}));
     } else if (flags.empty() && texts.empty() && !a.empty() && a[0] != '-') {
       flags.push_back(a);  // MODEL
     } else {
@@ -242,6 +253,19 @@ static int cmd_embed(const std::vector<std::string>& args) {
   return 0;
 }
 
+// qkv info MODEL [-z TOK] / qkv tokenize MODEL [-z TOK] TEXT
+static int cmd_inspect(const std::string& cmd, const std::vector<std::string>& args) {
+  const InspectArgs a = parse_inspect_args(cmd, args);
+  auto model = map_model_file(a.model_path);
+  std::shared_ptr<const Blob> tok;
+  // info shows a llama2.c model without its tokenizer too; tokenize needs it.
+  if (needs_separate_tokenizer(*model) && (cmd == "tokenize" || access(a.tokenizer_path.c_str(), R_OK) == 0))
+    tok = map_file(a.tokenizer_path);
+  const std::string out = cmd == "info" ? model_info_json(model, tok.get()) : tokenize_lines(model, tok.get(), a.text);
+  fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
 static int cmd_logits(const RunArgs& a) {
   if (a.logits_out.empty()) fail(ErrorCode::BadArgument, "logits needs -o OUT");
   Loaded l = load(a);
@@ -258,10 +282,15 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage(stderr);
   std::string cmd = argv[1];
   if (cmd == "-h" || cmd == "--help" || cmd == "help") return usage(stdout);
+  if (cmd == "--version" || cmd == "-V" || cmd == "version") {
+    printf("qkv %s (native, %s)\n", QKV_VERSION, simd_arch_name());
+    return 0;
+  }
   std::vector<std::string> args(argv + 2, argv + argc);
   try {
     if (cmd == "run") return cmd_run(parse_run_args(args));
     if (cmd == "logits") return cmd_logits(parse_run_args(args));
+    if (cmd == "info" || cmd == "tokenize") return cmd_inspect(cmd, args);
     if (cmd == "convert") return cmd_convert(parse_run_args(args));
     if (cmd == "train") return cmd_train(args);
     if (cmd == "train-tokenizer") return cmd_train_tokenizer(args);

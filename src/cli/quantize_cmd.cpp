@@ -21,9 +21,23 @@ QuantizeArgs parse_quantize_args(const std::vector<std::string>& args) {
   q.run = parse_run_args(rest);
   bool type_given = false;
   for (const auto& s : args) type_given |= s == "--type";
-  if (!type_given) fail(ErrorCode::BadArgument, "quantize needs --type q8_0|q4_0|q4_k|q5_k");
+  if (!type_given) fail(ErrorCode::BadArgument, std::string("quantize needs --type ") + qtype_names());
   q.type = parse_qtype(q.run.weight_type);
   return q;
+}
+
+void check_requantize(const GgufFile& in, QType to, bool allow) {
+  if (allow || to == QType::F32 || to == QType::F16 || to == QType::BF16) return;  // widening loses nothing
+  std::map<std::string, int> quantized;  // type name -> matrices of it
+  for (const GgufTensorInfo& t : in.tensors())
+    if (t.dims.size() >= 2 && t.type != (uint32_t)GgmlType::F32 && t.type != (uint32_t)GgmlType::F16 &&
+        t.type != (uint32_t)GgmlType::BF16) quantized[ggml_type_name(t.type)]++;
+  if (quantized.empty()) return;
+  std::string mix;
+  for (const auto& [k, v] : quantized) mix += (mix.empty() ? "" : ", ") + std::to_string(v) + " " + k;
+  fail(ErrorCode::BadArgument, "the input is already quantized (" + mix + " matrices): quantizing it again adds the "
+                               "first rounding error to the second; quantize the F32/F16/BF16 original instead, or pass "
+                               "--allow-requantize (allowRequantize: true in JS) to do it anyway");
 }
 
 std::shared_ptr<const Blob> quantize_input(const std::shared_ptr<const Blob>& in, const Blob* tok, const std::string& name) {

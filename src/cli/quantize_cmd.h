@@ -9,6 +9,7 @@
 
 #include "../common.h"
 #include "../engine/perplexity.h"
+#include "../formats/gguf.h"
 #include "../formats/quantize.h"
 #include "args.h"
 
@@ -26,6 +27,11 @@ QuantizeArgs parse_quantize_args(const std::vector<std::string>& args);
 // The GGUF to re-encode: `in` itself, or a llama2.c checkpoint (with the tokenizer bytes `tok`)
 // converted to an f32 GGUF in memory. `name` goes into general.name.
 std::shared_ptr<const Blob> quantize_input(const std::shared_ptr<const Blob>& in, const Blob* tok, const std::string& name);
+
+// Refuses (BadArgument) to re-encode a GGUF whose weight matrices are already of a block type to
+// another block type, unless `allow` (--allow-requantize): a second rounding costs more quality
+// than quantizing the original. Widening to f32/f16/bf16 is always allowed.
+void check_requantize(const GgufFile& in, QType to, bool allow);
 
 // "IN (GGUF, 1.2 MiB) -> OUT (q8_0, 300 KiB): 3.70x smaller\ntensors: ...\n  name: note\n..."
 std::string quantize_summary(const QuantizeArgs& a, bool from_gguf, uint64_t in_bytes, uint64_t out_bytes,

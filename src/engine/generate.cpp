@@ -1,6 +1,7 @@
 // The generation loop of run.c, with the prompt prefilled in one batched forward pass.
 #include "generate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -54,6 +55,11 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
   if (prompt.empty())
     fail(ErrorCode::BadArgument, "the prompt is empty and this model's tokenizer adds no BOS token: give a prompt (-i)");
   RunStats st;
+  if (opt.chat) {  // -n counts the reply: a rendered chat prompt is long and its length is not the user's to know
+    steps = opt.steps <= 0 ? model.context() : (int)std::min<int64_t>(model.context(), (int64_t)prompt.size() - 1 + opt.steps);
+    if (chat_template_of(&tok).guessed)
+      st.notes.push_back("this model has no chat template qkv recognizes; using ChatML");
+  }
   st.prompt_tokens = (int)prompt.size();
   std::vector<int> seq = prompt;  // every token so far, for the repetition penalty
 
@@ -99,6 +105,11 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
     if (should_stop && should_stop()) break;
   }
   st.decode_ms = now_ms() - t1;
+  if (st.generated_tokens == 0)
+    st.notes.push_back(opt.chat ? "nothing was generated: the chat prompt (" + std::to_string(prompt.size()) +
+                                      " tokens) fills the context of " + std::to_string(model.context()) + " tokens"
+                                : "nothing was generated: -n " + std::to_string(steps) + " counts the prompt's " +
+                                      std::to_string(prompt.size()) + " tokens too (as llama2.c's run.c does); raise -n");
   return st;
 }
 

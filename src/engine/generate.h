@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "../model/transformer.h"
 #include "../sampler/sampler.h"
@@ -13,7 +14,9 @@ namespace qkv {
 
 struct RunOptions {
   std::string prompt;
-  int steps = 256;  // 0 or > context: the whole context (run.c's override)
+  // Positions to run including the prompt (run.c's -n); with `chat`, tokens of the reply only.
+  // 0 or past the context: up to the end of the context (run.c's override).
+  int steps = 256;
   SamplerOptions sampler;
   // Chat: `prompt` is the user's message (after `system`, if any), rendered in the tokenizer's
   // chat format; only the reply is printed, and it ends at an end-of-turn id.
@@ -25,6 +28,9 @@ struct RunStats {
   int prompt_tokens = 0;
   int generated_tokens = 0;  // sampled, not echoed
   double prefill_ms = 0, decode_ms = 0;
+  // Things the user should know, for the CLIs' stderr: a guessed chat format, why nothing was
+  // generated.
+  std::vector<std::string> notes;
 };
 
 // Calls emit(bytes) for each piece, exactly the bytes run.c's safe_printf would print.

@@ -22,7 +22,8 @@ class Reader {
   uint64_t pos() const { return off_; }
   uint64_t left() const { return n_ - off_; }
   void need(uint64_t k, const char* what) {
-    if (k > left()) bad(std::string("file is truncated inside ") + what + " (at byte " + std::to_string(off_) + ")");
+    if (k > left()) bad(std::string("the file is truncated inside ") + what + " (at byte " + std::to_string(off_) + " of " +
+                            std::to_string(n_) + ")");
   }
   template <class T>
   T read(const char* what) {
@@ -41,7 +42,7 @@ class Reader {
   }
   std::string str(const char* what) {
     uint64_t len = read<uint64_t>(what);
-    if (len > left()) bad(std::string("the length of ") + what + " (" + std::to_string(len) + ") runs past the end of the file");
+    if (len > left()) bad(std::string("the length of ") + what + " (" + std::to_string(len) + ") runs past the end of the file; the file is truncated or corrupt");
     std::string s(reinterpret_cast<const char*>(p_ + off_), len);
     off_ += len;
     return s;
@@ -96,7 +97,7 @@ GgufValue read_value(Reader& r, GgufKind kind, const std::string& key, int depth
       // Each element takes at least one byte (strings: 8), so the file bounds the count.
       uint64_t min_each = v.elem == GgufKind::STRING ? 8 : v.elem == GgufKind::ARRAY ? 12 : scalar_size(v.elem);
       if (count > r.left() / std::max<uint64_t>(min_each, 1))
-        bad("key " + key + " claims " + std::to_string(count) + " array elements, more than the file holds");
+        bad("key " + key + " claims " + std::to_string(count) + " array elements, more than the file holds; the file is truncated or corrupt");
       if (v.elem == GgufKind::ARRAY) {
         // Each held as a value (~150 bytes): bounded, as no model needs many.
         if (count > kMaxNestedArrays) bad("key " + key + " has " + std::to_string(count) + " arrays in an array (at most " + std::to_string(kMaxNestedArrays) + ")");
@@ -106,7 +107,7 @@ GgufValue read_value(Reader& r, GgufKind kind, const std::string& key, int depth
         v.ends.reserve(count);
         for (uint64_t i = 0; i < count; i++) {
           const uint64_t len = r.read<uint64_t>(key.c_str());
-          if (len > r.left()) bad("the length of a string in " + key + " (" + std::to_string(len) + ") runs past the end of the file");
+          if (len > r.left()) bad("the length of a string in " + key + " (" + std::to_string(len) + ") runs past the end of the file; the file is truncated or corrupt");
           v.chars.append(reinterpret_cast<const char*>(r.bytes(len, key.c_str())), len);
           v.ends.push_back(v.chars.size());
         }
@@ -332,10 +333,10 @@ GgufFile GgufFile::parse_one(std::shared_ptr<const Blob> blob) {
     fail(ErrorCode::Unsupported, "GGUF version " + std::to_string(g.version_) + " is not supported (only 2 and 3)");
   const uint64_t n_tensors = r.read<uint64_t>("the tensor count");
   const uint64_t n_kv = r.read<uint64_t>("the metadata count");
-  if (n_kv > r.left() / 13) bad("metadata count " + std::to_string(n_kv) + " is more than the file can hold");
+  if (n_kv > r.left() / 13) bad("metadata count " + std::to_string(n_kv) + " is more than the file can hold; the file is truncated or corrupt");
   // Each key is held as a map node with a value (~250 bytes): bounded, as models have tens.
   if (n_kv > kMaxKeys) bad("metadata count " + std::to_string(n_kv) + " is more than " + std::to_string(kMaxKeys) + " keys");
-  if (n_tensors > r.left() / 28) bad("tensor count " + std::to_string(n_tensors) + " is more than the file can hold");
+  if (n_tensors > r.left() / 28) bad("tensor count " + std::to_string(n_tensors) + " is more than the file can hold; the file is truncated or corrupt");
   for (uint64_t i = 0; i < n_kv; i++) {
     std::string key = r.str("a metadata key");
     uint32_t kind = r.read<uint32_t>(key.c_str());

@@ -142,7 +142,9 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   for (const ArchRow& r : kArchs)
     if (arch == r.name) row = &r;
   if (!row && gguf_is_encdec(g))
-    fail(ErrorCode::Unsupported, "GGUF architecture '" + arch + "' is an encoder-decoder model; load it as one (load_encdec_model)");
+    fail(ErrorCode::Unsupported, "GGUF architecture '" + arch +
+                                     "' is an encoder-decoder model, which this operation does not take (it takes decoder-only "
+                                     "models); generate with it through `qkv run` or loadModel()");
   if (!row)
     fail(ErrorCode::Unsupported, "GGUF architecture '" + arch + "' is not supported; supported: " + gguf_supported_archs());
   auto key = [&](const char* k) { return arch + "." + k; };
@@ -182,7 +184,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       const GgufValue* s = g.find(key("rope.scaling.type"));
       const std::string type = !s ? "linear" : s->kind == GgufKind::STRING ? s->s : "?";
       if (type != "none" && type != "linear" && type != "yarn" && type != "longrope")
-        fail(ErrorCode::Unsupported, "GGUF: rope scaling '" + type + "' is not supported yet (linear, yarn, longrope and none are)");
+        fail(ErrorCode::Unsupported, "GGUF: rope scaling '" + type + "' is not supported (linear, yarn, longrope and none are)");
       if (type != "none" && g.find(key("rope.scaling.factor"))) {
         const double f = g.get_float(key("rope.scaling.factor"));
         if (!(f > 0.0 && f < 1e6)) bad(key("rope.scaling.factor") + " = " + std::to_string(f) + " must be positive");

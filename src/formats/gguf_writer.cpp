@@ -116,6 +116,8 @@ void GgufWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims,
   tensors_.push_back(std::move(t));
 }
 
+const char* qtype_names() { return "q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|f16|bf16|f32"; }
+
 QType parse_qtype(const std::string& s) {
   if (s == "f32") return QType::F32;
   if (s == "f16") return QType::F16;
@@ -127,7 +129,7 @@ QType parse_qtype(const std::string& s) {
   if (s == "q5_1") return QType::Q5_1;
   if (s == "q4_k") return QType::Q4_K;
   if (s == "q5_k") return QType::Q5_K;
-  fail(ErrorCode::BadArgument, "unknown weight type '" + s + "' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k)");
+  fail(ErrorCode::BadArgument, "unknown weight type '" + s + "' (one of " + qtype_names() + ")");
 }
 
 void GgufWriter::add_tensor_info(const std::string& name, std::vector<uint64_t> dims, QType type) {

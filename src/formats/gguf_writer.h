@@ -62,6 +62,8 @@ std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok,
                                      QType type = QType::F32);
 // "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k" -> QType; throws BadArgument otherwise.
 QType parse_qtype(const std::string& s);
+// Every name parse_qtype accepts, "q8_0|q4_0|...": the one list the CLIs' help and errors print.
+const char* qtype_names();
 
 }  // namespace qkv
 

@@ -25,7 +25,8 @@ bool looks_like_llama2c(const uint8_t* data, uint64_t size) {
   if (size < kHeaderBytes) return false;
   Header h;
   std::memcpy(&h, data, sizeof h);
-  return h.dim > 0 && h.hidden_dim > 0 && h.n_layers > 0 && h.n_heads > 0 && h.vocab_size != 0 && h.seq_len > 0;
+  return h.dim > 0 && h.hidden_dim > 0 && h.n_layers > 0 && h.n_heads > 0 && h.vocab_size != 0 && h.seq_len > 0 &&
+         h.n_kv_heads > 0 && h.n_kv_heads <= h.n_heads && h.dim % h.n_heads == 0;
 }
 
 LoadedModel load_llama2c(std::shared_ptr<const Blob> blob) {

@@ -7,10 +7,10 @@ export const ErrorCodes = Object.freeze([
 ]);
 
 const HINTS = {
-  bad_model: 'Check that the file is a complete llama2.c checkpoint (.bin).',
+  bad_model: '',  // the engine's message says what the file looks like and what was expected
   bad_tokenizer: 'Pass the tokenizer.bin that belongs to this model (options.tokenizer).',
   bad_argument: 'Check the arguments against the API reference (types/index.d.ts).',
-  unsupported: 'This format or feature is not supported yet.',
+  unsupported: '',  // the engine's message names the feature and what is supported
   out_of_memory: 'Use a smaller model or context, or close other sessions.',
   io: 'Check the path or URL and that it is reachable.',
   aborted: '',

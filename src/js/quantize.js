@@ -16,12 +16,13 @@ export const QUANTIZE_TYPES = Object.freeze(['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5
  */
 export async function quantizeWith(env, source, options = {}) {
   check(options !== null && typeof options === 'object', 'options must be an object');
-  const { type, tokenizer, onProgress, onChunk, signal, name = 'model' } = options;
+  const { type, tokenizer, onProgress, onChunk, signal, name = 'model', allowRequantize = false } = options;
   check(typeof type === 'string' && QUANTIZE_TYPES.includes(type),
     `type must be one of ${QUANTIZE_TYPES.map((t) => `'${t}'`).join(', ')}, got ${typeof type === 'string' ? `'${type}'` : String(type)}`);
   check(onProgress === undefined || typeof onProgress === 'function', 'onProgress must be a function');
   check(onChunk === undefined || typeof onChunk === 'function', 'onChunk must be a function');
   check(typeof name === 'string', 'name must be a string');
+  check(typeof allowRequantize === 'boolean', `allowRequantize must be a boolean, got ${typeof allowRequantize}`);
   check(signal === undefined || signal === null || typeof signal.aborted === 'boolean', 'signal must be an AbortSignal');
   throwIfAborted(signal);
   const { mod } = await env.load({ threads: 1 });
@@ -41,7 +42,7 @@ export async function quantizeWith(env, source, options = {}) {
     const parts = [];
     let report;
     try {
-      report = mod.quantizeModel(modelBuf, tokBuf, name, type,
+      report = mod.quantizeModel(modelBuf, tokBuf, name, type, allowRequantize,
         (view) => { if (onChunk) onChunk(view.slice()); else parts.push(view.slice()); },
         onProgress ? (done, total) => onProgress({ phase: 'quantize', done, total }) : null);
     } catch (e) {

@@ -34,9 +34,9 @@ const keepAlive = new Map();  // device -> {gpu, adapter}
 export async function requestQkvDevice(options = {}) {
   const gpu = options.gpu ?? globalThis.navigator?.gpu;
   if (!gpu) {
-    throw new QkvError('unsupported',
-      'WebGPU is not available (no navigator.gpu): use a browser with WebGPU enabled, or in Node pass {gpu} ' +
-      "from the 'webgpu' package");
+    throw new QkvError('unsupported', isNode
+      ? "WebGPU is not available in Node by itself: pass {gpu} from the 'webgpu' package"
+      : 'WebGPU is not available in this browser (no navigator.gpu): use one with WebGPU enabled');
   }
   let adapter = null;
   try {
@@ -45,9 +45,10 @@ export async function requestQkvDevice(options = {}) {
     throw new QkvError('unsupported', `WebGPU requestAdapter() failed: ${e?.message ?? e}`, { cause: e });
   }
   if (!adapter) {
-    throw new QkvError('unsupported',
-      'WebGPU is present but no GPU adapter is available (blocklisted or missing driver; in Node set ' +
-      'VK_ICD_FILENAMES to a Vulkan driver such as SwiftShader)');
+    // The driver hint differs: a browser user checks the browser's GPU page; in Node, Dawn needs a Vulkan driver.
+    throw new QkvError('unsupported', 'WebGPU is present but no GPU adapter is available (' + (isNode
+      ? 'missing driver: set VK_ICD_FILENAMES to a Vulkan driver such as SwiftShader)'
+      : 'the GPU is blocklisted or its driver is missing; the browser\'s GPU page, e.g. chrome://gpu, says which)'));
   }
   const want = ['maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup',
     'maxComputeWorkgroupSizeX', 'maxStorageBufferBindingSize', 'maxBufferSize',

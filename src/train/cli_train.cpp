@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../cli/args.h"
 #include "../common.h"
 #include "bpe.h"
 #include "encdec_trainer.h"
@@ -58,7 +59,7 @@ int cmd_train_tokenizer(const std::vector<std::string>& args) {
     } else if (a == "--out" || a == "-o") {
       out = value();
     } else if (!a.empty() && a[0] == '-') {
-      fail(ErrorCode::BadArgument, "unknown option " + a);
+      fail(ErrorCode::BadArgument, unknown_option_message(a, {"--vocab", "--out", "-o"}));
     } else if (text_path.empty()) {
       text_path = a;
     } else {

@@ -13,6 +13,7 @@ import { chromiumPath, haveChromium, launchBrowser, openPage } from './browser.m
 import { models, root } from './helpers.mjs';
 import { startServer } from './server.mjs';
 import { loadModel } from '../../src/js/node.js';
+import { formatRate } from '../../web/format.js';
 
 const dist = join(root, 'web', 'dist');
 const artifacts = join(root, 'test-artifacts');
@@ -283,6 +284,120 @@ test('web demo offline: after the page and model load, generation and the explor
   }
 });
 
+test('web demo rough edges (issue 33): per-model prompt and sampling, a full context in the explorer, the engine\'s tokens/s, ' +
+  'no Node hint, whole dropdown labels', { skip }, async () => {
+  const srv = await startServer(dist, { coopCoep: true });
+  let context;
+  try {
+    const opened = await openDemo(srv.url);
+    context = opened.context;
+    const { page, errors } = opened;
+    // A browser user is never told about Node's VK_ICD_FILENAMES or its 'webgpu' package.
+    assert.doesNotMatch(await page.textContent('#backend-reason'), /VK_ICD|in Node/);
+    const noAdapter = await page.evaluate(async () => {
+      const { requestQkvDevice } = await import('./qkv/src/js/webgpu.js');
+      const out = [];
+      for (const gpu of [{ requestAdapter: async () => null }]) {
+        try { await requestQkvDevice({ gpu }); } catch (e) { out.push(e.message); }
+      }
+      return out;
+    });
+    assert.equal(noAdapter.length, 1);
+    assert.doesNotMatch(noAdapter[0], /VK_ICD|Node/);
+    assert.match(noAdapter[0], /no GPU adapter/);
+
+    // Every dropdown shows its whole selected label (Train panel open), at desktop and phone width.
+    const labelsCut = () => page.evaluate(() => {
+      const g = document.createElement('canvas').getContext('2d');
+      const bad = [];
+      for (const el of document.querySelectorAll('select')) {
+        if (!el.offsetParent) continue;
+        const cs = getComputedStyle(el);
+        g.font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+        const widest = Math.max(0, ...[...el.options].map((o) => g.measureText(o.text).width));
+        const room = el.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 16;  // 16: the arrow
+        if (widest > room) bad.push(`${el.id}: needs ${widest.toFixed(0)}px, has ${room.toFixed(0)}px`);
+      }
+      return bad;
+    });
+    await page.click('#train-panel > summary');
+    assert.deepEqual(await labelsCut(), [], 'dropdown labels cut off (desktop)');
+    await page.setViewportSize(PHONE);
+    assert.deepEqual(await labelsCut(), [], 'dropdown labels cut off (phone)');
+    await page.setViewportSize(DESKTOP);
+    await page.click('#train-panel > summary');
+
+    // tokens/s is the engine's figure (tokens over its decoding time), even for an empty prompt,
+    // where the tokens reach the page in one burst.
+    await page.fill('#max-tokens', '4');
+    await page.fill('#prompt', '');
+    await page.click('#generate');
+    await waitState(page, 'generating', 5000).catch(() => {});
+    await waitState(page, 'ready');
+    const d = await appData(page);
+    const gen = Number(d.generatedTokens), ms = Number(d.decodeMs);
+    assert.ok(gen >= 1 && ms > 0, `engine figures ${JSON.stringify(d)}`);
+    assert.equal(await page.textContent('#tps'), formatRate(gen / (ms / 1000)));
+    assert.match(await page.textContent('#run-info'), new RegExp(`, ${formatRate(gen / (ms / 1000))} tokens/s`));
+
+    // A generation that fills the 128-token context: the explorer shows all 128 positions from
+    // BOS on (it used to cut the first token after BOS) and the last token as the last row's next.
+    await page.fill('#max-tokens', '200');
+    let full = false;
+    for (let seed = 1; seed <= 6 && !full; seed++) {
+      await page.fill('#seed', String(seed));
+      await generateToEnd(page);
+      full = (await appData(page)).finish === 'context';
+    }
+    assert.ok(full, 'no seed of 1..6 filled the context');
+    const n = await checkExplorer(page);
+    assert.equal(n, 128);
+    const status = await page.textContent('#explorer-status');
+    assert.doesNotMatch(status, /left out/, status);
+    await hoverToken(page, n - 1);
+    assert.match(await page.textContent('#topk-actual'), /^The text went on with/);
+    // Position 1 is the prompt's first token after BOS, not the second.
+    const first = await page.textContent('#token-strip .tok[data-index="1"]');
+    const m = await loadModel(join(root, 'models', 'kjv-2m.gguf'), { threads: 1 });
+    try {
+      const ids = m.tokenize(PROMPT);
+      const want = m.detokenize([ids[1]]).trim();
+      assert.ok(first.replace(/[·␣\s]/g, '').includes(want), `token 1 is '${first}', the prompt's first token '${want}'`);
+    } finally {
+      m.dispose();
+    }
+
+    // The dates translator brings its own example and greedy sampling; the default model's come back.
+    const dates = JSON.parse(await readFile(join(root, 'models', 'dates-encdec-t5.json'), 'utf8'));
+    if (!await page.evaluate(() => document.getElementById('other-model').open)) await page.click('#other-model > summary');
+    const idx = await page.evaluate(() => [...document.getElementById('builtin-model').options].findIndex((o) => o.text.startsWith('dates-encdec-t5')));
+    assert.ok(idx >= 0, 'the dates model is not among the built-in models');
+    await page.selectOption('#builtin-model', String(idx));
+    await page.click('#load-builtin');
+    await page.waitForFunction(() => document.getElementById('app').dataset.model === 'dates-encdec-t5', null, { timeout: 30000 });
+    await waitState(page, 'ready');
+    assert.equal(await page.inputValue('#prompt'), dates.prompt);
+    assert.equal(Number(await page.inputValue('#temperature')), 0);
+    assert.equal(Number(await page.inputValue('#repetition-penalty')), 1);
+    await page.fill('#seed', '');
+    await page.click('#generate');
+    await waitState(page, 'generating', 5000).catch(() => {});
+    await waitState(page, 'ready');
+    // The example is 'the twenty-third of March, nineteen ninety-four': in ISO 8601, 1994-03-23.
+    assert.equal((await outputText(page)).trim(), '1994-03-23');
+    await page.click('#load-default');
+    await page.waitForFunction(() => document.getElementById('app').dataset.model === 'kjv-2m', null, { timeout: 30000 });
+    await waitState(page, 'ready');
+    assert.equal(await page.inputValue('#prompt'), PROMPT);
+    assert.equal(Number(await page.inputValue('#temperature')), 0.8);
+    await page.screenshot({ path: join(artifacts, 'demo-rough-edges.png'), fullPage: true });
+    assert.deepEqual(realErrors(errors), [], 'console or page errors');
+  } finally {
+    await context?.close();
+    await srv.close();
+  }
+});
+
 test('web demo without COOP/COEP: works single-threaded and says so', { skip }, async () => {
   const srv = await startServer(dist, { coopCoep: false });
   let context;
@@ -452,6 +567,29 @@ test("README's main command (bash scripts/demo.sh) prints the URL of the page, s
     // Ctrl-C ends it cleanly (checked only when the rest passed, not to hide the first failure).
     if (passed) assert.ok(code === 0 || signal === 'SIGINT', `demo.sh ended with ${code ?? signal}:\n${err}`);
   }
+  // Run again: the page is built and nothing changed, so it is served without the set-up (apt)
+  // or a rebuild.
+  const again = spawn('bash', ['scripts/demo.sh'], { cwd: root, env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out2 = '', err2 = '';
+  again.stderr.on('data', (d) => { err2 += d; });
+  const exited2 = new Promise((ok) => again.on('exit', ok));
+  try {
+    await new Promise((ok, ko) => {
+      const timer = setTimeout(() => ko(new Error(`no URL printed in 60 s:\n${out2}\n${err2}`)), 60000);
+      again.stdout.on('data', (d) => { out2 += d; if (/qkv web demo:\s+http/.test(out2)) { clearTimeout(timer); ok(); } });
+      again.on('exit', () => { clearTimeout(timer); ko(new Error(`demo.sh exited:\n${out2}\n${err2}`)); });
+    });
+    assert.doesNotMatch(err2, /\[setup\]|\[build-web\]/, `a built page was set up or rebuilt again:\n${err2}`);
+  } finally {
+    again.kill('SIGINT');
+    await exited2;
+  }
+  // --help prints a usage text, not the script's first lines.
+  const help = spawnSync('bash', ['scripts/demo.sh', '--help'], { cwd: root, encoding: 'utf8' });
+  assert.equal(help.status, 0);
+  assert.match(help.stdout, /^Usage: bash scripts\/demo\.sh/);
+  assert.match(help.stdout, /--no-isolation/);
+  assert.doesNotMatch(help.stdout, /set -euo|pipefail/);
 });
 
 /** Short sentences in a fixed pseudo-random order: structure a tiny model learns in a few dozen steps. */
@@ -493,6 +631,10 @@ test('web demo Train panel: trains a tiny model in a worker, stop/resume, loss f
     const c = await page.evaluate(() => ({ ...document.getElementById('train-loss').dataset }));
     assert.equal(Number(c.points), 40, 'every step plotted once');
     assert.ok(Number(c.last) < 0.7 * Number(c.first), `loss did not fall: first ${c.first}, last five ${c.last}`);
+    // The y axis fits the losses (a small margin), not 0..max: the lowest loss is near the bottom.
+    const [lo, hi] = [Number(c.axisLo), Number(c.axisHi)];
+    assert.ok(lo > 0 && lo <= Number(c.last) && hi >= Number(c.first), `axis ${lo}..${hi}, first ${c.first}, last ${c.last}`);
+    assert.ok(Number(c.last) - lo < 0.25 * (hi - lo), `the last losses sit high above the axis's bottom: ${lo}..${hi}, last ${c.last}`);
     assert.match(await page.textContent('#train-info'), /in a worker/);
     assert.equal(await panel('state'), 'done');
     // Download: the bytes are a GGUF that the Node package loads and generates with.

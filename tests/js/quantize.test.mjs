@@ -74,7 +74,7 @@ test('Node CLI quantize: the native CLI\'s file and stdout, byte for byte', { sk
   assert.equal(gguf.native.status, 0, gguf.native.stderr);
   const src = join(dir, 'aidreams-q8_0.gguf');
   writeFileSync(src, gguf.native.file);
-  const r = both(['quantize', src, 'b.gguf', '--type', 'q5_k', '--text', text, '--ctx', '64', '--threads', '1']);
+  const r = both(['quantize', src, 'b.gguf', '--type', 'q5_k', '--text', text, '--ctx', '64', '--threads', '1', '--allow-requantize']);
   assert.equal(r.native.status, 0, r.native.stderr);
   assert.equal(r.wasm.status, 0, r.wasm.stderr);
   assert.ok(r.native.file.equals(r.wasm.file), 'GGUF q5_k: different files');

@@ -78,12 +78,12 @@ test('both CLIs refuse a later part, a missing part and a lone part, naming the 
 
 test('qkv quantize (native and Node) reads a split model as one and writes one file', { skip }, () => {
   const a = join(dir, 'from-single.gguf');
-  const r0 = runNative(['quantize', single, a, '--type', 'q4_0']);
+  const r0 = runNative(['quantize', single, a, '--type', 'q4_0', '--allow-requantize']);  // the input is Q8_0
   assert.equal(r0.status, 0, r0.stderr);
   const total = parts.reduce((n, p) => n + statSync(p).size, 0);
   for (const [cli, name] of [[runNative, 'native'], [runWasm, 'node']]) {
     const b = join(dir, `from-split-${name}.gguf`);
-    const r = cli(['quantize', parts[0], b, '--type', 'q4_0']);
+    const r = cli(['quantize', parts[0], b, '--type', 'q4_0', '--allow-requantize']);
     assert.equal(r.status, 0, r.stderr);
     assert.deepEqual(readFileSync(b), readFileSync(a), `${name}: the split keys are not copied into the output`);
     // The input's size is every file's, not the first's.
@@ -93,28 +93,28 @@ test('qkv quantize (native and Node) reads a split model as one and writes one f
     const run2 = runNative(['run', b, ...run]);
     assert.equal(run2.status, 0, run2.stderr);
   }
-  const later = runWasm(['quantize', parts[1], join(dir, 'x.gguf'), '--type', 'q4_0']);
+  const later = runWasm(['quantize', parts[1], join(dir, 'x.gguf'), '--type', 'q4_0', '--allow-requantize']);
   assert.notEqual(later.status, 0);
   assert.match(later.stderr, /is part 2 of .* pass the first/);
 });
 
 test('quantize(): every file (paths or Blobs), the first path, or the worker: the single file\'s output', { skip }, async () => {
-  const want = await quantize(single, { type: 'q4_k' });
+  const want = await quantize(single, { type: 'q4_k', allowRequantize: true });
   const total = parts.reduce((n, p) => n + statSync(p).size, 0);
   for (const source of [parts, parts[0], parts.map((p) => new Blob([readFileSync(p)]))]) {
-    const got = await quantize(source, { type: 'q4_k' });
+    const got = await quantize(source, { type: 'q4_k', allowRequantize: true });
     assert.deepEqual(got.bytes, want.bytes);
     assert.equal(got.inBytes, total);
     assert.deepEqual(got.tensors, want.tensors);
   }
   const w = await createWorker();
   try {
-    const got = await w.quantize(parts, { type: 'q4_k' });
+    const got = await w.quantize(parts, { type: 'q4_k', allowRequantize: true });
     assert.deepEqual(got.bytes, want.bytes);
   } finally {
     await w.terminate();
   }
-  await assert.rejects(quantize([parts[0], parts[2], parts[1], ...parts.slice(3)], { type: 'q4_k' }),
+  await assert.rejects(quantize([parts[0], parts[2], parts[1], ...parts.slice(3)], { type: 'q4_k', allowRequantize: true }),
     (e) => e instanceof QkvError && e.code === 'bad_model' && /out of order/.test(e.message));
 });
 

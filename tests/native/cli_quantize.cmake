@@ -34,9 +34,10 @@ expect_ok("-> .*q8_0.*smaller.*F16.*Q8_0.*ffn_down.weight: rows of 172 do not sp
 expect_ok("^perplexity: [0-9]\\.[0-9]+ \\([0-9]+ tokens predicted, [0-9]+ tokens in [0-9]+ windows\\)"
   perplexity ${D}/a-q8_0.gguf ${D}/text.txt --ctx 64 --threads 1)
 expect_ok("a-q4_k.gguf .*Q8_0.*token_embd.weight: the classifier is kept at Q6_K; rows of 64 do not split into Q6_K blocks of 256, so Q8_0"
-  quantize ${D}/a-q8_0.gguf ${D}/a-q4_k.gguf --type q4_k)
+  quantize ${D}/a-q8_0.gguf ${D}/a-q4_k.gguf --type q4_k --allow-requantize)
 expect_ok("a-q5_k.gguf .*Q5_1.*Q8_0.*blk.0.attn_q.weight: rows of 64 do not split into Q5_K blocks of 256, so Q5_1.*perplexity on .* before [0-9.]+, after [0-9.]+ \\([-+]0\\.[0-9]+%\\)"
-  quantize ${D}/a-q8_0.gguf ${D}/a-q5_k.gguf --type q5_k --text ${D}/text.txt)
+  quantize ${D}/a-q8_0.gguf ${D}/a-q5_k.gguf --type q5_k --text ${D}/text.txt --allow-requantize)
+expect_error("already quantized .*Q8_0.*--allow-requantize" quantize ${D}/a-q8_0.gguf ${D}/x.gguf --type q4_0)
 expect_error("needs --type" quantize ${M}/aidreams260K.bin ${D}/x.gguf)
 expect_error("unknown weight type 'q3_k'" quantize ${M}/aidreams260K.bin ${D}/x.gguf --type q3_k)
 expect_error("missing text FILE" perplexity ${D}/a-q8_0.gguf)

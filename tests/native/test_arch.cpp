@@ -541,7 +541,7 @@ TEST(Arch, YarnIsReadAndEachPartActs) {
   EXPECT_FALSE(no_type.config.rope_yarn);
   EXPECT_FLOAT_EQ(no_type.config.rope_freq_scale, 0.25f) << "no type: linear";
   expect_load_error(patched(linear, BYTES("\x06\0\0\0\0\0\0\0linear"), BYTES("\x06\0\0\0\0\0\0\0dynami")), ErrorCode::Unsupported,
-                    "rope scaling 'dynami' is not supported yet (linear, yarn, longrope and none are)");
+                    "rope scaling 'dynami' is not supported (linear, yarn, longrope and none are)");
 }
 
 TEST(BadInputGguf, RandomCorruptionOfBpeModelsNeverCrashes) {

@@ -29,6 +29,7 @@
 #include "common.h"
 #include "engine/generate.h"
 #include "formats/file.h"
+#include "formats/gguf_writer.h"
 #include "formats/loader.h"
 #include "model/transformer.h"
 #include "sampler/sampler.h"
@@ -435,9 +436,54 @@ TEST(BadInputFormat, GgufMagicGoesToTheGgufReader) {
   v[4] = 9;
   EXPECT_QKV_ERROR(load(v), ErrorCode::Unsupported, "GGUF version 9");
   // A tokenizer or text file handed over as a model is refused, not interpreted.
-  EXPECT_QKV_ERROR(load(tiny_tokenizer()), ErrorCode::BadModel, "invalid model header");
+  EXPECT_QKV_ERROR(load(tiny_tokenizer()), ErrorCode::BadModel, "looks like a llama2.c tokenizer", "-z");
   const std::string text = "this is not a model file at all, just some text";
   EXPECT_QKV_ERROR(load(std::vector<uint8_t>(text.begin(), text.end())), ErrorCode::BadModel);
+}
+
+std::vector<uint8_t> bytes_of(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+
+// Issue 33 item 5: the format is detected first, and the error says what the file looks like and
+// what was expected, instead of reading it as a corrupt model of another format.
+TEST(BadInputFormat, ErrorsNameWhatTheFileLooksLike) {
+  const char* expected = "expected GGUF or a llama2.c checkpoint";
+  // A text file renamed .gguf used to be read as a llama2.c header (dim = 1936287860 ...).
+  const std::string text = "this is not a model file at all, just some text\nwith a second line\n";
+  EXPECT_QKV_ERROR(load(bytes_of(text)), ErrorCode::BadModel, "looks like a text file, not a model", expected);
+  EXPECT_EQ(message_of([&] { load(bytes_of(text)); }).find("dim ="), std::string::npos);
+  EXPECT_QKV_ERROR(load(bytes_of("caf\xc3\xa9 na\xc3\xafve \xe2\x80\x94 UTF-8 text")), ErrorCode::BadModel, "text file");
+  EXPECT_QKV_ERROR(load({}), ErrorCode::BadModel, "is empty", "expected a GGUF model or a llama2.c checkpoint");
+  EXPECT_QKV_ERROR(load(bytes_of("<!DOCTYPE html><html><body>404</body></html>")), ErrorCode::BadModel, "web page (HTML)");
+  EXPECT_QKV_ERROR(load(bytes_of("version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n")),
+                   ErrorCode::BadModel, "Git LFS pointer", "git lfs pull");
+  std::vector<uint8_t> st = {14, 0, 0, 0, 0, 0, 0, 0};
+  const std::string json = "{\"__metadata__\"";
+  st.insert(st.end(), json.begin(), json.end());
+  st.resize(64, 0);
+  EXPECT_QKV_ERROR(load(st), ErrorCode::BadModel, "safetensors", expected, "convert it to GGUF");
+  std::vector<uint8_t> zip = {'P', 'K', 3, 4};
+  zip.resize(100, 0);
+  EXPECT_QKV_ERROR(load(zip), ErrorCode::BadModel, "zip archive");
+  // Binary data with no magic and no plausible llama2.c header: both formats are named.
+  std::vector<uint8_t> junk(200);
+  for (size_t i = 0; i < junk.size(); i++) junk[i] = (uint8_t)(0x80 + (i * 37) % 120);
+  junk[3] = 0xff;  // a negative dim
+  EXPECT_QKV_ERROR(load(junk), ErrorCode::BadModel, "not GGUF", "not a plausible llama2.c checkpoint");
+  // Real llama2.c checkpoints are still read as such (their headers are not text).
+  EXPECT_NO_THROW(load(tiny_model()));
+}
+
+TEST(BadInputFormat, TruncatedGgufSaysGgufAndWhatIsCut) {
+  const std::vector<uint8_t> all = qkv::write_test_model(qkv::TestModelSpec{});
+  for (size_t n : {size_t(6), size_t(20), size_t(100), size_t(2000), all.size() / 2, all.size() - 1}) {
+    SCOPED_TRACE("cut at " + std::to_string(n));
+    const std::string m = message_of([&] { load(cut(all, n)); });
+    EXPECT_NE(m.find("GGUF"), std::string::npos) << m;
+    EXPECT_TRUE(m.find("truncated") != std::string::npos || m.find("runs past the end") != std::string::npos) << m;
+    EXPECT_EQ(m.find("llama2.c"), std::string::npos) << m;
+  }
+  // What is cut short is named: the header field, with the byte offset and the file size.
+  EXPECT_QKV_ERROR(load(cut(all, 6)), ErrorCode::BadModel, "truncated inside the version", "of 6");
 }
 
 // ---------------------------------------------------------------------------------------------
