@@ -18,6 +18,10 @@ export function call(fn) {
   }
 }
 
+/** The options of loadModel() (the worker client checks them too, before anything crosses postMessage). */
+export const LOAD_KEYS = Object.freeze(['tokenizer', 'onProgress', 'signal', 'onWarning', 'device', 'gpuPrecision', 'gpu',
+  'threads', 'simd', 'maxMemory']);
+
 /** Values of the `simd` load option. */
 export const SIMD_MODES = ['auto', 'relaxed', 'baseline'];
 
