@@ -598,9 +598,9 @@ export class Model {
     texts.forEach((t, i) => check(typeof t === 'string', `embed: text ${i} is not a string (${t === null ? 'null' : typeof t})`));
     checkOptions(options, ['pooling', 'normalize', 'truncate', 'signal', 'batchSize'], 'embed');
     const { pooling, normalize = true, truncate = false, signal, batchSize = 32 } = options;
-    check(pooling === undefined || POOLINGS.includes(pooling), `pooling must be one of ${POOLINGS.join(', ')}, got ${String(pooling)}`);
-    check(typeof normalize === 'boolean', `normalize must be a boolean, got ${typeof normalize}`);
-    check(typeof truncate === 'boolean', `truncate must be a boolean, got ${typeof truncate}`);
+    check(pooling === undefined || POOLINGS.includes(pooling), `pooling must be one of ${POOLINGS.join(', ')}, got ${describe(pooling)}`);
+    check(typeof normalize === 'boolean', `normalize must be a boolean, got ${describe(normalize)}`);
+    check(typeof truncate === 'boolean', `truncate must be a boolean, got ${describe(truncate)}`);
     checkNumber(options, 'batchSize', 1, 4096, true);
     const opts = { normalize, truncate, ...(pooling ? { pooling } : {}) };
     const out = [];
@@ -676,9 +676,9 @@ export async function loadModelWith(env, source, options = {}) {
   check(onProgress === undefined || typeof onProgress === 'function', 'onProgress must be a function');
   check(onWarning === undefined || typeof onWarning === 'function', 'onWarning must be a function');
   check(options.device === undefined || DEVICES.includes(options.device),
-    `device must be one of ${DEVICES.map((d) => `'${d}'`).join(', ')}, got ${String(options.device)}`);
+    `device must be one of ${DEVICES.map((d) => `'${d}'`).join(', ')}, got ${describe(options.device)}`);
   check(options.gpuPrecision === undefined || GPU_PRECISIONS.includes(options.gpuPrecision),
-    `gpuPrecision must be one of ${GPU_PRECISIONS.map((d) => `'${d}'`).join(', ')}, got ${String(options.gpuPrecision)}`);
+    `gpuPrecision must be one of ${GPU_PRECISIONS.map((d) => `'${d}'`).join(', ')}, got ${describe(options.gpuPrecision)}`);
   check(signal === undefined || signal === null || typeof signal.aborted === 'boolean', 'signal must be an AbortSignal');
   if (options.threads !== undefined && options.threads !== 'auto') {
     check(Number.isInteger(options.threads) && options.threads >= 1 && options.threads <= 256,

@@ -2,7 +2,7 @@
 // tokenizer) to a block type in WASM, the native `qkv quantize` policy (src/formats/quantize.h).
 // The heap holds the input and one chunk of output rows at a time; the output arrives in chunks
 // (options.onChunk) or as one Uint8Array.
-import { QkvError, check, checkOptions, throwIfAborted, toQkvError } from './errors.js';
+import { QkvError, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
 import { readModelSource, readSource } from './source.js';
 
 /** The types `quantize` writes (the native CLI's --type). */
@@ -18,7 +18,7 @@ export async function quantizeWith(env, source, options = {}) {
   checkOptions(options, ['type', 'tokenizer', 'onProgress', 'onChunk', 'signal', 'name'], 'quantize');
   const { type, tokenizer, onProgress, onChunk, signal, name = 'model' } = options;
   check(typeof type === 'string' && QUANTIZE_TYPES.includes(type),
-    `type must be one of ${QUANTIZE_TYPES.map((t) => `'${t}'`).join(', ')}, got ${typeof type === 'string' ? `'${type}'` : String(type)}`);
+    `type must be one of ${QUANTIZE_TYPES.map((t) => `'${t}'`).join(', ')}, got ${describe(type)}`);
   check(onProgress === undefined || typeof onProgress === 'function', 'onProgress must be a function');
   check(onChunk === undefined || typeof onChunk === 'function', 'onChunk must be a function');
   check(typeof name === 'string', 'name must be a string');

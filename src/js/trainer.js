@@ -257,7 +257,7 @@ export class Trainer {
     const h = this._live();
     const { name = this._name, dtype = 'f32' } = checkOptions(options, ['name', 'dtype'], 'toGGUF');
     check(typeof name === 'string', 'name must be a string');
-    check(dtype === 'f32' || dtype === 'f16', `dtype must be 'f32' or 'f16', got ${String(dtype)}`);
+    check(dtype === 'f32' || dtype === 'f16', `dtype must be 'f32' or 'f16', got ${describe(dtype)}`);
     return call(() => h.toGGUF(name, dtype));
   }
 

@@ -1,5 +1,5 @@
 // Small helpers the API modules (core.js, encdec.js, trainer.js) share.
-import { QkvError, check, toQkvError } from './errors.js';
+import { QkvError, check, describe, toQkvError } from './errors.js';
 
 /** Gives the event loop a turn (so aborts, UI events and other tasks can run). */
 export const yieldToLoop = typeof setImmediate === 'function'
@@ -50,7 +50,7 @@ export function relaxedSimdSupported() {
 /** Throws QkvError('bad_argument') unless simd is a valid `simd` option (or undefined). */
 export function checkSimdOption(simd) {
   check(simd === undefined || SIMD_MODES.includes(simd),
-    `simd must be one of ${SIMD_MODES.map((m) => `'${m}'`).join(', ')}, got ${String(simd)}`);
+    `simd must be one of ${SIMD_MODES.map((m) => `'${m}'`).join(', ')}, got ${describe(simd)}`);
 }
 
 /**
