@@ -43,7 +43,7 @@ function mib(n) { return `${(n / 1024 ** 2).toFixed(1)} MiB`; }
 
 /** Bytes a session of `context` tokens can grow to: its f32 KV cache and one row of logits. */
 function sessionBytes(info, context) {
-  return context * info.layers * info.kvHeads * info.headDim * 2 * 4 + info.vocabSize * 4;
+  return { kv: context * info.layers * info.kvHeads * info.headDim * 2 * 4, logits: info.vocabSize * 4 };
 }
 
 /**
@@ -56,8 +56,10 @@ function checkSessionMemory(model, context, what) {
   const info = model._info;
   const ctx = context || info.contextLength;
   let others = 0;
-  for (const s of model._sessions) if (s._h) others += sessionBytes(info, s._h.context());
-  const kv = ctx * info.layers * info.kvHeads * info.headDim * 2 * 4, logits = info.vocabSize * 4;
+  for (const s of model._sessions) {
+    if (s._h) { const b = sessionBytes(info, s._h.context()); others += b.kv + b.logits; }
+  }
+  const { kv, logits } = sessionBytes(info, ctx);
   const total = info.weightBytes + others + kv + logits;
   if (total <= max) return;
   throw new QkvError('out_of_memory', `${what} needs ${mib(total)}, over maxMemory (${mib(max)}): weights ${mib(info.weightBytes)}` +
