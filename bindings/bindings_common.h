@@ -23,17 +23,24 @@ using namespace qkv;
   err.throw_();
 }
 
+// Runs f, turning a C++ exception into a JS Error with a code. The JS throw happens after the
+// handler has ended, so the C++ exception object is freed and f's locals are already unwound.
 template <class F>
 auto guard(F&& f) -> decltype(f()) {
+  const char* code = "internal";
+  std::string message;
   try {
     return f();
   } catch (const Error& e) {
-    throw_js(error_code_name(e.code()), e.what());
+    code = error_code_name(e.code());
+    message = e.what();
   } catch (const std::bad_alloc&) {
-    throw_js("out_of_memory", "the WASM heap is exhausted");
+    code = "out_of_memory";
+    message = "the WASM heap is exhausted";
   } catch (const std::exception& e) {
-    throw_js("internal", e.what());
+    message = e.what();
   }
+  throw_js(code, message);
 }
 
 // Bytes in the WASM heap that JS fills in place (one copy of a model, never two).

@@ -222,15 +222,18 @@ class JsSession {
 
 class JsModel {
  public:
-  JsModel(const JsBuffer& model, int threads) {
-    guard([&] {
+  // A factory, not a constructor: a constructor that throws to JS is never unwound, so a failed
+  // load would keep its thread pool's threads forever. Here the object is a local until it is done.
+  static JsModel* load(const JsBuffer& model, int threads) {
+    return guard([&] {
       if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
-      pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
+      auto m = std::make_unique<JsModel>();
       const std::shared_ptr<const Blob> blob = model.model_blob();
-      model_ = load_model(blob);
-      tok_ = embedded_tokenizer(blob);  // GGUF: the tokenizer is in the file
-      chat_ = chat_template_of(tok_.get());
-      return 0;
+      m->model_ = load_model(blob);
+      m->tok_ = embedded_tokenizer(blob);  // GGUF: the tokenizer is in the file
+      m->chat_ = chat_template_of(m->tok_.get());
+      m->pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
+      return m.release();
     });
   }
 
@@ -477,7 +480,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("stepOut", &JsSession::stepOut)
       .function("stepProbs", &JsSession::stepProbs);
   class_<JsModel>("Model")
-      .constructor<const JsBuffer&, int>()
+      .constructor(&JsModel::load, allow_raw_pointers())
       .function("setTokenizer", &JsModel::setTokenizer)
       .function("hasTokenizer", &JsModel::hasTokenizer)
       .function("info", &JsModel::info)

@@ -1,9 +1,13 @@
 // Type declarations for the qkv package (browser and Node entries share this API).
 
-/** Stable error codes carried by every QkvError. */
+/**
+ * Stable error codes carried by every QkvError. 'bad_argument' also covers an unknown option key
+ * (the message names it and the known key it resembles); 'busy': a second generation (or a feed,
+ * prefill, truncate, sample) on a session whose generation is still running.
+ */
 export type ErrorCode =
   | 'bad_model' | 'bad_tokenizer' | 'bad_argument' | 'unsupported' | 'out_of_memory'
-  | 'io' | 'aborted' | 'disposed' | 'internal';
+  | 'io' | 'aborted' | 'disposed' | 'busy' | 'internal';
 
 export declare const ErrorCodes: readonly ErrorCode[];
 
@@ -74,6 +78,14 @@ export interface LoadOptions {
   gpu?: object;
   /** Called with each warning (WebGPU unavailable or lost, and the fallback taken); default console.warn. */
   onWarning?: (warning: QkvWarning) => void;
+  /**
+   * A bound in bytes on what the model may take: the weights plus, for each session, the KV cache
+   * of its whole context and a row of logits (the cache grows as tokens come). Checked before
+   * anything is allocated for them: a model whose declared context or vocabulary needs more fails
+   * to load, and a createSession() that would pass it fails, with 'out_of_memory' and the sizes.
+   * Default: none (the wasm32 heap's 4 GiB still bounds the file).
+   */
+  maxMemory?: number;
 }
 
 /** A non-fatal problem: the work goes on, on a fallback. */
@@ -286,6 +298,9 @@ export declare class Session {
   /**
    * Streams text. The prompt is the whole text so far: the longest prefix already in the cache
    * is reused, so a follow-up that extends the previous text only prefills the new tokens.
+   * One generation per session at a time: another one started before this one ends (finishes,
+   * is left with break/return(), or is aborted) rejects with 'busy' on its first step. Nothing is
+   * computed ahead of the consumer: a stream that is not read does no work.
    */
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   /** Generates and returns the whole text. */

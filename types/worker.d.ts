@@ -68,8 +68,19 @@ export interface QkvWorker {
    * here (chunks arrive as transferred copies); without onChunk the bytes come back in one buffer.
    */
   quantize(source: ModelSource, options: QuantizeOptions): Promise<QuantizeResult>;
-  terminate(): Promise<number> | void;
+  /**
+   * Stops the worker and frees every model in it. Calls still pending reject with 'disposed', as
+   * do later ones. Not needed for a Node process to end: the worker thread keeps the process
+   * alive only while a call is awaited.
+   */
+  terminate(): Promise<void>;
+  /** The same as terminate(). */
+  dispose(): Promise<void>;
 }
 
-/** Starts a worker running the engine (default: the package's worker.js). */
+/**
+ * Starts a worker running the engine (default: the package's worker.js). Options are checked on
+ * both sides (unknown keys are 'bad_argument'); a generation runs at most 4 tokens ahead of its
+ * consumer; a second generation on one session is 'busy', as in process.
+ */
 export declare function createWorker(url?: string | URL): Promise<QkvWorker>;

@@ -1,7 +1,7 @@
 // The qkv JS API over the Embind module, independent of where it runs (Node, browser, worker).
 // Entry points (node.js, browser.js) supply the module loader and path reading.
-import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
-import { call, checkSimdOption, now, yieldToLoop } from './util.js';
+import { QkvError, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
+import { LOAD_KEYS, call, checkSimdOption, now, yieldToLoop } from './util.js';
 import { readModelSource, readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, chooseDevice, gpuFeed, shapeOf } from './gpu-backend.js';
 import { createKvCache } from './webgpu.js';
@@ -16,11 +16,15 @@ const DEFAULTS = Object.freeze({
 });
 /** The options the WASM Sampler reads (bindings_common.h sampler_options). */
 const SAMPLER_KEYS = ['temperature', 'topP', 'topK', 'minP', 'repetitionPenalty', 'repetitionWindow', 'seed'];
+/** The options of generate() and complete() (sample() takes them too, so one object serves both). */
+export const GENERATE_KEYS = Object.freeze([...SAMPLER_KEYS, 'maxTokens', 'stop', 'stopTokens', 'signal']);
+const TEMPLATE_KEYS = ['tools', 'templateVars'];
+const CHAT_KEYS = [...GENERATE_KEYS, ...TEMPLATE_KEYS];
 
 function checkNumber(opts, key, lo, hi, integer = false) {
   const v = opts[key];
   if (v === undefined) return;
-  check(typeof v === 'number' && !Number.isNaN(v), `${key} must be a number, got ${typeof v === 'number' ? v : typeof v}`);
+  check(typeof v === 'number' && !Number.isNaN(v), `${key} must be a number, got ${describe(v)}`);
   check(v >= lo && v <= hi, `${key} must be in [${lo}, ${hi}], got ${v}`);
   if (integer) check(Number.isInteger(v), `${key} must be an integer, got ${v}`);
 }
@@ -35,9 +39,39 @@ const wellFormed = typeof String.prototype.toWellFormed === 'function'
   ? (s) => s.toWellFormed()
   : (s) => s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
 
+function mib(n) { return `${(n / 1024 ** 2).toFixed(1)} MiB`; }
+
+/** Bytes a session of `context` tokens can grow to: its f32 KV cache and one row of logits. */
+function sessionBytes(info, context) {
+  return { kv: context * info.layers * info.kvHeads * info.headDim * 2 * 4, logits: info.vocabSize * 4 };
+}
+
+/**
+ * Refuses (out_of_memory, with the sizes) a session that would take the model past maxMemory
+ * once its KV cache fills its context: checked before the cache, which grows as tokens come, exists.
+ */
+function checkSessionMemory(model, context, what) {
+  const max = model._maxMemory;
+  if (max === undefined) return;
+  const info = model._info;
+  const ctx = context || info.contextLength;
+  let others = 0;
+  for (const s of model._sessions) {
+    if (s._h) { const b = sessionBytes(info, s._h.context()); others += b.kv + b.logits; }
+  }
+  const { kv, logits } = sessionBytes(info, ctx);
+  const total = info.weightBytes + others + kv + logits;
+  if (total <= max) return;
+  throw new QkvError('out_of_memory', `${what} needs ${mib(total)}, over maxMemory (${mib(max)}): weights ${mib(info.weightBytes)}` +
+    `${others ? ` + other sessions ${mib(others)}` : ''} + KV cache ${mib(kv)} for a context of ${ctx} tokens + ` +
+    `logits ${mib(logits)} for a vocabulary of ${info.vocabSize}; ` +
+    (what === 'this model' ? 'raise maxMemory' : 'ask for a shorter context (createSession({contextLength})), dispose other ' +
+      'sessions or raise maxMemory'));
+}
+
 /** Validates generation options and fills defaults. */
-export function generationOptions(options = {}) {
-  check(options !== null && typeof options === 'object', 'options must be an object');
+export function generationOptions(options = {}, known = GENERATE_KEYS, what = 'generate') {
+  checkOptions(options, known, what);
   checkNumber(options, 'maxTokens', 0, 1 << 24, true);
   checkNumber(options, 'temperature', 0, 100);
   checkNumber(options, 'topK', 0, 1 << 24, true);
@@ -87,7 +121,6 @@ function templateJson(value, what) {
  */
 function chatPrompt(model, messages, options = {}, addGenerationPrompt = true) {
   check(Array.isArray(messages) && messages.length > 0, 'chat takes a non-empty array of messages');
-  check(options !== null && typeof options === 'object', 'options must be an object');
   const rendered = messages.map((m, i) => {
     check(m !== null && typeof m === 'object' && !Array.isArray(m), `chat message ${i} must be an object {role, content}`);
     check(['system', 'user', 'assistant', 'tool'].includes(m.role),
@@ -171,7 +204,8 @@ export class Session {
     this._h = handle;
     this._capture = false;
     this._gpu = null;  // the GPU KV cache when attention runs on WebGPU
-    this._busy = false;
+    this._busy = false;  // a WebGPU feed is in flight
+    this._generating = false;  // a generate()/chat() stream owns the cache (one at a time)
     this._sampler = null;  // sample()'s sampler: {key, position, sampler}, kept while a loop goes on
     /** Figures of the last generate() call. */
     this.lastGeneration = null;
@@ -208,7 +242,7 @@ export class Session {
   /** A feed through the GPU path, falling back to WASM (with a warning) if the GPU fails. */
   async _feedGpu(ids, allLogits) {
     const h = this._live();
-    check(!this._busy, 'another feed is running on this session: await it first');
+    if (this._busy) throw new QkvError('busy', 'another feed is running on this session: await it first');
     this._busy = true;
     try {
       await gpuFeed(h, this._gpu, ids, allLogits, {
@@ -225,8 +259,13 @@ export class Session {
     }
   }
 
+  /** Refuses a call that would change the cache under a running feed or generation. */
   _checkIdle() {
-    check(!this._busy, 'a feed is running on this session (WebGPU): await it first');
+    if (this._generating) {
+      throw new QkvError('busy', 'a generation is running on this session (generate/chat/complete); ' +
+        'its tokens would interleave with this call\'s');
+    }
+    if (this._busy) throw new QkvError('busy', 'a feed is running on this session (WebGPU): await it first');
   }
 
   _live() {
@@ -246,8 +285,9 @@ export class Session {
    * Appends token ids to the cache and computes them (one batched pass). With {allLogits: true}
    * the logits of every fed token stay readable through logits(i).
    */
-  feed(tokens, { allLogits = false } = {}) {
+  feed(tokens, options) {
     const h = this._live();
+    const { allLogits = false } = checkOptions(options, ['allLogits'], 'feed');
     checkIds(tokens, 'feed');
     check(tokens.length > 0, 'feed needs at least one token');
     this._checkIdle();
@@ -258,10 +298,15 @@ export class Session {
 
   /** Makes the cache hold exactly `tokens`, reusing the longest cached prefix. Returns tokens computed. */
   prefill(tokens) {
-    const h = this._live();
+    this._live();
     checkIds(tokens, 'prefill');
     check(tokens.length > 0, 'prefill needs at least one token');
     this._checkIdle();
+    return this._prefill(tokens);
+  }
+
+  _prefill(tokens) {
+    const h = this._live();
     if (!this._gpu) return call(() => h.prefill(Array.from(tokens)));
     const ids = Array.from(tokens), cached = h.tokens();
     let common = 0;
@@ -288,7 +333,8 @@ export class Session {
    */
   sample(options = {}) {
     const h = this._live();
-    const o = generationOptions(options);
+    const o = generationOptions(options, GENERATE_KEYS, 'sample');
+    this._checkIdle();
     const key = JSON.stringify(SAMPLER_KEYS.map((k) => (k === 'seed' ? options.seed ?? null : o[k] ?? null)));
     const position = h.position();
     let c = this._sampler;
@@ -344,6 +390,23 @@ export class Session {
   async *_generate(prompt, opts) {
     const model = this._model;
     const h = this._live();
+    // One stream per session: a second one would feed its tokens into the same cache.
+    if (this._generating) {
+      throw new QkvError('busy', 'a generation is already running on this session: two at once would interleave their ' +
+        'tokens');
+    }
+    this._checkIdle();
+    this._generating = true;
+    try {
+      yield* this._stream(prompt, opts);
+    } finally {
+      this._generating = false;
+    }
+  }
+
+  async *_stream(prompt, opts) {
+    const model = this._model;
+    const h = this._live();
     const info = model.info;
     const stopTokens = new Set(opts.stopTokens ?? defaultStopTokens(info));
     const signal = opts.signal;
@@ -359,7 +422,7 @@ export class Session {
     const stops = new StopMatcher(opts.stop);
     try {
       let t0 = now();
-      const computed = await this.prefill(ids);
+      const computed = await this._prefill(ids);
       stats.reusedTokens = ids.length - computed;
       stats.prefillMs = now() - t0;
       let prev = ids[ids.length - 1];
@@ -385,7 +448,7 @@ export class Session {
           stats.finishReason = 'context';
           break;
         }
-        if (this._gpu) await this.feed([next]);
+        if (this._gpu) await this._feedGpu([next], false);
         else call(() => h.feedOne(next));
         stats.decodeMs = now() - t0;
         yield { token: next, text: emit };
@@ -409,8 +472,9 @@ export class Session {
    */
   chat(messages, options = {}) {
     this._live();
+    const opts = generationOptions(options, CHAT_KEYS, 'chat');
     const prompt = chatPrompt(this._model, messages, options);
-    return this._generate(prompt, { ...generationOptions(options), [SPECIAL]: true });
+    return this._generate(prompt, { ...opts, [SPECIAL]: true });
   }
 
   /** Generates and returns the whole text. */
@@ -432,8 +496,9 @@ export class Session {
 /** A loaded model: weights and tokenizer in the WASM heap, shared by its sessions. */
 export class Model {
   /** @internal */
-  constructor(mod, handle, runtime, device = { kind: 'wasm', requested: 'wasm', reason: 'requested' }, onWarning) {
+  constructor(mod, handle, runtime, device = { kind: 'wasm', requested: 'wasm', reason: 'requested' }, onWarning, maxMemory) {
     this._mod = mod;
+    this._maxMemory = maxMemory;
     this._h = handle;
     this._runtime = runtime;
     this._sessions = new Set();
@@ -508,8 +573,9 @@ export class Model {
    * Text to token ids: BOS first where the model adds one, unless {bos: false}; with
    * {special: true} control tokens written in the text (e.g. '<|im_start|>') become their ids.
    */
-  tokenize(text, { bos = true, special = false } = {}) {
+  tokenize(text, options) {
     const h = this._live();
+    const { bos = true, special = false } = checkOptions(options, ['bos', 'special'], 'tokenize');
     check(typeof text === 'string', `tokenize takes a string, got ${typeof text}`);
     return Array.from(call(() => h.tokenizeSpecial(wellFormed(text), !!bos, !!special)));
   }
@@ -535,11 +601,11 @@ export class Model {
     check(Array.isArray(texts), `embed takes an array of strings, got ${texts === null ? 'null' : typeof texts}`);
     check(texts.length > 0, 'embed needs at least one text');
     texts.forEach((t, i) => check(typeof t === 'string', `embed: text ${i} is not a string (${t === null ? 'null' : typeof t})`));
-    check(options !== null && typeof options === 'object', 'embed options must be an object');
+    checkOptions(options, ['pooling', 'normalize', 'truncate', 'signal', 'batchSize'], 'embed');
     const { pooling, normalize = true, truncate = false, signal, batchSize = 32 } = options;
-    check(pooling === undefined || POOLINGS.includes(pooling), `pooling must be one of ${POOLINGS.join(', ')}, got ${String(pooling)}`);
-    check(typeof normalize === 'boolean', `normalize must be a boolean, got ${typeof normalize}`);
-    check(typeof truncate === 'boolean', `truncate must be a boolean, got ${typeof truncate}`);
+    check(pooling === undefined || POOLINGS.includes(pooling), `pooling must be one of ${POOLINGS.join(', ')}, got ${describe(pooling)}`);
+    check(typeof normalize === 'boolean', `normalize must be a boolean, got ${describe(normalize)}`);
+    check(typeof truncate === 'boolean', `truncate must be a boolean, got ${describe(truncate)}`);
     checkNumber(options, 'batchSize', 1, 4096, true);
     const opts = { normalize, truncate, ...(pooling ? { pooling } : {}) };
     const out = [];
@@ -557,9 +623,12 @@ export class Model {
   }
 
   /** A new conversation with its own KV cache ({contextLength} defaults to the model's). */
-  createSession({ contextLength = 0 } = {}) {
+  createSession(options) {
     const h = this._live();
-    check(Number.isInteger(contextLength) && contextLength >= 0, 'contextLength must be a non-negative integer');
+    const { contextLength = 0 } = checkOptions(options, ['contextLength'], 'createSession');
+    check(Number.isInteger(contextLength) && contextLength >= 0,
+      `contextLength must be a non-negative integer, got ${describe(contextLength)}`);
+    checkSessionMemory(this, Math.min(contextLength || this._info.contextLength, this._info.contextLength), 'this session');
     const s = new Session(this, call(() => h.createSession(contextLength)));
     this._sessions.add(s);
     return s;
@@ -584,7 +653,7 @@ export class Model {
    */
   applyChatTemplate(messages, options = {}) {
     this._live();
-    check(options !== null && typeof options === 'object', 'options must be an object');
+    checkOptions(options, [...TEMPLATE_KEYS, 'addGenerationPrompt'], 'applyChatTemplate');
     const { addGenerationPrompt = true } = options;
     check(typeof addGenerationPrompt === 'boolean', 'addGenerationPrompt must be a boolean');
     return chatPrompt(this, messages, options, addGenerationPrompt);
@@ -607,20 +676,21 @@ export class Model {
  * @internal
  */
 export async function loadModelWith(env, source, options = {}) {
-  check(options !== null && typeof options === 'object', 'options must be an object');
+  checkOptions(options, LOAD_KEYS, 'loadModel');
   const { tokenizer, onProgress, signal, onWarning } = options;
   check(onProgress === undefined || typeof onProgress === 'function', 'onProgress must be a function');
   check(onWarning === undefined || typeof onWarning === 'function', 'onWarning must be a function');
   check(options.device === undefined || DEVICES.includes(options.device),
-    `device must be one of ${DEVICES.map((d) => `'${d}'`).join(', ')}, got ${String(options.device)}`);
+    `device must be one of ${DEVICES.map((d) => `'${d}'`).join(', ')}, got ${describe(options.device)}`);
   check(options.gpuPrecision === undefined || GPU_PRECISIONS.includes(options.gpuPrecision),
-    `gpuPrecision must be one of ${GPU_PRECISIONS.map((d) => `'${d}'`).join(', ')}, got ${String(options.gpuPrecision)}`);
+    `gpuPrecision must be one of ${GPU_PRECISIONS.map((d) => `'${d}'`).join(', ')}, got ${describe(options.gpuPrecision)}`);
   check(signal === undefined || signal === null || typeof signal.aborted === 'boolean', 'signal must be an AbortSignal');
   if (options.threads !== undefined && options.threads !== 'auto') {
     check(Number.isInteger(options.threads) && options.threads >= 1 && options.threads <= 256,
-      `threads must be 'auto' or an integer in [1, 256], got ${options.threads}`);
+      `threads must be 'auto' or an integer in [1, 256], got ${describe(options.threads)}`);
   }
   checkSimdOption(options.simd);
+  checkNumber(options, 'maxMemory', 1, Number.MAX_SAFE_INTEGER, true);
   throwIfAborted(signal);
   const { mod, runtime } = await env.load(options);
   throwIfAborted(signal);
@@ -644,10 +714,13 @@ export async function loadModelWith(env, source, options = {}) {
       tokBuf.delete(); tokBuf = null;
     }
     throwIfAborted(signal);
-    const device = await chooseDevice(handle, call(() => handle.info()), options);
+    const info = call(() => handle.info());
+    // The declared context and vocabulary against maxMemory, before a session allocates for them.
+    checkSessionMemory({ _maxMemory: options.maxMemory, _info: info, _sessions: [] }, info.contextLength, 'this model');
+    const device = await chooseDevice(handle, info, options);
     if (signal?.aborted) device.gpu?.device.destroy?.();
     throwIfAborted(signal);
-    return new Model(mod, handle, runtime, device, onWarning);
+    return new Model(mod, handle, runtime, device, onWarning, options.maxMemory);
   } catch (e) {
     modelBuf?.delete();
     tokBuf?.delete();

@@ -1,7 +1,7 @@
 // Encoder-decoder models (t5 GGUF) in the JS API: generate(source) streams the target as
 // decoder-only models stream a continuation ({token, text} items, stop strings, AbortSignal,
 // lastGeneration stats); inspect(source, target) gives encoder, decoder self- and cross-attention.
-import { QkvError, check, throwIfAborted } from './errors.js';
+import { QkvError, check, checkOptions, throwIfAborted } from './errors.js';
 import { call, now, yieldToLoop } from './util.js';
 import { StopMatcher, TextStream, generationOptions } from './core.js';
 import { inspectionView } from './inspection.js';
@@ -48,8 +48,9 @@ export class EncoderDecoderModel {
    * Text to ids. By default as the encoder takes a source (EOS appended where the tokenizer asks);
    * {source: false} gives the bare pieces; {special: true} parses control tokens in the text.
    */
-  tokenize(text, { source = true, special = false } = {}) {
+  tokenize(text, options) {
     const h = this._live();
+    const { source = true, special = false } = checkOptions(options, ['source', 'special'], 'tokenize');
     check(typeof text === 'string', `tokenize takes a string, got ${typeof text}`);
     if (source && !special) return Array.from(call(() => h.tokenizeSource(wellFormed(text))));
     const ids = Array.from(call(() => h.tokenizeSpecial(wellFormed(text), false, !!special)));
@@ -78,7 +79,7 @@ export class EncoderDecoderModel {
 
   async *_generate(source, opts) {
     const h = this._live();
-    check(!this._busy, 'this model is already generating: finish or abort that generation first');
+    if (this._busy) throw new QkvError('busy', 'this model is already generating: two at once would interleave their tokens');
     const info = this._info;
     const stopTokens = new Set(opts.stopTokens ?? [info.eosId, ...info.eogIds].filter((id) => id >= 0));
     const signal = opts.signal;
@@ -147,10 +148,11 @@ export class EncoderDecoderModel {
   async inspect(source, options = {}) { return inspectionView(await this._inspectRaw(source, options)); }
 
   /** inspect()'s data without the accessors (what crosses postMessage). @internal */
-  async _inspectRaw(source, { target, maxTokens = 32 } = {}) {
+  async _inspectRaw(source, options) {
     const h = this._live();
+    const { target, maxTokens = 32 } = checkOptions(options, ['target', 'maxTokens'], 'inspect');
     check(typeof source === 'string', `source must be a string, got ${typeof source}`);
-    check(!this._busy, 'this model is generating: inspect after the generation ends');
+    if (this._busy) throw new QkvError('busy', 'this model is generating: inspect after the generation ends');
     let tgt;
     if (target === undefined) {
       tgt = [];

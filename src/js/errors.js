@@ -3,7 +3,7 @@
 /** Stable error codes; `code` never changes meaning between versions. */
 export const ErrorCodes = Object.freeze([
   'bad_model', 'bad_tokenizer', 'bad_argument', 'unsupported', 'out_of_memory', 'io', 'aborted',
-  'disposed', 'internal',
+  'disposed', 'busy', 'internal',
 ]);
 
 const HINTS = {
@@ -14,7 +14,8 @@ const HINTS = {
   out_of_memory: 'Use a smaller model or context, or close other sessions.',
   io: 'Check the path or URL and that it is reachable.',
   aborted: '',
-  disposed: 'Create a new model or session; this one was disposed.',
+  disposed: 'Load the model again or create a new session.',
+  busy: 'Finish, break out of or abort the running generation first, or use another session (model.createSession()).',
   internal: 'This is a bug in qkv; please report it with the model and the call that failed.',
 };
 
@@ -51,4 +52,59 @@ export function throwIfAborted(signal) {
 /** Throws QkvError('bad_argument') unless cond. */
 export function check(cond, message) {
   if (!cond) throw new QkvError('bad_argument', message);
+}
+
+/** How a value reads in an error message: a string is quoted, so '2' and 2 differ. */
+export function describe(v) {
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}...` : v);
+  if (v === null || v === undefined || typeof v === 'number' || typeof v === 'boolean') return String(v);
+  if (typeof v === 'bigint') return `${v}n (a bigint)`;
+  if (typeof v === 'function') return 'a function';
+  if (typeof v === 'symbol') return 'a symbol';
+  if (Array.isArray(v)) return `an array of ${v.length}`;
+  if (ArrayBuffer.isView(v)) return `a ${v.constructor.name}`;
+  return `an object (${v.constructor?.name ?? 'no prototype'})`;
+}
+
+/** Levenshtein distance, cut off above `max` (option names are short). */
+function editDistance(a, b, max) {
+  if (Math.abs(a.length - b.length) > max) return max + 1;
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length];
+}
+
+/** The known name closest to `key`, if one is close enough to be a misspelling of it. */
+export function closest(key, known) {
+  const lower = key.toLowerCase();
+  let best = null, bestD = Infinity;
+  for (const k of known) {
+    const d = k.toLowerCase() === lower ? 0 : editDistance(lower, k.toLowerCase(), 3);
+    if (d < bestD) { best = k; bestD = d; }
+  }
+  return bestD <= Math.max(1, Math.min(3, Math.floor(key.length / 3))) ? best : null;
+}
+
+/**
+ * Validates an options object: it must be a plain object (or undefined) whose keys are all in
+ * `known`; an unknown key is a bad_argument naming it (and the known key it looks like).
+ * `what` names the call, e.g. 'generate'. Returns the options ({} for undefined).
+ */
+export function checkOptions(options, known, what) {
+  if (options === undefined) return {};
+  check(options !== null && typeof options === 'object' && !Array.isArray(options),
+    `${what} options must be an object, got ${describe(options)}`);
+  for (const key of Object.keys(options)) {
+    if (known.includes(key)) continue;
+    const near = closest(key, known);
+    throw new QkvError('bad_argument', `${what}: unknown option '${key}'` +
+      (near ? ` (did you mean '${near}'?)` : `; the options are ${known.map((k) => `'${k}'`).join(', ')}`));
+  }
+  return options;
 }

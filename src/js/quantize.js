@@ -2,7 +2,7 @@
 // tokenizer) to a block type in WASM, the native `qkv quantize` policy (src/formats/quantize.h).
 // The heap holds the input and one chunk of output rows at a time; the output arrives in chunks
 // (options.onChunk) or as one Uint8Array.
-import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
+import { QkvError, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
 import { readModelSource, readSource } from './source.js';
 
 /** The types `quantize` writes (the native CLI's --type). */
@@ -15,10 +15,10 @@ export const QUANTIZE_TYPES = Object.freeze(['q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5
  * @returns {Promise<import('../../types/index.js').QuantizeResult>}
  */
 export async function quantizeWith(env, source, options = {}) {
-  check(options !== null && typeof options === 'object', 'options must be an object');
+  checkOptions(options, ['type', 'tokenizer', 'onProgress', 'onChunk', 'signal', 'name', 'allowRequantize'], 'quantize');
   const { type, tokenizer, onProgress, onChunk, signal, name = 'model', allowRequantize = false } = options;
   check(typeof type === 'string' && QUANTIZE_TYPES.includes(type),
-    `type must be one of ${QUANTIZE_TYPES.map((t) => `'${t}'`).join(', ')}, got ${typeof type === 'string' ? `'${type}'` : String(type)}`);
+    `type must be one of ${QUANTIZE_TYPES.map((t) => `'${t}'`).join(', ')}, got ${describe(type)}`);
   check(onProgress === undefined || typeof onProgress === 'function', 'onProgress must be a function');
   check(onChunk === undefined || typeof onChunk === 'function', 'onChunk must be a function');
   check(typeof name === 'string', 'name must be a string');

@@ -1,6 +1,6 @@
 // A Trainer whose engine runs in a Worker (train-worker.js): the same methods as the in-process
 // Trainer of trainer.js, each a message; run() streams its steps back.
-import { QkvError } from './errors.js';
+import { QkvError, checkOptions } from './errors.js';
 
 const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined';
 
@@ -87,7 +87,8 @@ export class RemoteTrainer {
   evaluate() { return this._request({ op: 'evaluate' }); }
   stop() { this._w?.post({ op: 'stop' }); }
 
-  async run({ onStep, signal, evalEvery, maxSteps } = {}) {
+  async run(options) {
+    const { onStep, signal, evalEvery, maxSteps } = checkOptions(options, ['onStep', 'signal', 'evalEvery', 'maxSteps'], 'run');
     if (signal?.aborted) throw new QkvError('aborted', 'the operation was aborted');
     if (onStep !== undefined && typeof onStep !== 'function') throw new QkvError('bad_argument', 'onStep must be a function');
     this._running = true;
@@ -98,7 +99,8 @@ export class RemoteTrainer {
     }
   }
 
-  async *steps({ signal, evalEvery = 0 } = {}) {
+  async *steps(options) {
+    const { signal, evalEvery = 0 } = checkOptions(options, ['signal', 'evalEvery'], 'steps');
     while (!this.done) {
       if (signal?.aborted) throw new QkvError('aborted', 'the operation was aborted');
       const r = await this.step();

@@ -1,7 +1,7 @@
 // Training in JS: the native trainer (src/train/trainer.h) through Embind, step by step.
 // createTrainerWith(env, options) runs it in this thread; train-worker-client.js runs the same
 // object in a Worker. Entry points (node.js, browser.js) choose between them.
-import { QkvError, check, throwIfAborted, toQkvError } from './errors.js';
+import { QkvError, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
 import { call, checkSimdOption, yieldToLoop } from './util.js';
 import { readSource } from './source.js';
 
@@ -17,20 +17,24 @@ const DEFAULTS = Object.freeze({
   valFraction: 0.05, evalBatches: 4, maxMemory: 2 * 1024 ** 3,
 });
 
+/** The options of createTrainer(). */
+const TRAIN_KEYS = ['text', 'model', 'tokenizer', 'shape', 'threads', 'simd', 'worker', 'seq', 'batch', 'steps', 'warmup',
+  'lr', 'minLr', 'weightDecay', 'clip', 'beta1', 'beta2', 'seed', 'valFraction', 'evalBatches', 'maxMemory', 'name', 'signal'];
+
 /** Text up to this many UTF-8 bytes (the encoded tokens and the BPE statistics scale with it). */
 export const MAX_TRAIN_TEXT_BYTES = 256 * 1024 ** 2;
 
 function int(o, key, lo, hi) {
   const v = o[key];
   if (v === undefined) return;
-  check(typeof v === 'number' && Number.isInteger(v), `${key} must be an integer, got ${typeof v === 'number' ? v : typeof v}`);
+  check(typeof v === 'number' && Number.isInteger(v), `${key} must be an integer, got ${describe(v)}`);
   check(v >= lo && v <= hi, `${key} must be in [${lo}, ${hi}], got ${v}`);
 }
 
 function real(o, key, lo, hi, { open = false } = {}) {
   const v = o[key];
   if (v === undefined) return;
-  check(typeof v === 'number' && Number.isFinite(v), `${key} must be a finite number, got ${typeof v === 'number' ? v : typeof v}`);
+  check(typeof v === 'number' && Number.isFinite(v), `${key} must be a finite number, got ${describe(v)}`);
   check(v >= lo && v <= hi && !(open && v === lo), `${key} must be in ${open ? '(' : '['}${lo}, ${hi}], got ${v}`);
 }
 
@@ -46,16 +50,14 @@ function isSource(x) {
  */
 export function trainOptions(options) {
   check(options !== null && typeof options === 'object' && !Array.isArray(options), 'createTrainer takes an options object');
+  checkOptions(options, TRAIN_KEYS, 'createTrainer');
   const { text, model, tokenizer, shape, threads = 'auto', simd, worker, ...rest } = options;
-  const known = new Set(['seq', 'batch', 'steps', 'warmup', 'lr', 'minLr', 'weightDecay', 'clip', 'beta1', 'beta2',
-    'seed', 'valFraction', 'evalBatches', 'maxMemory', 'name', 'signal']);
-  for (const k of Object.keys(rest)) check(known.has(k), `unknown training option '${k}'`);
   const isText = typeof text === 'string' || text instanceof ArrayBuffer || ArrayBuffer.isView(text) ||
     (typeof Blob !== 'undefined' && text instanceof Blob);
   check(isText, `text must be a string (or UTF-8 bytes, a Blob), got ${text === null ? 'null' : typeof text}`);
   check(worker === undefined || worker === 'auto' || typeof worker === 'boolean', `worker must be 'auto', true or false`);
   if (threads !== 'auto') {
-    check(Number.isInteger(threads) && threads >= 1 && threads <= 256, `threads must be 'auto' or an integer in [1, 256], got ${threads}`);
+    check(Number.isInteger(threads) && threads >= 1 && threads <= 256, `threads must be 'auto' or an integer in [1, 256], got ${describe(threads)}`);
   }
   checkSimdOption(simd);
   check(model === undefined || model === null || isSource(model),
@@ -68,7 +70,7 @@ export function trainOptions(options) {
       shp = { ...TRAIN_PRESETS[s] };
     } else {
       check(s !== null && typeof s === 'object', 'shape must be a preset name or {dim, layers, heads, kvHeads, hiddenDim}');
-      for (const k of Object.keys(s)) check(['dim', 'layers', 'heads', 'kvHeads', 'hiddenDim'].includes(k), `unknown shape field '${k}'`);
+      checkOptions(s, ['dim', 'layers', 'heads', 'kvHeads', 'hiddenDim'], 'createTrainer shape');
       shp = { ...s, kvHeads: s.kvHeads ?? s.heads };
       for (const k of ['dim', 'layers', 'heads', 'hiddenDim']) check(shp[k] !== undefined, `shape.${k} is missing`);
     }
@@ -209,8 +211,9 @@ export class Trainer {
    * = N the validation loss is computed every N steps and at the end ({valLoss} in the record).
    * Resolves to {stepsDone, stopped, valLoss}.
    */
-  async run({ onStep, signal, evalEvery = 0, maxSteps } = {}) {
+  async run(options) {
     this._live();
+    const { onStep, signal, evalEvery = 0, maxSteps } = checkOptions(options, ['onStep', 'signal', 'evalEvery', 'maxSteps'], 'run');
     check(onStep === undefined || typeof onStep === 'function', 'onStep must be a function');
     check(signal === undefined || signal === null || typeof signal.aborted === 'boolean', 'signal must be an AbortSignal');
     check(Number.isInteger(evalEvery) && evalEvery >= 0, 'evalEvery must be a non-negative integer');
@@ -238,7 +241,8 @@ export class Trainer {
   }
 
   /** The same as run(), as an async iterator of step records; leaving the loop stops the run. */
-  async *steps({ signal, evalEvery = 0 } = {}) {
+  async *steps(options) {
+    const { signal, evalEvery = 0 } = checkOptions(options, ['signal', 'evalEvery'], 'steps');
     while (!this.done) {
       throwIfAborted(signal);
       const r = await this.step();
@@ -249,10 +253,11 @@ export class Trainer {
   }
 
   /** The model as GGUF bytes (tokenizer embedded) that loadModel accepts: {name, dtype: 'f32'|'f16'}. */
-  async toGGUF({ name = this._name, dtype = 'f32' } = {}) {
+  async toGGUF(options) {
     const h = this._live();
+    const { name = this._name, dtype = 'f32' } = checkOptions(options, ['name', 'dtype'], 'toGGUF');
     check(typeof name === 'string', 'name must be a string');
-    check(dtype === 'f32' || dtype === 'f16', `dtype must be 'f32' or 'f16', got ${String(dtype)}`);
+    check(dtype === 'f32' || dtype === 'f16', `dtype must be 'f32' or 'f16', got ${describe(dtype)}`);
     return call(() => h.toGGUF(name, dtype));
   }
 

@@ -1,5 +1,5 @@
 // Small helpers the API modules (core.js, encdec.js, trainer.js) share.
-import { QkvError, check, toQkvError } from './errors.js';
+import { QkvError, check, describe, toQkvError } from './errors.js';
 
 /** Gives the event loop a turn (so aborts, UI events and other tasks can run). */
 export const yieldToLoop = typeof setImmediate === 'function'
@@ -17,6 +17,10 @@ export function call(fn) {
     throw toQkvError(e);
   }
 }
+
+/** The options of loadModel() (the worker client checks them too, before anything crosses postMessage). */
+export const LOAD_KEYS = Object.freeze(['tokenizer', 'onProgress', 'signal', 'onWarning', 'device', 'gpuPrecision', 'gpu',
+  'threads', 'simd', 'maxMemory']);
 
 /** Values of the `simd` load option. */
 export const SIMD_MODES = ['auto', 'relaxed', 'baseline'];
@@ -46,7 +50,7 @@ export function relaxedSimdSupported() {
 /** Throws QkvError('bad_argument') unless simd is a valid `simd` option (or undefined). */
 export function checkSimdOption(simd) {
   check(simd === undefined || SIMD_MODES.includes(simd),
-    `simd must be one of ${SIMD_MODES.map((m) => `'${m}'`).join(', ')}, got ${String(simd)}`);
+    `simd must be one of ${SIMD_MODES.map((m) => `'${m}'`).join(', ')}, got ${describe(simd)}`);
 }
 
 /**

@@ -35,10 +35,20 @@ async function instantiate(name) {
   }
   const wasmBinary = await readFile(join(distDir, `${name}.wasm`));
   const mod = await factory({ wasmBinary, mainScriptUrlOrBlob: pathToFileURL(glue).href });
-  // The pthread pool's workers (all started up front) must not keep the process alive once
-  // the program is done with the engine.
+  // The pthread pool's workers must not keep the process alive once the program is done with
+  // the engine: those started up front, and those the pool adds when more threads are asked for.
   const pt = mod.PThread;
-  if (pt) for (const w of [...(pt.unusedWorkers ?? []), ...(pt.runningWorkers ?? [])]) w.unref?.();
+  if (pt) {
+    for (const w of [...(pt.unusedWorkers ?? []), ...(pt.runningWorkers ?? [])]) w.unref?.();
+    const allocate = pt.allocateUnusedWorker;
+    if (typeof allocate === 'function') {
+      pt.allocateUnusedWorker = function allocateUnref(...args) {
+        const r = allocate.apply(this, args);
+        pt.unusedWorkers.at(-1)?.unref?.();
+        return r;
+      };
+    }
+  }
   return mod;
 }
 

@@ -1,8 +1,9 @@
 // The qkv API with the engine in a Web Worker (or Node worker thread): the same shape as the
 // main entry, every method async, generation streamed across postMessage.
-import { QkvError } from './errors.js';
+import { QkvError, checkOptions } from './errors.js';
 import { inspectionView } from './inspection.js';
 import { isPartSource } from './source.js';
+import { LOAD_KEYS } from './util.js';
 
 export { QkvError };
 
@@ -12,10 +13,16 @@ async function spawn(url) {
   if (isNode) {
     const { Worker } = await import('node:worker_threads');
     const w = new Worker(url);
-    return { post: (m, t) => w.postMessage(m, t), on: (f) => w.on('message', f), onError: (f) => w.on('error', f), terminate: () => w.terminate() };
+    return {
+      post: (m, t) => w.postMessage(m, t), on: (f) => w.on('message', f), onError: (f) => w.on('error', f),
+      terminate: () => w.terminate(), ref: () => w.ref(), unref: () => w.unref(),
+    };
   }
   const w = new Worker(url, { type: 'module' });
-  return { post: (m, t) => w.postMessage(m, t), on: (f) => { w.onmessage = (e) => f(e.data); }, onError: (f) => { w.onerror = (e) => f(e); }, terminate: () => w.terminate() };
+  return {
+    post: (m, t) => w.postMessage(m, t), on: (f) => { w.onmessage = (e) => f(e.data); }, onError: (f) => { w.onerror = (e) => f(e); },
+    terminate: () => w.terminate(), ref: () => {}, unref: () => {},
+  };
 }
 
 class Connection {
@@ -26,6 +33,9 @@ class Connection {
     this.warnings = new Map();  // warnKey -> handler of a model's warnings (they come at any time)
     this.nextWarnKey = 1;
     this.ready = new Promise((resolve) => { this.markReady = resolve; });
+    this.waiting = 0;  // requests and stream reads being awaited: only these keep a Node process alive
+    this.closed = null;  // the QkvError every call gets once terminate() ran
+    w.unref();
     w.on((msg) => {
       if (msg.type === 'ready') return this.markReady();
       if (msg.type === 'warning') return this.warnings.get(msg.warnKey)?.(msg.value);
@@ -38,8 +48,24 @@ class Connection {
     });
   }
 
+  /** Someone awaits the worker: Node keeps running until release(). */
+  hold() { if (this.waiting++ === 0) this.w.ref(); }
+  release() { if (--this.waiting === 0) this.w.unref(); }
+
+  /** Stops the worker; pending and later calls fail with 'disposed'. */
+  close() {
+    if (this.closed) return Promise.resolve();
+    this.closed = new QkvError('disposed', 'the qkv worker was terminated');
+    const error = { code: this.closed.code, message: this.closed.message };
+    for (const f of [...this.pending.values()]) f({ type: 'error', error });
+    this.pending.clear();
+    this.warnings.clear();
+    return Promise.resolve(this.w.terminate()).then(() => undefined);
+  }
+
   /** Sends a request; onMessage gets every reply for it. Returns the request id. */
   send(msg, onMessage, transfer = []) {
+    if (this.closed) throw this.closed;
     const id = this.nextId++;
     this.pending.set(id, onMessage);
     this.ready.then(() => this.w.post({ ...msg, id }, transfer));
@@ -49,12 +75,15 @@ class Connection {
   /** One request, one result. */
   request(msg, { signal, onProgress, onChunk, transfer } = {}) {
     return new Promise((resolve, reject) => {
+      if (this.closed) return reject(this.closed);
       if (signal?.aborted) return reject(new QkvError('aborted', 'the operation was aborted'));
       const onAbort = () => this.w.post({ op: 'abort', id });
+      this.hold();
       const id = this.send(msg, (m) => {
         if (m.type === 'progress') return onProgress?.(m.value);
         if (m.type === 'chunk') return onChunk?.(m.value);
         this.pending.delete(id);
+        this.release();
         signal?.removeEventListener('abort', onAbort);
         if (m.type === 'result') resolve(m.value);
         else reject(new QkvError(m.error.code, m.error.message));
@@ -80,12 +109,18 @@ class Connection {
       }
       wake?.();
     });
-    const onAbort = () => this.w.post({ op: 'abort', id });
+    const onAbort = () => { if (!this.closed) this.w.post({ op: 'abort', id }); };
     signal?.addEventListener('abort', onAbort, { once: true });
     // Waits (bounded) for the worker's last message, so stats are in place when we return.
     const settle = async () => {
       const until = Date.now() + 2000;
-      while (!done && Date.now() < until) await new Promise((r) => { wake = r; setTimeout(r, 50); });
+      while (!done && !this.closed && Date.now() < until) await new Promise((r) => { wake = r; setTimeout(r, 50); });
+      wake = null;
+    };
+    // The process stays alive only while the consumer waits for a token, never for an idle stream.
+    const next = async () => {
+      this.hold();
+      try { await new Promise((r) => { wake = r; }); } finally { this.release(); }
       wake = null;
     };
     try {
@@ -97,15 +132,19 @@ class Connection {
           if (stats && stats.finishReason !== 'aborted') sink({ ...stats, finishReason: 'aborted' });
           throw new QkvError('aborted', 'the operation was aborted');
         }
-        if (queue.length) { yield queue.shift(); continue; }
+        if (queue.length) {
+          const t = queue.shift();
+          if (!done && !this.closed) this.w.post({ op: 'ack', id });  // one more token may be computed
+          yield t;
+          continue;
+        }
         if (failure) throw failure;
         if (done) return;
-        await new Promise((r) => { wake = r; });
-        wake = null;
+        await next();
       }
     } finally {
       signal?.removeEventListener('abort', onAbort);
-      if (!done) {
+      if (!done && !this.closed) {
         this.w.post({ op: 'abort', id });
         await settle();
       }
@@ -233,13 +272,15 @@ async function pack(s) {
 
 /**
  * Starts the engine in a worker. `url` defaults to this package's worker.js.
- * Returns {loadModel, quantize, terminate}.
+ * Returns {loadModel, quantize, terminate, dispose}. In Node the worker thread keeps the process
+ * alive only while a call is awaited; terminate() (or dispose()) stops it and frees every model in it.
  */
 export async function createWorker(url = new URL('./worker.js', import.meta.url)) {
   const w = await spawn(url);
   const conn = new Connection(w);
   return {
     async loadModel(source, options = {}) {
+      checkOptions(options, LOAD_KEYS, 'loadModel');
       // gpu: the worker uses its own navigator.gpu (a GPU object cannot cross postMessage).
       const { onProgress, signal, onWarning, gpu: _gpu, ...rest } = options ?? {};
       const warnKey = conn.nextWarnKey++;
@@ -278,6 +319,9 @@ export async function createWorker(url = new URL('./worker.js', import.meta.url)
       return conn.request({ op: 'quantize', source: await pack(source), chunks: !!onChunk,
         options: { ...rest, tokenizer: await pack(tokenizer) } }, { signal, onProgress, onChunk });
     },
-    terminate() { return w.terminate(); },
+    /** Stops the worker: its models are freed, pending and later calls fail with 'disposed'. */
+    terminate() { return conn.close(); },
+    /** The same as terminate(). */
+    dispose() { return conn.close(); },
   };
 }

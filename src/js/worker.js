@@ -7,6 +7,9 @@ const api = isNode ? await import('./node.js') : await import('./browser.js');
 
 const objects = new Map();  // handle id -> Model | Session
 const running = new Map();  // request id -> AbortController
+const flows = new Map();  // generate request id -> {acked, wake}: tokens the client has taken
+/** Tokens a generation may run ahead of its consumer (worker-client.js acks each one it hands out). */
+const WINDOW = 4;
 let nextHandle = 1;
 
 function post(msg, transfer) { port.postMessage(msg, transfer); }
@@ -74,7 +77,18 @@ async function handle(msg) {
       const o = target(msg.handle);
       const opts = { ...msg.options, signal: ac.signal };
       const it = msg.messages !== undefined ? o.chat(msg.messages, opts) : o.generate(msg.prompt, opts);
-      for await (const t of it) post({ id, type: 'token', value: t });
+      // Credit-based: at most WINDOW tokens beyond what the consumer took, so a consumer that stops
+      // pulling stops the computation (an abort or the client's return() ends the wait).
+      const flow = { acked: 0, wake: null };
+      flows.set(id, flow);
+      ac.signal.addEventListener('abort', () => flow.wake?.(), { once: true });
+      const wait = () => new Promise((r) => { flow.wake = r; });
+      let sent = 0;
+      for await (const t of it) {
+        post({ id, type: 'token', value: t });
+        sent++;
+        while (sent - flow.acked >= WINDOW && !ac.signal.aborted) await wait();
+      }
       value = { stats: (o instanceof api.Model ? o.session : o).lastGeneration };
     } else if (op === 'dispose') {
       const o = objects.get(msg.handle);
@@ -97,12 +111,16 @@ async function handle(msg) {
     post({ id, type: 'error', error: errorOf(e), stats });
   } finally {
     running.delete(id);
+    flows.delete(id);
   }
 }
 
 function onMessage(msg) {
   if (msg.op === 'abort') running.get(msg.id)?.abort();
-  else handle(msg);
+  else if (msg.op === 'ack') {
+    const f = flows.get(msg.id);
+    if (f) { f.acked++; f.wake?.(); f.wake = null; }
+  } else handle(msg);
 }
 
 if (isNode) port.on('message', onMessage);

@@ -9,9 +9,10 @@
 // reused while the packed files are unchanged: tests/js/packed-package.mjs)
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, posix, resolve } from 'node:path';
-import { before, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { childEnv, installedPackage, sh } from './packed-package.mjs';
 
@@ -23,18 +24,27 @@ const FIXTURES = ['aidreams260K.bin', 'aidreams-tok512.bin', 'stories260K.bin', 
 const fixtureSkip = FIXTURES.every((f) => existsSync(f)) && existsSync(REFERENCE) ? false : `model fixtures missing under ${MODELS}`;
 const TSC = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 
-let consumer;
+let work, tarball, consumer, plain;
 /** Paths inside the tarball, without the leading 'package/'. */
 let packed = [];
 let timings = {};
 
 before(() => {
   // Packed and installed once per content, shared with docs_examples.test.mjs (packed-package.mjs).
-  ({ consumer, packed, timings } = installedPackage());
+  ({ work, tarball, consumer, packed, timings } = installedPackage());
   for (const f of readdirSync(consumerSources)) {
     if (/\.(mjs|ts)$/.test(f)) copyFileSync(join(consumerSources, f), join(consumer, f));
   }
+  // A project as `npm init -y` makes it (CommonJS by default), with the same tarball installed.
+  plain = mkdtempSync(join(tmpdir(), 'qkv-plain-'));
+  const init = sh('npm', ['init', '-y'], plain);
+  assert.equal(init.status, 0, `npm init -y failed:\n${init.output}`);
+  let plainInstall = sh('npm', ['install', tarball, '--no-audit', '--no-fund', '--offline'], plain);
+  if (plainInstall.status !== 0) plainInstall = sh('npm', ['install', tarball, '--no-audit', '--no-fund'], plain);
+  assert.equal(plainInstall.status, 0, `npm install of the tarball into the npm init -y project failed:\n${plainInstall.output}`);
 });
+
+after(() => { if (plain) rmSync(plain, { recursive: true, force: true }); });
 
 // ---------------------------------------------------------------------------------------------
 // What the tarball holds
@@ -141,4 +151,72 @@ test('the published declarations type-check a consumer (tsc, types via the expor
   }));
   const r = sh(process.execPath, [TSC, '-p', join(consumer, 'tsconfig.json')], consumer);
   assert.equal(r.status, 0, `tsc failed on the consumer's typecheck.ts:\n${r.output}`);
+});
+
+// ---------------------------------------------------------------------------------------------
+// A fresh `npm init -y` project (no "type": "module"), and packing an unbuilt tree
+// ---------------------------------------------------------------------------------------------
+
+/** Runs a file of the npm init -y project with a time limit: a program that does not end fails. */
+function runPlain(file, code) {
+  writeFileSync(join(plain, file), code);
+  const r = spawnSync(process.execPath, [file], { cwd: plain, env: childEnv(), encoding: 'utf8', timeout: 60000 });
+  return { ...r, output: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
+}
+
+const MODEL = JSON.stringify(join(MODELS, 'stories260K.bin'));
+const TOKENIZER = JSON.stringify(join(MODELS, 'aidreams-tok512.bin'));
+
+test('npm init -y project: the README examples run as written (ES modules: .mjs files)', { skip: fixtureSkip }, () => {
+  // The README's Node example and its worker example; only the file names are the fixtures'.
+  const node = runPlain('example.mjs', `import { loadModel } from 'qkv';
+
+const model = await loadModel(${MODEL}, {
+  tokenizer: ${TOKENIZER},
+  onProgress: ({ loaded, total }) => console.log(\`\${loaded} / \${total} bytes\`),
+});
+for await (const { text } of model.generate('Once upon a time', { maxTokens: 100, temperature: 0.8, seed: 42 })) {
+  process.stdout.write(text);
+}
+model.dispose();
+`);
+  assert.equal(node.status, 0, `the Node example failed or did not end:\n${node.output}`);
+  assert.match(node.stdout, /\d+ \/ \d+ bytes\n[\s\S]{20,}/);
+  const worker = runPlain('example-worker.mjs', `import { createWorker } from 'qkv/worker';
+const worker = await createWorker();
+const model = await worker.loadModel(${MODEL}, { tokenizer: ${TOKENIZER} });
+for await (const { text } of model.generate('Once upon a time')) console.log(text);
+`);
+  assert.equal(worker.status, 0, `the worker example failed or did not end by itself:\n${worker.output}`);
+  assert.ok(worker.stdout.trim().length > 0, 'the worker example printed nothing');
+});
+
+test("npm init -y project: require('qkv') from CommonJS works, or says to use import", { skip: fixtureSkip }, () => {
+  const r = runPlain('example.js', `let qkv;
+try {
+  qkv = require('qkv');
+} catch (e) {
+  // Node without require(esm) (before 20.19 / 22.12): its message must point to import().
+  console.log('require failed: ' + e.code + ' ' + e.message);
+  process.exit(/import\\(\\)/.test(e.message) && e.code === 'ERR_REQUIRE_ESM' ? 0 : 1);
+}
+(async () => {
+  const model = await qkv.loadModel(${MODEL}, { tokenizer: ${TOKENIZER}, threads: 1 });
+  console.log('text: ' + await model.complete('Once upon a time', { maxTokens: 20, seed: 1 }));
+  model.dispose();
+})();
+`);
+  assert.equal(r.status, 0, r.output);
+  assert.match(r.stdout, /^(text: .{10,}|require failed: ERR_REQUIRE_ESM .*)/m);
+});
+
+test('npm pack refuses a tree without the WASM build (prepack)', () => {
+  const bare = mkdtempSync(join(tmpdir(), 'qkv-unbuilt-'));
+  mkdirSync(join(bare, 'scripts'), { recursive: true });
+  copyFileSync(join(root, 'package.json'), join(bare, 'package.json'));
+  copyFileSync(join(root, 'scripts', 'check-dist.mjs'), join(bare, 'scripts', 'check-dist.mjs'));
+  const r = sh('npm', ['pack', '--pack-destination', bare], bare);
+  assert.notEqual(r.status, 0, `npm pack succeeded on a tree without dist/:\n${r.output}`);
+  assert.match(r.output, /refusing to pack: the WASM build is incomplete .*dist\/qkv\.wasm/);
+  assert.deepEqual(readdirSync(bare).filter((f) => f.endsWith('.tgz')), [], 'a tarball was written');
 });

@@ -246,7 +246,7 @@ test('bad options are typed errors naming the problem', async () => {
   await bad({ ...BASE, shape: { ...SHAPE, heads: 5 } }, 'bad_argument', /not a multiple of shape.heads/);
   await bad({ ...BASE, shape: { ...SHAPE, dim: 1e6 } }, 'bad_argument', /dim must be in/);
   await bad({ ...BASE, tokenizer: { vocab: 10 } }, 'bad_argument', /vocab must be in/);
-  await bad({ ...BASE, learningRate: 1 }, 'bad_argument', /unknown training option 'learningRate'/);
+  await bad({ ...BASE, learningRate: 1 }, 'bad_argument', /unknown option 'learningRate'/);
   await bad({ ...BASE, warmup: 50 }, 'bad_argument', /warmup must be in/);
   await bad({ ...BASE, worker: 'yes' }, 'bad_argument', /worker must be/);
   await bad({ ...BASE, model: join(root, 'models', 'kjv-2m.gguf'), shape: 'tiny' }, 'bad_argument', /not both/);

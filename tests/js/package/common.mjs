@@ -2,7 +2,8 @@
 // the packed qkv tarball, so they import 'qkv' by its package name, never the repository's sources.
 // The fixtures stay where they are; the outer test passes their absolute paths in the environment.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ErrorCodes, QkvError } from 'qkv';
 
@@ -71,4 +72,19 @@ export async function collect(iterable) {
   const items = [];
   for await (const t of iterable) items.push(t);
   return items;
+}
+
+let n = 0;
+/** Runs `code` as an ES module in a fresh Node process: {status, signal, stdout, stderr, timedOut}. */
+export function child(code, timeout = 60000) {
+  const file = join(process.cwd(), `child-${process.pid}-${n++}.mjs`);
+  writeFileSync(file, code);
+  try {
+    const env = { ...process.env };
+    delete env.NODE_TEST_CONTEXT;
+    const r = spawnSync(process.execPath, [file], { env, encoding: 'utf8', timeout, maxBuffer: 1 << 26 });
+    return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, timedOut: r.error?.code === 'ETIMEDOUT' };
+  } finally {
+    rmSync(file, { force: true });
+  }
 }

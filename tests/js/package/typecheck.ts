@@ -21,8 +21,12 @@ export async function use(path: string): Promise<string> {
     if (e instanceof QkvError) { const c: ErrorCode = e.code; console.log(c, codes); }
   }
   const w = await createWorker();
-  const rm: RemoteModel = await w.loadModel(path, { tokenizer: path });
+  const rm: RemoteModel = await w.loadModel(path, { tokenizer: path, maxMemory: 1 << 30 });
   await rm.dispose();
+  await w.terminate();
+  await w.dispose();
+  const busy: ErrorCode = 'busy';
+  console.log(busy);
   model.dispose();
   return `${text}${stats?.finishReason}${logits.length}`;
 }
@@ -37,4 +41,6 @@ export async function misuse(path: string): Promise<void> {
   model.generate('x', { temperature: 'hot' });
   // @ts-expect-error the prompt is a string
   await model.complete(42);
+  // @ts-expect-error misspelled option (refused at run time too, with 'did you mean')
+  model.generate('x', { maxToken: 5 });
 }
