@@ -5,6 +5,7 @@
 //   export const GPU_WEIGHT_TYPES = ['f32','f16','bf16','q8_0','q4_0','q4_1','q5_0','q5_1','q4_k','q5_k','q6_k'];
 //   export function createProducts(device, options?) -> Products   // pipelines compiled lazily, per type and variant
 //                                                      // options.maxBindingBytes: test hook to force splitting
+//                                                      // options.prefillGrid: test hook, prefill tile 4 x prefillGrid (4, 8, 16)
 //
 //   Products.upload({type, rows, cols, bytes, label}) -> GpuWeight
 //     // bytes: Uint8Array, the tensor exactly as stored in the GGUF (rows consecutive).
@@ -76,9 +77,21 @@ async function loadShader(name) {
   return res.text();
 }
 
-// Kernel shapes. Decode: WG threads over R rows. Prefill: WG threads, KS per row, TT tokens.
+// Kernel shapes. Decode: WG threads over R rows.
 const MV = { wg: 64, r: 4 };
-const MM = { wg: 64, ks: 4, tt: 16 };
+
+/**
+ * Prefill tiles (matmul.wgsl) that fit the device: a GR x GR thread grid, 4 GR rows x 4 GR
+ * tokens; the largest that fits unless `grid` asks for one.
+ */
+function chooseMatmul(limits, glu, grid) {
+  for (const gr of grid ? [grid] : [16, 8, 4]) {
+    const tile = 4 * gr, bytes = 16 * 9 * tile * (glu ? 3 : 2);
+    if (gr * gr <= limits.maxComputeInvocationsPerWorkgroup && gr * gr <= limits.maxComputeWorkgroupSizeX &&
+        bytes <= limits.maxComputeWorkgroupStorageSize) return { wg: gr * gr, gr, tile };
+  }
+  throw new QkvError('unsupported', 'the device\'s workgroup limits are below WebGPU\'s defaults');
+}
 const GATHER_WG = 64;
 const PARAMS_BYTES = 32;
 const ACTS = { silu: 1, gelu: 2 };
@@ -153,14 +166,19 @@ function deviceState(device) {
 /**
  * Creates the product/gather builder on a device.
  * @param {GPUDevice} device
- * @param {{maxBindingBytes?: number}} [options] maxBindingBytes: split weights into buffers of at
- *   most this many bytes (a test hook; defaults to the device's binding and buffer limits).
+ * @param {{maxBindingBytes?: number, prefillGrid?: 4 | 8 | 16}} [options] test hooks:
+ *   maxBindingBytes splits weights into buffers of at most this many bytes (default: the device's
+ *   binding and buffer limits); prefillGrid picks the prefill thread grid (default: the largest
+ *   that fits; SwiftShader compiles the small ones much faster).
  */
 export function createProducts(device, options = {}) {
   const limits = device.limits;
   const maxBinding = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize,
     options.maxBindingBytes ?? Infinity);
   const maxGroups = limits.maxComputeWorkgroupsPerDimension;
+  if (options.prefillGrid !== undefined && ![4, 8, 16].includes(options.prefillGrid)) {
+    throw bad('createProducts: prefillGrid must be 4, 8 or 16');
+  }
   const pending = new Set();
   const owned = new Set();  // buffers created here (weights, params, dummies)
   let disposed = false;
@@ -277,11 +295,12 @@ export function createProducts(device, options = {}) {
     }
     const flags = (accumulate ? FLAG_ACCUM : 0) | (b ? FLAG_BIAS : 0);
     const mvConsts = { WG: MV.wg, R: MV.r, RED: MV.r * MV.wg * (act ? 2 : 1), ACT: act };
-    const mmConsts = { WG: MM.wg, KS: MM.ks, TR: MM.wg / MM.ks, TT: MM.tt, PART: MM.wg * MM.tt * (act ? 2 : 1), ACT: act };
+    const mm = chooseMatmul(limits, !!act, options.prefillGrid);
+    const mmConsts = { WG: mm.wg, GR: mm.gr, TR: mm.tile, TT: mm.tile, US: act ? mm.tile * 9 : 1, ACT: act };
     const units = Math.ceil(weight.cols / 32);
     const parts = weight.parts.map((part, i) => {
       const mvGrid = grid(Math.ceil(part.rows / MV.r));
-      const mmGrid = grid(Math.ceil(part.rows / (MM.wg / MM.ks)));
+      const mmGrid = grid(Math.ceil(part.rows / mm.tile));
       const words = (gx) => new Uint32Array([part.rows, weight.cols, part.firstRow, weight.rowBytes, units, weight.rows, gx, flags]);
       const entries = (pb) => [
         { binding: 0, resource: { buffer: pb } },
@@ -300,25 +319,25 @@ export function createProducts(device, options = {}) {
         mmGroup: maxTokens > 1 ? device.createBindGroup({ layout: productLayout, entries: entries(mmParams) }) : null,
       };
     });
-    let mv = null, mm = null;
+    let mvPipe = null, mmPipe = null;
     const ready = Promise.all([
-      pipeline('matvec', weight.type, mvConsts).then((p) => { mv = p; }),
-      maxTokens > 1 ? pipeline('matmul', weight.type, mmConsts).then((p) => { mm = p; }) : null,
+      pipeline('matvec', weight.type, mvConsts).then((p) => { mvPipe = p; }),
+      maxTokens > 1 ? pipeline('matmul', weight.type, mmConsts).then((p) => { mmPipe = p; }) : null,
     ]).then(() => undefined);
     return track({
       ready,
       encode(pass, nTokens) {
         if (!isInt(nTokens) || nTokens < 1 || nTokens > maxTokens) throw bad(`product: nTokens must be in 1..${maxTokens}`);
-        if (!mv || (maxTokens > 1 && !mm)) throw new QkvError('internal', 'product: encode() before ready resolved');
+        if (!mvPipe || (maxTokens > 1 && !mmPipe)) throw new QkvError('internal', 'product: encode() before ready resolved');
         for (const p of parts) {
           if (nTokens === 1) {
-            pass.setPipeline(mv);
+            pass.setPipeline(mvPipe);
             pass.setBindGroup(0, p.mvGroup);
             pass.dispatchWorkgroups(p.mvGrid[0], p.mvGrid[1]);
           } else {
-            pass.setPipeline(mm);
+            pass.setPipeline(mmPipe);
             pass.setBindGroup(0, p.mmGroup);
-            pass.dispatchWorkgroups(p.mmGrid[0], p.mmGrid[1], Math.ceil(nTokens / MM.tt));
+            pass.dispatchWorkgroups(p.mmGrid[0], p.mmGrid[1], Math.ceil(nTokens / mm.tile));
           }
         }
       },

@@ -2,18 +2,20 @@
 // epilogue of products.wgsl (bias, GLU, accumulate). Prepended by the host: the variant
 // constants, weights.wgsl (the stored-type loader load_unit), products.wgsl.
 //
-// A workgroup computes a tile of TR rows x TT tokens. KS threads share a row and take
-// interleaved 32-value units of it (neighbouring threads read neighbouring blocks); the tile's
-// x columns are staged in workgroup memory chunk by chunk (KS units wide), so each weight unit
-// is decoded once per tile of TT tokens. The KS partial sums of a row are added through
-// workgroup memory at the end.
+// A workgroup computes a tile of TR rows x TT tokens, 32 columns (one unit) at a time: TR
+// threads decode the tile's weight unit (once for all TT tokens) into workgroup memory, all
+// threads stage the tokens' 32 x values beside it, then each thread of a GR x GR grid
+// multiplies 4 rows x 4 tokens out of workgroup memory (rows tr + GR i, tokens tc + GR j:
+// neighbouring threads read neighbouring staged rows). Staged rows are padded to 9 vec4 so
+// that those reads fall in distinct banks.
 // Dispatch: (gx, gy, ceil(n / TT)) with row tiles ceil(rows / TR) = x + y * gx.
-// Constants (prepended): TT tokens, KS threads per row, TR = WG / KS rows per tile.
+// Constants (prepended): WG = GR * GR threads; TR = TT = 4 GR; US = TR * KP with GLU, else 1.
 
-const KC4: u32 = KS * 8u;  // vec4 columns per staged chunk (KS units of 32 values)
+const KP: u32 = 9u;  // vec4 per staged row: 8, plus one of padding
 
-var<workgroup> xs: array<vec4<f32>, TT * KC4>;
-var<workgroup> part: array<f32, PART>;  // PART = WG * TT * (2 with GLU, else 1)
+var<workgroup> ws: array<vec4<f32>, TR * KP>;
+var<workgroup> us: array<vec4<f32>, US>;
+var<workgroup> xs: array<vec4<f32>, TT * KP>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -22,16 +24,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let r0 = (wid.x + wid.y * p.gx) * TR;
   let t0 = wid.z * TT;
   if (r0 >= p.rows || t0 >= n) { return; }
-  let rl = lid / KS;
-  let kl = lid % KS;
-  let rb = min(r0 + rl, p.rows - 1u) * p.row_bytes;  // rows past the end repeat the last, unstored
-  var acc: array<f32, TT>;
-  var accu: array<f32, TT>;
-  let chunks = (p.units + KS - 1u) / KS;
-  for (var ch = 0u; ch < chunks; ch++) {
-    for (var i = lid; i < TT * KC4; i += WG) {
-      let t = t0 + i / KC4;
-      let c = ch * KS * 32u + 4u * (i % KC4);
+  let tr = lid / GR;
+  let tc = lid % GR;
+  let rb = min(r0 + lid, p.rows - 1u) * p.row_bytes;  // rows past the end repeat the last, unstored
+  var acc: array<vec4<f32>, 4>;
+  var accu: array<vec4<f32>, 4>;
+  for (var u = 0u; u < p.units; u++) {
+    if (lid < TR) {
+      load_unit(rb, u, p.cols, false);
+      for (var i = 0u; i < 8u; i++) { ws[lid * KP + i] = wv[i]; }
+      if (ACT != 0u) {
+        load_unit(rb, u, p.cols, true);
+        for (var i = 0u; i < 8u; i++) { us[lid * KP + i] = wv[i]; }
+      }
+    }
+    for (var i = lid; i < TT * 8u; i += WG) {
+      let t = t0 + i / 8u;
+      let c = 32u * u + 4u * (i % 8u);
       var v = vec4<f32>(0.0);
       if (t < n) {
         let o = t * p.cols + c;
@@ -43,44 +52,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           }
         }
       }
-      xs[i] = v;
+      xs[(i / 8u) * KP + i % 8u] = v;
     }
     workgroupBarrier();
-    let u = ch * KS + kl;
-    if (u < p.units) {
-      load_unit(rb, u, p.cols, false);
-      for (var t = 0u; t < TT; t++) {
-        let xo = t * KC4 + kl * 8u;
-        var s = 0.0;
-        for (var i = 0u; i < 8u; i++) { s += dot(wv[i], xs[xo + i]); }
-        acc[t] += s;
-      }
-      if (ACT != 0u) {
-        load_unit(rb, u, p.cols, true);
-        for (var t = 0u; t < TT; t++) {
-          let xo = t * KC4 + kl * 8u;
-          var s = 0.0;
-          for (var i = 0u; i < 8u; i++) { s += dot(wv[i], xs[xo + i]); }
-          accu[t] += s;
+    for (var k = 0u; k < 8u; k++) {
+      let x0 = xs[tc * KP + k];
+      let x1 = xs[(tc + GR) * KP + k];
+      let x2 = xs[(tc + 2u * GR) * KP + k];
+      let x3 = xs[(tc + 3u * GR) * KP + k];
+      for (var i = 0u; i < 4u; i++) {
+        let w = ws[(tr + i * GR) * KP + k];
+        acc[i] += vec4<f32>(dot(w, x0), dot(w, x1), dot(w, x2), dot(w, x3));
+        if (ACT != 0u) {
+          let wu = us[(tr + i * GR) * KP + k];
+          accu[i] += vec4<f32>(dot(wu, x0), dot(wu, x1), dot(wu, x2), dot(wu, x3));
         }
       }
     }
     workgroupBarrier();
   }
-  for (var t = 0u; t < TT; t++) {
-    part[lid * TT + t] = acc[t];
-    if (ACT != 0u) { part[(WG + lid) * TT + t] = accu[t]; }
-  }
-  workgroupBarrier();
-  // The KS threads of row rl each finish TT / KS of its tokens.
-  let r = r0 + rl;
-  for (var tt = kl; tt < TT; tt += KS) {
-    var g = 0.0;
-    var uu = 0.0;
-    for (var k = 0u; k < KS; k++) {
-      g += part[(rl * KS + k) * TT + tt];
-      if (ACT != 0u) { uu += part[(WG + rl * KS + k) * TT + tt]; }
+  for (var i = 0u; i < 4u; i++) {
+    let r = r0 + tr + i * GR;
+    for (var j = 0u; j < 4u; j++) {
+      let t = t0 + tc + j * GR;
+      if (r < p.rows && t < n) { store(t, r, acc[i][j], accu[i][j]); }
     }
-    if (r < p.rows && t0 + tt < n) { store(t0 + tt, r, g, uu); }
   }
 }

@@ -34,9 +34,16 @@ function rng(seed) {
 
 // ---------------------------------------------------------------- cases
 
+// Types whose GLU is also tested in the prefill kernel (the GLU code is the same for every type:
+// only the weight read differs, and that is tested in decode GLU for every type). Pipelines are
+// what costs time on SwiftShader, so each is compiled for a reason.
+const PREFILL_GLU = ['f16', 'q5_0', 'q4_k'];
+
 /**
  * Every type x {n = 1, 3, 17, 67} x odd shapes (37 rows: not a multiple of any row tile), half
  * of them split over several buffers; accumulate, bias, GLU silu/gelu on decode and prefill.
+ * Prefill runs on the small 16 x 16 tile (prefillGrid 4: several row and token tiles, and a
+ * fast compile on SwiftShader); the larger tiles real GPUs get are tested on two types.
  */
 function productCases() {
   const cases = [];
@@ -44,20 +51,23 @@ function productCases() {
     const b = BLOCK[type];
     // Float rows of odd length (f16/bf16 rows then start mid-word); block rows of 3 or 70 units.
     const colsList = b === 1 ? [77, 2085] : b === 32 ? [96, 2240] : [512, 2304];
-    // One GLU activation per kernel and type (each is a pipeline to compile), alternating.
     const [a1, a2] = ti % 2 ? ['silu', 'gelu'] : ['gelu', 'silu'];
     const variants = [
       { n: 1 }, { n: 3 }, { n: 17 }, { n: 67 },
       { n: 1, accumulate: true, bias: true }, { n: 17, accumulate: true, bias: true },
-      { n: 1, glu: a1 }, { n: 67, glu: a2, bias: true }, { n: 3, glu: a2, accumulate: true }, { n: 1, glu: a1, bias: true },
+      { n: 1, glu: a1 }, { n: 1, glu: a1, bias: true, accumulate: true },
     ];
+    if (PREFILL_GLU.includes(type)) variants.push({ n: 67, glu: a2, bias: true }, { n: 3, glu: a2, accumulate: true });
+    if (type === 'q4_k') variants.push({ n: 67, grid: 16 });
+    if (type === 'q8_0') variants.push({ n: 33, grid: 8, accumulate: true });
     variants.forEach((v, vi) => {
       const cols = colsList[(vi + ti) % 2 === 0 || v.n === 67 ? 0 : 1];
       const rows = v.n === 1 && vi === 0 ? 301 : 37;
+      const split = vi % 2 === 1;
       cases.push({
-        type, rows, cols, ...v, split: vi % 2 === 1, random: type === 'bf16' || (b > 1 ? vi % 2 === 0 : vi % 3 === 0),
+        type, rows, cols, grid: 4, ...v, split, random: type === 'bf16' || (b > 1 ? vi % 2 === 0 : vi % 3 === 0),
         seed: 1000 + ti * 100 + vi,
-        name: `${type} ${rows}x${cols} n=${v.n}${v.accumulate ? ' acc' : ''}${v.bias ? ' bias' : ''}${v.glu ? ` glu-${v.glu}` : ''}${vi % 2 ? ' split' : ''}`,
+        name: `${type} ${rows}x${cols} n=${v.n}${v.accumulate ? ' acc' : ''}${v.bias ? ' bias' : ''}${v.glu ? ` glu-${v.glu}` : ''}${split ? ' split' : ''}${v.grid ? ` tile ${4 * v.grid}` : ''}`,
       });
     });
   });
@@ -156,7 +166,7 @@ async function child() {
       const r = rng(c.seed);
       const { type, rows, cols, n } = c;
       const rowBytes = gpuRowBytes(type, cols);
-      const products = c.split ? createProducts(device, { maxBindingBytes: 10 * rowBytes + 13 }) : plain;
+      const products = createProducts(device, { prefillGrid: c.grid, ...(c.split ? { maxBindingBytes: 10 * rowBytes + 13 } : {}) });
       const wBytes = makeWeight(mod, c, rowBytes, r);
       const w = mod.gpuTestDequantize(type, wBytes, rows, cols);
       const weight = products.upload({ type, rows, cols, bytes: wBytes, label: 'w' });
@@ -209,7 +219,7 @@ async function child() {
       if (worst > 1) res.detail = `at y[${Math.floor(worstAt / rows)}][${worstAt % rows}]: got ${got[worstAt]}`;
       weight.destroy(); up?.destroy();
       xb.destroy(); yb.destroy(); bb?.destroy();
-      if (c.split) products.dispose();
+      products.dispose();
     } catch (e) {
       res.error = `${e?.code ?? ''} ${e?.stack ?? e}`;
     }
@@ -270,6 +280,7 @@ async function child() {
   errs.offset = code(() => plain.product({ weight: small, x: { buffer: sb, offset: 4 }, y: { buffer: sb }, maxTokens: 1, step }));
   errs.act = code(() => plain.product({ weight: small, x: { buffer: sb }, y: { buffer: sb }, maxTokens: 1, step, glu: { up: small, act: 'relu' } }));
   errs.fits = code(() => plain.product({ weight: small, x: { buffer: sb }, y: { buffer: sb }, maxTokens: 100, step }));
+  errs.grid = code(() => createProducts(device, { prefillGrid: 5 }));
   emit({ name: 'bad arguments', errs });
   plain.dispose();
   device.destroy();
@@ -300,7 +311,7 @@ if (process.argv.includes('--child')) {
       await t.test(r.name, () => {
         assert.ok(!r.error, r.error);
         if (r.errs) {
-          assert.deepEqual(r.errs, { type: 'unsupported', length: 'bad_argument', cols: 'bad_argument', offset: 'bad_argument', act: 'bad_argument', fits: 'bad_argument' });
+          assert.deepEqual(r.errs, { type: 'unsupported', length: 'bad_argument', cols: 'bad_argument', offset: 'bad_argument', act: 'bad_argument', fits: 'bad_argument', grid: 'bad_argument' });
           return;
         }
         if (r.parts !== undefined) assert.ok(r.parts > 1, `expected a split weight, got ${r.parts} part(s)`);
