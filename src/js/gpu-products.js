@@ -119,7 +119,7 @@ function deviceState(device) {
   const productLayout = device.createBindGroupLayout({
     label: 'qkv products',
     entries: [storage(0, 'uniform'), storage(1, 'uniform'), storage(2, 'read-only-storage'), storage(3, 'read-only-storage'),
-      storage(4, 'read-only-storage'), storage(5, 'storage'), storage(6, 'read-only-storage')],
+      storage(4, 'read-only-storage'), storage(5, 'storage'), storage(6, 'read-only-storage'), storage(7, 'read-only-storage')],
   });
   const gatherLayout = device.createBindGroupLayout({
     label: 'qkv gather',
@@ -310,6 +310,7 @@ export function createProducts(device, options = {}) {
         { binding: 4, resource: { buffer: x.buffer, offset: x.offset } },
         { binding: 5, resource: { buffer: y.buffer, offset: y.offset } },
         { binding: 6, resource: b ? { buffer: b.buffer, offset: b.offset } : { buffer: dummy } },
+        { binding: 7, resource: { buffer: x.buffer, offset: x.offset } },
       ];
       const mvParams = paramsBuffer(words(mvGrid[0]), 'qkv matvec params');
       const mmParams = paramsBuffer(words(mmGrid[0]), 'qkv matmul params');

@@ -42,16 +42,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let t = t0 + i / 8u;
       let c = 32u * u + 4u * (i % 8u);
       var v = vec4<f32>(0.0);
-      if (t < n) {
-        let o = t * p.cols + c;
-        if (c + 4u <= p.cols) {
-          v = vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
-        } else {
-          for (var k = 0u; k < 4u; k++) {
-            if (c + k < p.cols) { v[k] = x[o + k]; }
-          }
-        }
-      }
+      if (t < n) { v = x_vec4(t, c, p.cols); }
       xs[(i / 8u) * KP + i % 8u] = v;
     }
     workgroupBarrier();

@@ -11,6 +11,7 @@
 //   1 step   uniform Step   (n tokens of this step; written by the caller once per step)
 //   2 W, 3 U storage read array<u32> (weights.wgsl)
 //   4 x      storage read  array<f32> (n, cols)   token-major
+//   7 x4     storage read  array<vec4<f32>>: x again, for 16-byte loads where aligned
 //   5 y      storage rw    array<f32> (n, y_stride) token-major; this part writes columns
 //                                      row0 .. row0 + rows
 //   6 bias   storage read  array<f32> (y_stride,)  (a dummy without FLAG_BIAS)
@@ -38,6 +39,7 @@ struct Step {
 @group(0) @binding(4) var<storage, read> x: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 @group(0) @binding(6) var<storage, read> bias: array<f32>;
+@group(0) @binding(7) var<storage, read> x4: array<vec4<f32>>;
 
 fn silu(v: f32) -> f32 { return v / (1.0 + exp(-v)); }
 
@@ -61,25 +63,28 @@ fn store(t: u32, r: u32, g: f32, u: f32) {
   y[i] = v;
 }
 
-// 32 values of x's token t from column 32 u into xv (zero past cols).
+// x[t][c .. c + 4) (zero past cols): one 16-byte load where aligned and whole.
+fn x_vec4(t: u32, c: u32, cols: u32) -> vec4<f32> {
+  let o = t * cols + c;
+  if (c + 4u <= cols) {
+    if ((o & 3u) == 0u) { return x4[o >> 2u]; }
+    return vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
+  }
+  var v = vec4<f32>(0.0);
+  for (var k = 0u; k < 4u; k++) {
+    if (c + k < cols) { v[k] = x[o + k]; }
+  }
+  return v;
+}
+
+// The 32 values of x's token t in unit u (zero past cols).
 fn x_unit(t: u32, u: u32, cols: u32) -> array<vec4<f32>, 8> {
   var xv: array<vec4<f32>, 8>;
-  let base = t * cols;
-  let c0 = 32u * u;
-  if (c0 + 32u <= cols) {
-    for (var i = 0u; i < 8u; i++) {
-      let o = base + c0 + 4u * i;
-      xv[i] = vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
-    }
+  let o = t * cols + 32u * u;
+  if (32u * u + 32u <= cols && (o & 3u) == 0u) {
+    for (var i = 0u; i < 8u; i++) { xv[i] = x4[(o >> 2u) + i]; }
   } else {
-    for (var i = 0u; i < 8u; i++) {
-      var v = vec4<f32>(0.0);
-      for (var k = 0u; k < 4u; k++) {
-        let c = c0 + 4u * i + k;
-        if (c < cols) { v[k] = x[base + c]; }
-      }
-      xv[i] = v;
-    }
+    for (var i = 0u; i < 8u; i++) { xv[i] = x_vec4(t, 32u * u + 4u * i, cols); }
   }
   return xv;
 }

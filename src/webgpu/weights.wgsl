@@ -26,13 +26,13 @@ fn word(i: u32, up: bool) -> u32 {
   return W[i];
 }
 
-// The 4 bytes at byte offset b (any alignment), little-endian.
+// The 4 bytes at byte offset b (any alignment), little-endian. Branchless (neighbouring threads
+// often differ in alignment: 34-byte blocks alternate); the second shift in two steps so that
+// s = 0 shifts by 32 without WGSL's shift-amount rule biting.
 fn rd32(b: u32, up: bool) -> u32 {
   let i = b >> 2u;
   let s = (b & 3u) * 8u;
-  let lo = word(i, up);
-  if (s == 0u) { return lo; }
-  return (lo >> s) | (word(i + 1u, up) << (32u - s));
+  return (word(i, up) >> s) | ((word(i + 1u, up) << (31u - s)) << 1u);
 }
 
 // The half at even byte offset b, as f32.
