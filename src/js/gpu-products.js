@@ -245,9 +245,14 @@ export function createProducts(device, options = {}) {
   }
   function checkRef(r, what) {
     if (!r || typeof r.buffer?.size !== 'number') throw bad(`${what} must be {buffer, offset}`);
+    if (r.buffer.usage !== undefined && !(r.buffer.usage & BufferUsage.STORAGE)) throw bad(`${what}.buffer lacks STORAGE usage`);
     const offset = r.offset ?? 0;
     if (!isInt(offset) || offset % 256) throw bad(`${what}.offset must be a multiple of 256`);
     return { buffer: r.buffer, offset };
+  }
+  function checkStep(step, what) {
+    if (!step || typeof step.size !== 'number' || step.size < 4) throw bad(`${what}: step must be a GPUBuffer`);
+    if (step.usage !== undefined && !(step.usage & BufferUsage.UNIFORM)) throw bad(`${what}: step lacks UNIFORM usage`);
   }
   function checkFits(r, bytes, what) {
     if (r.offset + bytes > r.buffer.size) throw bad(`${what}: ${bytes} bytes from offset ${r.offset} exceed the buffer (${r.buffer.size})`);
@@ -277,7 +282,7 @@ export function createProducts(device, options = {}) {
     const { weight, maxTokens, accumulate = false, bias, glu, step } = args ?? {};
     checkWeight(weight, 'product: weight');
     if (!isInt(maxTokens) || maxTokens < 1) throw bad('product: maxTokens must be an integer >= 1');
-    if (!step || typeof step.size !== 'number') throw bad('product: step must be a GPUBuffer');
+    checkStep(step, 'product');
     const x = checkRef(args.x, 'product: x'), y = checkRef(args.y, 'product: y');
     checkFits(x, 4 * maxTokens * weight.cols, 'product: x');
     checkFits(y, 4 * maxTokens * weight.rows, 'product: y');
@@ -351,7 +356,7 @@ export function createProducts(device, options = {}) {
     checkWeight(weight, 'gather: weight');
     if (!isInt(maxTokens) || maxTokens < 1 || maxTokens > maxGroups) throw bad(`gather: maxTokens must be in 1..${maxGroups}`);
     if (typeof scale !== 'number' || !Number.isFinite(scale)) throw bad('gather: scale must be a finite number');
-    if (!step || typeof step.size !== 'number') throw bad('gather: step must be a GPUBuffer');
+    checkStep(step, 'gather');
     const ids = checkRef(args.ids, 'gather: ids'), y = checkRef(args.y, 'gather: y');
     checkFits(ids, 4 * maxTokens, 'gather: ids');
     checkFits(y, 4 * maxTokens * weight.cols, 'gather: y');

@@ -7,7 +7,8 @@
 // threads stage the tokens' 32 x values beside it, then each thread of a GR x GR grid
 // multiplies 4 rows x 4 tokens out of workgroup memory (rows tr + GR i, tokens tc + GR j:
 // neighbouring threads read neighbouring staged rows). Staged rows are padded to 9 vec4 so
-// that those reads fall in distinct banks.
+// that those reads fall in distinct banks. The decoding threads fetch the next unit between the
+// barriers, so its memory latency hides behind the other threads' multiply-adds.
 // Dispatch: (gx, gy, ceil(n / TT)) with row tiles ceil(rows / TR) = x + y * gx.
 // Constants (prepended): WG = GR * GR threads; TR = TT = 4 GR; US = TR * KP with GLU, else 1.
 
@@ -29,13 +30,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let rb = min(r0 + lid, p.rows - 1u) * p.row_bytes;  // rows past the end repeat the last, unstored
   var acc: array<vec4<f32>, 4>;
   var accu: array<vec4<f32>, 4>;
+  var wg: array<vec4<f32>, 8>;  // the decoding thread's next unit of its row, gate and up
+  var wu: array<vec4<f32>, 8>;
+  if (lid < TR) {
+    load_unit(rb, 0u, p.cols, false);
+    wg = wv;
+    if (ACT != 0u) {
+      load_unit(rb, 0u, p.cols, true);
+      wu = wv;
+    }
+  }
   for (var u = 0u; u < p.units; u++) {
     if (lid < TR) {
-      load_unit(rb, u, p.cols, false);
-      for (var i = 0u; i < 8u; i++) { ws[lid * KP + i] = wv[i]; }
+      for (var i = 0u; i < 8u; i++) { ws[lid * KP + i] = wg[i]; }
       if (ACT != 0u) {
-        load_unit(rb, u, p.cols, true);
-        for (var i = 0u; i < 8u; i++) { us[lid * KP + i] = wv[i]; }
+        for (var i = 0u; i < 8u; i++) { us[lid * KP + i] = wu[i]; }
       }
     }
     for (var i = lid; i < TT * 8u; i += WG) {
@@ -46,6 +55,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       xs[(i / 8u) * KP + i % 8u] = v;
     }
     workgroupBarrier();
+    if (lid < TR && u + 1u < p.units) {
+      load_unit(rb, u + 1u, p.cols, false);
+      wg = wv;
+      if (ACT != 0u) {
+        load_unit(rb, u + 1u, p.cols, true);
+        wu = wv;
+      }
+    }
     for (var k = 0u; k < 8u; k++) {
       let x0 = xs[tc * KP + k];
       let x1 = xs[(tc + GR) * KP + k];
@@ -55,8 +72,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let w = ws[(tr + i * GR) * KP + k];
         acc[i] += vec4<f32>(dot(w, x0), dot(w, x1), dot(w, x2), dot(w, x3));
         if (ACT != 0u) {
-          let wu = us[(tr + i * GR) * KP + k];
-          accu[i] += vec4<f32>(dot(wu, x0), dot(wu, x1), dot(wu, x2), dot(wu, x3));
+          let w2 = us[(tr + i * GR) * KP + k];
+          accu[i] += vec4<f32>(dot(w2, x0), dot(w2, x1), dot(w2, x2), dot(w2, x3));
         }
       }
     }

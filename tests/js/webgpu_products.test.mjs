@@ -280,6 +280,7 @@ async function child() {
   errs.offset = code(() => plain.product({ weight: small, x: { buffer: sb, offset: 4 }, y: { buffer: sb }, maxTokens: 1, step }));
   errs.act = code(() => plain.product({ weight: small, x: { buffer: sb }, y: { buffer: sb }, maxTokens: 1, step, glu: { up: small, act: 'relu' } }));
   errs.fits = code(() => plain.product({ weight: small, x: { buffer: sb }, y: { buffer: sb }, maxTokens: 100, step }));
+  errs.step = code(() => plain.product({ weight: small, x: { buffer: sb }, y: { buffer: sb }, maxTokens: 1, step: sb }));
   errs.grid = code(() => createProducts(device, { prefillGrid: 5 }));
   emit({ name: 'bad arguments', errs });
   plain.dispose();
@@ -311,7 +312,7 @@ if (process.argv.includes('--child')) {
       await t.test(r.name, () => {
         assert.ok(!r.error, r.error);
         if (r.errs) {
-          assert.deepEqual(r.errs, { type: 'unsupported', length: 'bad_argument', cols: 'bad_argument', offset: 'bad_argument', act: 'bad_argument', fits: 'bad_argument', grid: 'bad_argument' });
+          assert.deepEqual(r.errs, { type: 'unsupported', length: 'bad_argument', cols: 'bad_argument', offset: 'bad_argument', act: 'bad_argument', fits: 'bad_argument', step: 'bad_argument', grid: 'bad_argument' });
           return;
         }
         if (r.parts !== undefined) assert.ok(r.parts > 1, `expected a split weight, got ${r.parts} part(s)`);
