@@ -1,0 +1,410 @@
+// WebGPU weight products and embedding-row gather over weights kept as stored in the GGUF.
+//
+// Interface (shared with the whole-model graph; extend only compatibly):
+//
+//   export const GPU_WEIGHT_TYPES = ['f32','f16','bf16','q8_0','q4_0','q4_1','q5_0','q5_1','q4_k','q5_k','q6_k'];
+//   export function createProducts(device, options?) -> Products   // pipelines compiled lazily, per type and variant
+//                                                      // options.maxBindingBytes: test hook to force splitting
+//                                                      // options.prefillGrid: test hook, prefill tile 4 x prefillGrid (4, 8, 16)
+//
+//   Products.upload({type, rows, cols, bytes, label}) -> GpuWeight
+//     // bytes: Uint8Array, the tensor exactly as stored in the GGUF (rows consecutive).
+//     // GpuWeight: {type, rows, cols, bytes /*total*/, parts: [{buffer, firstRow, rows}], destroy()}
+//     // Split by whole rows into buffers within device.limits.maxStorageBufferBindingSize and
+//     // maxBufferSize (e.g. a 128k-row classifier); written with queue.writeBuffer, padded to 4 bytes
+//     // (plus one word, so that unaligned 4-byte reads stay inside the buffer).
+//     // No f32 copy of a weight on the GPU.
+//
+//   Products.product({weight, x: {buffer, offset=0}, y: {buffer, offset=0}, maxTokens,
+//                     accumulate=false, bias /*{buffer, offset}|undefined*/, glu /*{up: GpuWeight, act:'silu'|'gelu'}|undefined*/,
+//                     step /*GPUBuffer*/}) -> ProductOp
+//     // All activations f32. x: [tokens][cols], y: [tokens][rows], token-major; offsets in bytes,
+//     // multiples of 256 (minStorageBufferOffsetAlignment). x, y and bias must be distinct buffers
+//     // (WebGPU forbids a buffer bound read-only and read-write in one dispatch).
+//     // y[t][r] = (accumulate ? y[t][r] : 0) + (bias ? bias[r] : 0) + sum_c W[r][c] * x[t][c]
+//     // with glu: y[t][r] = (accumulate ? y[t][r] : 0) + act(gate x + bias)[t][r] * (up x)[t][r]
+//     //   (weight = gate; up of the same type and shape; the bias, if any, is the gate's, added
+//     //   before the activation; 'gelu' = tanh approximation as in src/kernels)
+//     // step: a uniform buffer owned by the caller; its first u32 (byte offset 0) is the number of tokens n
+//     //   of the current step. The caller writes it once per step; products only bind it.
+//     // Pipelines and bind groups are created here, once, never per step.
+//     // ProductOp.ready: a Promise resolved once its pipelines are compiled (encode() before that
+//     //   throws); Products.product() itself is synchronous.
+//   ProductOp.encode(pass /*GPUComputePassEncoder*/, nTokens)
+//     // records the dispatch(es) into an open compute pass: matrix-vector kernel for n == 1,
+//     // tiled matrix-matrix for n > 1 (nTokens <= maxTokens, and equal to step's n).
+//
+//   Products.gather({weight, ids: {buffer, offset}, y: {buffer, offset}, maxTokens, scale = 1, step}) -> GatherOp
+//     // y[t][c] = scale * W[ids[t]][c]   (ids: u32 per token; any stored type) — embedding rows;
+//     // ids >= rows leave y[t] unwritten.
+//   GatherOp.encode(pass, nTokens); GatherOp.ready as ProductOp.ready
+//   Products.ready(): Promise resolved when every op created so far is compiled.
+//   Products.dispose()
+//
+// Numerics: f32 arithmetic throughout (no shader-f16), weights decoded exactly as
+// dequantize_row_ref of src/kernels/quant.cpp. Activations stay f32: the WASM engine instead
+// quantizes activations to 8 bits for the block types, so GPU and WASM results differ by that
+// quantization (the GPU path is the closer one to the float64 product).
+import { QkvError } from './errors.js';
+
+export const GPU_WEIGHT_TYPES = ['f32', 'f16', 'bf16', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q4_k', 'q5_k', 'q6_k'];
+
+// [values per block, bytes per block] of each stored type (ggml's layouts).
+const LAYOUT = {
+  f32: [1, 4], f16: [1, 2], bf16: [1, 2], q8_0: [32, 34], q4_0: [32, 18], q4_1: [32, 20],
+  q5_0: [32, 22], q5_1: [32, 24], q4_k: [256, 144], q5_k: [256, 176], q6_k: [256, 210],
+};
+
+/** Bytes of one stored row of `cols` values of `type`. */
+export function gpuRowBytes(type, cols) {
+  const [block, bytes] = LAYOUT[type];
+  return (cols / block) * bytes;
+}
+
+const BufferUsage = globalThis.GPUBufferUsage ?? { COPY_SRC: 0x4, COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 };
+const ShaderStage = globalThis.GPUShaderStage ?? { COMPUTE: 0x4 };
+
+const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined';
+
+async function loadShader(name) {
+  const url = new URL(`../webgpu/${name}`, import.meta.url);
+  if (isNode && url.protocol === 'file:') {
+    const fs = await import(/* webpackIgnore: true */ 'node:fs/promises');
+    return fs.readFile(url, 'utf8');
+  }
+  const res = await fetch(url);
+  if (!res.ok) throw new QkvError('io', `Could not load shader ${url}: HTTP ${res.status}`);
+  return res.text();
+}
+
+// Kernel shapes. Decode: WG threads over R rows.
+const MV = { wg: 64, r: 4 };
+
+/**
+ * Prefill tiles (matmul.wgsl) that fit the device: a GR x GR thread grid, 4 GR rows x 4 GR
+ * tokens; the largest that fits unless `grid` asks for one.
+ */
+function chooseMatmul(limits, glu, grid) {
+  for (const gr of grid ? [grid] : [16, 8, 4]) {
+    const tile = 4 * gr, bytes = 16 * 9 * tile * (glu ? 3 : 2);
+    if (gr * gr <= limits.maxComputeInvocationsPerWorkgroup && gr * gr <= limits.maxComputeWorkgroupSizeX &&
+        bytes <= limits.maxComputeWorkgroupStorageSize) return { wg: gr * gr, gr, tile };
+  }
+  throw new QkvError('unsupported', 'the device\'s workgroup limits are below WebGPU\'s defaults');
+}
+const GATHER_WG = 64;
+const PARAMS_BYTES = 32;
+const ACTS = { silu: 1, gelu: 2 };
+const FLAG_ACCUM = 1, FLAG_BIAS = 2;  // products.wgsl
+
+const isInt = (v) => Number.isInteger(v) && v >= 0;
+const bad = (msg) => new QkvError('bad_argument', msg);
+
+const sources = new Map();  // file -> Promise<string>
+function shader(name) {
+  if (!sources.has(name)) {
+    const p = loadShader(name);
+    sources.set(name, p);
+    p.catch(() => sources.delete(name));
+  }
+  return sources.get(name);
+}
+
+// Per device: the bind group layouts and the compiled pipelines, shared by every Products on it
+// (a pipeline is compiled once per type and variant however many models or tests use it).
+const devices = new WeakMap();
+function deviceState(device) {
+  if (devices.has(device)) return devices.get(device);
+  const storage = (binding, type) => ({ binding, visibility: ShaderStage.COMPUTE, buffer: { type } });
+  const productLayout = device.createBindGroupLayout({
+    label: 'qkv products',
+    entries: [storage(0, 'uniform'), storage(1, 'uniform'), storage(2, 'read-only-storage'), storage(3, 'read-only-storage'),
+      storage(4, 'read-only-storage'), storage(5, 'storage'), storage(6, 'read-only-storage'), storage(7, 'read-only-storage')],
+  });
+  const gatherLayout = device.createBindGroupLayout({
+    label: 'qkv gather',
+    entries: [storage(0, 'uniform'), storage(1, 'uniform'), storage(2, 'read-only-storage'), storage(3, 'read-only-storage'),
+      storage(4, 'read-only-storage'), storage(5, 'storage')],
+  });
+  const layouts = {
+    product: device.createPipelineLayout({ bindGroupLayouts: [productLayout] }),
+    gather: device.createPipelineLayout({ bindGroupLayouts: [gatherLayout] }),
+  };
+  const pipelines = new Map();
+  // The variant's WGSL: constants, weights.wgsl, load_unit for the type, then the kernel files.
+  function pipeline(kind, type, consts) {
+    const key = `${kind}|${type}|${JSON.stringify(consts)}`;
+    if (!pipelines.has(key)) {
+      const files = kind === 'gather' ? ['weights.wgsl', 'gather.wgsl'] : ['weights.wgsl', 'products.wgsl', `${kind}.wgsl`];
+      const p = (async () => {
+        const texts = await Promise.all(files.map(shader));
+        const head = Object.entries(consts).map(([k, v]) => `const ${k} = ${v}u;`).join('\n');
+        const loader = `fn load_unit(rb: u32, u: u32, cols: u32, up: bool) { load_${type}(rb, u, cols, up); }`;
+        const code = [head, texts[0], loader, ...texts.slice(1)].join('\n');
+        const module = device.createShaderModule({ code, label: key });
+        try {
+          return await device.createComputePipelineAsync({
+            label: key, layout: kind === 'gather' ? layouts.gather : layouts.product,
+            compute: { module, entryPoint: 'main' },
+          });
+        } catch (e) {
+          const info = await module.getCompilationInfo?.().catch(() => null);
+          const msgs = info?.messages?.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ') ?? '';
+          throw new QkvError('internal', `WebGPU pipeline ${key}: ${e?.message ?? e} ${msgs}`, { cause: e });
+        }
+      })();
+      pipelines.set(key, p);
+      p.catch(() => pipelines.delete(key));
+    }
+    return pipelines.get(key);
+  }
+  const state = { productLayout, gatherLayout, pipeline };
+  devices.set(device, state);
+  return state;
+}
+
+/**
+ * Creates the product/gather builder on a device.
+ * @param {GPUDevice} device
+ * @param {{maxBindingBytes?: number, prefillGrid?: 4 | 8 | 16}} [options] test hooks:
+ *   maxBindingBytes splits weights into buffers of at most this many bytes (default: the device's
+ *   binding and buffer limits); prefillGrid picks the prefill thread grid (default: the largest
+ *   that fits; SwiftShader compiles the small ones much faster).
+ */
+export function createProducts(device, options = {}) {
+  const limits = device.limits;
+  const maxBinding = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize,
+    options.maxBindingBytes ?? Infinity);
+  const maxGroups = limits.maxComputeWorkgroupsPerDimension;
+  if (options.prefillGrid !== undefined && ![4, 8, 16].includes(options.prefillGrid)) {
+    throw bad('createProducts: prefillGrid must be 4, 8 or 16');
+  }
+  const pending = new Set();
+  const owned = new Set();  // buffers created here (weights, params, dummies)
+  let disposed = false;
+  const { productLayout, gatherLayout, pipeline } = deviceState(device);
+
+  function makeBuffer(size, usage, label) {
+    const b = device.createBuffer({ size, usage, label });
+    owned.add(b);
+    return b;
+  }
+  const dummy = makeBuffer(16, BufferUsage.STORAGE, 'qkv products: no bias');
+
+  function checkLive() {
+    if (disposed) throw new QkvError('bad_argument', 'products: used after dispose()');
+  }
+
+  function upload({ type, rows, cols, bytes, label = type }) {
+    checkLive();
+    if (!GPU_WEIGHT_TYPES.includes(type)) {
+      throw new QkvError('unsupported', `upload: weight type '${type}' has no GPU kernel (${GPU_WEIGHT_TYPES.join(', ')})`);
+    }
+    if (!isInt(rows) || rows < 1 || !isInt(cols) || cols < 1) throw bad('upload: rows and cols must be integers >= 1');
+    const [block] = LAYOUT[type];
+    if (cols % block) throw bad(`upload: ${type} rows of ${cols} values do not split into blocks of ${block}`);
+    if (!(bytes instanceof Uint8Array)) throw bad('upload: bytes must be a Uint8Array');
+    const rowBytes = gpuRowBytes(type, cols);
+    if (bytes.length !== rows * rowBytes) {
+      throw bad(`upload: ${label}: ${bytes.length} bytes for ${rows} x ${cols} ${type} (want ${rows * rowBytes})`);
+    }
+    // Whole rows per buffer, leaving room for the 4-byte padding and the over-read word.
+    const perPart = Math.floor((Math.floor(maxBinding / 4) * 4 - 8) / rowBytes);
+    if (perPart < 1) {
+      throw new QkvError('unsupported', `upload: ${label}: one row (${rowBytes} bytes) exceeds the device's buffer binding limit (${maxBinding})`);
+    }
+    const parts = [];
+    for (let firstRow = 0; firstRow < rows; firstRow += perPart) {
+      const n = Math.min(perPart, rows - firstRow);
+      const size = n * rowBytes;
+      const aligned = size & ~3;
+      const buffer = makeBuffer(aligned + 8, BufferUsage.STORAGE | BufferUsage.COPY_DST,
+        parts.length || firstRow + n < rows ? `${label} rows ${firstRow}..${firstRow + n}` : label);
+      const src = bytes.subarray(firstRow * rowBytes, firstRow * rowBytes + size);
+      if (aligned) device.queue.writeBuffer(buffer, 0, src, 0, aligned);
+      if (size > aligned) {
+        const tail = new Uint8Array(4);
+        tail.set(src.subarray(aligned));
+        device.queue.writeBuffer(buffer, aligned, tail);
+      }
+      parts.push({ buffer, firstRow, rows: n });
+    }
+    return {
+      type, rows, cols, bytes: bytes.length, rowBytes, parts,
+      destroy() {
+        for (const p of parts) { p.buffer.destroy(); owned.delete(p.buffer); }
+        parts.length = 0;
+      },
+    };
+  }
+
+  function checkWeight(w, what) {
+    if (!w || !GPU_WEIGHT_TYPES.includes(w.type) || !Array.isArray(w.parts) || !w.parts.length) {
+      throw bad(`${what} must be a GpuWeight from upload()`);
+    }
+  }
+  function checkRef(r, what) {
+    if (!r || typeof r.buffer?.size !== 'number') throw bad(`${what} must be {buffer, offset}`);
+    if (r.buffer.usage !== undefined && !(r.buffer.usage & BufferUsage.STORAGE)) throw bad(`${what}.buffer lacks STORAGE usage`);
+    const offset = r.offset ?? 0;
+    if (!isInt(offset) || offset % 256) throw bad(`${what}.offset must be a multiple of 256`);
+    return { buffer: r.buffer, offset };
+  }
+  function checkStep(step, what) {
+    if (!step || typeof step.size !== 'number' || step.size < 4) throw bad(`${what}: step must be a GPUBuffer`);
+    if (step.usage !== undefined && !(step.usage & BufferUsage.UNIFORM)) throw bad(`${what}: step lacks UNIFORM usage`);
+  }
+  function checkFits(r, bytes, what) {
+    if (r.offset + bytes > r.buffer.size) throw bad(`${what}: ${bytes} bytes from offset ${r.offset} exceed the buffer (${r.buffer.size})`);
+  }
+  // Workgroup counts as (x, y) within maxComputeWorkgroupsPerDimension.
+  function grid(groups) {
+    if (groups <= maxGroups) return [groups, 1];
+    const gy = Math.ceil(groups / maxGroups);
+    if (gy > maxGroups) throw new QkvError('unsupported', `${groups} workgroups exceed the device's dispatch limits`);
+    return [maxGroups, gy];
+  }
+  function paramsBuffer(words, label) {
+    const b = makeBuffer(PARAMS_BYTES, BufferUsage.UNIFORM | BufferUsage.COPY_DST, label);
+    device.queue.writeBuffer(b, 0, words);
+    return b;
+  }
+
+  function track(op) {
+    const p = op.ready;
+    pending.add(p);
+    p.then(() => pending.delete(p), () => pending.delete(p));
+    return op;
+  }
+
+  function product(args) {
+    checkLive();
+    const { weight, maxTokens, accumulate = false, bias, glu, step } = args ?? {};
+    checkWeight(weight, 'product: weight');
+    if (!isInt(maxTokens) || maxTokens < 1) throw bad('product: maxTokens must be an integer >= 1');
+    checkStep(step, 'product');
+    const x = checkRef(args.x, 'product: x'), y = checkRef(args.y, 'product: y');
+    checkFits(x, 4 * maxTokens * weight.cols, 'product: x');
+    checkFits(y, 4 * maxTokens * weight.rows, 'product: y');
+    const b = bias ? checkRef(bias, 'product: bias') : null;
+    if (b) checkFits(b, 4 * weight.rows, 'product: bias');
+    let act = 0, up = null;
+    if (glu) {
+      act = ACTS[glu.act];
+      if (!act) throw bad(`product: glu.act must be 'silu' or 'gelu', not ${JSON.stringify(glu.act)}`);
+      up = glu.up;
+      checkWeight(up, 'product: glu.up');
+      if (up.type !== weight.type || up.rows !== weight.rows || up.cols !== weight.cols || up.parts.length !== weight.parts.length) {
+        throw new QkvError('unsupported', 'product: glu.up must have the gate weight\'s type and shape');
+      }
+    }
+    const flags = (accumulate ? FLAG_ACCUM : 0) | (b ? FLAG_BIAS : 0);
+    const mvConsts = { WG: MV.wg, R: MV.r, RED: MV.r * MV.wg * (act ? 2 : 1), ACT: act };
+    const mm = chooseMatmul(limits, !!act, options.prefillGrid);
+    const mmConsts = { WG: mm.wg, GR: mm.gr, TR: mm.tile, TT: mm.tile, US: act ? mm.tile * 9 : 1, ACT: act };
+    const units = Math.ceil(weight.cols / 32);
+    const parts = weight.parts.map((part, i) => {
+      const mvGrid = grid(Math.ceil(part.rows / MV.r));
+      const mmGrid = grid(Math.ceil(part.rows / mm.tile));
+      const words = (gx) => new Uint32Array([part.rows, weight.cols, part.firstRow, weight.rowBytes, units, weight.rows, gx, flags]);
+      const entries = (pb) => [
+        { binding: 0, resource: { buffer: pb } },
+        { binding: 1, resource: { buffer: step } },
+        { binding: 2, resource: { buffer: part.buffer } },
+        { binding: 3, resource: { buffer: (up ?? weight).parts[i].buffer } },
+        { binding: 4, resource: { buffer: x.buffer, offset: x.offset } },
+        { binding: 5, resource: { buffer: y.buffer, offset: y.offset } },
+        { binding: 6, resource: b ? { buffer: b.buffer, offset: b.offset } : { buffer: dummy } },
+        { binding: 7, resource: { buffer: x.buffer, offset: x.offset } },
+      ];
+      const mvParams = paramsBuffer(words(mvGrid[0]), 'qkv matvec params');
+      const mmParams = paramsBuffer(words(mmGrid[0]), 'qkv matmul params');
+      return {
+        mvGrid, mmGrid,
+        mvGroup: device.createBindGroup({ layout: productLayout, entries: entries(mvParams) }),
+        mmGroup: maxTokens > 1 ? device.createBindGroup({ layout: productLayout, entries: entries(mmParams) }) : null,
+      };
+    });
+    let mvPipe = null, mmPipe = null;
+    const ready = Promise.all([
+      pipeline('matvec', weight.type, mvConsts).then((p) => { mvPipe = p; }),
+      maxTokens > 1 ? pipeline('matmul', weight.type, mmConsts).then((p) => { mmPipe = p; }) : null,
+    ]).then(() => undefined);
+    return track({
+      ready,
+      encode(pass, nTokens) {
+        if (!isInt(nTokens) || nTokens < 1 || nTokens > maxTokens) throw bad(`product: nTokens must be in 1..${maxTokens}`);
+        if (!mvPipe || (maxTokens > 1 && !mmPipe)) throw new QkvError('internal', 'product: encode() before ready resolved');
+        for (const p of parts) {
+          if (nTokens === 1) {
+            pass.setPipeline(mvPipe);
+            pass.setBindGroup(0, p.mvGroup);
+            pass.dispatchWorkgroups(p.mvGrid[0], p.mvGrid[1]);
+          } else {
+            pass.setPipeline(mmPipe);
+            pass.setBindGroup(0, p.mmGroup);
+            pass.dispatchWorkgroups(p.mmGrid[0], p.mmGrid[1], Math.ceil(nTokens / mm.tile));
+          }
+        }
+      },
+    });
+  }
+
+  function gather(args) {
+    checkLive();
+    const { weight, maxTokens, scale = 1, step } = args ?? {};
+    checkWeight(weight, 'gather: weight');
+    if (!isInt(maxTokens) || maxTokens < 1 || maxTokens > maxGroups) throw bad(`gather: maxTokens must be in 1..${maxGroups}`);
+    if (typeof scale !== 'number' || !Number.isFinite(scale)) throw bad('gather: scale must be a finite number');
+    checkStep(step, 'gather');
+    const ids = checkRef(args.ids, 'gather: ids'), y = checkRef(args.y, 'gather: y');
+    checkFits(ids, 4 * maxTokens, 'gather: ids');
+    checkFits(y, 4 * maxTokens * weight.cols, 'gather: y');
+    const units = Math.ceil(weight.cols / 32);
+    const gx = Math.ceil(units / GATHER_WG);
+    const groups = weight.parts.map((part) => {
+      const words = new Uint32Array([part.rows, weight.cols, part.firstRow, weight.rowBytes, units, 0, 0, 0]);
+      new Float32Array(words.buffer)[5] = scale;
+      return device.createBindGroup({
+        layout: gatherLayout,
+        entries: [
+          { binding: 0, resource: { buffer: paramsBuffer(words, 'qkv gather params') } },
+          { binding: 1, resource: { buffer: step } },
+          { binding: 2, resource: { buffer: part.buffer } },
+          { binding: 3, resource: { buffer: part.buffer } },
+          { binding: 4, resource: { buffer: ids.buffer, offset: ids.offset } },
+          { binding: 5, resource: { buffer: y.buffer, offset: y.offset } },
+        ],
+      });
+    });
+    let pipe = null;
+    const ready = pipeline('gather', weight.type, { WG: GATHER_WG }).then((p) => { pipe = p; });
+    return track({
+      ready,
+      encode(pass, nTokens) {
+        if (!isInt(nTokens) || nTokens < 1 || nTokens > maxTokens) throw bad(`gather: nTokens must be in 1..${maxTokens}`);
+        if (!pipe) throw new QkvError('internal', 'gather: encode() before ready resolved');
+        pass.setPipeline(pipe);
+        for (const g of groups) {
+          pass.setBindGroup(0, g);
+          pass.dispatchWorkgroups(gx, nTokens);
+        }
+      },
+    });
+  }
+
+  return {
+    device,
+    upload,
+    product,
+    gather,
+    /** Resolves when every op created so far has its pipelines. */
+    ready: () => Promise.all([...pending]).then(() => undefined),
+    dispose() {
+      if (disposed) return;
+      disposed = true;
+      for (const b of owned) b.destroy();
+      owned.clear();
+    },
+  };
+}

@@ -1,0 +1,52 @@
+// Weight x vector products for decode (one token): y[r] = sum_c W[r][c] x[c], with the epilogue
+// of products.wgsl (bias, GLU, accumulate). Prepended by the host: the variant constants,
+// weights.wgsl (the stored-type loader load_unit), products.wgsl.
+//
+// A workgroup of WG threads computes R consecutive rows: the threads stride over the rows'
+// 32-value units (consecutive threads read consecutive blocks: coalesced u32 loads), each unit
+// of x is read once for the R rows, then a workgroup-memory tree reduction per row.
+// Dispatch: row groups ceil(rows / R) as (gx, gy) with gx <= maxComputeWorkgroupsPerDimension.
+// Constants (prepended): R rows per workgroup; WG a power of two.
+
+var<workgroup> red: array<f32, RED>;  // RED = R * WG * (2 with GLU, else 1)
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let p = params;
+  let r0 = (wid.x + wid.y * p.gx) * R;
+  if (r0 >= p.rows) { return; }
+  var acc: array<f32, R>;
+  var accu: array<f32, R>;
+  for (var u = lid; u < p.units; u += WG) {
+    let xv = x_unit(0u, u, p.cols);
+    for (var r = 0u; r < R; r++) {
+      let row = min(r0 + r, p.rows - 1u);  // rows past the end repeat the last one, unstored
+      load_unit(row * p.row_bytes, u, p.cols, false);
+      var s = 0.0;
+      for (var i = 0u; i < 8u; i++) { s += dot(wv[i], xv[i]); }
+      acc[r] += s;
+      if (ACT != 0u) {
+        load_unit(row * p.row_bytes, u, p.cols, true);
+        var su = 0.0;
+        for (var i = 0u; i < 8u; i++) { su += dot(wv[i], xv[i]); }
+        accu[r] += su;
+      }
+    }
+  }
+  for (var r = 0u; r < R; r++) {
+    red[r * WG + lid] = acc[r];
+    if (ACT != 0u) { red[(R + r) * WG + lid] = accu[r]; }
+  }
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    if (lid < s) {
+      for (var r = 0u; r < RED / WG; r++) { red[r * WG + lid] += red[r * WG + lid + s]; }
+    }
+    workgroupBarrier();
+  }
+  if (lid < R && r0 + lid < p.rows) {
+    var u = 0.0;
+    if (ACT != 0u) { u = red[(R + lid) * WG]; }
+    store(0u, r0 + lid, red[lid * WG], u);
+  }
+}

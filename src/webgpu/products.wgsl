@@ -1,0 +1,90 @@
+// Shared declarations of the weight-product kernels (matvec.wgsl for decode, matmul.wgsl for
+// prefill): parameters, bindings and the epilogue (bias, GLU activation, accumulate). The host
+// (src/js/gpu-products.js) prepends the variant constants and weights.wgsl.
+//
+// Variant constants (prepended): WG threads; ACT (0: plain product, 1: GLU with silu, 2: GLU
+// with gelu-tanh; the up weight is U). Accumulate and bias are runtime flags (uniform branches
+// in the epilogue only), so they cost no extra pipelines.
+//
+// Bindings (group 0):
+//   0 params uniform Params (one weight part: a buffer of whole rows)
+//   1 step   uniform Step   (n tokens of this step; written by the caller once per step)
+//   2 W, 3 U storage read array<u32> (weights.wgsl)
+//   4 x      storage read  array<f32> (n, cols)   token-major
+//   7 x4     storage read  array<vec4<f32>>: x again, for 16-byte loads where aligned
+//   5 y      storage rw    array<f32> (n, y_stride) token-major; this part writes columns
+//                                      row0 .. row0 + rows
+//   6 bias   storage read  array<f32> (y_stride,)  (a dummy without FLAG_BIAS)
+
+struct Params {
+  rows: u32,       // rows of this part
+  cols: u32,       // values per row (x's row length)
+  row0: u32,       // first row of this part in the whole weight (column of y, index of bias)
+  row_bytes: u32,  // stored bytes per row
+  units: u32,      // 32-value units per row: ceil(cols / 32)
+  y_stride: u32,   // rows of the whole weight (y's row length)
+  gx: u32,         // workgroups along x of the dispatch (row groups = x + y * gx)
+  flags: u32,      // FLAG_ACCUM | FLAG_BIAS
+};
+
+const FLAG_ACCUM: u32 = 1u;  // y += product instead of y = product
+const FLAG_BIAS: u32 = 2u;   // add bias[row] (to the gate, before the activation, with GLU)
+
+struct Step {
+  n: u32,
+};
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<uniform> step: Step;
+@group(0) @binding(4) var<storage, read> x: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<storage, read> bias: array<f32>;
+@group(0) @binding(7) var<storage, read> x4: array<vec4<f32>>;
+
+fn silu(v: f32) -> f32 { return v / (1.0 + exp(-v)); }
+
+// gelu with the tanh approximation (src/kernels/activation.cpp); the tanh argument is clamped
+// where tanh is +-1 in f32 so that no implementation overflows inside tanh.
+fn gelu(v: f32) -> f32 {
+  let a = clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), -15.0, 15.0);
+  return 0.5 * v * (1.0 + tanh(a));
+}
+
+// Writes row r (of this part) of token t: g = W x, u = U x (GLU only).
+fn store(t: u32, r: u32, g: f32, u: f32) {
+  let p = params;
+  let col = p.row0 + r;
+  var v = g;
+  if ((p.flags & FLAG_BIAS) != 0u) { v += bias[col]; }
+  if (ACT == 1u) { v = silu(v) * u; }
+  if (ACT == 2u) { v = gelu(v) * u; }
+  let i = t * p.y_stride + col;
+  if ((p.flags & FLAG_ACCUM) != 0u) { v += y[i]; }
+  y[i] = v;
+}
+
+// x[t][c .. c + 4) (zero past cols): one 16-byte load where aligned and whole.
+fn x_vec4(t: u32, c: u32, cols: u32) -> vec4<f32> {
+  let o = t * cols + c;
+  if (c + 4u <= cols) {
+    if ((o & 3u) == 0u) { return x4[o >> 2u]; }
+    return vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
+  }
+  var v = vec4<f32>(0.0);
+  for (var k = 0u; k < 4u; k++) {
+    if (c + k < cols) { v[k] = x[o + k]; }
+  }
+  return v;
+}
+
+// The 32 values of x's token t in unit u (zero past cols).
+fn x_unit(t: u32, u: u32, cols: u32) -> array<vec4<f32>, 8> {
+  var xv: array<vec4<f32>, 8>;
+  let o = t * cols + 32u * u;
+  if (32u * u + 32u <= cols && (o & 3u) == 0u) {
+    for (var i = 0u; i < 8u; i++) { xv[i] = x4[(o >> 2u) + i]; }
+  } else {
+    for (var i = 0u; i < 8u; i++) { xv[i] = x_vec4(t, 32u * u + 4u * i, cols); }
+  }
+  return xv;
+}
