@@ -107,10 +107,6 @@ double bench_attention_threads(int threads, int heads, int kv_heads, int head_di
 }
 
 class JsSession {
-  val step_view(float* p, int width) {
-    return val(typed_memory_view((size_t)s_.transformer().step_rows() * width, p));
-  }
-
  public:
   JsSession(const LoadedModel& m, int context, std::shared_ptr<ThreadPool> pool) : s_(m, context, std::move(pool)) {}
 
@@ -148,61 +144,30 @@ class JsSession {
   val tokens() const { return int_array(s_.tokens()); }
   double kvCacheBytes() { return (double)s_.transformer().kv_cache_bytes(); }
 
-  // External attention (WebGPU, driven from src/js/gpu-session.js): see Transformer's step API.
-  void setExternalAttention(bool on) {
+  // A feed computed on WebGPU (src/js/gpu-model.js): the tokens with their logits, (rows, vocab).
+  void feedLogits(val ids, val logits, int rows) {
     guard([&] {
-      s_.transformer().set_external_attention(on);
-      return 0;
-    });
-  }
-  int stepWindow(int l) const { return s_.config().window_of(l); }
-  int feedBegin(val ids, bool all_logits) {
-    return guard([&] {
       std::vector<int> v = vecFromJSArray<int>(ids);
-      return s_.feed_begin(v.data(), (int)v.size(), all_logits);
+      std::vector<float> l = convertJSArrayToNumberVector<float>(logits);
+      if (rows < 1 || l.size() != (size_t)rows * s_.config().vocab_size)
+        fail(ErrorCode::BadArgument, "feedLogits: logits must hold rows x vocab values");
+      s_.feed_logits(v.data(), (int)v.size(), l.data(), rows);
+      return 0;
     });
   }
-  int stepChunk(int c) {
+  // RoPE's cos and sin for every position of this session's context, (context, rot/2) each;
+  // local: the sliding-window layers' table.
+  val ropeTable(bool local) {
     return guard([&] {
-      s_.transformer().step_chunk(c);
-      return s_.transformer().step_rows();
+      const Transformer& t = s_.transformer();
+      const size_t n = (size_t)t.context() * (t.config().rot_dims() / 2);
+      std::vector<float> cs(n), sn(n);
+      t.rope_table(0, t.context(), local, cs.data(), sn.data());
+      val o = val::object();
+      o.set("cos", float_array(cs.data(), n));
+      o.set("sin", float_array(sn.data(), n));
+      return o;
     });
-  }
-  int stepPos() { return s_.transformer().step_pos(); }
-  void stepQkv(int l) {
-    guard([&] {
-      s_.transformer().step_qkv(l);
-      return 0;
-    });
-  }
-  void stepLayerEnd(int l) {
-    guard([&] {
-      s_.transformer().step_layer_end(l);
-      return 0;
-    });
-  }
-  void stepChunkEnd() {
-    guard([&] {
-      s_.transformer().step_chunk_end();
-      return 0;
-    });
-  }
-  void feedEnd() {
-    guard([&] {
-      s_.feed_end();
-      return 0;
-    });
-  }
-  // Views into the heap for this chunk (invalid once the heap grows: use them at once).
-  val stepQ() { return step_view(s_.transformer().step_q(), s_.config().q_dim()); }
-  val stepK() { return step_view(s_.transformer().step_k(), s_.config().kv_dim()); }
-  val stepV() { return step_view(s_.transformer().step_v(), s_.config().kv_dim()); }
-  val stepOut() { return step_view(s_.transformer().step_out(), s_.config().q_dim()); }
-  val stepProbs() {
-    Transformer& t = s_.transformer();
-    if (!t.capture_attention()) return val::null();
-    return val(typed_memory_view((size_t)s_.config().n_heads * t.step_rows() * (t.step_pos() + t.step_rows()),
-                                 t.step_probs()));
   }
   void setCaptureAttention(bool on) { s_.set_capture_attention(on); }
   val attention(int layer, int head) const {
@@ -363,6 +328,97 @@ class JsModel {
     });
   }
 
+  // What a WebGPU forward needs (src/js/gpu-model.js decides what it can run): the options of
+  // ModelConfig and the weights as stored, each {layer (-1: model-wide), role, type, rows, cols,
+  // bytes: a Uint8Array view into the heap (valid while the model lives and the heap does not grow)}.
+  val gpuModel() const {
+    return guard([&] {
+      const ModelConfig& c = model_.config;
+      const ModelWeights& w = model_.weights;
+      val o = val::object();
+      o.set("arch", c.arch);
+      o.set("dim", c.dim);
+      o.set("hiddenDim", c.hidden_dim);
+      o.set("layers", c.n_layers);
+      o.set("heads", c.n_heads);
+      o.set("kvHeads", c.n_kv_heads);
+      o.set("headDim", c.head_dim);
+      o.set("vocabSize", c.vocab_size);
+      o.set("norm", std::string(norm_kind_name(c.norm)));
+      o.set("normEps", c.norm_eps);
+      o.set("positional", std::string(pos_kind_name(c.pos)));
+      o.set("rotDims", c.rot_dims());
+      o.set("ffn", std::string(ffn_kind_name(c.ffn)));
+      o.set("causal", c.causal);
+      o.set("postNorm", c.post_norm);
+      o.set("embedScale", c.embed_scale);
+      o.set("attnScale", c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt((float)c.head_dim));
+      o.set("attnSoftcap", c.attn_softcap);
+      o.set("logitSoftcap", c.logit_softcap);
+      o.set("tokenTypes", c.n_token_types);
+      o.set("embedNorm", w.embed_norm != nullptr);
+      val attn = val::array(), window = val::array(), local = val::array();
+      for (int l = 0; l < c.n_layers; l++) {
+        attn.call<void>("push", std::string(attn_kind_name(c.attn_of(l))));
+        window.call<void>("push", c.window_of(l));
+        local.call<void>("push", c.local_rope(l));
+      }
+      o.set("layerAttn", attn);
+      o.set("layerWindow", window);
+      o.set("localRope", local);
+      val tensors = val::array();
+      auto mat = [&](int layer, const char* role, const Tensor& t) {
+        if (!t) return;
+        val e = val::object();
+        e.set("layer", layer);
+        e.set("role", std::string(role));
+        e.set("type", std::string(qtype_name(t.type)));
+        e.set("rows", (double)t.rows);
+        e.set("cols", (double)t.cols);
+        e.set("bytes", val(typed_memory_view((size_t)t.rows * t.row_bytes(), static_cast<const uint8_t*>(t.data))));
+        tensors.call<void>("push", e);
+      };
+      auto vec = [&](int layer, const char* role, const float* p, int64_t rows, int64_t cols) {
+        if (!p) return;
+        mat(layer, role, Tensor{QType::F32, p, rows, cols});
+      };
+      mat(-1, "tok_embed", w.tok_embed);
+      vec(-1, "pos_embed", w.pos_embed, c.seq_len, c.dim);
+      vec(-1, "final_norm", w.final_norm, 1, c.dim);
+      vec(-1, "final_norm_b", w.final_norm_b, 1, c.dim);
+      if (w.classifier.data != w.tok_embed.data) mat(-1, "classifier", w.classifier);
+      o.set("tiedClassifier", w.classifier.data == w.tok_embed.data);
+      o.set("hasClassifier", (bool)w.classifier);
+      const int d = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim, hd = c.head_dim;
+      for (int l = 0; l < c.n_layers; l++) {
+        const LayerWeights& L = w.layers[l];
+        vec(l, "attn_norm", L.attn_norm, 1, d);
+        vec(l, "attn_norm_b", L.attn_norm_b, 1, d);
+        mat(l, "wq", L.wq);
+        mat(l, "wk", L.wk);
+        mat(l, "wv", L.wv);
+        mat(l, "wo", L.wo);
+        vec(l, "bq", L.bq, 1, qd);
+        vec(l, "bk", L.bk, 1, kvd);
+        vec(l, "bv", L.bv, 1, kvd);
+        vec(l, "bo", L.bo, 1, d);
+        vec(l, "attn_post_norm", L.attn_post_norm, 1, d);
+        vec(l, "ffn_post_norm", L.ffn_post_norm, 1, d);
+        vec(l, "q_norm", L.q_norm, 1, hd);
+        vec(l, "k_norm", L.k_norm, 1, hd);
+        vec(l, "ffn_norm", L.ffn_norm, 1, d);
+        vec(l, "ffn_norm_b", L.ffn_norm_b, 1, d);
+        mat(l, "w_gate", L.w_gate);
+        mat(l, "w_up", L.w_up);
+        mat(l, "w_down", L.w_down);
+        vec(l, "b_up", L.b_up, 1, hid);
+        vec(l, "b_down", L.b_down, 1, d);
+      }
+      o.set("tensors", tensors);
+      return o;
+    });
+  }
+
   // Milliseconds per call of this model's CPU attention for one layer (see bench_attention),
   // on the model's threads. For device: 'auto', which compares it with the WebGPU path.
   double benchAttention(int n_kv, int n_q, int reps) {
@@ -465,20 +521,8 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("kvCacheBytes", &JsSession::kvCacheBytes)
       .function("setCaptureAttention", &JsSession::setCaptureAttention)
       .function("attention", &JsSession::attention)
-      .function("setExternalAttention", &JsSession::setExternalAttention)
-      .function("feedBegin", &JsSession::feedBegin)
-      .function("stepChunk", &JsSession::stepChunk)
-      .function("stepPos", &JsSession::stepPos)
-      .function("stepWindow", &JsSession::stepWindow)
-      .function("stepQkv", &JsSession::stepQkv)
-      .function("stepLayerEnd", &JsSession::stepLayerEnd)
-      .function("stepChunkEnd", &JsSession::stepChunkEnd)
-      .function("feedEnd", &JsSession::feedEnd)
-      .function("stepQ", &JsSession::stepQ)
-      .function("stepK", &JsSession::stepK)
-      .function("stepV", &JsSession::stepV)
-      .function("stepOut", &JsSession::stepOut)
-      .function("stepProbs", &JsSession::stepProbs);
+      .function("feedLogits", &JsSession::feedLogits)
+      .function("ropeTable", &JsSession::ropeTable);
   class_<JsModel>("Model")
       .constructor(&JsModel::load, allow_raw_pointers())
       .function("setTokenizer", &JsModel::setTokenizer)
@@ -494,5 +538,6 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("allLogits", &JsModel::allLogits)
       .function("embed", &JsModel::embed)
       .function("benchAttention", &JsModel::benchAttention)
+      .function("gpuModel", &JsModel::gpuModel)
       .function("run", &JsModel::run);
 }

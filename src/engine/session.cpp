@@ -28,26 +28,22 @@ void Session::record_feed(const int* ids, int n, bool all_logits) {
 void Session::feed(const int* ids, int n, bool all_logits) {
   check_feed(n);
   has_logits_ = false;
-  pending_.clear();
+  ext_ = false;
+  // Tokens fed elsewhere (feed_logits) enter the CPU cache first.
+  if (cpu_pos_ < position()) t_.forward(tokens_.data() + cpu_pos_, position() - cpu_pos_, cpu_pos_);
+  cpu_pos_ = position();
   t_.forward(ids, n, position(), all_logits);
   record_feed(ids, n, all_logits);
+  cpu_pos_ = position();
 }
 
-int Session::feed_begin(const int* ids, int n, bool all_logits) {
+void Session::feed_logits(const int* ids, int n, const float* logits, int rows) {
   check_feed(n);
-  has_logits_ = false;
-  pending_.clear();
-  int chunks = t_.step_begin(ids, n, position(), all_logits);
-  pending_.assign(ids, ids + n);
-  pending_all_ = all_logits;
-  return chunks;
-}
-
-void Session::feed_end() {
-  if (pending_.empty()) fail(ErrorCode::BadArgument, "feed_end without feed_begin");
-  if (t_.step_pending()) fail(ErrorCode::BadArgument, "feed_end before every chunk of the feed was computed");
-  record_feed(pending_.data(), (int)pending_.size(), pending_all_);
-  pending_.clear();
+  if (rows != 1 && rows != n) fail(ErrorCode::BadArgument, "feed_logits takes the logits of the last token or of all of them");
+  const size_t len = (size_t)rows * config().vocab_size;
+  ext_logits_.assign(logits, logits + len);
+  ext_ = true;
+  record_feed(ids, n, rows == n && n > 1);
 }
 
 const float* Session::logits_at(int i) const {
@@ -56,11 +52,11 @@ const float* Session::logits_at(int i) const {
   if (fed_all_ == 1) {
     if (i != fed_ - 1)
       fail(ErrorCode::BadArgument, "logits of earlier tokens need a feed with all logits (allLogits: true)");
-    return t_.logits();
+    return ext_ ? ext_logits_.data() : t_.logits();
   }
   if (i < 0 || i >= fed_all_)
     fail(ErrorCode::BadArgument, "logits index " + std::to_string(i) + " out of range (0.." + std::to_string(fed_all_ - 1) + ")");
-  return t_.logits() + (size_t)i * config().vocab_size;
+  return (ext_ ? ext_logits_.data() : t_.logits()) + (size_t)i * config().vocab_size;
 }
 
 int Session::prefill(const std::vector<int>& ids) {
@@ -79,6 +75,7 @@ void Session::truncate(int n) {
                                      std::to_string(position()));
   if (n < position()) has_logits_ = false;
   tokens_.resize(n);
+  cpu_pos_ = std::min(cpu_pos_, n);
 }
 
 const float* Session::logits() const { return logits_at(-1); }

@@ -32,12 +32,11 @@ class Session {
   // Forgets cached tokens from position n on.
   void truncate(int n);
 
-  // Feeds under external attention (WebGPU): feed_begin checks and starts the transformer's step
-  // API (returns its chunk count); the caller drives the steps; feed_end then records the tokens
-  // as fed. A feed that is abandoned midway (feed_begin without feed_end) leaves the session as
-  // before it.
-  int feed_begin(const int* ids, int n, bool all_logits = false);
-  void feed_end();
+  // A feed computed elsewhere (the whole model on WebGPU): records `ids` as fed with their
+  // logits, (rows, vocab), rows = n (all logits) or 1 (the last token's). The CPU KV cache then
+  // lacks these tokens; the next CPU feed() first computes them from the token list, so a
+  // session moves back to the CPU with the same state.
+  void feed_logits(const int* ids, int n, const float* logits, int rows);
 
   bool has_logits() const { return has_logits_; }
   const float* logits() const;
@@ -58,8 +57,9 @@ class Session {
   std::vector<float> work_;
   bool has_logits_ = false;
   int fed_ = 0, fed_all_ = 0;  // tokens in the last feed; how many of them have logits
-  std::vector<int> pending_;   // a stepped feed in flight
-  bool pending_all_ = false;
+  int cpu_pos_ = 0;            // tokens_[0..cpu_pos_) are in the CPU KV cache
+  std::vector<float> ext_logits_;  // logits of a feed_logits() feed
+  bool ext_ = false;              // the last feed's logits are ext_logits_
   void check_feed(int n) const;
   void record_feed(const int* ids, int n, bool all_logits);
 };

@@ -3,8 +3,7 @@
 import { QkvError, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
 import { LOAD_KEYS, call, checkSimdOption, now, yieldToLoop } from './util.js';
 import { readModelSource, readSource } from './source.js';
-import { DEVICES, GPU_PRECISIONS, chooseDevice, gpuFeed, shapeOf } from './gpu-backend.js';
-import { createKvCache } from './webgpu.js';
+import { DEVICES, GPU_PRECISIONS, chooseDevice, createGpuSession } from './gpu-backend.js';
 import { EncoderDecoderModel } from './encdec.js';
 
 export { QkvError } from './errors.js';
@@ -203,7 +202,7 @@ export class Session {
     this._model = model;
     this._h = handle;
     this._capture = false;
-    this._gpu = null;  // the GPU KV cache when attention runs on WebGPU
+    this._gpu = null;  // the session on the GPU when the model runs on WebGPU (src/js/gpu-model.js)
     this._busy = false;  // a WebGPU feed is in flight
     this._generating = false;  // a generate()/chat() stream owns the cache (one at a time)
     this._sampler = null;  // sample()'s sampler: {key, position, sampler}, kept while a loop goes on
@@ -212,42 +211,41 @@ export class Session {
     const gpu = model._gpu;
     if (gpu) {
       try {
-        this._gpu = createKvCache(gpu.device, gpu.attention, shapeOf(model._info, handle.context(), model._device.kvType));
-        handle.setExternalAttention(true);
+        this._gpu = createGpuSession(gpu, handle);
       } catch (e) {
         model._gpuFailed(e);
       }
     }
   }
 
-  /** Where this session's attention runs: 'webgpu' or 'wasm'. */
+  /** Where this session's forward runs: 'webgpu' or 'wasm'. */
   get backend() { this._live(); return this._gpu ? 'webgpu' : 'wasm'; }
 
   /**
-   * Moves this session's attention back to WASM after a GPU failure: the CPU cache is rebuilt
-   * from the tokens fed so far, so generation continues where it was.
+   * Moves this session back to WASM after a GPU failure. The token list lives in WASM, and the
+   * engine computes the tokens its CPU cache lacks before its next feed, so generation continues
+   * where it was.
    * @internal
    */
   _toWasm() {
-    const h = this._h;
     this._gpu?.dispose();
     this._gpu = null;
-    if (!h) return;
-    const toks = Array.from(h.tokens());
-    h.setExternalAttention(false);
-    h.truncate(0);
-    if (toks.length) call(() => h.feed(toks, false));
   }
 
-  /** A feed through the GPU path, falling back to WASM (with a warning) if the GPU fails. */
+  /**
+   * A feed through the GPU, falling back to WASM (with a warning) if the GPU fails. Tokens fed
+   * on the CPU meanwhile (captured feeds) enter the GPU cache first.
+   */
   async _feedGpu(ids, allLogits) {
     const h = this._live();
     if (this._busy) throw new QkvError('busy', 'another feed is running on this session: await it first');
     this._busy = true;
     try {
-      await gpuFeed(h, this._gpu, ids, allLogits, {
-        layers: this._model._info.layers, capture: this._capture, alive: () => this._live(),
-      });
+      const g = this._gpu;
+      const position = h.position();
+      if (g.position < position) await g.feed(Array.from(h.tokens()).slice(g.position), false);
+      const logits = await g.feed(ids, allLogits);
+      call(() => this._live().feedLogits(ids, logits, allLogits ? ids.length : 1));
     } catch (e) {
       const err = toQkvError(e);
       if (!this._h || !this._gpu || err.code === 'bad_argument' || err.code === 'disposed') throw err;
@@ -291,7 +289,8 @@ export class Session {
     checkIds(tokens, 'feed');
     check(tokens.length > 0, 'feed needs at least one token');
     this._checkIdle();
-    if (this._gpu) return this._feedGpu(Array.from(tokens), !!allLogits);
+    // Captured attention is recorded by the WASM engine: capturing feeds run there.
+    if (this._gpu && !this._capture) return this._feedGpu(Array.from(tokens), !!allLogits);
     call(() => h.feed(Array.from(tokens), !!allLogits));
     return undefined;
   }
@@ -307,12 +306,13 @@ export class Session {
 
   _prefill(tokens) {
     const h = this._live();
-    if (!this._gpu) return call(() => h.prefill(Array.from(tokens)));
+    if (!this._gpu || this._capture) return call(() => h.prefill(Array.from(tokens)));
     const ids = Array.from(tokens), cached = h.tokens();
     let common = 0;
     while (common < ids.length && common < cached.length && ids[common] === cached[common]) common++;
     if (common === ids.length) common--;  // recompute the last token for its logits
     call(() => h.truncate(common));
+    this._gpu.truncate(common);
     return this._feedGpu(ids.slice(common), false).then(() => ids.length - common);
   }
 
@@ -357,6 +357,7 @@ export class Session {
     check(Number.isInteger(n), 'truncate takes an integer');
     this._checkIdle();
     call(() => h.truncate(n));
+    this._gpu?.truncate(n);
   }
   /** Empties the cache. */
   reset() { this.truncate(0); }
@@ -448,7 +449,7 @@ export class Session {
           stats.finishReason = 'context';
           break;
         }
-        if (this._gpu) await this._feedGpu([next], false);
+        if (this._gpu && !this._capture) await this._feedGpu([next], false);
         else call(() => h.feedOne(next));
         stats.decodeMs = now() - t0;
         yield { token: next, text: emit };
@@ -530,16 +531,16 @@ export class Model {
     }
   }
 
-  /** A WebGPU failure: warn once, then run every session's attention in WASM. @internal */
+  /** A WebGPU failure: warn once, then run every session in WASM. @internal */
   _gpuFailed(e) {
     const gpu = this._gpu;
     if (!gpu) return;
     this._gpu = null;
     const message = e?.message ?? String(e);
     this._device = { ...this._device, kind: 'wasm', reason: `WebGPU failed, moved to WASM: ${message}` };
-    this._warn({ code: 'webgpu_failed', message: `WebGPU failed, attention now runs in WASM: ${message}` });
+    this._warn({ code: 'webgpu_failed', message: `WebGPU failed, the model now runs in WASM: ${message}` });
     for (const s of this._sessions) if (s._gpu && !s._busy) s._toWasm();
-    try { gpu.attention.dispose(); gpu.device.destroy?.(); } catch { /* already gone */ }
+    try { gpu.model.dispose(); gpu.device.destroy?.(); } catch { /* already gone */ }
   }
 
   _live() {
@@ -665,7 +666,7 @@ export class Model {
     for (const s of [...this._sessions]) s.dispose();
     const gpu = this._gpu;
     this._gpu = null;
-    if (gpu) { gpu.attention.dispose(); gpu.device.destroy?.(); }
+    if (gpu) { gpu.model.dispose(); gpu.device.destroy?.(); }
     this._h.delete();
     this._h = null;
   }

@@ -1,6 +1,9 @@
-// Where attention runs: device selection for loadModel({device}) and the WebGPU feed that drives
-// the engine's step API (src/model/transformer.h) layer by layer, with the KV cache on the GPU.
-import { createAttention, createKvCache, hasShaderF16, requestQkvDevice } from './webgpu.js';
+// Where a model runs: device selection for loadModel({device}). 'webgpu' runs the whole model on
+// the GPU (src/js/gpu-model.js); 'auto' times one decode step on each backend and keeps the
+// faster; anything the GPU path cannot run, or a missing GPU, gives WASM with the reason.
+import { QkvError } from './errors.js';
+import { createGpuModel } from './gpu-model.js';
+import { hasShaderF16, requestQkvDevice } from './webgpu.js';
 
 export const DEVICES = Object.freeze(['auto', 'webgpu', 'wasm']);
 export const GPU_PRECISIONS = Object.freeze(['auto', 'f32', 'f16']);
@@ -8,117 +11,107 @@ export const GPU_PRECISIONS = Object.freeze(['auto', 'f32', 'f16']);
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const clock = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
 
-export function shapeOf(info, context, kvType) {
+/** RoPE tables of a WASM session handle, as createGpuModel's sessions take them. */
+export function ropeTables(handle, desc) {
+  if (!desc.positional.startsWith('rope')) return null;
   return {
-    layers: info.layers, heads: info.heads, kvHeads: info.kvHeads, headDim: info.headDim, context,
-    f16: kvType === 'f16',
+    global: handle.ropeTable(false),
+    local: desc.localRope.some(Boolean) ? handle.ropeTable(true) : null,
   };
 }
 
+/** A GPU session for a WASM session handle (same context, same RoPE tables). */
+export function createGpuSession(gpu, handle) {
+  return gpu.model.createSession(handle.context(), ropeTables(handle, gpu.desc));
+}
+
 /**
- * Milliseconds of one decode-step attention for one layer on the GPU, transfers included
- * (keys/values/query up, output back), at `nKv` cached keys: median of a few runs.
+ * Milliseconds of one decode step at position `prompt` on each backend: the GPU's with its
+ * logits read back, the WASM engine's on the model's threads (median of a few steps each).
  */
-async function timeGpuLayer(gpu, info, nKv, kvType) {
-  const cache = createKvCache(gpu.device, gpu.attention, shapeOf(info, nKv, kvType));
+async function timeDecode(handle, gpu, info) {
+  const prompt = Math.min(32, info.contextLength - 8);
+  const ids = Array.from({ length: prompt + 6 }, (_, i) => 1 + ((i * 37) % Math.max(1, info.vocabSize - 1)));
+  const h = handle.createSession(prompt + 6);
+  let g = null;
   try {
-    const qd = info.heads * info.headDim, kvd = info.kvHeads * info.headDim;
-    const k = new Float32Array(nKv * kvd).map((_, i) => Math.sin(0.37 * i));
-    // Fill the cache (keys/values only), then time single-row decode steps.
-    cache.write(0, k, k, 0, nKv - 1);
-    const q = new Float32Array(qd).fill(0.1), one = k.subarray((nKv - 1) * kvd);
-    const times = [];
-    for (let r = 0; r < 7; r++) {
+    g = createGpuSession(gpu, h);
+    await g.feed(ids.slice(0, prompt));
+    const gpuTimes = [];
+    for (let i = prompt; i < ids.length; i++) {
       const t0 = clock();
-      await cache.layer(0, { q, k: one, v: one, rows: 1, pos: nKv - 1 }, () => {});
-      if (r >= 2) times.push(clock() - t0);  // the first runs compile pipelines and warm caches
+      await g.feed([ids[i]]);
+      if (i > prompt) gpuTimes.push(clock() - t0);  // the first step compiles and warms up
     }
-    return median(times);
+    h.feed(ids.slice(0, prompt), false);
+    const wasmTimes = [];
+    for (let i = prompt; i < ids.length; i++) {
+      const t0 = clock();
+      h.feedOne(ids[i]);
+      if (i > prompt) wasmTimes.push(clock() - t0);
+    }
+    return { position: prompt, webgpuMs: +median(gpuTimes).toFixed(4), wasmMs: +median(wasmTimes).toFixed(4) };
   } finally {
-    cache.dispose();
+    g?.dispose();
+    h.delete();
   }
 }
 
 /**
- * Decides where attention runs for a model (options already validated by loadModel). Returns {kind, requested, reason, adapter?, gpu?,
- * measured?, warning?}. Never throws for a missing or failing GPU: that becomes kind 'wasm' with
- * the reason (and a warning when WebGPU was asked for explicitly).
+ * Decides where a model runs (options already validated by loadModel). Returns {kind,
+ * requested, reason, adapter?, gpu?, measured?, warning?}. Never throws for a missing, failing or
+ * insufficient GPU: that becomes kind 'wasm' with the reason (and a warning when WebGPU was asked
+ * for explicitly).
  */
 export async function chooseDevice(handle, info, options) {
   const requested = options.device ?? 'auto';  // validated by loadModel
   if (requested === 'wasm') return { kind: 'wasm', requested, reason: 'requested' };
-  const wasm = (reason, code) => ({
-    kind: 'wasm', requested, reason,
-    ...(requested === 'webgpu' ? { warning: { code, message: `WebGPU not used, attention runs in WASM: ${reason}` } } : {}),
+  const wasm = (reason, code, extra = {}) => ({
+    kind: 'wasm', requested, reason, ...extra,
+    ...(requested === 'webgpu' ? { warning: { code, message: `WebGPU not used, the model runs in WASM: ${reason}` } } : {}),
   });
-  let gpu;
+  let device, adapter;
   try {
-    const { device, adapterInfo } = await requestQkvDevice({ gpu: options.gpu });
-    gpu = { device, adapter: adapterInfo, attention: createAttention(device) };
+    ({ device, adapterInfo: adapter } = await requestQkvDevice({ gpu: options.gpu }));
   } catch (e) {
     return wasm(e.message, 'webgpu_unavailable');
   }
-  // KV element type: f16 where the device can (half the memory and bandwidth), unless f32 is asked
-  // for (bit-for-bit the WASM kernel's inputs).
-  const precision = options.gpuPrecision ?? 'auto';
-  const canF16 = hasShaderF16(gpu.device) && (info.kvHeads * info.headDim) % 2 === 0;
-  const kvType = precision === 'f32' || !canF16 ? 'f32' : 'f16';
-  const precisionWarning = precision === 'f16' && !canF16
-    ? { code: 'webgpu_f16_unavailable', message: 'this WebGPU device has no shader-f16: the KV cache is f32' }
+  // The whole-model path computes and caches in f32 (no dependence on shader-f16).
+  const precisionWarning = options.gpuPrecision === 'f16'
+    ? { code: 'webgpu_f16_unavailable', message: hasShaderF16(device)
+      ? 'the WebGPU path computes and caches in f32: f16 is not implemented yet'
+      : 'this WebGPU device has no shader-f16: the KV cache is f32' }
     : undefined;
-  const kvBytes = info.contextLength * info.kvHeads * info.headDim * (kvType === 'f16' ? 2 : 4);
-  const limit = Math.min(gpu.device.limits.maxStorageBufferBindingSize, gpu.device.limits.maxBufferSize);
-  if (kvBytes > limit) {
-    gpu.device.destroy?.();
-    return wasm(`a layer's KV cache (${kvBytes} bytes) exceeds this GPU's buffer limit (${limit} bytes)`, 'webgpu_limits');
+  let gpu;
+  try {
+    const desc = handle.gpuModel();
+    const kvBytes = info.contextLength * desc.kvHeads * desc.headDim * 4;
+    const limit = Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize);
+    if (kvBytes > limit) {
+      throw new QkvError('unsupported', `a layer's KV cache for ${info.contextLength} positions (${kvBytes} bytes) exceeds this GPU's buffer limit (${limit} bytes)`);
+    }
+    gpu = { device, desc, model: await createGpuModel(device, desc) };
+    delete desc.tensors;  // views into the heap: stale once it grows
+  } catch (e) {
+    device.destroy?.();
+    return wasm(e.message, e?.code === 'unsupported' ? 'webgpu_unsupported' : 'webgpu_failed', { adapter });
   }
-  const common = { requested, adapter: gpu.adapter, kvType, ...(precisionWarning ? { warning: precisionWarning } : {}) };
+  const common = { requested, adapter, kvType: 'f32', ...(precisionWarning ? { warning: precisionWarning } : {}) };
   if (requested === 'webgpu') return { kind: 'webgpu', reason: 'requested', gpu, ...common };
 
-  // auto: compare one layer's decode attention at the average position of a full context
-  // (half the context length, at least 64 keys), WebGPU (transfers included) vs the WASM kernel.
   try {
-    const nKv = Math.max(64, Math.min(info.contextLength, 8192) >> 1);
-    const gpuMs = await timeGpuLayer(gpu, info, nKv, kvType);
-    const wasmMs = handle.benchAttention(nKv, 1, 5);
-    const measured = { keys: nKv, webgpuMs: +gpuMs.toFixed(4), wasmMs: +wasmMs.toFixed(4) };
-    const figures = `one layer's decode attention over ${nKv} keys: WebGPU ${measured.webgpuMs} ms ` +
-      `(with transfers) vs WASM ${measured.wasmMs} ms`;
-    if (gpuMs < wasmMs) {
+    const measured = await timeDecode(handle, gpu, info);
+    const figures = `one decode step at position ${measured.position}: WebGPU ${measured.webgpuMs} ms ` +
+      `(logits read back) vs WASM ${measured.wasmMs} ms`;
+    if (measured.webgpuMs < measured.wasmMs) {
       return { kind: 'webgpu', reason: `auto: WebGPU is faster (${figures})`, gpu, measured, ...common };
     }
-    gpu.device.destroy?.();
-    const { kvType: _, ...wasmCommon } = common;
-    return { kind: 'wasm', reason: `auto: WASM is faster (${figures})`, measured, ...wasmCommon };
+    gpu.model.dispose();
+    device.destroy?.();
+    return { kind: 'wasm', requested, adapter, reason: `auto: WASM is faster (${figures})`, measured };
   } catch (e) {
-    gpu.device.destroy?.();
-    return { kind: 'wasm', requested, reason: `auto: the WebGPU probe failed (${e.message})` };
+    gpu.model.dispose();
+    device.destroy?.();
+    return { kind: 'wasm', requested, adapter, reason: `auto: the WebGPU probe failed (${e.message})` };
   }
-}
-
-/**
- * Feeds tokens through a session whose attention runs on the GPU: the engine computes each
- * layer's q/k/v in WASM, the GPU cache takes k/v and returns the attention output.
- * @param {object} h the Embind session (external attention on)
- * @param {ReturnType<typeof createKvCache>} cache
- */
-export async function gpuFeed(h, cache, ids, allLogits, { layers, capture, alive }) {
-  const chunks = h.feedBegin(ids, allLogits);
-  for (let c = 0; c < chunks; c++) {
-    const rows = h.stepChunk(c), pos = h.stepPos();
-    for (let l = 0; l < layers; l++) {
-      h.stepQkv(l);
-      const window = h.stepWindow(l);
-      await cache.layer(l, { q: h.stepQ(), k: h.stepK(), v: h.stepV(), rows, pos, window, wantProbs: capture }, (out, probs) => {
-        alive();  // the session may have been disposed while the GPU worked
-        // Fresh views: the heap may have grown while this layer was on the GPU.
-        h.stepOut().set(out);
-        if (probs) h.stepProbs().set(probs);
-      });
-      alive();
-      h.stepLayerEnd(l);
-    }
-    h.stepChunkEnd();
-  }
-  h.feedEnd();
 }

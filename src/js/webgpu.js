@@ -10,7 +10,7 @@ const MapMode = globalThis.GPUMapMode ?? { READ: 0x1 };
 const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined';
 
 /** Loads a shader source from src/webgpu/ (fetch in browsers, fs in Node). */
-async function loadShader(name) {
+export async function loadShader(name) {
   const url = new URL(`../webgpu/${name}`, import.meta.url);
   if (isNode && url.protocol === 'file:') {
     const fs = await import(/* webpackIgnore: true */ 'node:fs/promises');

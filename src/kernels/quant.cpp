@@ -36,6 +36,23 @@ size_t qtype_row_bytes(QType t, int n) {
   layout(t, &b, &s);
   return (size_t)n / b * s;
 }
+const char* qtype_name(QType t) {
+  switch (t) {
+    case QType::F32: return "f32";
+    case QType::F16: return "f16";
+    case QType::BF16: return "bf16";
+    case QType::Q8_0: return "q8_0";
+    case QType::Q4_0: return "q4_0";
+    case QType::Q4_1: return "q4_1";
+    case QType::Q5_0: return "q5_0";
+    case QType::Q5_1: return "q5_1";
+    case QType::Q4_K: return "q4_k";
+    case QType::Q5_K: return "q5_k";
+    case QType::Q6_K: return "q6_k";
+  }
+  return "?";
+}
+
 int qtype_block(QType t) {
   int b, s;
   layout(t, &b, &s);

@@ -25,6 +25,8 @@ enum class QType { F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_
 // Bytes of one row of n elements (n a multiple of the block size for Q types).
 size_t qtype_row_bytes(QType t, int n);
 int qtype_block(QType t);
+// Lower-case name of a type, as qkv's options spell it: f32, f16, bf16, q8_0, ..., q6_k.
+const char* qtype_name(QType t);
 
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);

@@ -329,14 +329,25 @@ void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
   }
   if (c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves)
     for (int t = 0; t < B; t++) {
-      rope_angles(rope_cos_.data() + (int64_t)t * half, rope_sin_.data() + (int64_t)t * half, c.rot_dims(), pos_of(t),
-                  c.rope_theta, c.rope_freq_scale, rope_factors_, rope_mscale_, c.rope_yarn ? &yarn_ : nullptr);
-      // The sliding-window layers' own base (Gemma 3), without the global layers' factors.
+      rope_table(pos_of(t), 1, false, rope_cos_.data() + (int64_t)t * half, rope_sin_.data() + (int64_t)t * half);
       if (c.rope_theta_local > 0.0f)
-        rope_angles(rope_cos_local_.data() + (int64_t)t * half, rope_sin_local_.data() + (int64_t)t * half, c.rot_dims(),
-                    pos_of(t), c.rope_theta_local, c.rope_freq_scale_local, nullptr, rope_mscale_,
-                    c.rope_yarn ? &yarn_local_ : nullptr);
+        rope_table(pos_of(t), 1, true, rope_cos_local_.data() + (int64_t)t * half, rope_sin_local_.data() + (int64_t)t * half);
     }
+}
+
+void Transformer::rope_table(int pos0, int n, bool local, float* cos, float* sin) const {
+  const ModelConfig& c = m_.config;
+  const int half = c.rot_dims() / 2;
+  for (int t = 0; t < n; t++) {
+    float* co = cos + (int64_t)t * half;
+    float* si = sin + (int64_t)t * half;
+    if (!local)
+      rope_angles(co, si, c.rot_dims(), pos0 + t, c.rope_theta, c.rope_freq_scale, rope_factors_, rope_mscale_,
+                  c.rope_yarn ? &yarn_ : nullptr);
+    else  // the sliding-window layers' own base (Gemma 3), without the global layers' factors
+      rope_angles(co, si, c.rot_dims(), pos0 + t, c.rope_theta_local, c.rope_freq_scale_local, nullptr, rope_mscale_,
+                  c.rope_yarn ? &yarn_local_ : nullptr);
+  }
 }
 
 // Attention inputs: q for this chunk; k and v straight into the cache rows (or, under external

@@ -41,6 +41,11 @@ class Transformer {
 
   static constexpr int kMaxBatch = 64;
 
+  // RoPE's cos and sin for positions pos0..pos0+n-1, (n, rot_dims/2) each, with this context's
+  // scaling (factors, attention factor, YaRN); local: the sliding-window layers' table
+  // (config().rope_theta_local). For other engines (WebGPU), which upload it once.
+  void rope_table(int pos0, int n, bool local, float* cos, float* sin) const;
+
   // Encoders: n_seqs texts packed one after another in tokens[0..sum(lens)), each starting at
   // position 0, run layer-major as one token matrix through the same phases as forward() (so
   // every token's keys exist before attention). Each token attends to the tokens of its own

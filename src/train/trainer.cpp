@@ -227,23 +227,6 @@ static std::vector<int> encode_documents(const Tokenizer& tok, const std::string
 
 // ---- the trainer ----------------------------------------------------------------------------
 
-static const char* qtype_text(QType t) {
-  switch (t) {
-    case QType::F32: return "f32";
-    case QType::F16: return "f16";
-    case QType::BF16: return "bf16";
-    case QType::Q8_0: return "q8_0";
-    case QType::Q4_0: return "q4_0";
-    case QType::Q4_1: return "q4_1";
-    case QType::Q5_0: return "q5_0";
-    case QType::Q5_1: return "q5_1";
-    case QType::Q4_K: return "q4_k";
-    case QType::Q5_K: return "q5_k";
-    case QType::Q6_K: return "q6_k";
-  }
-  return "?";
-}
-
 // Refuses what TrainModel cannot represent, naming it, before anything is copied.
 static void check_base(const LoadedModel& m) {
   const ModelConfig& c = m.config;
@@ -258,7 +241,7 @@ static void check_base(const LoadedModel& m) {
     no("it has position embeddings, RoPE factors, YaRN scaling or norm biases");
   auto weight = [&](const Tensor& t, const std::string& name) {
     if (t.type != QType::F32 && t.type != QType::F16 && t.type != QType::BF16)
-      no(name + " is stored as " + qtype_text(t.type) +
+      no(name + " is stored as " + qtype_name(t.type) +
          " (quantized); fine-tuning needs f32 or f16 weights: use the unquantized model");
   };
   weight(w.tok_embed, "the token embedding");
@@ -430,7 +413,7 @@ double Trainer::evaluate() {
 
 std::vector<uint8_t> Trainer::to_gguf(const std::string& name, QType type) const {
   if (type != QType::F32 && type != QType::F16 && type != QType::BF16)
-    fail(ErrorCode::BadArgument, std::string("checkpoints are written as f32, f16 or bf16, not ") + qtype_text(type));
+    fail(ErrorCode::BadArgument, std::string("checkpoints are written as f32, f16 or bf16, not ") + qtype_name(type));
   LoadedModel view = model_->view();
   return llama2c_to_gguf(view, *tok_, name, type);
 }
