@@ -27,7 +27,9 @@ const char* run_usage() {
          "  --ctx INT               KV-cache length, default the model's\n"
          "  --chat TEXT             chat: TEXT is the user's message, rendered in the model's chat\n"
          "                          format (GGUF chat template); prints only the reply\n"
-         "  --system TEXT           chat: a system message before it\n";
+         "  --system TEXT           chat: a system message before it\n"
+         "  --grammar FILE          constrain the output to a GBNF grammar (llama.cpp's format)\n"
+         "  --json-schema FILE      constrain the output to JSON valid under a JSON Schema\n";
 }
 
 static void bad(const std::string& m) { fail(ErrorCode::BadArgument, m); }
@@ -80,6 +82,8 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
       a.run.chat = true;
       a.run.prompt = v;
     } else if (f == "--system") a.run.system = v;
+    else if (f == "--grammar") a.grammar_path = v;
+    else if (f == "--json-schema") a.json_schema_path = v;
     else if (f == "-o") a.logits_out = v;
     else if (f == "--type") a.weight_type = v;
     else if (f == "--text") a.text_path = v;

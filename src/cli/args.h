@@ -16,6 +16,8 @@ struct RunArgs {
   std::string logits_out;  // `qkv logits` / `qkv convert`: the output file (-o)
   std::string weight_type = "f32";  // `qkv convert --type`, `qkv quantize --type`
   std::string text_path;            // `qkv quantize --text`: measure perplexity before and after
+  std::string grammar_path;         // --grammar FILE (GBNF); the caller reads it into run.grammar
+  std::string json_schema_path;     // --json-schema FILE; read into run.json_schema
 };
 
 // Parses `run MODEL [-z TOK] [-i PROMPT] [-n STEPS] [-t TEMP] [-p TOPP] [-s SEED] [-k TOPK]

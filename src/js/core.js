@@ -6,6 +6,7 @@ import { readModelSource, readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, chooseDevice, gpuFeed, shapeOf } from './gpu-backend.js';
 import { createKvCache } from './webgpu.js';
 import { EncoderDecoderModel } from './encdec.js';
+import { constraintOptions, constrainSampler } from './grammar.js';
 
 export { QkvError } from './errors.js';
 
@@ -57,7 +58,7 @@ export function generationOptions(options = {}) {
     check(typeof options.signal.aborted === 'boolean', 'signal must be an AbortSignal');
   }
   const seed = options.seed ?? ((Math.random() * 0xffffffff) >>> 0 || 1);
-  return { ...DEFAULTS, ...options, stop, seed };
+  return { ...DEFAULTS, ...options, stop, seed, ...constraintOptions(options) };
 }
 
 /** Internal option: parse control tokens spelled in the prompt (chat markers). */
@@ -352,6 +353,7 @@ export class Session {
     check(ids.length > 0, 'the prompt is empty and this model adds no BOS token: give a prompt');
     check(ids.length <= h.context(), `the prompt is ${ids.length} tokens, longer than the context of ${h.context()}`);
     const sampler = call(() => new model._mod.Sampler(info.vocabSize, opts));
+    try { constrainSampler(model, sampler, opts); } catch (e) { sampler.delete(); throw e; }
     const text = new TextStream();
     const stops = new StopMatcher(opts.stop);
     try {

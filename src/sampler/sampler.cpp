@@ -158,7 +158,33 @@ int Sampler::sample_filtered(float* probs, float coin) {
   return cand[n0 - 1].index;
 }
 
+void Sampler::set_grammar(GrammarMatcher* g) {
+  if (g && g->vocab_size() != vocab_)
+    fail(ErrorCode::BadArgument, "grammar vocabulary (" + std::to_string(g->vocab_size()) + ") does not match the sampler's (" +
+                                     std::to_string(vocab_) + ")");
+  grammar_ = g;
+}
+
 int Sampler::sample(float* logits, const int* recent, int n_recent) {
+  if (!grammar_) return sample_unconstrained(logits, recent, n_recent);
+  const std::vector<uint64_t>& mask = grammar_->mask();
+  int first = -1;
+  for (int i = 0; i < vocab_; i++) {
+    if ((mask[i >> 6] >> (i & 63)) & 1) {
+      if (first < 0) first = i;
+    } else {
+      logits[i] = -INFINITY;
+    }
+  }
+  if (first < 0) fail(ErrorCode::BadArgument, "grammar: no token of the vocabulary can continue the output");
+  int t = sample_unconstrained(logits, recent, n_recent);
+  // Only when every allowed logit is NaN or -inf does the draw land outside the mask.
+  if (!((mask[t >> 6] >> (t & 63)) & 1)) t = first;
+  grammar_->accept_token(t);
+  return t;
+}
+
+int Sampler::sample_unconstrained(float* logits, const int* recent, int n_recent) {
   if (opt_.repetition_penalty != 1.0f && recent && n_recent > 0) {
     const int from = n_recent > opt_.repetition_window ? n_recent - opt_.repetition_window : 0;
     std::vector<char> seen(vocab_, 0);

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "../grammar/matcher.h"
+
 namespace qkv {
 
 struct SamplerOptions {
@@ -31,6 +33,11 @@ class Sampler {
   // tokens of the sequence, for the repetition penalty.
   int sample(float* logits, const int* recent = nullptr, int n_recent = 0);
   const SamplerOptions& options() const { return opt_; }
+  // Constrained decoding: tokens outside the grammar's mask get -inf logits before sampling,
+  // and the chosen token advances the matcher. Not owned; nullptr (the default) = no grammar,
+  // and sampling is exactly as without this.
+  void set_grammar(GrammarMatcher* g);
+  GrammarMatcher* grammar() const { return grammar_; }
 
   struct ProbIndex {
     float prob;
@@ -38,6 +45,7 @@ class Sampler {
   };
 
  private:
+  int sample_unconstrained(float* logits, const int* recent, int n_recent);
   int sample_topp(const float* probs, float coin);
   int sample_filtered(float* probs, float coin);
   std::vector<ProbIndex>& candidates();
@@ -46,6 +54,7 @@ class Sampler {
   SamplerOptions opt_;
   uint64_t state_;
   std::vector<ProbIndex> cand_;
+  GrammarMatcher* grammar_ = nullptr;
 };
 
 }  // namespace qkv
