@@ -308,6 +308,9 @@ async function main(argv) {
       tokBuf.delete(); tokBuf = null;
     }
     if (cmd === 'run') {
+      // --grammar / --json-schema: read here (the WASM engine has no file system), as natively.
+      if (args.grammarPath()) args.setGrammar(readFileSync(args.grammarPath(), 'utf8'));
+      if (args.jsonSchemaPath()) args.setJsonSchema(readFileSync(args.jsonSchemaPath(), 'utf8'));
       const st = engine.run(args, (piece) => process.stdout.write(Buffer.from(piece)));
       process.stdout.write('\n');
       const info = engine.info();  // threads and SIMD of the engine that ran

@@ -270,14 +270,14 @@ std::string gbnf_literal(const std::string& bytes) {
 const char* kPrimitives =
     "ws ::= (\" \" | \"\\n\" [ \\t]{0,20})?\n"
     "json-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n"
-    "json-string ::= \"\\\"\" json-char{0,512} \"\\\"\"\n"
+    "json-string ::= \"\\\"\" json-char* \"\\\"\"\n"
     "json-int ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n"
     "json-number ::= json-int (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?\n"
     "json-boolean ::= \"true\" | \"false\"\n"
     "json-null ::= \"null\"\n"
     "json-value ::= json-object | json-array | json-string | json-number | json-boolean | json-null\n"
-    "json-object ::= \"{\" ws (json-string ws \":\" ws json-value ws (\",\" ws json-string ws \":\" ws json-value ws){0,64})? \"}\"\n"
-    "json-array ::= \"[\" ws (json-value ws (\",\" ws json-value ws){0,256})? \"]\"\n";
+    "json-object ::= \"{\" ws (json-string ws \":\" ws json-value ws (\",\" ws json-string ws \":\" ws json-value ws)*)? \"}\"\n"
+    "json-array ::= \"[\" ws (json-value ws (\",\" ws json-value ws)*)? \"]\"\n";
 
 class Converter {
  public:
@@ -442,7 +442,7 @@ class Converter {
     const int64_t lo = count_of(s.get("minLength"), "minLength");
     int64_t hi = count_of(s.get("maxLength"), "maxLength");
     if (lo < 0 && hi < 0) return "json-string";
-    if (hi < 0) hi = std::max<int64_t>(lo, 0) + 512;
+    if (hi < 0) return add(hint + "-string", "\"\\\"\" json-char{" + std::to_string(lo) + "} json-char* \"\\\"\"");
     if (hi < lo) bad("maxLength is below minLength");
     return add(hint + "-string", "\"\\\"\" json-char{" + std::to_string(std::max<int64_t>(lo, 0)) + "," + std::to_string(hi) + "} \"\\\"\"");
   }
@@ -465,7 +465,7 @@ class Converter {
       if (extra && extra->k == Json::Bool && !extra->b) return "\"{\" ws \"}\"";
       const std::string val = extra && extra->k == Json::Obj ? visit(*extra, hint + "-value", depth + 1) : "json-value";
       const std::string kv = "json-string ws \":\" ws " + val + " ws";
-      return add(hint + "-map", "\"{\" ws (" + kv + " (\",\" ws " + kv + "){0,64})? \"}\"");
+      return add(hint + "-map", "\"{\" ws (" + kv + " (\",\" ws " + kv + ")*)? \"}\"");
     }
     for (const std::string& r : required)
       if (!props->get(r)) bad("required property '" + r + "' is not in 'properties'");
@@ -507,11 +507,12 @@ class Converter {
     if (!prefix.empty()) {  // tuple: the prefix items in order, then (if allowed) more items
       std::string body = "\"[\" ws ";
       for (size_t i = 0; i < prefix.size(); i++) body += (i ? "\",\" ws " : "") + prefix[i] + " ws ";
-      if (!item.empty()) body += "(\",\" ws " + item + " ws){0," + std::to_string(hi < 0 ? 256 : std::max<int64_t>(0, hi - (int64_t)prefix.size())) + "} ";
+      if (!item.empty())
+        body += hi < 0 ? "(\",\" ws " + item + " ws)* "
+                       : "(\",\" ws " + item + " ws){0," + std::to_string(std::max<int64_t>(0, hi - (int64_t)prefix.size())) + "} ";
       return add(hint + "-tuple", body + "\"]\"");
     }
     if (item.empty()) return "\"[\" ws \"]\"";
-    if (hi < 0) hi = std::max<int64_t>(lo, 256);
     const std::string el = item + " ws";
     std::string body;
     if (hi == 0) body = "\"[\" ws \"]\"";
@@ -635,14 +636,12 @@ class Converter {
         std::string suffix;
         if (q == '*' || q == '+' || q == '?') {
           i++;
-          // Unbounded repetitions are bounded so that output ends.
-          suffix = q == '*' ? "{0,64}" : q == '+' ? "{1,64}" : "?";
+          suffix = std::string(1, q);
         } else if (q == '{') {
           const size_t close = re.find('}', i);
           if (close == std::string::npos) bad_pat("unclosed '{'");
           std::string inner = re.substr(i + 1, close - i - 1);
           if (inner.empty() || inner.find_first_not_of("0123456789,") != std::string::npos) bad_pat("bad '{m,n}'");
-          if (inner.back() == ',') inner += std::to_string(std::stoul(inner.substr(0, inner.size() - 1)) + 64);
           suffix = "{" + inner + "}";
           i = close + 1;
         }
