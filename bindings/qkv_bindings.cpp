@@ -62,6 +62,19 @@ class JsSampler {
     });
   }
   Sampler& get() { return *s_; }
+  // The last sample's log-probabilities (options.logprobs >= 0): {logprob, top: [[id, logprob], ...]}.
+  val lastLogprobs() const {
+    val o = val::object();
+    o.set("logprob", s_->last_logprob());
+    val top = val::array();
+    for (const auto& p : s_->last_top()) {
+      val e = val::array();
+      e.call<void>("push", p.first, p.second);
+      top.call<void>("push", e);
+    }
+    o.set("top", top);
+    return o;
+  }
   void constrain(std::unique_ptr<GrammarMatcher> g) {
     s_->set_grammar(g.get());
     g_ = std::move(g);
@@ -436,7 +449,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("setGrammar", &JsRunArgs::setGrammar)
       .function("setJsonSchema", &JsRunArgs::setJsonSchema);
   function("jsonSchemaToGrammar", &json_schema_to_grammar);
-  class_<JsSampler>("Sampler").constructor<int, val>();
+  class_<JsSampler>("Sampler").constructor<int, val>().function("lastLogprobs", &JsSampler::lastLogprobs);
   class_<JsSession>("Session")
       .function("prefill", &JsSession::prefill)
       .function("feed", &JsSession::feed)

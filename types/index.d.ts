@@ -123,6 +123,20 @@ export interface GenerateOptions extends SamplingOptions {
   stopTokens?: number[];
   /** Stops generation; the iterator then throws QkvError('aborted'). */
   signal?: AbortSignal;
+  /**
+   * Constrained decoding: GBNF text (llama.cpp's grammar format; the start rule is `root`). Every
+   * step samples only tokens that keep the output a prefix of the grammar's language, and the
+   * end-of-generation tokens only once it is complete. Errors: QkvError('bad_argument') naming
+   * the line and column.
+   */
+  grammar?: string;
+  /**
+   * Constrained decoding to JSON valid under this JSON Schema (an object, or its JSON text):
+   * type, properties / required / additionalProperties, items / prefixItems / minItems /
+   * maxItems, enum, const, anyOf / oneOf, $ref within the schema, minLength / maxLength,
+   * pattern, format (date, time, date-time, uuid, email). Not with `grammar`.
+   */
+  jsonSchema?: object | boolean | string;
 }
 
 export interface GeneratedToken {

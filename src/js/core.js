@@ -6,7 +6,7 @@ import { readModelSource, readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, chooseDevice, gpuFeed, shapeOf } from './gpu-backend.js';
 import { createKvCache } from './webgpu.js';
 import { EncoderDecoderModel } from './encdec.js';
-import { constraintOptions, constrainSampler } from './grammar.js';
+import { constraintOptions, constrainSampler, samplingExtras, withLogprobs } from './sampling.js';
 
 export { QkvError } from './errors.js';
 
@@ -58,7 +58,7 @@ export function generationOptions(options = {}) {
     check(typeof options.signal.aborted === 'boolean', 'signal must be an AbortSignal');
   }
   const seed = options.seed ?? ((Math.random() * 0xffffffff) >>> 0 || 1);
-  return { ...DEFAULTS, ...options, stop, seed, ...constraintOptions(options) };
+  return { ...DEFAULTS, ...options, stop, seed, ...constraintOptions(options), ...samplingExtras(options) };
 }
 
 /** Internal option: parse control tokens spelled in the prompt (chat markers). */
@@ -368,26 +368,27 @@ export class Session {
         throwIfAborted(signal);
         this._live();  // dispose() inside the loop ends it with 'disposed'
         const next = call(() => h.sample(sampler));
+        const lp = opts.logprobs !== undefined ? sampler.lastLogprobs() : undefined;
         if (stopTokens.has(next)) { stats.finishReason = 'stop'; break; }
         stats.generatedTokens++;
         const piece = text.push(call(() => model._h.piece(prev, next)));
         const { emit, stopped } = stops.push(piece);
         if (stopped) {
           stats.finishReason = 'stop';
-          if (emit) yield { token: next, text: emit };
+          if (emit) yield withLogprobs({ token: next, text: emit }, lp);
           break;
         }
         prev = next;
         // Feed the token now so the cache matches the text handed out; stop at the context's end.
         if (h.position() >= h.context()) {
-          yield { token: next, text: emit };
+          yield withLogprobs({ token: next, text: emit }, lp);
           stats.finishReason = 'context';
           break;
         }
         if (this._gpu) await this.feed([next]);
         else call(() => h.feedOne(next));
         stats.decodeMs = now() - t0;
-        yield { token: next, text: emit };
+        yield withLogprobs({ token: next, text: emit }, lp);
         // Let the event loop run (abort signals, UI) about every 10 ms of engine time.
         if (now() - lastYield > 10) { await yieldToLoop(); lastYield = now(); }
       }
