@@ -137,6 +137,17 @@ export interface GenerateOptions extends SamplingOptions {
    * pattern, format (date, time, date-time, uuid, email). Not with `grammar`.
    */
   jsonSchema?: object | boolean | string;
+  /** OpenAI's penalties in [-2, 2] over the tokens generated so far: presence once, frequency per occurrence. */
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  /** Added to token logits before sampling: {token id: bias in [-100, 100]}. */
+  logitBias?: Record<number, number>;
+  /**
+   * Adds `logprob` (of the chosen token) and `topLogprobs` (this many alternatives, 0..20) to each
+   * generated item, from the distribution the sampler drew from (logits after penalties, bias and
+   * grammar, over the temperature, log-softmaxed; before top-k/top-p/min-p).
+   */
+  logprobs?: number;
 }
 
 export interface GeneratedToken {
@@ -144,6 +155,10 @@ export interface GeneratedToken {
   token: number;
   /** Newly completed text: whole UTF-8 characters only, invalid bytes as U+FFFD. May be ''. */
   text: string;
+  /** With options.logprobs: the token's log-probability. */
+  logprob?: number;
+  /** With options.logprobs: the most likely alternatives, most likely first. */
+  topLogprobs?: Array<{ token: number; logprob: number }>;
 }
 
 export interface GenerationStats {

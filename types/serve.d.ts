@@ -1,5 +1,4 @@
 // qkv/serve (Node): the OpenAI-compatible HTTP server of `qkv serve`, for embedding in a program.
-import type { Server } from 'node:http';
 import type { OpenAICapableModel } from './openai.js';
 
 export interface ServeOptions {
@@ -20,7 +19,8 @@ export interface ServeOptions {
 }
 
 export interface RunningServer {
-  server: Server;
+  /** The node:http Server (typed loosely: these declarations do not require @types/node). */
+  server: { close(cb?: (err?: Error) => void): unknown; address(): unknown };
   /** e.g. 'http://127.0.0.1:8080/v1' (an OpenAI client's baseURL). */
   url: string;
   close(): Promise<void>;
