@@ -148,7 +148,9 @@ int32_t GrammarMatcher::step(int32_t state, uint8_t byte) {
   int need = -1;  // -1: dead byte
   int len = s.len;
   if (s.need == 0) {
-    if (byte < 0x80) need = 0, cp = byte, len = 1;
+    // NUL never matches (as in llama.cpp, whose grammar reads tokens as C strings).
+    if (byte == 0) need = -1;
+    else if (byte < 0x80) need = 0, cp = byte, len = 1;
     else if (byte >= 0xC2 && byte < 0xE0) need = 1, cp = byte & 0x1F, len = 2;
     else if ((byte & 0xF0) == 0xE0) need = 2, cp = byte & 0x0F, len = 3;
     else if (byte >= 0xF0 && byte <= 0xF4) need = 3, cp = byte & 0x07, len = 4;

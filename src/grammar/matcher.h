@@ -3,6 +3,7 @@
 // valid. Matcher states (a set of parse stacks plus a partial code point) are interned and their
 // byte transitions cached, so the grammar becomes a lazily built byte automaton; a mask walks a
 // trie of the token byte strings through it (shared prefixes walked once) and is cached per state.
+// Output is valid UTF-8 without NUL (a NUL byte never matches, as in llama.cpp).
 #pragma once
 #include <array>
 #include <cstdint>

@@ -76,7 +76,7 @@ TEST(Grammar, CharacterClasses) {
   expect_lang("root ::= [a-cx]", {"a", "b", "c", "x"}, {"d", "", "ab"});
   expect_lang("root ::= [^a-c\\n]", {"d", "\xc3\xa9", "\xf0\x9f\x98\x80"}, {"a", "\n"});
   expect_lang("root ::= [\\]\\-\\^]+", {"]", "-^]"}, {"a"});
-  expect_lang("root ::= .", {"a", "\xe2\x82\xac"}, {"", "ab"});
+  expect_lang("root ::= .", {"a", "\xe2\x82\xac"}, {"", "ab", std::string(1, '\0')});
   // Only valid UTF-8: no overlong forms ('{' as E0 81 BB), surrogates, or bytes past U+10FFFF.
   expect_lang("root ::= .", {"\xf4\x8f\xbf\xbf"}, {"\xc1\xbb", "\xe0\x81\xbb", "\xf0\x80\x81\xbb", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xc3"});
   expect_lang("root ::= [\xc3\xa0-\xc3\xbf]", {"\xc3\xa9"}, {"e", "\xc3\x80"});
