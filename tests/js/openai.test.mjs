@@ -280,3 +280,58 @@ test('tool-call parsing per template family', () => {
   assert.equal(detectToolFormat('[AVAILABLE_TOOLS] [...]'), 'mistral');
   assert.equal(detectToolFormat('<|start_header_id|>system<|end_header_id|>'), 'llama3');
 });
+
+// A stand-in model whose replies are scripted, to check what the client makes of a template
+// family's tool-call text: content streamed without the call's markup, the call as OpenAI's deltas.
+function scriptedModel(pieces, rendered) {
+  return {
+    info: { chatFormat: 'chatml' },
+    applyChatTemplate: async () => rendered,
+    detokenize: async (ids) => `<${ids[0]}>`,
+    createSession: async () => ({
+      lastGeneration: null,
+      async *chat() {
+        for (const [i, text] of pieces.entries()) yield { token: i, text };
+        this.lastGeneration = { promptTokens: 7, generatedTokens: pieces.length, finishReason: 'stop' };
+      },
+    }),
+  };
+}
+
+test('auto tool calls: streamed content never shows the call markup; calls come as deltas', async () => {
+  const pieces = ['Let me', ' check.', '<tool', '_call>\n{"name": "get_', 'weather", "arguments": {"city": "Oslo", "unit": "c"}}', '\n</tool_call>'];
+  const client = createOpenAI(scriptedModel(pieces, '<|im_start|>system\n<tools>...</tools>'));
+  assert.equal(await client.toolFormat(), 'hermes');
+  const whole = await client.chat.completions.create({ messages: MESSAGES, tools: [WEATHER] });
+  assert.equal(whole.choices[0].message.content, 'Let me check.');
+  assert.equal(whole.choices[0].finish_reason, 'tool_calls');
+  assert.deepEqual(JSON.parse(whole.choices[0].message.tool_calls[0].function.arguments), { city: 'Oslo', unit: 'c' });
+  const stream = await client.chat.completions.create({ messages: MESSAGES, tools: [WEATHER], stream: true });
+  let content = '', finish = null;
+  const calls = [];
+  for await (const c of stream) {
+    const d = c.choices[0].delta;
+    content += d.content ?? '';
+    for (const t of d.tool_calls ?? []) {
+      calls[t.index] ??= { id: '', name: '', arguments: '' };
+      if (t.id) calls[t.index].id = t.id;
+      calls[t.index].name += t.function?.name ?? '';
+      calls[t.index].arguments += t.function?.arguments ?? '';
+    }
+    finish = c.choices[0].finish_reason ?? finish;
+  }
+  assert.equal(content, 'Let me check.');
+  assert.equal(finish, 'tool_calls');
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].name, 'get_weather');
+  assert.deepEqual(JSON.parse(calls[0].arguments), { city: 'Oslo', unit: 'c' });
+  // Without tools the same text is plain content, markup and all.
+  const plain = await client.chat.completions.create({ messages: MESSAGES });
+  assert.equal(plain.choices[0].message.content, pieces.join(''));
+  assert.equal(plain.choices[0].finish_reason, 'stop');
+  // A reply that only looks like the start of a marker is sent in full.
+  const near = createOpenAI(scriptedModel(['a <tool', 'box> b'], '<tools></tools>'));
+  let text = '';
+  for await (const c of await near.chat.completions.create({ messages: MESSAGES, tools: [WEATHER], stream: true })) text += c.choices[0].delta.content ?? '';
+  assert.equal(text, 'a <toolbox> b');
+});
