@@ -296,6 +296,17 @@ async function quantize(argv) {
   }
 }
 
+// A text file (--grammar, --json-schema); failures are io errors worded as the native CLI's.
+function readText(path) {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (e) {
+    const text = { EISDIR: `cannot read ${path}: not a regular file`, ENOENT: `cannot open ${path}: No such file or directory`,
+      EACCES: `cannot open ${path}: Permission denied` }[e.code] ?? `cannot open ${path}: ${e.message}`;
+    throw Object.assign(new Error(text), { code: 'io' });
+  }
+}
+
 function fail(code, message) {
   process.stderr.write(`qkv: error [${code}]: ${message}\n`);
   return 1;
@@ -350,8 +361,8 @@ async function main(argv) {
     }
     if (cmd === 'run') {
       // --grammar / --json-schema: read here (the WASM engine has no file system), as natively.
-      if (args.grammarPath()) args.setGrammar(readFileSync(args.grammarPath(), 'utf8'));
-      if (args.jsonSchemaPath()) args.setJsonSchema(readFileSync(args.jsonSchemaPath(), 'utf8'));
+      if (args.grammarPath()) args.setGrammar(readText(args.grammarPath()));
+      if (args.jsonSchemaPath()) args.setJsonSchema(readText(args.jsonSchemaPath()));
       const st = engine.run(args, (piece) => process.stdout.write(Buffer.from(piece)));
       process.stdout.write('\n');
       const info = engine.info();  // threads and SIMD of the engine that ran

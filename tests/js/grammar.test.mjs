@@ -116,6 +116,13 @@ test('the CLIs take --json-schema and --grammar; native and WASM agree', { skip:
   const e = runNative(['run', join(dir, 'llama-bpe.gguf'), '-i', 'Hi', '--grammar', bad]);
   assert.notEqual(e.status, 0);
   assert.match(e.stderr, /bad_argument.*line 1, column 14.*undefined-rule/);
+  assert.equal(runWasm(['run', join(dir, 'llama-bpe.gguf'), '-i', 'Hi', '--grammar', bad]).stderr, e.stderr);
+  for (const path of [join(dir, 'missing.gbnf'), dir]) {
+    const a = runNative(['run', join(dir, 'llama-bpe.gguf'), '-i', 'Hi', '--json-schema', path]);
+    const b = runWasm(['run', join(dir, 'llama-bpe.gguf'), '-i', 'Hi', '--json-schema', path]);
+    assert.match(a.stderr, /^qkv: error \[io\]/);
+    assert.equal(b.stderr, a.stderr);
+  }
 });
 
 test('bad grammars, schemas and option types are bad_argument errors naming the problem', { skip }, async () => {
