@@ -18,6 +18,8 @@ function usage(mod, out) {
     `                                   TYPE: ${mod.qtypeNames()}\n` +
     '  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n' +
     '                                   one JSON array (the text\'s embedding) per line\n' +
+    '  qkv serve MODEL [--port 8080] [--host 127.0.0.1] [--name ID] [-z TOK] [--threads N] [--ctx N]\n' +
+    '                                   an OpenAI-compatible HTTP server (/v1/chat/completions, ...)\n' +
     '  qkv --version                    print the version\n\n' + mod.runUsage());
 }
 
@@ -145,6 +147,44 @@ function g9(v) {
 }
 
 // `qkv embed MODEL TEXT... [--pooling P] [--no-normalize] [--truncate] [--threads N]`: one JSON array per text.
+// qkv serve MODEL: the OpenAI-compatible server on loopback by default; runs until killed.
+async function serveCmd(argv) {
+  const { loadModel } = await import('../src/js/node.js');
+  const { serve } = await import('../src/js/serve.js');
+  let model = null, port = 8080, host = '127.0.0.1', name, tokenizer, threads = 'auto', ctx = 0;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (['--port', '--host', '--name', '-z', '--threads', '--ctx'].includes(a)) {
+      if (i + 1 >= argv.length) return fail('bad_argument', `${a} needs a value`);
+      const v = argv[++i];
+      const int = (lo, hi) => {
+        if (!/^[0-9]+$/.test(v) || Number(v) < lo || Number(v) > hi) throw Object.assign(new Error(`${a} must be ${lo}..${hi}, got ${v}`), { code: 'bad_argument' });
+        return Number(v);
+      };
+      try {
+        if (a === '--port') port = int(0, 65535);
+        else if (a === '--host') host = v;
+        else if (a === '--name') name = v;
+        else if (a === '-z') tokenizer = v;
+        else if (a === '--threads') threads = int(1, 256);
+        else ctx = int(1, 1 << 20);
+      } catch (e) { return fail(e.code, e.message); }
+    } else if (model === null && !a.startsWith('-')) model = a;
+    else return fail('bad_argument', `unexpected argument '${a}' (usage: qkv serve MODEL [--port N] [--host H])`);
+  }
+  if (model === null) return fail('bad_argument', 'serve needs MODEL (usage: qkv serve MODEL [--port N] [--host H])');
+  try {
+    const m = await loadModel(model, { threads, ...(tokenizer ? { tokenizer } : {}) });
+    const onLog = (e) => process.stderr.write(`qkv: ${e.method} ${e.path} ${e.status} ${e.ms} ms${e.aborted ? ' (client left)' : ''}\n`);
+    const s = await serve(m, { port, host, modelName: name ?? basename(model), contextLength: ctx, onLog });
+    process.stderr.write(`qkv: serving ${basename(model)} as '${name ?? basename(model)}' on ${s.url}\n`);
+    await new Promise(() => {});  // until the process is stopped
+  } catch (e) {
+    return fail(e.code ?? 'io', e.message);
+  }
+  return 0;
+}
+
 async function embed(mod, argv) {
   const { loadModel } = await import('../src/js/node.js');
   let model = null, pooling, normalize = true, truncate = false, threads = 'auto';
@@ -257,6 +297,17 @@ async function quantize(argv) {
   }
 }
 
+// A text file (--grammar, --json-schema); failures are io errors worded as the native CLI's.
+function readText(path) {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (e) {
+    const text = { EISDIR: `cannot read ${path}: not a regular file`, ENOENT: `cannot open ${path}: No such file or directory`,
+      EACCES: `cannot open ${path}: Permission denied` }[e.code] ?? `cannot open ${path}: ${e.message}`;
+    throw Object.assign(new Error(text), { code: 'io' });
+  }
+}
+
 function fail(code, message) {
   process.stderr.write(`qkv: error [${code}]: ${message}\n`);
   return 1;
@@ -277,6 +328,7 @@ async function main(argv) {
   if (cmd === 'info' || cmd === 'tokenize') return inspect(mod, cmd, rest);
   if (cmd === 'perplexity') return perplexity(mod, rest);
   if (cmd === 'embed') return embed(mod, rest);
+  if (cmd === 'serve') return serveCmd(rest);
   if (cmd === 'quantize') return quantize(rest);
   if (cmd !== 'run' && cmd !== 'logits') {
     process.stderr.write(`qkv: unknown command '${cmd}'\n\n`);
@@ -313,6 +365,9 @@ async function main(argv) {
       tokBuf.delete(); tokBuf = null;
     }
     if (cmd === 'run') {
+      // --grammar / --json-schema: read here (the WASM engine has no file system), as natively.
+      if (args.grammarPath()) args.setGrammar(readText(args.grammarPath()));
+      if (args.jsonSchemaPath()) args.setJsonSchema(readText(args.jsonSchemaPath()));
       const st = engine.run(args, (piece) => process.stdout.write(Buffer.from(piece)));
       process.stdout.write('\n');
       for (const n of st.notes) process.stderr.write(`qkv: ${n}\n`);

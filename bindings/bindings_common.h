@@ -112,6 +112,24 @@ inline SamplerOptions sampler_options(val o) {
   if (!(seed >= 0) || seed > 18446744073709551615.0 || seed != (double)(uint64_t)seed)
     fail(ErrorCode::BadArgument, "seed must be a non-negative integer");
   s.seed = (uint64_t)seed;
+  s.presence_penalty = (float)num("presencePenalty", 0.0);
+  s.frequency_penalty = (float)num("frequencyPenalty", 0.0);
+  s.logprobs = (int)num("logprobs", -1);
+  val bias = o["logitBias"];  // {tokenId: bias}, as OpenAI's logit_bias
+  if (!bias.isUndefined() && !bias.isNull()) {
+    if (bias.typeOf().as<std::string>() != "object") fail(ErrorCode::BadArgument, "option logitBias must be an object {token id: bias}");
+    val keys = val::global("Object").call<val>("keys", bias);
+    const unsigned n = keys["length"].as<unsigned>();
+    for (unsigned i = 0; i < n; i++) {
+      const std::string k = keys[i].as<std::string>();
+      val v = bias[k];
+      char* end = nullptr;
+      const long id = std::strtol(k.c_str(), &end, 10);
+      if (k.empty() || *end != '\0' || id < 0 || v.typeOf().as<std::string>() != "number")
+        fail(ErrorCode::BadArgument, "logitBias: '" + k + "' must be a token id with a number");
+      s.logit_bias.push_back({(int)id, (float)v.as<double>()});
+    }
+  }
   s.validate();
   return s;
 }

@@ -19,6 +19,8 @@
 #include "kernels/attention.h"
 #include "kernels/simd.h"
 #include "model/transformer.h"
+#include "grammar/json_schema.h"
+#include "grammar/vocab.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "bindings_common.h"
@@ -41,6 +43,11 @@ class JsRunArgs {
   int threads() const { return a_.threads; }
   int context() const { return a_.context; }
   const RunArgs& args() const { return a_; }
+  // --grammar / --json-schema name files; the Node CLI reads them and hands the text back.
+  std::string grammarPath() const { return a_.grammar_path; }
+  std::string jsonSchemaPath() const { return a_.json_schema_path; }
+  void setGrammar(std::string gbnf) { a_.run.grammar = std::move(gbnf); }
+  void setJsonSchema(std::string schema) { a_.run.json_schema = std::move(schema); }
 
  private:
   explicit JsRunArgs(RunArgs a) : a_(std::move(a)) {}
@@ -57,10 +64,32 @@ class JsSampler {
     });
   }
   Sampler& get() { return *s_; }
+  // The last sample's log-probabilities (options.logprobs >= 0): {logprob, top: [[id, logprob], ...]}.
+  val lastLogprobs() const {
+    val o = val::object();
+    o.set("logprob", s_->last_logprob());
+    val top = val::array();
+    for (const auto& p : s_->last_top()) {
+      val e = val::array();
+      e.call<void>("push", p.first, p.second);
+      top.call<void>("push", e);
+    }
+    o.set("top", top);
+    return o;
+  }
+  void constrain(std::unique_ptr<GrammarMatcher> g) {
+    s_->set_grammar(g.get());
+    g_ = std::move(g);
+  }
 
  private:
   std::unique_ptr<Sampler> s_;
+  std::unique_ptr<GrammarMatcher> g_;
 };
+
+std::string json_schema_to_grammar(std::string schema) {
+  return guard([&] { return json_schema_to_gbnf(schema); });
+}
 
 // Milliseconds per call (best of `reps`) of the WASM attention kernel: n_q causal queries (the
 // last positions) over n_kv keys, all heads split over the pool's threads.
@@ -205,6 +234,7 @@ class JsModel {
   // llama2.c tokenizer.bin bytes; validated against the model's vocabulary.
   void setTokenizer(const JsBuffer& tok) {
     guard([&] {
+      trie_.reset();
       tok_ = std::make_unique<Tokenizer>(
           Tokenizer::from_llama2c(tok.blob()->data(), tok.blob()->size(), model_.config.vocab_size));
       chat_ = chat_template_of(tok_.get());
@@ -426,6 +456,16 @@ class JsModel {
     return bench_attention(*pool_, c.n_heads, c.n_kv_heads, c.head_dim, n_kv, n_q, reps);
   }
 
+  // Constrains a sampler to GBNF text or a JSON Schema (one of them non-empty) over this
+  // model's vocabulary (its token trie is built once per tokenizer).
+  void constrain(JsSampler& s, std::string gbnf, std::string schema) {
+    guard([&] {
+      if (!trie_) trie_ = token_trie(tokenizer());
+      s.constrain(std::make_unique<GrammarMatcher>(compile_grammar(gbnf, schema), trie_));
+      return 0;
+    });
+  }
+
   // run.c's generation for the CLI; onPiece(Uint8Array) gets each printed piece (a view: copy it).
   val run(const JsRunArgs& a, val on_piece) {
     return guard([&] {
@@ -455,6 +495,7 @@ class JsModel {
   ChatTemplate chat_;  // tok_'s template, parsed and probed once (chat_template_of)
   std::shared_ptr<ThreadPool> pool_;
   std::unique_ptr<Transformer> enc_;
+  std::shared_ptr<TokenTrie> trie_;
 };
 
 std::string simd_arch() { return simd_arch_name(); }
@@ -506,8 +547,13 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("prompt", &JsRunArgs::prompt)
       .function("logitsOut", &JsRunArgs::logitsOut)
       .function("threads", &JsRunArgs::threads)
-      .function("context", &JsRunArgs::context);
-  class_<JsSampler>("Sampler").constructor<int, val>();
+      .function("context", &JsRunArgs::context)
+      .function("grammarPath", &JsRunArgs::grammarPath)
+      .function("jsonSchemaPath", &JsRunArgs::jsonSchemaPath)
+      .function("setGrammar", &JsRunArgs::setGrammar)
+      .function("setJsonSchema", &JsRunArgs::setJsonSchema);
+  function("jsonSchemaToGrammar", &json_schema_to_grammar);
+  class_<JsSampler>("Sampler").constructor<int, val>().function("lastLogprobs", &JsSampler::lastLogprobs);
   class_<JsSession>("Session")
       .function("prefill", &JsSession::prefill)
       .function("feed", &JsSession::feed)
@@ -539,5 +585,6 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("embed", &JsModel::embed)
       .function("benchAttention", &JsModel::benchAttention)
       .function("gpuModel", &JsModel::gpuModel)
+      .function("constrain", &JsModel::constrain)
       .function("run", &JsModel::run);
 }

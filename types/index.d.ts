@@ -135,6 +135,31 @@ export interface GenerateOptions extends SamplingOptions {
   stopTokens?: number[];
   /** Stops generation; the iterator then throws QkvError('aborted'). */
   signal?: AbortSignal;
+  /**
+   * Constrained decoding: GBNF text (llama.cpp's grammar format; the start rule is `root`). Every
+   * step samples only tokens that keep the output a prefix of the grammar's language, and the
+   * end-of-generation tokens only once it is complete. Errors: QkvError('bad_argument') naming
+   * the line and column.
+   */
+  grammar?: string;
+  /**
+   * Constrained decoding to JSON valid under this JSON Schema (an object, or its JSON text):
+   * type, properties / required / additionalProperties, items / prefixItems / minItems /
+   * maxItems, enum, const, anyOf / oneOf, $ref within the schema, minLength / maxLength,
+   * pattern, format (date, time, date-time, uuid, email). Not with `grammar`.
+   */
+  jsonSchema?: object | boolean | string;
+  /** OpenAI's penalties in [-2, 2] over the tokens generated so far: presence once, frequency per occurrence. */
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  /** Added to token logits before sampling: {token id: bias in [-100, 100]}. */
+  logitBias?: Record<number, number>;
+  /**
+   * Adds `logprob` (of the chosen token) and `topLogprobs` (this many alternatives, 0..20) to each
+   * generated item, from the distribution the sampler drew from (logits after penalties, bias and
+   * grammar, over the temperature, log-softmaxed; before top-k/top-p/min-p).
+   */
+  logprobs?: number;
 }
 
 export interface GeneratedToken {
@@ -142,6 +167,10 @@ export interface GeneratedToken {
   token: number;
   /** Newly completed text: whole UTF-8 characters only, invalid bytes as U+FFFD. May be ''. */
   text: string;
+  /** With options.logprobs: the token's log-probability. */
+  logprob?: number;
+  /** With options.logprobs: the most likely alternatives, most likely first. */
+  topLogprobs?: Array<{ token: number; logprob: number }>;
 }
 
 export interface GenerationStats {

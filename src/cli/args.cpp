@@ -29,6 +29,8 @@ const char* run_usage() {
          "  --chat TEXT             chat: TEXT is the user's message, rendered in the model's chat\n"
          "                          format (GGUF chat template); prints only the reply\n"
          "  --system TEXT           chat: a system message before it\n"
+         "  --grammar FILE          constrain the output to a GBNF grammar (llama.cpp's format)\n"
+         "  --json-schema FILE      constrain the output to JSON valid under a JSON Schema\n"
          "With --chat, -n counts the reply's tokens, not the prompt's (0 = up to the context).\n";
 }
 
@@ -87,7 +89,7 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
   a.model_path = args[0];
   long long seed = 0;
   static const std::vector<std::string> valued = {"-z", "-i", "-n", "-t", "-p", "-s", "-k", "--min-p",
-                                                  "--repeat-penalty", "--threads", "--ctx", "--chat", "--system",
+                                                  "--repeat-penalty", "--threads", "--ctx", "--chat", "--system", "--grammar", "--json-schema",
                                                   "-o", "--type", "--text"};
   static const std::vector<std::string> switches = {"--allow-requantize"};
   for (size_t i = 1; i < args.size(); i += 2) {
@@ -126,6 +128,8 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
       a.run.chat = true;
       a.run.prompt = v;
     } else if (f == "--system") a.run.system = v;
+    else if (f == "--grammar") a.grammar_path = v;
+    else if (f == "--json-schema") a.json_schema_path = v;
     else if (f == "-o") a.logits_out = v;
     else if (f == "--type") a.weight_type = v;
     else if (f == "--text") a.text_path = v;

@@ -17,6 +17,8 @@ struct RunArgs {
   std::string weight_type = "f32";  // `qkv convert --type`, `qkv quantize --type`
   std::string text_path;            // `qkv quantize --text`: measure perplexity before and after
   bool allow_requantize = false;    // `qkv quantize --allow-requantize`: accept an already-quantized input
+  std::string grammar_path;         // --grammar FILE (GBNF); the caller reads it into run.grammar
+  std::string json_schema_path;     // --json-schema FILE; read into run.json_schema
 };
 
 // "unknown option F" with " (did you mean K?)" when one of `known` is a close spelling.

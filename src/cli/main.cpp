@@ -89,7 +89,11 @@ static int cmd_run_encdec(const RunArgs& a, std::shared_ptr<const Blob> blob) {
   return 0;
 }
 
-static int cmd_run(const RunArgs& a) {
+static std::string read_text(const std::string& path);
+
+static int cmd_run(RunArgs a) {
+  if (!a.grammar_path.empty()) a.run.grammar = read_text(a.grammar_path);
+  if (!a.json_schema_path.empty()) a.run.json_schema = read_text(a.json_schema_path);
   {
     auto blob = map_model_file(a.model_path);
     if (is_encdec_model(blob)) return cmd_run_encdec(a, blob);

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include "../common.h"
+#include "../grammar/vocab.h"
 #include "../tokenizer/chat.h"
 
 namespace qkv {
@@ -35,6 +37,11 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
     fail(ErrorCode::BadArgument, "tokenizer vocabulary (" + std::to_string(tok.vocab_size()) +
                                      ") does not match the model's (" + std::to_string(c.vocab_size) + ")");
   Sampler sampler(c.vocab_size, opt.sampler);
+  std::unique_ptr<GrammarMatcher> grammar;
+  if (!opt.grammar.empty() || !opt.json_schema.empty()) {
+    grammar = std::make_unique<GrammarMatcher>(compile_grammar(opt.grammar, opt.json_schema), token_trie(tok));
+    sampler.set_grammar(grammar.get());
+  }
   int steps = opt.steps;
   if (steps < 0) steps = 0;
   if (steps == 0 || steps > model.context()) steps = model.context();

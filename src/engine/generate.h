@@ -22,6 +22,9 @@ struct RunOptions {
   // chat format; only the reply is printed, and it ends at an end-of-turn id.
   bool chat = false;
   std::string system;
+  // Constrained decoding: GBNF text, or a JSON Schema (JSON text); at most one.
+  std::string grammar;
+  std::string json_schema;
 };
 
 struct RunStats {

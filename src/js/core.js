@@ -5,6 +5,7 @@ import { LOAD_KEYS, call, checkSimdOption, now, yieldToLoop } from './util.js';
 import { readModelSource, readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, chooseDevice, createGpuSession } from './gpu-backend.js';
 import { EncoderDecoderModel } from './encdec.js';
+import { constraintOptions, constrainSampler, samplingExtras, withLogprobs } from './sampling.js';
 
 export { QkvError } from './errors.js';
 
@@ -90,7 +91,7 @@ export function generationOptions(options = {}, known = GENERATE_KEYS, what = 'g
     check(typeof options.signal.aborted === 'boolean', 'signal must be an AbortSignal');
   }
   const seed = options.seed ?? ((Math.random() * 0xffffffff) >>> 0 || 1);
-  return { ...DEFAULTS, ...options, stop, seed };
+  return { ...DEFAULTS, ...options, stop, seed, ...constraintOptions(options), ...samplingExtras(options) };
 }
 
 /** Internal option: parse control tokens spelled in the prompt (chat markers). */
@@ -419,6 +420,7 @@ export class Session {
     check(ids.length > 0, 'the prompt is empty and this model adds no BOS token: give a prompt');
     check(ids.length <= h.context(), `the prompt is ${ids.length} tokens, longer than the context of ${h.context()}`);
     const sampler = call(() => new model._mod.Sampler(info.vocabSize, opts));
+    try { constrainSampler(model, sampler, opts); } catch (e) { sampler.delete(); throw e; }
     const text = new TextStream();
     const stops = new StopMatcher(opts.stop);
     try {
@@ -433,26 +435,27 @@ export class Session {
         throwIfAborted(signal);
         this._live();  // dispose() inside the loop ends it with 'disposed'
         const next = call(() => h.sample(sampler));
+        const lp = opts.logprobs !== undefined ? sampler.lastLogprobs() : undefined;
         if (stopTokens.has(next)) { stats.finishReason = 'stop'; break; }
         stats.generatedTokens++;
         const piece = text.push(call(() => model._h.piece(prev, next)));
         const { emit, stopped } = stops.push(piece);
         if (stopped) {
           stats.finishReason = 'stop';
-          if (emit) yield { token: next, text: emit };
+          if (emit) yield withLogprobs({ token: next, text: emit }, lp);
           break;
         }
         prev = next;
         // Feed the token now so the cache matches the text handed out; stop at the context's end.
         if (h.position() >= h.context()) {
-          yield { token: next, text: emit };
+          yield withLogprobs({ token: next, text: emit }, lp);
           stats.finishReason = 'context';
           break;
         }
         if (this._gpu && !this._capture) await this._feedGpu([next], false);
         else call(() => h.feedOne(next));
         stats.decodeMs = now() - t0;
-        yield { token: next, text: emit };
+        yield withLogprobs({ token: next, text: emit }, lp);
         // Let the event loop run (abort signals, UI) about every 10 ms of engine time.
         if (now() - lastYield > 10) { await yieldToLoop(); lastYield = now(); }
       }

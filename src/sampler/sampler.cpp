@@ -22,6 +22,11 @@ void SamplerOptions::validate() const {
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty) || repetition_penalty > 100.0f)
     bad("repetition_penalty must be in (0, 100], got " + std::to_string(repetition_penalty));
   if (repetition_window < 0) bad("repetition_window must be >= 0");
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) bad("presence_penalty must be in [-2, 2]");
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) bad("frequency_penalty must be in [-2, 2]");
+  for (const auto& b : logit_bias)
+    if (!(b.second >= -100.0f && b.second <= 100.0f)) bad("logit_bias values must be in [-100, 100]");
+  if (logprobs > 20) bad("logprobs (top alternatives) must be at most 20");
 }
 
 uint32_t rng_u32(uint64_t* s) {
@@ -158,7 +163,65 @@ int Sampler::sample_filtered(float* probs, float coin) {
   return cand[n0 - 1].index;
 }
 
+void Sampler::set_grammar(GrammarMatcher* g) {
+  if (g && g->vocab_size() != vocab_)
+    fail(ErrorCode::BadArgument, "grammar vocabulary (" + std::to_string(g->vocab_size()) + ") does not match the sampler's (" +
+                                     std::to_string(vocab_) + ")");
+  grammar_ = g;
+}
+
 int Sampler::sample(float* logits, const int* recent, int n_recent) {
+  const bool penalties = opt_.presence_penalty != 0.0f || opt_.frequency_penalty != 0.0f;
+  if (penalties) {
+    if (counts_.empty()) counts_.assign(vocab_, 0);
+    for (int i = 0; i < vocab_; i++)
+      if (counts_[i] > 0) logits[i] -= opt_.presence_penalty + opt_.frequency_penalty * (float)counts_[i];
+  }
+  for (const auto& b : opt_.logit_bias)
+    if (b.first >= 0 && b.first < vocab_) logits[b.first] += b.second;
+  int t = sample_masked(logits, recent, n_recent);
+  if (penalties) counts_[t]++;
+  return t;
+}
+
+int Sampler::sample_masked(float* logits, const int* recent, int n_recent) {
+  if (!grammar_) return sample_unconstrained(logits, recent, n_recent);
+  const std::vector<uint64_t>& mask = grammar_->mask();
+  int first = -1;
+  for (int i = 0; i < vocab_; i++) {
+    if ((mask[i >> 6] >> (i & 63)) & 1) {
+      if (first < 0) first = i;
+    } else {
+      logits[i] = -INFINITY;
+    }
+  }
+  if (first < 0) fail(ErrorCode::BadArgument, "grammar: no token of the vocabulary can continue the output");
+  int t = sample_unconstrained(logits, recent, n_recent);
+  // Only when every allowed logit is NaN or -inf does the draw land outside the mask.
+  if (!((mask[t >> 6] >> (t & 63)) & 1)) t = first;
+  grammar_->accept_token(t);
+  return t;
+}
+
+void Sampler::record_logprobs(const float* logits, int chosen) {
+  const float scale = opt_.temperature > 0.0f ? 1.0f / opt_.temperature : 1.0f;
+  double mx = -INFINITY;
+  for (int i = 0; i < vocab_; i++) mx = std::max(mx, (double)logits[i] * scale);
+  double sum = 0;
+  for (int i = 0; i < vocab_; i++) sum += std::exp((double)logits[i] * scale - mx);
+  const double lse = mx + std::log(sum);
+  auto lp = [&](int i) { return (float)((double)logits[i] * scale - lse); };
+  last_logprob_ = lp(chosen);
+  last_top_.clear();
+  const int k = std::min(opt_.logprobs, vocab_);
+  if (k <= 0) return;
+  std::vector<ProbIndex>& cand = candidates();
+  for (int i = 0; i < vocab_; i++) cand[i] = {logits[i], i};
+  std::partial_sort(cand.begin(), cand.begin() + k, cand.begin() + vocab_, before);
+  for (int i = 0; i < k; i++) last_top_.push_back({cand[i].index, lp(cand[i].index)});
+}
+
+int Sampler::sample_unconstrained(float* logits, const int* recent, int n_recent) {
   if (opt_.repetition_penalty != 1.0f && recent && n_recent > 0) {
     const int from = n_recent > opt_.repetition_window ? n_recent - opt_.repetition_window : 0;
     std::vector<char> seen(vocab_, 0);
@@ -173,6 +236,16 @@ int Sampler::sample(float* logits, const int* recent, int n_recent) {
   for (int i = 0; i < vocab_; i++)
     if (std::isnan(logits[i])) logits[i] = -INFINITY;
   const int best = argmax(logits, vocab_);
+  if (opt_.logprobs >= 0) {
+    // The draw below overwrites the logits: keep what the log-probabilities are computed from.
+    lp_logits_.assign(logits, logits + vocab_);
+  }
+  const int t = draw(logits, best);
+  if (opt_.logprobs >= 0) record_logprobs(lp_logits_.data(), t);
+  return t;
+}
+
+int Sampler::draw(float* logits, int best) {
   if (opt_.temperature == 0.0f) return best;
   // Sampling needs a finite maximum after scaling: a tiny temperature that overflows the
   // logits (or an all -inf row) is the greedy limit, so it gives the greedy answer.

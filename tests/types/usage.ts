@@ -91,3 +91,32 @@ async function training(): Promise<void> {
   await createTrainer({ text: 'x', shape: { dim: 64, layers: 2, heads: 4, hiddenDim: 128 } });
 }
 void training;
+
+// qkv/openai and qkv/serve: the OpenAI-shaped client and the HTTP server.
+import { createOpenAI, type ChatCompletion, type ChatCompletionChunk } from 'qkv/openai';
+import { serve } from 'qkv/serve';
+
+async function openaiUsage(model: Model): Promise<void> {
+  const client = createOpenAI(model, { modelName: 'm', contextLength: 512 });
+  const r: ChatCompletion = await client.chat.completions.create({
+    messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8, temperature: 0.7, seed: 1, logprobs: true, top_logprobs: 2,
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' }, strict: true } },
+    qkv: { top_k: 40, min_p: 0.05 },
+  });
+  console.log(r.choices[0].message.content, r.choices[0].logprobs?.content[0].top_logprobs[0].logprob, r.usage.total_tokens);
+  const stream = await client.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], stream: true }, { signal: new AbortController().signal });
+  for await (const c of stream) { const chunk: ChatCompletionChunk = c; console.log(chunk.choices[0]?.delta.content); }
+  const t = await client.chat.completions.create({
+    messages: [{ role: 'user', content: 'Weather?' }],
+    tools: [{ type: 'function', function: { name: 'w', parameters: { type: 'object' } } }], tool_choice: 'required',
+  });
+  console.log(t.choices[0].message.tool_calls?.[0].function.arguments);
+  const c = await client.completions.create({ prompt: 'Once', max_tokens: 4, logprobs: 1 });
+  console.log(c.choices[0].text, (await client.embeddings.create({ input: ['a'] })).data[0].embedding, (await client.models.list()).data[0].id);
+  for await (const t2 of model.generate('x', { grammar: 'root ::= "a"', logprobs: 2, presencePenalty: 0.5, logitBias: { 5: -100 } })) console.log(t2.logprob, t2.topLogprobs?.[0].token);
+  await model.complete('x', { jsonSchema: { type: 'object' } });
+  const s = await serve(model, { port: 0, onLog: (e) => console.log(e.status) });
+  console.log(s.url);
+  await s.close();
+}
+void openaiUsage;

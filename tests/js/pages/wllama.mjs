@@ -6,7 +6,8 @@ import { Wllama } from '../../../node_modules/@wllama/wllama/esm/index.js';
 const wasm = new URL('../../../node_modules/@wllama/wllama/esm/wasm/wllama.wasm', import.meta.url).href;
 
 /**
- * requests: [{prompt (string or ids), messages (chat instead of prompt), maxTokens, banned (ids)}].
+ * requests: [{prompt (string or ids), messages (chat instead of prompt), maxTokens, banned (ids),
+ * grammar (GBNF, optional)}].
  * Returns per request {tokens, promptTokens, text} or {error}.
  */
 window.__wllama = async (modelUrl, requests, verbose = false) => {
@@ -20,6 +21,7 @@ window.__wllama = async (modelUrl, requests, verbose = false) => {
       const common = {
         max_tokens: r.maxTokens, temperature: 0, return_tokens: true, cache_prompt: false,
         logit_bias: r.banned.map((id) => [id, false]),
+        ...(r.grammar ? { grammar: r.grammar } : {}),
       };
       try {
         const res = r.messages

@@ -1,0 +1,19 @@
+// The bridge from a tokenizer to the grammar engine: each token's bytes as decoding emits them.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "../tokenizer/tokenizer.h"
+#include "matcher.h"
+
+namespace qkv {
+
+// Token bytes for masks: decoded bytes of normal, user-defined and byte tokens; control,
+// unknown and unused tokens have none (never allowed). The end set is BOS, EOS and the
+// end-of-generation ids: the ids generation stops at.
+std::shared_ptr<TokenTrie> token_trie(const Tokenizer& tok);
+
+// A grammar from GBNF text or from a JSON Schema (exactly one of them non-empty).
+std::shared_ptr<Grammar> compile_grammar(const std::string& gbnf, const std::string& json_schema);
+
+}  // namespace qkv
