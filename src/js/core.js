@@ -17,7 +17,8 @@ const DEFAULTS = Object.freeze({
 /** The options the WASM Sampler reads (bindings_common.h sampler_options). */
 const SAMPLER_KEYS = ['temperature', 'topP', 'topK', 'minP', 'repetitionPenalty', 'repetitionWindow', 'seed'];
 /** The options of generate() and complete() (sample() takes them too, so one object serves both). */
-export const GENERATE_KEYS = Object.freeze([...SAMPLER_KEYS, 'maxTokens', 'stop', 'stopTokens', 'signal']);
+export const GENERATE_KEYS = Object.freeze([...SAMPLER_KEYS, 'maxTokens', 'stop', 'stopTokens', 'signal',
+  'presencePenalty', 'frequencyPenalty', 'logitBias', 'logprobs', 'grammar', 'jsonSchema']);
 const TEMPLATE_KEYS = ['tools', 'templateVars'];
 const CHAT_KEYS = [...GENERATE_KEYS, ...TEMPLATE_KEYS];
 

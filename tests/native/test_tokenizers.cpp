@@ -23,7 +23,7 @@ using namespace qkv;
 
 namespace {
 
-const std::string kVocabDir = "../shared/vocab/";
+const std::string kVocabDir = std::string(QKV_SHARED_DIR) + "/vocab/";  // beside the repository, wherever ctest runs
 
 bool read_file(const std::string& path, std::string* out) {
   std::ifstream f(path, std::ios::binary);
