@@ -311,10 +311,10 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, 
     }
     if (f.e == f.b) continue;
     const std::string part = text.substr(f.b, f.e - f.b);
-    if (ugm_) ugm_->encode(part, ids);
+    if (ugm_) ugm_->encode(part, ids, work);
     else if (bpe_) encode_bpe_text(part, ids, work);
-    else if (wpm_) wordpiece_encode(part, index_, max_token_length_, unk_, ids);
-    else encode_spm_text(part, add_space_prefix_ && prev_special, ids);
+    else if (wpm_) wordpiece_encode(part, index_, max_token_length_, unk_, ids, work);
+    else encode_spm_text(part, add_space_prefix_ && prev_special, ids, work);
     prev_special = false;
   }
   if (eos && add_eos_) ids.push_back(eos_);
@@ -342,7 +342,7 @@ void Tokenizer::encode_bpe_text(const std::string& text, std::vector<int>& ids, 
       auto it = merge_rank_.find(a + " " + b);
       return it == merge_rank_.end() ? -INFINITY : -(float)it->second;
     };
-    for (const std::string& piece : merge(std::move(sym), rank)) {
+    for (const std::string& piece : merge(std::move(sym), rank, nullptr, work)) {
       const int id = lookup(piece);
       if (id >= 0) {
         ids.push_back(id);
@@ -361,7 +361,8 @@ void Tokenizer::encode_bpe_text(const std::string& text, std::vector<int>& ids, 
 }
 
 template <class Score>
-std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym, Score pair_score, std::vector<int>* origin) {
+std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym, Score pair_score, std::vector<int>* origin,
+                                          uint64_t* work) {
   const int m = (int)sym.size();
   std::vector<int> prev(m), next(m);
   std::vector<char> alive(m, 1);
@@ -382,11 +383,13 @@ std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym, Score pa
     const float score = pair_score(sym[l], sym[r]);
     if (!(score > -1e30f)) return;
     heap.push({score, l, r, version[l], version[r]});
+    if (work) ++*work;
   };
   for (int i = 0; i + 1 < m; i++) consider(i, i + 1);
   while (!heap.empty()) {
     Cand c = heap.top();
     heap.pop();
+    if (work) ++*work;
     if (!alive[c.left] || !alive[c.right] || next[c.left] != c.right || version[c.left] != c.lv || version[c.right] != c.rv)
       continue;
     sym[c.left] += sym[c.right];
@@ -407,14 +410,14 @@ std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym, Score pa
   return out;
 }
 
-std::vector<std::string> Tokenizer::merge_by_score(std::vector<std::string> sym, std::vector<int>* origin) const {
+std::vector<std::string> Tokenizer::merge_by_score(std::vector<std::string> sym, std::vector<int>* origin, uint64_t* work) const {
   return merge(
       std::move(sym),
       [this](const std::string& a, const std::string& b) {
         const int id = lookup(a + b);
         return id >= 0 && scores_[id] > -1e10f ? scores_[id] : -INFINITY;
       },
-      origin);
+      origin, work);
 }
 
 std::vector<std::string> utf8_symbols(const std::string& s) {
@@ -429,14 +432,14 @@ std::vector<std::string> utf8_symbols(const std::string& s) {
   return out;
 }
 
-void Tokenizer::encode_spm_text(const std::string& text, bool prefix, std::vector<int>& ids) const {
+void Tokenizer::encode_spm_text(const std::string& text, bool prefix, std::vector<int>& ids, uint64_t* work) const {
   {
     std::string s = prefix ? kSpace : std::string();
     for (char ch : text) {
       if (ch == ' ') s += kSpace;
       else s += ch;
     }
-    for (const std::string& piece : merge_by_score(utf8_symbols(s))) {
+    for (const std::string& piece : merge_by_score(utf8_symbols(s), nullptr, work)) {
       int id = lookup(piece);
       if (id >= 0) {
         ids.push_back(id);

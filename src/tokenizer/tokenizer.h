@@ -102,7 +102,7 @@ class Tokenizer {
   }
   int fallback_id(unsigned char byte) const;
   // One stretch of text without special tokens.
-  void encode_spm_text(const std::string& text, bool prefix, std::vector<int>& ids) const;
+  void encode_spm_text(const std::string& text, bool prefix, std::vector<int>& ids, uint64_t* work) const;
   void encode_bpe_text(const std::string& text, std::vector<int>& ids, uint64_t* work) const;
   struct Frag {
     int id;  // >= 0: a special token
@@ -115,8 +115,11 @@ class Tokenizer {
   // result, *origin (if given) holds the input index of a symbol never merged, else -1.
   // pair_score(left, right) gives a merge's priority (higher first) or -inf for none.
   template <class Score>
-  static std::vector<std::string> merge(std::vector<std::string> symbols, Score pair_score, std::vector<int>* origin = nullptr);
-  std::vector<std::string> merge_by_score(std::vector<std::string> symbols, std::vector<int>* origin = nullptr) const;
+  // *work (if given) grows by one per candidate pushed or popped.
+  static std::vector<std::string> merge(std::vector<std::string> symbols, Score pair_score, std::vector<int>* origin = nullptr,
+                                        uint64_t* work = nullptr);
+  std::vector<std::string> merge_by_score(std::vector<std::string> symbols, std::vector<int>* origin = nullptr,
+                                          uint64_t* work = nullptr) const;
 
   std::shared_ptr<const Unigram> ugm_;  // Unigram segmentation (t5), else null
   bool spm_marker_ = false;  // GGUF mode: U+2581 stands for a space

@@ -136,7 +136,7 @@ std::string Unigram::normalize(const std::string& text) const {
   return out;
 }
 
-void Unigram::encode(const std::string& text, std::vector<int>& ids) const {
+void Unigram::encode(const std::string& text, std::vector<int>& ids, uint64_t* work) const {
   const std::string s = normalize(text);
   const size_t n = s.size();
   if (n == 0) return;
@@ -156,6 +156,7 @@ void Unigram::encode(const std::string& text, std::vector<int>& ids) const {
     for (size_t len = 1; len <= max_len_ && off + len <= n; len++) {
       key.push_back(s[off + len - 1]);
       auto it = match_.find(key);
+      if (work) ++*work;
       if (it == match_.end()) continue;
       if (len == cp) whole_cp = true;
       const double challenger = here + score_[it->second];

@@ -21,7 +21,8 @@ class Unigram {
           bool add_space_prefix, bool remove_extra_whitespaces, std::vector<uint8_t> charsmap);
 
   // One stretch of text (no special tokens in it) -> ids, appended.
-  void encode(const std::string& text, std::vector<int>& ids) const;
+  // *work (if given) grows by one per vocabulary lookup.
+  void encode(const std::string& text, std::vector<int>& ids, uint64_t* work = nullptr) const;
   // The normalized form encode() segments (for tests).
   std::string normalize(const std::string& text) const;
 

@@ -68,7 +68,7 @@ std::vector<std::string> wordpiece_words(const std::string& text) {
 }
 
 void wordpiece_encode(const std::string& text, const std::unordered_map<std::string, int>& index, int max_piece_bytes,
-                      int unk, std::vector<int>& ids) {
+                      int unk, std::vector<int>& ids, uint64_t* work) {
   for (const std::string& w : wordpiece_words(text)) {
     const std::string word = "\xE2\x96\x81" + w;  // the word-start marker
     const int n = (int)word.size();
@@ -78,6 +78,7 @@ void wordpiece_encode(const std::string& text, const std::unordered_map<std::str
       int found = -1, end = i;
       for (int j = std::min(n, i + max_piece_bytes + 1); j > i; j--) {
         auto it = index.find(word.substr(i, j - i));
+        if (work) *work += j - i;
         if (it != index.end()) {
           found = it->second;
           end = j;

@@ -18,7 +18,7 @@ std::vector<std::string> wordpiece_words(const std::string& text);
 // Appends the ids of text's words to ids. index: piece -> id; max_piece_bytes: the longest piece;
 // unk: the id of a word that cannot be spelled.
 void wordpiece_encode(const std::string& text, const std::unordered_map<std::string, int>& index, int max_piece_bytes,
-                      int unk, std::vector<int>& ids);
+                      int unk, std::vector<int>& ids, uint64_t* work = nullptr);
 
 // Normalisation steps, exposed for tests: the NFD first code point, the lowercase first code
 // point, and the character classes the splitter uses.

@@ -327,6 +327,26 @@ TEST(Linearity, MegabyteInputsThroughEncode) {
   }
 }
 
+TEST(Linearity, SentencePieceWordPieceAndUnigramOnLongInputs) {
+  std::vector<std::pair<std::string, Tokenizer>> toks;
+  for (const char* name : {"llama-spm", "bert-bge"}) {
+    std::string gguf;
+    if (read_file(kVocabDir + "ggml-vocab-" + name + ".gguf", &gguf)) toks.emplace_back(name, vocab_tokenizer(gguf));
+  }
+  std::vector<std::string> pieces = {"<unk>", "\xE2\x96\x81"};
+  for (char c = 'a'; c <= 'z'; c++) pieces.push_back(std::string(1, c)), pieces.push_back(std::string(2, c));
+  std::vector<float> scores(pieces.size(), -2.0f);
+  toks.emplace_back("unigram", Tokenizer::from_unigram(pieces, scores, {}, 0, true, true, {}));
+  for (auto& [name, t] : toks)
+    for (const char* shape : {"a", "ab", " ", "1", "\xE6\x97\xA5", "\xF0\x9F\x99\x82", "<s>", "a b "}) {
+      uint64_t small = 0, big = 0;
+      t.encode(repeat(shape, 64 << 10), false, false, true, &small);
+      t.encode(repeat(shape, 256 << 10), false, false, true, &big);
+      if (small == 0) continue;  // nothing to merge or look up (the special-token split is counted above)
+      EXPECT_LE((double)big / (double)small, 4.5) << name << " shape '" << shape << "'";
+    }
+}
+
 TEST(SpecialTokens, SplitAsLlamaCppDoesLongestFirst) {
   const Tokenizer t = byte_bpe("gpt-2");
   const int im_end = t.find("<|im_end|>"), im_end_x = t.find("<|im_end|>x"), open = t.find("<|");
