@@ -331,7 +331,8 @@ async function main(argv) {
   if (cmd === 'serve') return serveCmd(rest);
   if (cmd === 'quantize') return quantize(rest);
   if (cmd !== 'run' && cmd !== 'logits') {
-    process.stderr.write(`qkv: unknown command '${cmd}'\n\n`);
+    const commands = ['run', 'info', 'tokenize', 'logits', 'perplexity', 'quantize', 'embed'];
+    process.stderr.write(`qkv: unknown command '${cmd}'${mod.didYouMean(cmd, commands)}\n\n`);
     usage(mod, process.stderr);
     return 1;
   }

@@ -502,6 +502,7 @@ std::string simd_arch() { return simd_arch_name(); }
 std::string usage() { return run_usage(); }
 std::string qtypes() { return qtype_names(); }
 std::string version() { return QKV_VERSION; }
+std::string did_you_mean_js(std::string word, val known) { return did_you_mean(word, vecFromJSArray<std::string>(known)); }
 std::string unknown_option(std::string flag, val known) {
   return unknown_option_message(flag, vecFromJSArray<std::string>(known));
 }
@@ -534,6 +535,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
   function("qtypeNames", &qtypes);
   function("version", &version);
   function("unknownOptionMessage", &unknown_option);
+  function("didYouMean", &did_you_mean_js);
   function("inspectParseArgs", &inspect_parse_args);
   function("inspectNeedsTokenizer", &inspect_needs_tokenizer);
   function("inspect", &inspect_run);

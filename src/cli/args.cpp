@@ -52,18 +52,21 @@ static size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-std::string unknown_option_message(const std::string& flag, const std::vector<std::string>& known) {
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& known) {
   std::string best;
   size_t best_d = (size_t)-1;
   for (const std::string& k : known) {
-    const size_t d = edit_distance(flag, k);
+    const size_t d = edit_distance(word, k);
     if (d < best_d) best_d = d, best = k;
   }
-  std::string m = "unknown option " + flag;
   // Close: a third of the name or two edits, whichever is less (a one-letter flag is never "close").
-  if (!best.empty() && flag.size() > 2 && best_d <= std::min<size_t>(2, std::max<size_t>(1, flag.size() / 3)))
-    m += " (did you mean " + best + "?)";
-  return m;
+  if (!best.empty() && word.size() > 2 && best_d <= std::min<size_t>(2, std::max<size_t>(1, word.size() / 3)))
+    return " (did you mean " + best + "?)";
+  return "";
+}
+
+std::string unknown_option_message(const std::string& flag, const std::vector<std::string>& known) {
+  return "unknown option " + flag + did_you_mean(flag, known);
 }
 
 static long long parse_int(const std::string& flag, const std::string& v) {

@@ -23,6 +23,8 @@ struct RunArgs {
 
 // "unknown option F" with " (did you mean K?)" when one of `known` is a close spelling.
 std::string unknown_option_message(const std::string& flag, const std::vector<std::string>& known);
+// " (did you mean K?)" for the closest of `known` when it is a close spelling of `word`, else "".
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& known);
 
 // Parses `run MODEL [-z TOK] [-i PROMPT] [-n STEPS] [-t TEMP] [-p TOPP] [-s SEED] [-k TOPK]
 // [--min-p X] [--repeat-penalty X] [--threads N] [--ctx N]` (argv without the program name

@@ -301,7 +301,9 @@ int main(int argc, char** argv) {
     if (cmd == "quantize") return cmd_quantize(args);
     if (cmd == "perplexity") return cmd_perplexity(args);
     if (cmd == "embed") return cmd_embed(args);
-    fprintf(stderr, "qkv: unknown command '%s'\n\n", cmd.c_str());
+    fprintf(stderr, "qkv: unknown command '%s'%s\n\n", cmd.c_str(),
+            did_you_mean(cmd, {"run", "info", "tokenize", "logits", "convert", "quantize", "perplexity", "embed", "train",
+                               "train-tokenizer"}).c_str());
     return usage(stderr);
   } catch (const Error& e) {
     fprintf(stderr, "qkv: error [%s]: %s\n", error_code_name(e.code()), e.what());

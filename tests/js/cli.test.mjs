@@ -86,6 +86,9 @@ test('--version, help, unknown flags (both CLIs)', () => {
     const txt = file('p.txt', 'In the beginning God created the heaven and the earth.\n');
     r = run(['perplexity', KJV, txt, '--frob']);
     assert.match(r.stderr, /\[bad_argument\]: unknown option --frob\n/, `${name} perplexity`);
+    r = run(['tokenise', KJV, 'x']);
+    assert.equal(r.status, 1, name);
+    assert.match(r.stderr, /^qkv: unknown command 'tokenise' \(did you mean tokenize\?\)/, name);
     r = run(['embed', KJV, '--no-normalise', 'hello']);
     assert.match(r.stderr, /unknown option --no-normalise \(did you mean --no-normalize\?\)/, `${name} embed`);
     r = run(['quantize', KJV, join(tmp, 'x.gguf'), '--type', 'q8_0', '--allow-requantise']);
