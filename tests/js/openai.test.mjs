@@ -163,6 +163,9 @@ test('logprobs: the chosen token and the top alternatives, as float64 log-softma
       assert.equal(lp[0].top_logprobs[k].token, m.detokenize([order[k][1]]));
     }
     assert.deepEqual(lp[0].bytes, Array.from(new TextEncoder().encode(lp[0].token)));
+    // Under a grammar, tokens it rules out are not listed as alternatives.
+    const g = await client.chat.completions.create({ messages: MESSAGES, max_tokens: 4, logprobs: true, top_logprobs: 5, qkv: { grammar: 'root ::= "ab" "c"?' } });
+    for (const t of g.choices[0].logprobs.content) for (const a of t.top_logprobs) assert.ok(Number.isFinite(a.logprob) && 'abc'.includes(a.token), JSON.stringify(a));
     const c = await client.completions.create({ prompt: 'Hello', temperature: 0, max_tokens: 2, logprobs: 2 });
     assert.equal(c.object, 'text_completion');
     assert.equal(c.choices[0].logprobs.tokens.length, c.usage.completion_tokens);
