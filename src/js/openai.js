@@ -267,14 +267,16 @@ export function createOpenAI(model, options = {}) {
     if (forced) {
       if (opts.jsonSchema || opts.grammar) throw bad('a forced tool call (tool_choice) cannot be combined with response_format or qkv.grammar');
       opts.jsonSchema = forcedCallSchema(forced, format);
+      // Hermes-style templates wrap the call in tags: the grammar writes them around the JSON.
+      if (format === 'hermes') opts.grammar = 'root ::= "<tool_call>\\n" schema "\\n</tool_call>"';
     }
     return { messages, opts, forced: !!forced, useTools, format, n: req.n ?? 1 };
   }
 
   function toolCallsOf(plan, text) {
     if (!plan.useTools) return { content: text, toolCalls: [] };
-    // A forced call is the bare JSON call the grammar produced.
-    return parseToolCalls(text, plan.forced ? 'json' : plan.format);
+    // A forced call is the JSON call the grammar produced (tagged for Hermes-style templates).
+    return parseToolCalls(text, plan.forced && plan.format !== 'hermes' ? 'json' : plan.format);
   }
 
   const toOpenAICalls = (calls) => calls.map((c) => ({ id: `call_${randomId()}`, type: 'function', function: { name: c.name, arguments: c.arguments } }));
@@ -337,7 +339,7 @@ export function createOpenAI(model, options = {}) {
     let prompt = 0, completion = 0;
     for (let i = 0; i < plan.n; i++) {
       yield chunk([{ index: i, delta: { role: 'assistant', content: '', refusal: null }, logprobs: null, finish_reason: null }]);
-      const split = new CallSplitter(plan.forced ? 'json' : plan.format, plan.useTools);
+      const split = new CallSplitter(plan.forced && plan.format !== 'hermes' ? 'json' : plan.format, plan.useTools);
       const pending = [];
       const opts = { ...plan.opts, ...(req.seed !== undefined && req.seed !== null ? { seed: req.seed + i } : {}) };
       const s = await sessionOf();
