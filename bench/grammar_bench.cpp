@@ -3,6 +3,7 @@
 // ../shared/vocab) and a ~152k one (GPT-2's 50k byte-level tokens plus pairs of them, Qwen2's
 // size), against one decode step of a random-weight model of llama2.c's 110M shape. Prints
 // figures; asserts nothing.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -138,12 +139,13 @@ int main(int argc, char** argv) {
     const double step1 = decode_step_ms(1, 16);
     const double stepn = threads > 1 ? decode_step_ms(threads, 16) : step1;
     std::printf("110M-shape f32 decode step: %.2f ms (1 thread), %.2f ms (%d threads)\n\n", step1, stepn, threads);
-    std::printf("%-44s %7s %9s %9s %8s %7s %12s\n", "grammar", "vocab", "mean ms", "max ms", "states", "steps", "% of step(N)");
+    const double step = std::min(step1, stepn);  // the faster decode step: the stricter comparison
+    std::printf("%-44s %7s %9s %9s %8s %7s %12s\n", "grammar", "vocab", "mean ms", "max ms", "states", "steps", "% of a step");
     for (const auto& g : grammars) {
       for (auto& v : {std::make_pair(32000, trie32), std::make_pair(151936, trie152)}) {
         Figures f = run(v.second, g.second, steps, 11);
         std::printf("%-44s %7d %9.3f %9.3f %8zu %7d %11.1f%%\n", g.first, v.first, f.mean_ms, f.max_ms, f.states, f.steps,
-                    100.0 * f.mean_ms / stepn);
+                    100.0 * f.mean_ms / step);
       }
     }
   } catch (const Error& e) {

@@ -146,7 +146,8 @@ export interface GenerateOptions extends SamplingOptions {
    * Constrained decoding to JSON valid under this JSON Schema (an object, or its JSON text):
    * type, properties / required / additionalProperties, items / prefixItems / minItems /
    * maxItems, enum, const, anyOf / oneOf, $ref within the schema, minLength / maxLength,
-   * pattern, format (date, time, date-time, uuid, email). Not with `grammar`.
+   * pattern, format (date, time, date-time, uuid, email). With `grammar` too, the schema's value
+   * is the rule `schema` that the grammar places: e.g. grammar 'root ::= "<json>" schema "</json>"'.
    */
   jsonSchema?: object | boolean | string;
   /** OpenAI's penalties in [-2, 2] over the tokens generated so far: presence once, frequency per occurrence. */

@@ -28,8 +28,14 @@ std::shared_ptr<TokenTrie> token_trie(const Tokenizer& tok) {
 }
 
 std::shared_ptr<Grammar> compile_grammar(const std::string& gbnf, const std::string& json_schema) {
-  if (!gbnf.empty() && !json_schema.empty()) fail(ErrorCode::BadArgument, "give a grammar or a JSON schema, not both");
-  return std::make_shared<Grammar>(Grammar::parse(gbnf.empty() ? json_schema_to_gbnf(json_schema) : gbnf));
+  if (json_schema.empty()) return std::make_shared<Grammar>(Grammar::parse(gbnf));
+  std::string schema = json_schema_to_gbnf(json_schema);
+  if (gbnf.empty()) return std::make_shared<Grammar>(Grammar::parse(schema));
+  // Both: the schema's value becomes the rule `schema`, for the grammar to place (e.g. between
+  // a tool call's tags). The converter's text starts with its root rule.
+  const std::string head = "root ::= ";
+  if (schema.compare(0, head.size(), head) != 0) fail(ErrorCode::Internal, "JSON schema grammar without a leading root rule");
+  return std::make_shared<Grammar>(Grammar::parse(gbnf + "\nschema ::= " + schema.substr(head.size())));
 }
 
 }  // namespace qkv

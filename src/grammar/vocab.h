@@ -13,7 +13,8 @@ namespace qkv {
 // end-of-generation ids: the ids generation stops at.
 std::shared_ptr<TokenTrie> token_trie(const Tokenizer& tok);
 
-// A grammar from GBNF text or from a JSON Schema (exactly one of them non-empty).
+// A grammar from GBNF text, from a JSON Schema, or from both: then the schema's value is the
+// rule `schema`, which the GBNF (its `root`) places, e.g. root ::= "<tool_call>" schema "</tool_call>".
 std::shared_ptr<Grammar> compile_grammar(const std::string& gbnf, const std::string& json_schema);
 
 }  // namespace qkv

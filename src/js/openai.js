@@ -224,16 +224,32 @@ export function createOpenAI(model, options = {}) {
     return toolFormat;
   }
   const piece = async (tok) => model.detokenize([tok]);
+  // Tool-call markers that are control tokens ([TOOL_CALLS], <|python_tag|>) print as nothing:
+  // their ids put the marker back into the text the parser reads.
+  let markerIds = null;
+  async function markersOf(format) {
+    if (markerIds) return markerIds;
+    markerIds = new Map();
+    for (const mk of TOOL_FORMATS[format].markers) {
+      if (mk.length < 2) continue;
+      try {
+        const ids = await model.tokenize(mk, { bos: false, special: true });
+        if (ids.length === 1 && (await model.detokenize([ids[0]])) === '') markerIds.set(ids[0], mk);
+      } catch { /* not in this vocabulary */ }
+    }
+    return markerIds;
+  }
+  const textOf = (t, markers) => (markers?.has(t.token) ? t.text + markers.get(t.token) : t.text);
   const bytesOf = (s) => Array.from(new TextEncoder().encode(s));
 
   /** One generation: {text, tokens: [{token, logprob, topLogprobs}], stats}. onText streams. */
-  async function generate(kind, input, opts, signal, onText) {
+  async function generate(kind, input, opts, signal, onText, markers = null) {
     const s = await sessionOf();
     const it = kind === 'chat' ? s.chat(input, { ...opts, signal }) : s.generate(input, { ...opts, signal });
     let text = '';
     const tokens = [];
     for await (const t of it) {
-      text += t.text;
+      text += textOf(t, markers);
       if (t.token >= 0 && t.logprob !== undefined) tokens.push(t);
       if (onText && t.text) await onText(t.text, t);
     }
@@ -267,14 +283,16 @@ export function createOpenAI(model, options = {}) {
     if (forced) {
       if (opts.jsonSchema || opts.grammar) throw bad('a forced tool call (tool_choice) cannot be combined with response_format or qkv.grammar');
       opts.jsonSchema = forcedCallSchema(forced, format);
+      // Hermes-style templates wrap the call in tags: the grammar writes them around the JSON.
+      if (format === 'hermes') opts.grammar = 'root ::= "<tool_call>\\n" schema "\\n</tool_call>"';
     }
     return { messages, opts, forced: !!forced, useTools, format, n: req.n ?? 1 };
   }
 
   function toolCallsOf(plan, text) {
     if (!plan.useTools) return { content: text, toolCalls: [] };
-    // A forced call is the bare JSON call the grammar produced.
-    return parseToolCalls(text, plan.forced ? 'json' : plan.format);
+    // A forced call is the JSON call the grammar produced (tagged for Hermes-style templates).
+    return parseToolCalls(text, plan.forced && plan.format !== 'hermes' ? 'json' : plan.format);
   }
 
   const toOpenAICalls = (calls) => calls.map((c) => ({ id: `call_${randomId()}`, type: 'function', function: { name: c.name, arguments: c.arguments } }));
@@ -288,7 +306,7 @@ export function createOpenAI(model, options = {}) {
       let prompt = 0, completion = 0;
       for (let i = 0; i < plan.n; i++) {
         const opts = { ...plan.opts, ...(req.seed !== undefined && req.seed !== null ? { seed: req.seed + i } : {}) };
-        const g = await generate('chat', plan.messages, opts, signal);
+        const g = await generate('chat', plan.messages, opts, signal, null, plan.useTools ? await markersOf(plan.format) : null);
         prompt = g.stats.promptTokens;
         completion += g.stats.generatedTokens;
         const { content, toolCalls } = toolCallsOf(plan, g.text);
@@ -337,15 +355,17 @@ export function createOpenAI(model, options = {}) {
     let prompt = 0, completion = 0;
     for (let i = 0; i < plan.n; i++) {
       yield chunk([{ index: i, delta: { role: 'assistant', content: '', refusal: null }, logprobs: null, finish_reason: null }]);
-      const split = new CallSplitter(plan.forced ? 'json' : plan.format, plan.useTools);
+      const split = new CallSplitter(plan.forced && plan.format !== 'hermes' ? 'json' : plan.format, plan.useTools);
       const pending = [];
       const opts = { ...plan.opts, ...(req.seed !== undefined && req.seed !== null ? { seed: req.seed + i } : {}) };
       const s = await sessionOf();
       const it = s.chat(plan.messages, { ...opts, signal });
+      const markers = plan.useTools ? await markersOf(plan.format) : null;
       let text = '';
       for await (const t of it) {
-        text += t.text;
-        const send = split.push(t.text);
+        const piece = textOf(t, markers);
+        text += piece;
+        const send = split.push(piece);
         const lp = req.logprobs && t.token >= 0 && t.logprob !== undefined ? await chatLogprobs([t]) : null;
         if (send || lp) pending.push(chunk([{ index: i, delta: { content: send }, logprobs: lp, finish_reason: null }]));
         while (pending.length) yield pending.shift();

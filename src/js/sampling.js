@@ -10,7 +10,6 @@ export function constraintOptions(options) {
   if (grammar === undefined && jsonSchema === undefined) return {};
   check(grammar === undefined || (typeof grammar === 'string' && grammar.length > 0),
     `grammar must be a non-empty string of GBNF, got ${grammar === null ? 'null' : typeof grammar}`);
-  check(grammar === undefined || jsonSchema === undefined, 'give grammar or jsonSchema, not both');
   if (jsonSchema === undefined) return { grammar };
   let text = jsonSchema;
   if (typeof jsonSchema !== 'string') {
@@ -22,7 +21,7 @@ export function constraintOptions(options) {
       throw new QkvError('bad_argument', `jsonSchema must be JSON-serializable (${e.message})`);
     }
   }
-  return { jsonSchema: text };
+  return grammar === undefined ? { jsonSchema: text } : { grammar, jsonSchema: text };
 }
 
 /** Applies normalized constraint options to a WASM sampler of `model`. */

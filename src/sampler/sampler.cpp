@@ -218,7 +218,9 @@ void Sampler::record_logprobs(const float* logits, int chosen) {
   std::vector<ProbIndex>& cand = candidates();
   for (int i = 0; i < vocab_; i++) cand[i] = {logits[i], i};
   std::partial_sort(cand.begin(), cand.begin() + k, cand.begin() + vocab_, before);
-  for (int i = 0; i < k; i++) last_top_.push_back({cand[i].index, lp(cand[i].index)});
+  // Tokens the grammar or a -inf logit rules out are not alternatives.
+  for (int i = 0; i < k; i++)
+    if (std::isfinite(lp(cand[i].index))) last_top_.push_back({cand[i].index, lp(cand[i].index)});
 }
 
 int Sampler::sample_unconstrained(float* logits, const int* recent, int n_recent) {

@@ -100,6 +100,22 @@ test('GBNF output is in the grammar\'s language, greedy and sampled, in chat too
   }
 });
 
+test('grammar and jsonSchema together: the schema is the rule `schema` the grammar places', { skip }, async () => {
+  const m = await loadModel(join(dir, 'qwen2.gguf'), { threads: 1 });
+  try {
+    const schema = SCHEMAS[2];
+    const validate = ajv.compile(schema);
+    for (let seed = 1; seed <= 6; seed++) {
+      const out = await m.complete('x', { grammar: 'root ::= "<tool_call>\n" schema "\n</tool_call>"', jsonSchema: schema, seed, temperature: 1, maxTokens: 300 });
+      const mm = /^<tool_call>\n([\s\S]*)\n<\/tool_call>$/.exec(out);
+      assert.ok(mm, JSON.stringify(out));
+      assert.ok(validate(JSON.parse(mm[1])), mm[1]);
+    }
+  } finally {
+    m.dispose();
+  }
+});
+
 test('the CLIs take --json-schema and --grammar; native and WASM agree', { skip: skip || (!haveNative && 'native CLI not built') }, () => {
   const schemaFile = join(dir, 'schema.json');
   writeFileSync(schemaFile, JSON.stringify(SCHEMAS[0]));
@@ -141,7 +157,7 @@ test('bad grammars, schemas and option types are bad_argument errors naming the 
     await bad({ jsonSchema: { type: 'strng' } }, /unknown type 'strng'/);
     await bad({ jsonSchema: { $ref: '#/$defs/none' } }, /does not resolve/);
     await bad({ jsonSchema: null }, /jsonSchema must be a JSON Schema/);
-    await bad({ jsonSchema: {}, grammar: 'root ::= "a"' }, /not both/);
+    await bad({ jsonSchema: {}, grammar: 'root ::= "a"\nschema ::= "b"' }, /defined twice/);
     // The model is still usable after the errors.
     assert.equal(typeof await m.complete('x', { maxTokens: 2, grammar: 'root ::= "ab"' }), 'string');
   } finally {

@@ -163,6 +163,9 @@ test('logprobs: the chosen token and the top alternatives, as float64 log-softma
       assert.equal(lp[0].top_logprobs[k].token, m.detokenize([order[k][1]]));
     }
     assert.deepEqual(lp[0].bytes, Array.from(new TextEncoder().encode(lp[0].token)));
+    // Under a grammar, tokens it rules out are not listed as alternatives.
+    const g = await client.chat.completions.create({ messages: MESSAGES, max_tokens: 4, logprobs: true, top_logprobs: 5, qkv: { grammar: 'root ::= "ab" "c"?' } });
+    for (const t of g.choices[0].logprobs.content) for (const a of t.top_logprobs) assert.ok(Number.isFinite(a.logprob) && 'abc'.includes(a.token), JSON.stringify(a));
     const c = await client.completions.create({ prompt: 'Hello', temperature: 0, max_tokens: 2, logprobs: 2 });
     assert.equal(c.object, 'text_completion');
     assert.equal(c.choices[0].logprobs.tokens.length, c.usage.completion_tokens);
@@ -283,15 +286,17 @@ test('tool-call parsing per template family', () => {
 
 // A stand-in model whose replies are scripted, to check what the client makes of a template
 // family's tool-call text: content streamed without the call's markup, the call as OpenAI's deltas.
-function scriptedModel(pieces, rendered) {
+function scriptedModel(pieces, rendered, control = {}) {
   return {
     info: { chatFormat: 'chatml' },
     applyChatTemplate: async () => rendered,
-    detokenize: async (ids) => `<${ids[0]}>`,
+    // Control tokens (control: {text: id}) print as nothing, as in qkv's detokenize.
+    detokenize: async (ids) => (Object.values(control).includes(ids[0]) ? '' : `<${ids[0]}>`),
+    tokenize: async (text) => (text in control ? [control[text]] : [1, 2]),
     createSession: async () => ({
       lastGeneration: null,
       async *chat() {
-        for (const [i, text] of pieces.entries()) yield { token: i, text };
+        for (const [i, text] of pieces.entries()) yield typeof text === 'number' ? { token: text, text: '' } : { token: i, text };
         this.lastGeneration = { promptTokens: 7, generatedTokens: pieces.length, finishReason: 'stop' };
       },
     }),
@@ -334,4 +339,13 @@ test('auto tool calls: streamed content never shows the call markup; calls come 
   let text = '';
   for await (const c of await near.chat.completions.create({ messages: MESSAGES, tools: [WEATHER], stream: true })) text += c.choices[0].delta.content ?? '';
   assert.equal(text, 'a <toolbox> b');
+});
+
+test('a marker that is a control token ([TOOL_CALLS]) is read from its id', async () => {
+  const client = createOpenAI(scriptedModel([900, ' [{"name": "get_weather", "arguments": {"city": "Rome", "unit": "f"}}]'], '[AVAILABLE_TOOLS] [...]', { '[TOOL_CALLS]': 900 }));
+  assert.equal(await client.toolFormat(), 'mistral');
+  const r = await client.chat.completions.create({ messages: MESSAGES, tools: [WEATHER] });
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  assert.equal(r.choices[0].message.content, null);
+  assert.deepEqual(JSON.parse(r.choices[0].message.tool_calls[0].function.arguments), { city: 'Rome', unit: 'f' });
 });

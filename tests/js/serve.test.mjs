@@ -114,6 +114,36 @@ test('abort: a client that leaves mid-stream stops its generation and the server
   assert.equal(r.choices.length, 1);
 });
 
+test('more requests than maxPending at once: the extra ones get 429, the others complete in turn', { skip }, async () => {
+  // Four requests whose bodies are still arriving hold the four places (maxPending: 4).
+  const body = JSON.stringify({ model: 'x', messages: MESSAGES, max_tokens: 5, seed: 3 });
+  const held = Array.from({ length: 4 }, () => {
+    let req;
+    const done = new Promise((resolve, reject) => {
+      req = request(`${server.url}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        let text = '';
+        res.on('data', (d) => { text += d; });
+        res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(text) }));
+      });
+      req.on('error', reject);
+    });
+    req.write(body.slice(0, 10));
+    return { req, done };
+  });
+  await new Promise((r) => setTimeout(r, 200));  // let the server see their headers
+  const busy = await fetch(`${server.url}/chat/completions`, { method: 'POST', body });
+  assert.equal(busy.status, 429);
+  assert.equal((await busy.json()).error.type, 'rate_limit_exceeded');
+  for (const h of held) h.req.end(body.slice(10));
+  const answers = await Promise.all(held.map((h) => h.done));
+  // Queued, not interleaved: each answer is what the request gives alone.
+  const alone = await local.chat.completions.create(JSON.parse(body));
+  for (const a of answers) {
+    assert.equal(a.status, 200);
+    assert.equal(a.json.choices[0].message.content, alone.choices[0].message.content);
+  }
+});
+
 test('embeddings through the server equal model.embed', { skip }, async () => {
   const enc = join(dir, 'encoders');
   mkdirSync(enc, { recursive: true });

@@ -11,6 +11,7 @@
 #include "../../src/grammar/gbnf.h"
 #include "../../src/grammar/json_schema.h"
 #include "../../src/grammar/matcher.h"
+#include "../../src/grammar/vocab.h"
 
 using namespace qkv;
 
@@ -258,4 +259,14 @@ TEST(JsonSchema, BadSchemas) {
   EXPECT_EQ(code("{\"type\":\"string\",\"pattern\":\"(?=a)\"}"), ErrorCode::Unsupported);
   EXPECT_EQ(code("{\"type\":\"array\",\"minItems\":-1}"), ErrorCode::BadArgument);
   EXPECT_EQ(code("[1]"), ErrorCode::BadArgument);
+}
+
+TEST(JsonSchema, PlacedByAGrammar) {
+  auto g = compile_grammar("root ::= \"<a>\" schema \"</a>\"", "{\"type\":\"integer\"}");
+  static auto vocab = byte_vocab();
+  GrammarMatcher m(g, vocab);
+  EXPECT_TRUE(m.matches("<a>12</a>"));
+  EXPECT_FALSE(m.matches("12"));
+  EXPECT_FALSE(m.matches("<a>x</a>"));
+  EXPECT_THROW(compile_grammar("root ::= schema\nschema ::= \"x\"", "{}"), Error);
 }
