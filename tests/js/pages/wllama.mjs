@@ -6,7 +6,8 @@ import { Wllama } from '../../../node_modules/@wllama/wllama/esm/index.js';
 const wasm = new URL('../../../node_modules/@wllama/wllama/esm/wasm/wllama.wasm', import.meta.url).href;
 
 /**
- * requests: [{prompt (string or ids), messages (chat instead of prompt), maxTokens, banned (ids)}].
+ * requests: [{prompt (string or ids), messages (chat instead of prompt), maxTokens, banned (ids),
+ * logprobs (optional: llama.cpp's log-probabilities of the chosen tokens, from the raw logits)}].
  * Returns per request {tokens, promptTokens, text} or {error}.
  */
 window.__wllama = async (modelUrl, requests, verbose = false) => {
@@ -25,7 +26,7 @@ window.__wllama = async (modelUrl, requests, verbose = false) => {
         const res = r.messages
           // enable_thinking: the template variable the test also gives qkv (applyChatTemplate).
           ? await w.createChatCompletion({ ...common, messages: r.messages, reasoning_format: 'none', chat_template_kwargs: { enable_thinking: true } })
-          : await w.createCompletion({ ...common, prompt: r.prompt });
+          : await w.createCompletion({ ...common, prompt: r.prompt, ...(r.logprobs ? { logprobs: r.logprobs } : {}) });
         out.push({ raw: JSON.parse(JSON.stringify(res)) });
       } catch (e) {
         out.push({ error: String(e && e.message || e) });
