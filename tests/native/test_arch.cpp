@@ -381,8 +381,8 @@ TEST(Gemma2, EveryOptionMattersOnTheTestModel) {
 }
 
 // Each Granite multiplier and each OLMo 2 option changes the logits of the test models (so the
-// llama.cpp comparison, granite and olmo2 in tests/js/wllama.test.mjs, checks each of them; the
-// logit scale, which greedy decoding cannot see, is checked there on llama.cpp's probabilities).
+// llama.cpp comparison, granite and olmo2 in tests/js/wllama.test.mjs, checks each of them but
+// the logit scale, which greedy decoding cannot see: its value is checked in Gguf/Arch).
 TEST(Granite, EveryMultiplierMatters) {
   TestModelSpec s;
   s.arch = "granite";

@@ -6,8 +6,7 @@ import { Wllama } from '../../../node_modules/@wllama/wllama/esm/index.js';
 const wasm = new URL('../../../node_modules/@wllama/wllama/esm/wasm/wllama.wasm', import.meta.url).href;
 
 /**
- * requests: [{prompt (string or ids), messages (chat instead of prompt), maxTokens, banned (ids),
- * logprobs (optional: llama.cpp's log-probabilities of the chosen tokens, from the raw logits)}].
+ * requests: [{prompt (string or ids), messages (chat instead of prompt), maxTokens, banned (ids)}].
  * Returns per request {tokens, promptTokens, text} or {error}.
  */
 window.__wllama = async (modelUrl, requests, verbose = false) => {
@@ -26,7 +25,7 @@ window.__wllama = async (modelUrl, requests, verbose = false) => {
         const res = r.messages
           // enable_thinking: the template variable the test also gives qkv (applyChatTemplate).
           ? await w.createChatCompletion({ ...common, messages: r.messages, reasoning_format: 'none', chat_template_kwargs: { enable_thinking: true } })
-          : await w.createCompletion({ ...common, prompt: r.prompt, ...(r.logprobs ? { logprobs: r.logprobs } : {}) });
+          : await w.createCompletion({ ...common, prompt: r.prompt });
         out.push({ raw: JSON.parse(JSON.stringify(res)) });
       } catch (e) {
         out.push({ error: String(e && e.message || e) });
