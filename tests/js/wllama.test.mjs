@@ -81,7 +81,8 @@ const relaxed = existsSync(join(root, 'dist', 'qkv-relaxed.wasm'));
 const QTIE = 0.3;
 const QMIN_AGREED = 40;
 
-test('llama.cpp conformance: token counts and greedy text of every architecture and tokenizer', { skip, timeout: 240000 }, async (t) => {
+// (The timeout covers the 40 models on a loaded 2-core machine.)
+test('llama.cpp conformance: token counts and greedy text of every architecture and tokenizer', { skip, timeout: 360000 }, async (t) => {
   const { page, errors } = await openPage(browser, `${server.url}${basename(root)}/tests/js/pages/wllama.html`);
   await page.waitForFunction(() => window.__ready === true, null, { timeout: 30000 });
   const summary = [], failures = [], ties = [], qties = [];
