@@ -1,4 +1,6 @@
-// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3; encoders bert, nomic-bert: kArchs),
+// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3,
+// minicpm, exaone, internlm2, command-r;
+// encoders bert, nomic-bert: kArchs),
 // weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, kept as stored
 // (a fused QKV or gate+up matrix becomes row views). Tokenizers: SentencePiece and byte-level BPE.
 #include "gguf_model.h"
@@ -38,6 +40,18 @@ struct ArchRow {
   bool softcaps = false;      // attention scores and logits soft-capped, llama.cpp's defaults 50 and 30 (Gemma 2)
   float swa_rope_base = 0.0f;  // > 0: the sliding-window layers' RoPE base, unscaled (Gemma 3: 10000)
   bool encoder = false;  // BERT layout: bidirectional, post-norm, embedding norm, no LM head
+  // Granite: embedding, residual, attention-score and logit multipliers from the *.embedding_scale,
+  // *.residual_scale, *.attention.scale and *.logit_scale keys (1); MiniCPM: the same but for the
+  // attention scale, every key required (2).
+  int granite_scales = 0;
+  bool no_pre_norms = false;   // no attn_norm / ffn_norm: the blocks read x as is (OLMo 2)
+  bool qk_norm_whole = false;  // attn_q_norm / attn_k_norm span the whole projection, not one head (OLMo 2)
+  bool opt_attn_bias = false;  // attn_q/k/v/output.bias where the file has them (Granite, StableLM)
+  bool norm_bias = false;      // LayerNorm biases on attn_norm, ffn_norm and output_norm (StableLM)
+  int nope_step = 0;           // > 0: layers l with (l + 1) % nope_step == 0 take no RoPE (SmolLM3: 4, llama.cpp's rule)
+  // Command-R: parallel attention and feed-forward on one LayerNorm (no ffn_norm), logits times
+  // *.logit_scale.
+  bool parallel = false;
 };
 const ArchRow kArchs[] = {
     {"llama", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false},
@@ -62,6 +76,39 @@ const ArchRow kArchs[] = {
     // QKV, RoPE (NeoX halves) and SwiGLU.
     {"bert", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, true, false, false, false, false, false, false, 0, false, 0.0f, true},
     {"nomic-bert", NormKind::LayerNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, true, false, false, false, false, 0, false, 0.0f, true},
+    // Granite (3.x dense): Llama plus four multipliers (see granite_scales); RoPE off when
+    // rope.scaling.finetuned is false, as llama.cpp reads it.
+    {"granite", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f, false,
+     1, false, false, true},
+    // MiniCPM (1, 2): Granite's multipliers (llama.cpp runs it through its Granite graph).
+    {"minicpm", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f, false,
+     2, false, false, true},
+    // EXAONE 3: Llama with NeoX RoPE; InternLM 2: Llama (its fused wqkv split by the converter).
+    // Both take attention biases where the file has them.
+    {"exaone", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f, false,
+     0, false, false, true},
+    {"internlm2", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f, false,
+     0, false, false, true},
+    // OLMo 2: no pre-norms; RMSNorms of Q and K over the whole projection before RoPE (NeoX halves),
+    // and of the attention and feed-forward outputs before their residual adds.
+    {"olmo2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false, false, true, 0, false, 0.0f, false,
+     0, true, true},
+    // StableLM (2 1.6B, 3B, Zephyr): LayerNorms with biases, partial rotary (rope.dimension_count,
+    // NeoX halves), optional Q/K/V biases. StableLM 2 12B's per-head Q/K norms and parallel
+    // residual are refused by name.
+    {"stablelm", NormKind::LayerNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f, false,
+     0, false, false, true, true},
+    // StarCoder 2: GPT-2's biases everywhere (LayerNorms, Q/K/V apart, output, non-gated GELU
+    // feed-forward) with RoPE (NeoX halves) instead of learned positions.
+    {"starcoder2", NormKind::LayerNorm, PosKind::RopeHalves, FfnKind::GELU, false, false, false, true, false, false},
+    // SmolLM3: Llama with every fourth layer (3, 7, ...) attending without RoPE.
+    {"smollm3", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f, false,
+     0, false, false, false, false, 4},
+    // Command-R (Cohere's Command-R 35B, Aya 23): LayerNorms without biases, adjacent-pair RoPE,
+    // one norm feeding attention and feed-forward in parallel, logits times command-r.logit_scale.
+    // Command-R+'s per-head Q/K norms are refused by name.
+    {"command-r", NormKind::LayerNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f,
+     false, 0, false, false, true, false, 0, true},
 };
 
 const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
@@ -85,7 +132,7 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
 }
 }  // namespace
 
-const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, bert, nomic-bert"; }
+const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3, minicpm, exaone, internlm2, command-r, bert, nomic-bert"; }
 
 namespace {
 // The encoder half of the loader: BERT's tensor names (attn_output_norm and layer_output_norm
@@ -132,6 +179,31 @@ void load_encoder_weights(const GgufFile& g, const ArchRow& row, LoadedModel& m)
     L.b_down = vec(g, p + "ffn_down.bias", d, false);
     L.ffn_norm = vec(g, p + "layer_output_norm.weight", d);
     L.ffn_norm_b = vec(g, p + "layer_output_norm.bias", d, false);
+  }
+}
+}  // namespace
+
+namespace {
+// Granite's multipliers as llama.cpp reads them: logit_scale required (logits are divided by it),
+// the others optional, 0 meaning none; rope.scaling.finetuned false turns RoPE off. MiniCPM
+// (minicpm): embedding, residual and logit scales required, no attention scale.
+template <class Key>
+void apply_granite_scales(const GgufFile& g, const Key& key, bool minicpm, ModelConfig& c) {
+  auto scale = [&](const char* k, bool required) -> double {
+    if (!required && !g.find(key(k))) return 0.0;
+    if (!g.find(key(k))) bad("key " + key(k) + " is missing (this architecture needs it)");
+    const double v = g.get_float(key(k));
+    if (!(v >= 0.0 && v < 1e6) || (required && v == 0.0)) bad(key(k) + " = " + std::to_string(v) + " is out of range");
+    return v;
+  };
+  c.logit_scale = (float)(1.0 / scale("logit_scale", true));
+  if (const double r = scale("residual_scale", minicpm)) c.residual_scale = (float)r;
+  if (const double e = scale("embedding_scale", minicpm)) c.embed_scale = (float)e;
+  if (minicpm) return;
+  if (const double a = scale("attention.scale", false)) c.attn_scale = (float)a;
+  if (const GgufValue* f = g.find(key("rope.scaling.finetuned"))) {
+    if (f->kind != GgufKind::BOOL) bad(key("rope.scaling.finetuned") + " must be a bool");
+    if (!f->u) c.pos = PosKind::None;
   }
 }
 }  // namespace
@@ -258,6 +330,18 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     // the others by 1/sqrt(head_dim); it tells a 27B model by its layer count (Gemma 2: 46, Gemma 3: 62).
     if (c.n_layers == (row->swa_pattern == 2 ? 46 : 62)) c.attn_scale = 1.0f / std::sqrt((float)c.dim / (float)c.n_heads);
   }
+  if (row->granite_scales) apply_granite_scales(g, key, row->granite_scales == 2, c);
+  c.qk_norm_whole = row->qk_norm_whole;
+  c.parallel_ffn = row->parallel;
+  if (row->parallel && g.find(key("logit_scale"))) {  // llama.cpp: 0 (or no key) means none
+    const double s = g.get_float(key("logit_scale"));
+    if (!(s >= 0.0 && s < 1e6)) bad(key("logit_scale") + " = " + std::to_string(s) + " is out of range");
+    if (s > 0.0) c.logit_scale = (float)s;
+  }
+  if (row->nope_step > 0) {
+    c.layer_rope.assign(c.n_layers, 1);
+    for (int l = 0; l < c.n_layers; l++) c.layer_rope[l] = (l + 1) % row->nope_step != 0;
+  }
   c.validate();
 
   LoadedModel m;
@@ -288,8 +372,8 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   for (int l = 0; l < c.n_layers; l++) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& L = w.layers[l];
-    L.attn_norm = vec(g, p + "attn_norm.weight", d);
-    if (b) L.attn_norm_b = vec(g, p + "attn_norm.bias", d);
+    if (!row->no_pre_norms) L.attn_norm = vec(g, p + "attn_norm.weight", d);
+    if (b || row->norm_bias) L.attn_norm_b = vec(g, p + "attn_norm.bias", d);
     if (row->fused_qkv || g.find_tensor(p + "attn_qkv.weight")) {
       const Tensor qkv = weight(g, p + "attn_qkv.weight", q + 2 * kv, d);
       L.wq = rows_of(qkv, 0, q);
@@ -312,17 +396,35 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       }
     }
     if (row->qk_norm) {
-      L.q_norm = vec(g, p + "attn_q_norm.weight", c.head_dim);
-      L.k_norm = vec(g, p + "attn_k_norm.weight", c.head_dim);
+      L.q_norm = vec(g, p + "attn_q_norm.weight", c.qk_norm_whole ? q : c.head_dim);
+      L.k_norm = vec(g, p + "attn_k_norm.weight", c.qk_norm_whole ? kv : c.head_dim);
     }
     L.wo = weight(g, p + "attn_output.weight", d, q);
     if (b) L.bo = vec(g, p + "attn_output.bias", d);
+    if (row->opt_attn_bias) {
+      if (!L.bq) {
+        L.bq = vec(g, p + "attn_q.bias", q, false);
+        L.bk = vec(g, p + "attn_k.bias", kv, false);
+        L.bv = vec(g, p + "attn_v.bias", kv, false);
+      }
+      L.bo = vec(g, p + "attn_output.bias", d, false);
+      for (const char* t : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
+        if (g.find_tensor(p + t)) fail(ErrorCode::Unsupported, "GGUF: tensor " + p + t + " (a feed-forward bias in a gated feed-forward) is not supported");
+    }
+    if (row->norm_bias) {  // StableLM 2 12B's layout
+      if (!row->qk_norm && g.find_tensor(p + "attn_q_norm.weight"))
+        fail(ErrorCode::Unsupported, "GGUF: tensor " + p + "attn_q_norm.weight (per-head LayerNorms of Q and K, StableLM 2 12B) is not supported");
+      if (!g.find_tensor(p + "ffn_norm.weight"))
+        fail(ErrorCode::Unsupported, "GGUF: " + arch + " without " + p + "ffn_norm.weight (a parallel residual, StableLM 2 12B) is not supported");
+    }
     if (row->post_norms) {
       L.attn_post_norm = vec(g, p + "post_attention_norm.weight", d);
       L.ffn_post_norm = vec(g, p + "post_ffw_norm.weight", d);
     }
-    L.ffn_norm = vec(g, p + "ffn_norm.weight", d);
-    if (b) L.ffn_norm_b = vec(g, p + "ffn_norm.bias", d);
+    if (row->parallel && (g.find_tensor(p + "attn_q_norm.weight") || g.find_tensor(p + "attn_k_norm.weight")))
+      fail(ErrorCode::Unsupported, "GGUF: tensor " + p + "attn_q_norm.weight (per-head LayerNorms of Q and K, Command-R+) is not supported");
+    if (!row->no_pre_norms && !row->parallel) L.ffn_norm = vec(g, p + "ffn_norm.weight", d);
+    if (b || row->norm_bias) L.ffn_norm_b = vec(g, p + "ffn_norm.bias", d);
     if (row->fused_up) {
       const Tensor gate_up = weight(g, p + "ffn_up.weight", 2 * h, d);
       L.w_gate = rows_of(gate_up, 0, h);
@@ -338,7 +440,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     }
   }
   w.final_norm = vec(g, "output_norm.weight", d);
-  if (b) w.final_norm_b = vec(g, "output_norm.bias", d);
+  if (b || row->norm_bias) w.final_norm_b = vec(g, "output_norm.bias", d);
   w.classifier = c.tied_classifier ? w.tok_embed : weight(g, "output.weight", c.vocab_size, d);
   return m;
 }

@@ -226,8 +226,11 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
   if (A == "bert" || A == "nomic-bert") return write_encoder_model(s);
   const bool gpt2 = A == "gpt2", qwen2 = A == "qwen2", qwen3 = A == "qwen3", phi3 = A == "phi3", gemma2 = A == "gemma2",
              gemma3 = A == "gemma3", gemma = A == "gemma" || gemma2 || gemma3, post_norms = gemma2 || gemma3,
-             head_norms = qwen3 || gemma3;
-  if (A != "llama" && !gpt2 && !qwen2 && !qwen3 && !phi3 && !gemma) fail(ErrorCode::BadArgument, "no test model for architecture '" + A + "'");
+             head_norms = qwen3 || gemma3, granite = A == "granite", olmo2 = A == "olmo2",
+             stablelm = A == "stablelm", starcoder2 = A == "starcoder2", smollm3 = A == "smollm3", minicpm = A == "minicpm", command_r = A == "command-r",
+             llama_like = A == "exaone" || A == "internlm2" || minicpm || smollm3 || granite, norm_bias = gpt2 || stablelm || starcoder2,
+             all_bias = gpt2 || starcoder2;
+  if (A != "llama" && !gpt2 && !qwen2 && !qwen3 && !phi3 && !gemma && !granite && !olmo2 && !stablelm && !starcoder2 && !llama_like && !command_r) fail(ErrorCode::BadArgument, "no test model for architecture '" + A + "'");
   GgufWriter w;
   w.add_string("general.architecture", A);
   w.add_string("general.name", s.name.empty() ? "qkv test " + A : s.name);
@@ -274,13 +277,13 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
   w.add_u32(key("block_count"), s.layers);
   w.add_u32(key("attention.head_count"), s.heads);
   w.add_u32(key("attention.head_count_kv"), s.kv_heads);
-  if (gpt2) {
-    w.add_f32(key("attention.layer_norm_epsilon"), 1e-5f);
-  } else {
-    w.add_f32(key("attention.layer_norm_rms_epsilon"), 1e-6f);
+  if (norm_bias || command_r) w.add_f32(key("attention.layer_norm_epsilon"), 1e-5f);
+  else w.add_f32(key("attention.layer_norm_rms_epsilon"), 1e-6f);
+  if (!gpt2) {
     // (Gemma 3: the global layers' base; its local layers take 10000)
     w.add_f32(key("rope.freq_base"), qwen2 || qwen3 || gemma3 ? 1000000.0f : 10000.0f);
-    w.add_u32(key("rope.dimension_count"), head_dim);
+    // StableLM rotates a quarter of each head (partial_rotary_factor 0.25).
+    w.add_u32(key("rope.dimension_count"), stablelm ? head_dim / 4 : head_dim);
     if (s.rope_linear_factor > 0) {
       w.add_string(key("rope.scaling.type"), "linear");
       w.add_f32(key("rope.scaling.factor"), s.rope_linear_factor);
@@ -300,6 +303,15 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     w.add_f32(key("final_logit_softcapping"), 10.0f);
   }
   if (post_norms && s.sliding_window != 0) w.add_u32(key("attention.sliding_window"), s.sliding_window > 0 ? s.sliding_window : 8);
+  // Granite's multipliers, each far from 1 (and the attention scale from 1/sqrt(head_dim)) so
+  // that one misapplied changes the text.
+  if (granite || minicpm) {
+    w.add_f32(key("embedding_scale"), 3.0f);
+    w.add_f32(key("residual_scale"), 0.6f);
+    if (granite) w.add_f32(key("attention.scale"), 0.45f);
+    w.add_f32(key("logit_scale"), 0.5f);
+  }
+  if (command_r) w.add_f32(key("logit_scale"), 1.6f);  // (multiplies the logits)
   if (qwen3 || gemma) {
     w.add_u32(key("attention.key_length"), head_dim);
     w.add_u32(key("attention.value_length"), head_dim);
@@ -333,8 +345,8 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
   }
   for (int l = 0; l < s.layers; l++) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    vector(p + "attn_norm.weight", d, 1.0f, 0.2f);
-    if (gpt2) vector(p + "attn_norm.bias", d, 0.0f, 0.1f);
+    if (!olmo2) vector(p + "attn_norm.weight", d, 1.0f, 0.2f);  // (OLMo 2: no pre-norms)
+    if (norm_bias) vector(p + "attn_norm.bias", d, 0.0f, 0.1f);
     if (gpt2 || phi3) {
       matrix(p + "attn_qkv.weight", q + 2 * kv, d, 2.0f);
       if (gpt2) vector(p + "attn_qkv.bias", q + 2 * kv, 0.0f, 0.2f);
@@ -342,7 +354,7 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
       matrix(p + "attn_q.weight", q, d, 2.0f);
       matrix(p + "attn_k.weight", kv, d, 2.0f);
       matrix(p + "attn_v.weight", kv, d);
-      if (qwen2) {
+      if (qwen2 || stablelm || starcoder2) {
         vector(p + "attn_q.bias", q, 0.0f, 0.2f);
         vector(p + "attn_k.bias", kv, 0.0f, 0.2f);
         vector(p + "attn_v.bias", kv, 0.0f, 0.2f);
@@ -351,24 +363,30 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
         vector(p + "attn_q_norm.weight", head_dim, 1.0f, 0.3f);
         vector(p + "attn_k_norm.weight", head_dim, 1.0f, 0.3f);
       }
+      if (olmo2) {  // over the whole projections
+        vector(p + "attn_q_norm.weight", q, 1.0f, 0.3f);
+        vector(p + "attn_k_norm.weight", kv, 1.0f, 0.3f);
+      }
     }
     matrix(p + "attn_output.weight", d, q, 3.0f);
     // Post-norms (Gemma 2, 3) set the blocks' output scale whatever the matrices' gains: weights
     // near 6 keep the blocks, not the token's own (sqrt(dim)-scaled) embedding, dominant, else
     // greedy decoding repeats one token and no option changes the text compared with llama.cpp.
-    if (gpt2) vector(p + "attn_output.bias", d, 0.0f, 0.1f);
+    if (all_bias) vector(p + "attn_output.bias", d, 0.0f, 0.1f);
     if (post_norms) vector(p + "post_attention_norm.weight", d, 6.0f, 0.2f);
-    vector(p + "ffn_norm.weight", d, 1.0f, 0.2f);
-    if (gpt2) vector(p + "ffn_norm.bias", d, 0.0f, 0.1f);
-    if (!gpt2 && !phi3) matrix(p + "ffn_gate.weight", h, d, gemma ? 2.0f : 1.0f);
+    if (olmo2) vector(p + "post_attention_norm.weight", d, 1.5f, 0.3f);
+    if (!olmo2 && !command_r) vector(p + "ffn_norm.weight", d, 1.0f, 0.2f);  // (Command-R: one norm for both blocks)
+    if (norm_bias) vector(p + "ffn_norm.bias", d, 0.0f, 0.1f);
+    if (!gpt2 && !phi3 && !starcoder2) matrix(p + "ffn_gate.weight", h, d, gemma ? 2.0f : 1.0f);
     matrix(p + "ffn_up.weight", phi3 ? 2 * h : h, d);  // Phi-3: gate rows, then up rows
-    if (gpt2) vector(p + "ffn_up.bias", h, 0.0f, 0.2f);
+    if (all_bias) vector(p + "ffn_up.bias", h, 0.0f, 0.2f);
     matrix(p + "ffn_down.weight", d, h, 3.0f);
     if (post_norms) vector(p + "post_ffw_norm.weight", d, 6.0f, 0.2f);
-    if (gpt2) vector(p + "ffn_down.bias", d, 0.0f, 0.1f);
+    if (olmo2) vector(p + "post_ffw_norm.weight", d, 1.5f, 0.3f);
+    if (all_bias) vector(p + "ffn_down.bias", d, 0.0f, 0.1f);
   }
   vector("output_norm.weight", d, 1.0f, 0.2f);
-  if (gpt2) vector("output_norm.bias", d, 0.0f, 0.1f);
+  if (norm_bias) vector("output_norm.bias", d, 0.0f, 0.1f);
   if (!s.tied) matrix("output.weight", (uint64_t)V, d);
   return w.finish();
 }

@@ -72,7 +72,8 @@ namespace qkv {
 // Small random-weight models of each supported architecture with a tokenizer, for conformance
 // tests against other engines (llama.cpp) and for tests of the loaders.
 struct TestModelSpec {
-  std::string arch = "llama";  // llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3; encoders: bert, nomic-bert (WordPiece vocabulary)
+  std::string arch = "llama";  // llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3,
+                               // minicpm, exaone, internlm2; encoders: bert, nomic-bert (WordPiece vocabulary)
   std::string pre = "gpt-2";   // BPE pre-tokenizer name (tokenizer.ggml.pre); unused with spm
   const Tokenizer* spm = nullptr;  // a SentencePiece vocabulary to embed instead of a learned BPE one
   std::vector<std::string> spm_specials;  // control tokens appended to it

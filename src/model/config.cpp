@@ -64,6 +64,8 @@ void ModelConfig::validate() const {
   need(layer_window.empty() || (int)layer_window.size() == n_layers,
        "per-layer windows: " + s((int)layer_window.size()) + " entries for " + s(n_layers) + " layers");
   for (int w : layer_window) need(w >= 0, "per-layer window = " + s(w));
+  need(layer_rope.empty() || (int)layer_rope.size() == n_layers,
+       "per-layer RoPE flags: " + s((int)layer_rope.size()) + " entries for " + s(n_layers) + " layers");
   if (pos == PosKind::RopeAdjacent || pos == PosKind::RopeHalves) {
     int r = rot_dims();
     need(r % 2 == 0 && r <= head_dim, "rotary dims = " + s(r) + " (must be even and <= head_dim = " + s(head_dim) + ")");
@@ -80,6 +82,9 @@ void ModelConfig::validate() const {
   need(attn_scale >= 0.0f && attn_scale < 1e6f, "attention scale out of range");
   need(attn_softcap >= 0.0f && attn_softcap < 1e6f, "attention soft-cap out of range");
   need(logit_softcap >= 0.0f && logit_softcap < 1e6f, "logit soft-cap out of range");
+  need(residual_scale > 0.0f && residual_scale < 1e6f, "residual scale out of range");
+  need(logit_scale > 0.0f && logit_scale < 1e6f, "logit scale out of range");
+  need(!parallel_ffn || !post_norm, "parallel feed-forward blocks need pre-norms");
   if (pos == PosKind::RelativeBucket) {
     need(rel_buckets >= 4 && rel_buckets <= 4096, "relative position buckets = " + s(rel_buckets) + " (must be 4..4096)");
     need(rel_max_distance > rel_buckets / 2 && rel_max_distance <= (1 << 20),

@@ -63,6 +63,14 @@ struct ModelConfig {
   float attn_scale = 0.0f;      // attention score scale; 0 = 1/sqrt(head_dim)
   float attn_softcap = 0.0f;    // > 0: scores capped as softcap * tanh(s / softcap) (Gemma 2)
   float logit_softcap = 0.0f;   // > 0: logits capped the same way (Gemma 2)
+  float residual_scale = 1.0f;  // each block's output is multiplied by this before its residual add (Granite)
+  float logit_scale = 1.0f;     // logits are multiplied by this (Granite: 1 / its logit_scale key)
+  // q_norm / k_norm are RMSNorms over the whole q and k projections (q_dim, kv_dim wide), not per
+  // head (OLMo 2).
+  bool qk_norm_whole = false;
+  // The feed-forward reads the attention's normed input, not the residual after attention, and
+  // both outputs are added to x (parallel blocks: Command-R).
+  bool parallel_ffn = false;
   int sliding_window = 0;       // > 0: attend only to the last `sliding_window` positions
   // Per layer, when not empty (n_layers entries): attention kind and sliding window (0 = full),
   // overriding Softmax and sliding_window.
@@ -70,6 +78,12 @@ struct ModelConfig {
   std::vector<int> layer_window;
   AttnKind attn_of(int l) const { return layer_attn.empty() ? AttnKind::Softmax : layer_attn[l]; }
   int window_of(int l) const { return layer_window.empty() ? sliding_window : layer_window[l]; }
+  // Per layer, when not empty: 0 where the layer skips RoPE (its attention has no positions;
+  // SmolLM3's every fourth layer), 1 where it rotates as pos says.
+  std::vector<uint8_t> layer_rope;
+  bool rope_at(int l) const {
+    return (pos == PosKind::RopeAdjacent || pos == PosKind::RopeHalves) && (layer_rope.empty() || layer_rope[l]);
+  }
 
   // Encoders: token-type (segment) embedding rows added to every token (0 = none; BERT: 2),
   // a LayerNorm over the embeddings before the first layer (BERT), and the pooling embed() uses

@@ -361,27 +361,29 @@ void Transformer::layer_qkv(int l) {
   float* vc = own_kv ? vx_.data() : value_cache_[l].data() + (int64_t)cur_pos_ * kvd;
   // Pre-norm: the block reads norm(x); post-norm: x itself (normalised after the residual).
   const float* in = x_.data();
-  if (!c.post_norm) {
+  if (!c.post_norm && L.attn_norm) {
     norm(xb_.data(), x_.data(), L.attn_norm, L.attn_norm_b, B);
     in = xb_.data();
   }
   // q, k and v in one section over their rows stacked; each chunk then finishes the columns it
   // wrote, for every token: bias, per-head RMSNorm (Qwen3), RoPE. Those two work on whole heads,
   // so then chunk bounds are multiples of the head size.
-  const bool rope = c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves;
+  const bool rope = c.rope_at(l);
   const auto rope_fn = c.pos == PosKind::RopeAdjacent ? rope_adjacent_simd : rope_halves_simd;
   const float* rcos = (c.local_rope(l) ? rope_cos_local_ : rope_cos_).data();
   const float* rsin = (c.local_rope(l) ? rope_sin_local_ : rope_sin_).data();
   float* ys[2] = {q_.data(), kc};
   const int64_t lds[2] = {qd, kvd};
-  const float* head_norms[2] = {L.q_norm, L.k_norm};
+  // Norms over the whole projection (OLMo 2) need whole rows: they and RoPE run after the products.
+  const bool whole = c.qk_norm_whole;
+  const float* head_norms[2] = {whole ? nullptr : L.q_norm, whole ? nullptr : L.k_norm};
   int grain = 16;
-  if (rope || L.q_norm || L.k_norm)
+  if (!whole && (rope || L.q_norm || L.k_norm))
     while (grain % hd != 0) grain += 16;  // lcm(16, head_dim)
   stacked_products(*pool_, in_, in, dim, B,
                    {{q_.data(), qd, &L.wq, L.bq}, {kc, kvd, &L.wk, L.bk}, {vc, kvd, &L.wv, L.bv}}, grain,
                    [&](int i, int r0, int r1) {
-                     if (i == 2 || (!rope && !head_norms[i])) return;  // v: bias only
+                     if (whole || i == 2 || (!rope && !head_norms[i])) return;  // v: bias only
                      for (int t = 0; t < B; t++) {
                        float* row = ys[i] + (int64_t)t * lds[i];
                        for (int h = r0 / hd; head_norms[i] && h < r1 / hd; h++)
@@ -390,6 +392,13 @@ void Transformer::layer_qkv(int l) {
                          rope_fn(row + r0, (r1 - r0) / hd, hd, c.rot_dims(), rcos + (int64_t)t * half, rsin + (int64_t)t * half);
                      }
                    });
+  for (int t = 0; whole && t < B; t++)
+    for (int i = 0; i < 2; i++) {
+      float* row = ys[i] + (int64_t)t * lds[i];
+      const float* w = i == 0 ? L.q_norm : L.k_norm;
+      if (w) rmsnorm_simd(row, row, w, (int)lds[i], c.norm_eps);
+      if (rope) rope_fn(row, (int)lds[i] / hd, hd, c.rot_dims(), rcos + (int64_t)t * half, rsin + (int64_t)t * half);
+    }
 }
 
 void Transformer::layer_attention(int l) {
@@ -463,11 +472,18 @@ void Transformer::layer_rest(int l) {
         std::memcpy(attn_.data() + (((int64_t)l * c.n_heads + h) * nq + q_off + i) * nk,
                     chunk_probs_.data() + ((int64_t)h * B + i) * n_kv, n_kv * sizeof(float));
   }
-  residual_product(xb2_.data(), qd, L.wo, L.bo, L.attn_post_norm);
-  if (c.post_norm) norm(x, x, L.attn_norm, L.attn_norm_b, B);
+  // Parallel (Command-R): the feed-forward reads the attention's normed input (still in xb_), and
+  // the attention output is added after the feed-forward's.
+  const bool parallel = c.parallel_ffn;
+  if (!parallel) {
+    residual_product(xb2_.data(), qd, L.wo, L.bo, L.attn_post_norm);
+    if (c.post_norm) norm(x, x, L.attn_norm, L.attn_norm_b, B);
+  }
 
   const float* in = x;
-  if (!c.post_norm) {
+  if (parallel) {
+    if (L.attn_norm) in = xb_.data();
+  } else if (!c.post_norm && L.ffn_norm) {
     norm(xb_.data(), x, L.ffn_norm, L.ffn_norm_b, B);
     in = xb_.data();
   }
@@ -492,25 +508,30 @@ void Transformer::layer_rest(int l) {
   });
   if (!glu) std::swap(hb_, hb2_);
   residual_product(hb_.data(), hid, L.w_down, L.b_down, L.ffn_post_norm);
+  if (parallel) residual_product(xb2_.data(), qd, L.wo, L.bo, L.attn_post_norm);
   if (c.post_norm) norm(x, x, L.ffn_norm, L.ffn_norm_b, B);
 }
 
-// x += post_norm(in W^T + bias) for the chunk's tokens (output in xb_). Without the post-norm,
-// which needs whole rows, each product chunk adds its own columns into x.
+// x += residual_scale * post_norm(in W^T + bias) for the chunk's tokens (output in xb_). Without
+// the post-norm, which needs whole rows, each product chunk adds its own columns into x.
 void Transformer::residual_product(const float* in, int64_t ld_in, const Tensor& w, const float* bias,
                                    const float* post_norm) {
   const ModelConfig& c = m_.config;
   const int B = cur_b_, dim = c.dim;
   float* x = x_.data();
   float* o = xb_.data();
+  const float rs = c.residual_scale;
   stacked_products(*pool_, in_, in, ld_in, B, {{o, dim, &w, post_norm ? nullptr : bias}}, 16, [&](int, int r0, int r1) {
-    for (int t = 0; t < B && !post_norm; t++)
+    for (int t = 0; t < B && !post_norm; t++) {
+      if (rs != 1.0f) scale_simd(o + (int64_t)t * dim + r0, rs, r1 - r0);
       add_f32_simd(x + (int64_t)t * dim + r0, o + (int64_t)t * dim + r0, r1 - r0);
+    }
   });
   for (int t = 0; t < B && post_norm; t++) {
     float* ot = o + (int64_t)t * dim;
     if (bias) add_f32_simd(ot, bias, dim);
     rmsnorm_simd(ot, ot, post_norm, dim, c.norm_eps);
+    if (rs != 1.0f) scale_simd(ot, rs, dim);
     add_f32_simd(x + (int64_t)t * dim, ot, dim);
   }
 }
@@ -523,6 +544,7 @@ void Transformer::chunk_logits(float* logits_out, bool all_logits) {
   const int B = cur_b_, dim = c.dim, first = all_logits ? 0 : B - 1, count = B - first;
   norm(xb_.data(), x_.data() + (int64_t)first * dim, m_.weights.final_norm, m_.weights.final_norm_b, count);
   matmul(logits_out, c.vocab_size, xb_.data(), dim, m_.weights.classifier, count);
+  if (c.logit_scale != 1.0f) scale_simd(logits_out, c.logit_scale, (int)((int64_t)count * c.vocab_size));
   if (c.logit_softcap > 0.0f) {
     const float cap = c.logit_softcap;
     for (int64_t i = 0; i < (int64_t)count * c.vocab_size; i++) logits_out[i] = cap * std::tanh(logits_out[i] / cap);

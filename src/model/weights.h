@@ -66,14 +66,14 @@ struct Tensor {
 };
 
 struct LayerWeights {
-  const float* attn_norm = nullptr;    // (dim,) before attention; post-norm: after its residual
+  const float* attn_norm = nullptr;    // (dim,) before attention (none: x as is, OLMo 2); post-norm: after its residual
   const float* attn_norm_b = nullptr;  // (dim,) LayerNorm only
   Tensor wq, wk, wv, wo;               // (q_dim, dim), (kv_dim, dim), (kv_dim, dim), (dim, q_dim)
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // optional biases
   // (dim,) RMSNorm of the attention / feed-forward output before its residual add (Gemma 2).
   const float *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
-  const float *q_norm = nullptr, *k_norm = nullptr;  // (head_dim,) per-head RMSNorm of q and k before RoPE (Qwen3)
-  const float* ffn_norm = nullptr;     // (dim,) before the feed-forward; post-norm: after its residual
+  const float *q_norm = nullptr, *k_norm = nullptr;  // (head_dim,) per-head RMSNorm of q and k before RoPE (Qwen3); (q_dim,), (kv_dim,) with qk_norm_whole
+  const float* ffn_norm = nullptr;     // (dim,) before the feed-forward (none: x as is); post-norm: after its residual
   const float* ffn_norm_b = nullptr;
   Tensor w_gate, w_down, w_up;         // (hidden, dim), (dim, hidden), (hidden, dim); w_gate unused by GELU/ReLU
   const float *b_up = nullptr, *b_down = nullptr;

@@ -50,6 +50,8 @@ before(async () => {
   assert.equal(r.status, 0, `qkv_test_models failed: ${r.stderr}`);
   // The pre-tokenizer models have their own, lighter comparison (pretokenizers_wllama.test.mjs).
   names = JSON.parse(r.stdout).filter((n) => !n.startsWith('pre-'));
+  // QKV_WLLAMA_ONLY=a,b: only those models (for working on one architecture; CI runs them all).
+  if (process.env.QKV_WLLAMA_ONLY) names = names.filter((n) => process.env.QKV_WLLAMA_ONLY.split(',').includes(n));
   browser = await launchBrowser();
   server = await startServer(dirname(root), { coopCoep: false });
 });
@@ -80,7 +82,8 @@ const relaxed = existsSync(join(root, 'dist', 'qkv-relaxed.wasm'));
 const QTIE = 0.3;
 const QMIN_AGREED = 40;
 
-test('llama.cpp conformance: token counts and greedy text of every architecture and tokenizer', { skip, timeout: 240000 }, async (t) => {
+// (The timeout covers the 40 models on a loaded 2-core machine.)
+test('llama.cpp conformance: token counts and greedy text of every architecture and tokenizer', { skip, timeout: 360000 }, async (t) => {
   const { page, errors } = await openPage(browser, `${server.url}${basename(root)}/tests/js/pages/wllama.html`);
   await page.waitForFunction(() => window.__ready === true, null, { timeout: 30000 });
   const summary = [], failures = [], ties = [], qties = [];
@@ -181,5 +184,5 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
   assert.deepEqual(failures, [], 'llama.cpp and qkv disagree');
   assert.ok(ties.length <= MAX_TIE_RATE * prompts, `${ties.length} near-tie divergences in ${prompts} prompts: more than chance explains`);
   assert.deepEqual(errors.filter((e) => !/favicon/.test(e)), [], 'page errors');
-  assert.ok(names.length >= 10, `only ${names.length} models`);
+  if (!process.env.QKV_WLLAMA_ONLY) assert.ok(names.length >= 10, `only ${names.length} models`);
 });

@@ -168,6 +168,16 @@ int main(int argc, char** argv) {
         {"mistral-v7", spec("llama", "", false, 39)},
         {"qwen2-macros", spec("qwen2", "qwen2", true, 41)},
         {"qwen2-tools", spec("qwen2", "qwen2", true, 42)},
+        // Architectures that are rows of the options table over Llama's forward pass.
+        {"granite", spec("granite", "gpt-2", true, 43)},
+        {"olmo2", spec("olmo2", "gpt-2", false, 44)},
+        {"stablelm", spec("stablelm", "gpt-2", false, 45)},
+        {"starcoder2", spec("starcoder2", "gpt-2", true, 46)},
+        {"smollm3", spec("smollm3", "llama-bpe", true, 47)},
+        {"minicpm", spec("minicpm", "", true, 48)},
+        {"exaone", spec("exaone", "gpt-2", false, 49)},
+        {"internlm2", spec("internlm2", "", false, 50)},
+        {"command-r", spec("command-r", "gpt-2", true, 51)},
         // One model per further pre-tokenizer kind (tests/js/pretokenizers_wllama.test.mjs).
         {"pre-deepseek-llm", spec("llama", "deepseek-llm", true, 50)},
         {"pre-deepseek-coder", spec("llama", "deepseek-coder", true, 51)},
@@ -257,6 +267,9 @@ int main(int argc, char** argv) {
     cases[3].spec.kv_heads = 4;
     cases[4].spec.kv_heads = 4;
     cases[5].spec.kv_heads = 4;
+    cases[35].spec.layers = 4;  // SmolLM3: layer 3 without RoPE
+    cases[36].spec.spm = &spm;  // MiniCPM and InternLM 2: SentencePiece, as theirs are
+    cases[38].spec.spm = &spm;
     std::string list = "[";
     for (const Case& c : cases) {
       std::vector<uint8_t> bytes = write_test_model(c.spec);

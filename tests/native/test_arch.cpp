@@ -247,16 +247,48 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
     EXPECT_EQ(c.q_dim(), 2 * c.dim);
     EXPECT_FLOAT_EQ(c.embed_scale, std::sqrt((float)c.dim));
     EXPECT_TRUE(m.weights.layers[0].w_gate.data != nullptr);
+  } else if (s.arch == "granite") {
+    EXPECT_NE(d.find("rmsnorm, rope, swiglu"), std::string::npos) << d;
+    EXPECT_FLOAT_EQ(c.embed_scale, 3.0f);
+    EXPECT_FLOAT_EQ(c.residual_scale, 0.6f);
+    EXPECT_FLOAT_EQ(c.attn_scale, 0.45f);
+    EXPECT_FLOAT_EQ(c.logit_scale, 2.0f) << "logits are divided by logit_scale";
+  } else if (s.arch == "command-r") {
+    EXPECT_NE(d.find("layernorm, rope, swiglu"), std::string::npos) << d;
+    EXPECT_TRUE(c.parallel_ffn);
+    EXPECT_FLOAT_EQ(c.logit_scale, 1.6f);
+    EXPECT_EQ(m.weights.layers[1].ffn_norm, nullptr);
+  } else if (s.arch == "smollm3" || s.arch == "internlm2") {
+    EXPECT_NE(d.find("rmsnorm, rope, swiglu"), std::string::npos) << d;
+  } else if (s.arch == "minicpm") {
+    EXPECT_NE(d.find("rmsnorm, rope, swiglu"), std::string::npos) << d;
+    EXPECT_FLOAT_EQ(c.embed_scale, 3.0f);
+    EXPECT_FLOAT_EQ(c.residual_scale, 0.6f);
+    EXPECT_FLOAT_EQ(c.attn_scale, 0.0f);
+    EXPECT_FLOAT_EQ(c.logit_scale, 2.0f);
+  } else if (s.arch == "starcoder2") {
+    EXPECT_NE(d.find("layernorm, rope-neox, gelu"), std::string::npos) << d;
+    const LayerWeights& L = m.weights.layers[1];
+    EXPECT_TRUE(L.attn_norm_b && L.ffn_norm_b && L.bq && L.bk && L.bv && L.bo && L.b_up && L.b_down && m.weights.final_norm_b);
+  } else if (s.arch == "stablelm") {
+    EXPECT_NE(d.find("layernorm, rope-neox, swiglu"), std::string::npos) << d;
+    EXPECT_EQ(c.rot_dims(), c.head_dim / 4) << "partial rotary";
+    EXPECT_TRUE(m.weights.layers[1].attn_norm_b && m.weights.layers[1].ffn_norm_b && m.weights.final_norm_b);
+  } else if (s.arch == "olmo2") {
+    EXPECT_NE(d.find("rmsnorm, rope-neox, swiglu"), std::string::npos) << d;
+    EXPECT_TRUE(c.qk_norm_whole);
+    const LayerWeights& L = m.weights.layers[1];
+    EXPECT_TRUE(!L.attn_norm && !L.ffn_norm && L.attn_post_norm && L.ffn_post_norm) << "post-norms only";
   } else {
     EXPECT_NE(d.find(s.arch == "llama" ? "rmsnorm, rope, swiglu" : "rmsnorm, rope-neox, swiglu"), std::string::npos) << d;
     EXPECT_FLOAT_EQ(c.embed_scale, 1.0f);
   }
-  EXPECT_EQ(m.weights.layers[0].bq != nullptr, s.arch == "qwen2" || s.arch == "gpt2");
+  EXPECT_EQ(m.weights.layers[0].bq != nullptr, s.arch == "qwen2" || s.arch == "gpt2" || s.arch == "stablelm" || s.arch == "starcoder2");
   if (s.arch == "phi3") {  // fused gate+up: two row views
     const LayerWeights& L = m.weights.layers[0];
     EXPECT_EQ((const uint8_t*)L.w_up.data, (const uint8_t*)L.w_gate.data + L.w_gate.rows * L.w_gate.row_bytes());
   }
-  EXPECT_EQ(m.weights.layers[0].q_norm != nullptr, s.arch == "qwen3" || s.arch == "gemma3");
+  EXPECT_EQ(m.weights.layers[0].q_norm != nullptr, s.arch == "qwen3" || s.arch == "gemma3" || s.arch == "olmo2");
   if (s.arch == "qwen3") EXPECT_EQ(c.head_dim, 24) << "key_length sets the head width";
   EXPECT_EQ(m.weights.rope_factors != nullptr, s.rope_freq_factors);
   std::unique_ptr<Tokenizer> tok = embedded_tokenizer(blob);
@@ -357,6 +389,39 @@ TEST(Gemma2, EveryOptionMattersOnTheTestModel) {
   EXPECT_GT(moved(e), 0.05f) << "embedding scale";
 }
 
+// Each Granite multiplier and each OLMo 2 option changes the logits of the test models (so the
+// llama.cpp comparison, granite and olmo2 in tests/js/wllama.test.mjs, checks each of them but
+// the logit scale, which greedy decoding cannot see: its value is checked in Gguf/Arch).
+TEST(Granite, EveryMultiplierMatters) {
+  TestModelSpec s;
+  s.arch = "granite";
+  s.merges = 60;
+  const LoadedModel m = load_model(blob_of(write_test_model(s)));
+  auto moved = [&](void (*change)(ModelConfig&)) {
+    LoadedModel v = m;
+    change(v.config);
+    return logit_change(m, v);
+  };
+  EXPECT_GT(moved([](ModelConfig& c) { c.embed_scale = 1; }), 0.05f) << "embedding scale";
+  EXPECT_GT(moved([](ModelConfig& c) { c.residual_scale = 1; }), 0.05f) << "residual scale";
+  EXPECT_GT(moved([](ModelConfig& c) { c.attn_scale = 0; }), 0.05f) << "attention scale";
+  EXPECT_GT(moved([](ModelConfig& c) { c.logit_scale = 1; }), 0.05f) << "logit scale";
+}
+
+TEST(Olmo2, EveryOptionMatters) {
+  TestModelSpec s;
+  s.arch = "olmo2";
+  s.merges = 60;
+  s.tied = false;
+  const LoadedModel m = load_model(blob_of(write_test_model(s)));
+  LoadedModel a = m;
+  for (auto& L : a.weights.layers) L.attn_post_norm = L.ffn_post_norm = nullptr;
+  EXPECT_GT(logit_change(m, a), 0.05f) << "post-norms";
+  LoadedModel b = m;
+  for (auto& L : b.weights.layers) L.q_norm = L.k_norm = nullptr;
+  EXPECT_GT(logit_change(m, b), 0.05f) << "Q/K norms";
+}
+
 // Gemma 3 on seven layers: five local (window 8, RoPE base 10000), one global (base 1e6, linear
 // scaling), one local. Each option changes the logits on a prompt longer than the window, so the
 // llama.cpp comparison (tests/js/wllama.test.mjs, gemma3) checks each of them; and the layers'
@@ -444,9 +509,13 @@ TEST_P(ArchThreads, ThreadCountsGiveTheSameLogits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "gemma2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "gemma2", "gemma3", "granite", "olmo2", "stablelm",
+                                                        "starcoder2", "smollm3", "minicpm", "exaone", "internlm2",
+                                                        "command-r"));
 INSTANTIATE_TEST_SUITE_P(Gguf, ArchThreads,
-                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "gemma2", "gemma3"),
+                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "gemma2", "gemma3", "granite",
+                                                              "olmo2", "stablelm", "starcoder2", "smollm3", "minicpm", "exaone",
+                                                              "internlm2", "command-r"),
                                             ::testing::Values(0, 1, 2)));
 
 void expect_load_error(std::vector<uint8_t> bytes, ErrorCode code, const std::string& needle, bool tokenizer = false) {
@@ -495,6 +564,44 @@ TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
   w.add_strings("tokenizer.ggml.tokens", {"a", "b"});
   w.add_strings("tokenizer.ggml.merges", {"ab"});
   expect_load_error(w.finish(), ErrorCode::BadTokenizer, "merge 0", true);
+}
+
+TEST(CommandR, ParallelBlocksMatter) {
+  TestModelSpec s;
+  s.arch = "command-r";
+  s.merges = 60;
+  const LoadedModel m = load_model(blob_of(write_test_model(s)));
+  LoadedModel v = m;
+  v.config.parallel_ffn = false;  // (the feed-forward then reads the residual after attention, unnormed)
+  EXPECT_GT(logit_change(m, v), 0.05f) << "parallel blocks";
+}
+
+TEST(SmolLM3, EveryFourthLayerSkipsRope) {
+  TestModelSpec s;
+  s.arch = "smollm3";
+  s.merges = 60;
+  s.layers = 8;
+  const LoadedModel m = load_model(blob_of(write_test_model(s)));
+  EXPECT_EQ(m.config.layer_rope, (std::vector<uint8_t>{1, 1, 1, 0, 1, 1, 1, 0})) << "llama.cpp's (l + 1) % 4 rule";
+  LoadedModel v = m;
+  v.config.layer_rope.clear();
+  EXPECT_GT(logit_change(m, v), 0.05f) << "the layers without RoPE";
+}
+
+// Missing keys and tensors of the new rows are named.
+TEST(BadInputGguf, GraniteAndOlmo2NameWhatIsMissing) {
+  TestModelSpec s;
+  s.arch = "granite";
+  s.merges = 20;
+  const std::vector<uint8_t> granite = write_test_model(s);
+  expect_load_error(patched(granite, "granite.logit_scale", "granite.logit_scalx"), ErrorCode::BadModel, "key granite.logit_scale is missing");
+  expect_load_error(patched(granite, "blk.1.ffn_gate.weight", "blk.1.ffn_gate.weighx"), ErrorCode::BadModel, "blk.1.ffn_gate.weight is missing");
+  s.arch = "olmo2";
+  s.tied = false;
+  const std::vector<uint8_t> olmo2 = write_test_model(s);
+  expect_load_error(patched(olmo2, "blk.0.attn_k_norm.weight", "blk.0.attn_k_norm.weighx"), ErrorCode::BadModel, "blk.0.attn_k_norm.weight is missing");
+  expect_load_error(patched(olmo2, "blk.1.post_ffw_norm.weight", "blk.1.post_ffw_norm.weighx"), ErrorCode::BadModel,
+                    "blk.1.post_ffw_norm.weight is missing");
 }
 
 // YaRN as Qwen's long-context files store it: type, factor and original context are read, the
