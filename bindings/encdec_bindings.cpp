@@ -22,18 +22,15 @@ namespace {
 class JsEncDec {
  public:
   JsEncDec(const JsBuffer& buf, int threads) {
-    guard([&] {
-      if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
-      pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
-      blob_ = buf.model_blob();
-      model_ = std::make_unique<EncoderDecoder>(load_encdec_model(blob_), 0, pool_);
-      tok_ = embedded_tokenizer(blob_);
-      if (!tok_) fail(ErrorCode::BadModel, "the encoder-decoder model carries no tokenizer");
-      if (tok_->vocab_size() != model_->config().vocab_size)
-        fail(ErrorCode::BadModel, "the tokenizer has " + std::to_string(tok_->vocab_size()) + " pieces, the model " +
-                                      std::to_string(model_->config().vocab_size));
-      return 0;
-    });
+    if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
+    pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
+    blob_ = buf.model_blob();
+    model_ = std::make_unique<EncoderDecoder>(load_encdec_model(blob_), 0, pool_);
+    tok_ = embedded_tokenizer(blob_);
+    if (!tok_) fail(ErrorCode::BadModel, "the encoder-decoder model carries no tokenizer");
+    if (tok_->vocab_size() != model_->config().vocab_size)
+      fail(ErrorCode::BadModel, "the tokenizer has " + std::to_string(tok_->vocab_size()) + " pieces, the model " +
+                                    std::to_string(model_->config().vocab_size));
   }
 
   val info() const {
@@ -207,7 +204,7 @@ bool is_encoder_decoder(const JsBuffer& buf) {
 EMSCRIPTEN_BINDINGS(qkv_encdec) {
   function("isEncoderDecoder", &is_encoder_decoder);
   class_<JsEncDec>("EncDecModel")
-      .constructor<const JsBuffer&, int>()
+      .constructor(&construct<JsEncDec, const JsBuffer&, int>, allow_raw_pointers())
       .function("info", &JsEncDec::info)
       .function("tokenizeSource", &JsEncDec::tokenizeSource)
       .function("tokenizeSpecial", &JsEncDec::tokenizeSpecial)

@@ -21,6 +21,14 @@
 #include "tokenizer/tokenizer.h"
 #include "bindings_common.h"
 
+#include <emscripten/emscripten.h>
+
+EM_JS(void, qkv_throw_js_error, (const char* code, const char* msg), {
+  const e = new Error(UTF8ToString(msg));
+  e.code = UTF8ToString(code);
+  throw e;
+});
+
 using namespace emscripten;
 using namespace qkv;
 using namespace qkv_js;
@@ -49,10 +57,7 @@ class JsRunArgs {
 class JsSampler {
  public:
   JsSampler(int vocab, val opts) {
-    guard([&] {
-      s_ = std::make_unique<Sampler>(vocab, sampler_options(opts));
-      return 0;
-    });
+    s_ = std::make_unique<Sampler>(vocab, sampler_options(opts));
   }
   Sampler& get() { return *s_; }
 
@@ -221,15 +226,12 @@ class JsSession {
 class JsModel {
  public:
   JsModel(const JsBuffer& model, int threads) {
-    guard([&] {
-      if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
-      pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
-      const std::shared_ptr<const Blob> blob = model.model_blob();
-      model_ = load_model(blob);
-      tok_ = embedded_tokenizer(blob);  // GGUF: the tokenizer is in the file
-      chat_ = chat_template_of(tok_.get());
-      return 0;
-    });
+    if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
+    pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
+    const std::shared_ptr<const Blob> blob = model.model_blob();
+    model_ = load_model(blob);
+    tok_ = embedded_tokenizer(blob);  // GGUF: the tokenizer is in the file
+    chat_ = chat_template_of(tok_.get());
   }
 
   // llama2.c tokenizer.bin bytes; validated against the model's vocabulary.
@@ -404,7 +406,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("logitsOut", &JsRunArgs::logitsOut)
       .function("threads", &JsRunArgs::threads)
       .function("context", &JsRunArgs::context);
-  class_<JsSampler>("Sampler").constructor<int, val>();
+  class_<JsSampler>("Sampler").constructor(&construct<JsSampler, int, val>, allow_raw_pointers());
   class_<JsSession>("Session")
       .function("prefill", &JsSession::prefill)
       .function("feed", &JsSession::feed)
@@ -433,7 +435,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("stepOut", &JsSession::stepOut)
       .function("stepProbs", &JsSession::stepProbs);
   class_<JsModel>("Model")
-      .constructor<const JsBuffer&, int>()
+      .constructor(&construct<JsModel, const JsBuffer&, int>, allow_raw_pointers())
       .function("setTokenizer", &JsModel::setTokenizer)
       .function("hasTokenizer", &JsModel::hasTokenizer)
       .function("info", &JsModel::info)
