@@ -17,30 +17,48 @@ namespace qkv_js {
 using namespace emscripten;
 using namespace qkv;
 
+// Throws a JS Error with a code. The JS exception passes over the C++ frames between here and
+// JS without running their destructors, so nothing may own memory there: the message is taken
+// from a thread-local buffer, and the error is made and thrown in JS (no val handle is left).
+// Defined (EM_JS) in qkv_bindings.cpp.
+extern "C" void qkv_throw_js_error(const char* code, const char* msg);
+inline std::string& js_error_message() {
+  thread_local std::string m;
+  return m;
+}
 [[noreturn]] inline void throw_js(const char* code, const std::string& msg) {
-  val err = val::global("Error").new_(val(msg));
-  err.set("code", val(code));
-  err.throw_();
+  if (&msg != &js_error_message()) js_error_message() = msg;
+  qkv_throw_js_error(code, js_error_message().c_str());
+  __builtin_unreachable();
 }
 
-// Runs f, turning a C++ exception into a JS Error with a code. The JS throw happens after the
-// handler has ended, so the C++ exception object is freed and f's locals are already unwound.
+// Runs f, turning a C++ exception into a JS error. The JS error is thrown after the handler has
+// ended (the C++ exception is then freed and f's frames are unwound): thrown inside it, the
+// exception object and what the unwinding had not reached would leak with every error.
 template <class F>
 auto guard(F&& f) -> decltype(f()) {
   const char* code = "internal";
-  std::string message;
   try {
     return f();
   } catch (const Error& e) {
     code = error_code_name(e.code());
-    message = e.what();
+    js_error_message() = e.what();
   } catch (const std::bad_alloc&) {
     code = "out_of_memory";
-    message = "the WASM heap is exhausted";
+    js_error_message() = "the WASM heap is exhausted";
   } catch (const std::exception& e) {
-    message = e.what();
+    js_error_message() = e.what();
   }
-  throw_js(code, message);
+  throw_js(code, js_error_message());
+}
+
+// An Embind constructor for T whose C++ constructor throws C++ exceptions: a construction that
+// fails frees what it had made (thread pool, model, the object itself) before the error becomes a
+// JS one. (A JS error thrown from inside the constructor left all of it behind: after 8 failed
+// loads the multi-threaded build had no thread left for a pool, and dispose() hung.)
+template <class T, class... A>
+T* construct(A... a) {
+  return guard([&] { return new T(std::forward<A>(a)...); });
 }
 
 // Bytes in the WASM heap that JS fills in place (one copy of a model, never two).

@@ -21,21 +21,16 @@ namespace {
 
 class JsEncDec {
  public:
-  // A factory, not a constructor (see JsModel::load): a failed load releases its thread pool.
-  static JsEncDec* load(const JsBuffer& buf, int threads) {
-    return guard([&] {
-      if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
-      auto m = std::make_unique<JsEncDec>();
-      m->pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
-      m->blob_ = buf.model_blob();
-      m->model_ = std::make_unique<EncoderDecoder>(load_encdec_model(m->blob_), 0, m->pool_);
-      m->tok_ = embedded_tokenizer(m->blob_);
-      if (!m->tok_) fail(ErrorCode::BadModel, "the encoder-decoder model carries no tokenizer");
-      if (m->tok_->vocab_size() != m->model_->config().vocab_size)
-        fail(ErrorCode::BadModel, "the tokenizer has " + std::to_string(m->tok_->vocab_size()) + " pieces, the model " +
-                                      std::to_string(m->model_->config().vocab_size));
-      return m.release();
-    });
+  JsEncDec(const JsBuffer& buf, int threads) {
+    if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
+    pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
+    blob_ = buf.model_blob();
+    model_ = std::make_unique<EncoderDecoder>(load_encdec_model(blob_), 0, pool_);
+    tok_ = embedded_tokenizer(blob_);
+    if (!tok_) fail(ErrorCode::BadModel, "the encoder-decoder model carries no tokenizer");
+    if (tok_->vocab_size() != model_->config().vocab_size)
+      fail(ErrorCode::BadModel, "the tokenizer has " + std::to_string(tok_->vocab_size()) + " pieces, the model " +
+                                    std::to_string(model_->config().vocab_size));
   }
 
   val info() const {
@@ -209,7 +204,7 @@ bool is_encoder_decoder(const JsBuffer& buf) {
 EMSCRIPTEN_BINDINGS(qkv_encdec) {
   function("isEncoderDecoder", &is_encoder_decoder);
   class_<JsEncDec>("EncDecModel")
-      .constructor(&JsEncDec::load, allow_raw_pointers())
+      .constructor(&construct<JsEncDec, const JsBuffer&, int>, allow_raw_pointers())
       .function("info", &JsEncDec::info)
       .function("tokenizeSource", &JsEncDec::tokenizeSource)
       .function("tokenizeSpecial", &JsEncDec::tokenizeSpecial)

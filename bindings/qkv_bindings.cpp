@@ -25,6 +25,14 @@
 #include "tokenizer/tokenizer.h"
 #include "bindings_common.h"
 
+#include <emscripten/emscripten.h>
+
+EM_JS(void, qkv_throw_js_error, (const char* code, const char* msg), {
+  const e = new Error(UTF8ToString(msg));
+  e.code = UTF8ToString(code);
+  throw e;
+});
+
 using namespace emscripten;
 using namespace qkv;
 using namespace qkv_js;
@@ -58,10 +66,7 @@ class JsRunArgs {
 class JsSampler {
  public:
   JsSampler(int vocab, val opts) {
-    guard([&] {
-      s_ = std::make_unique<Sampler>(vocab, sampler_options(opts));
-      return 0;
-    });
+    s_ = std::make_unique<Sampler>(vocab, sampler_options(opts));
   }
   Sampler& get() { return *s_; }
   // The last sample's log-probabilities (options.logprobs >= 0): {logprob, top: [[id, logprob], ...]}.
@@ -216,19 +221,13 @@ class JsSession {
 
 class JsModel {
  public:
-  // A factory, not a constructor: a constructor that throws to JS is never unwound, so a failed
-  // load would keep its thread pool's threads forever. Here the object is a local until it is done.
-  static JsModel* load(const JsBuffer& model, int threads) {
-    return guard([&] {
-      if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
-      auto m = std::make_unique<JsModel>();
-      const std::shared_ptr<const Blob> blob = model.model_blob();
-      m->model_ = load_model(blob);
-      m->tok_ = embedded_tokenizer(blob);  // GGUF: the tokenizer is in the file
-      m->chat_ = chat_template_of(m->tok_.get());
-      m->pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
-      return m.release();
-    });
+  JsModel(const JsBuffer& model, int threads) {
+    if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
+    pool_ = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
+    const std::shared_ptr<const Blob> blob = model.model_blob();
+    model_ = load_model(blob);
+    tok_ = embedded_tokenizer(blob);  // GGUF: the tokenizer is in the file
+    chat_ = chat_template_of(tok_.get());
   }
 
   // llama2.c tokenizer.bin bytes; validated against the model's vocabulary.
@@ -555,7 +554,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("setGrammar", &JsRunArgs::setGrammar)
       .function("setJsonSchema", &JsRunArgs::setJsonSchema);
   function("jsonSchemaToGrammar", &json_schema_to_grammar);
-  class_<JsSampler>("Sampler").constructor<int, val>().function("lastLogprobs", &JsSampler::lastLogprobs);
+  class_<JsSampler>("Sampler").constructor(&construct<JsSampler, int, val>, allow_raw_pointers()).function("lastLogprobs", &JsSampler::lastLogprobs);
   class_<JsSession>("Session")
       .function("prefill", &JsSession::prefill)
       .function("feed", &JsSession::feed)
@@ -572,7 +571,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("feedLogits", &JsSession::feedLogits)
       .function("ropeTable", &JsSession::ropeTable);
   class_<JsModel>("Model")
-      .constructor(&JsModel::load, allow_raw_pointers())
+      .constructor(&construct<JsModel, const JsBuffer&, int>, allow_raw_pointers())
       .function("setTokenizer", &JsModel::setTokenizer)
       .function("hasTokenizer", &JsModel::hasTokenizer)
       .function("info", &JsModel::info)

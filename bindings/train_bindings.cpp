@@ -18,6 +18,7 @@ using namespace emscripten;
 using namespace qkv;
 using qkv_js::guard;
 using qkv_js::throw_js;
+using qkv_js::construct;
 
 namespace {
 
@@ -83,39 +84,36 @@ class JsTrainer {
   // model: GGUF (or llama2.c) bytes to fine-tune, or null for a fresh model of the options' shape.
   // tokenizer: GGUF bytes holding a tokenizer, or null (the model's, or learn opts.vocab pieces).
   JsTrainer(val opts, std::string text, val model, val tokenizer, int threads) {
-    guard([&] {
-      if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
-      TrainConfig c = train_config(opts);
-      auto pool = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
-      std::unique_ptr<Tokenizer> tok;
-      if (auto tb = blob_of(tokenizer)) {
-        tok = embedded_tokenizer(tb);
-        if (!tok) fail(ErrorCode::BadTokenizer, "the tokenizer must be a GGUF file with tokenizer.ggml.* keys");
-      }
-      // Memory is checked against the cap before anything of the run is allocated.
-      const double cap = num(opts, "maxMemory", 2147483648.0);
-      auto check_memory = [&](ModelConfig mc, int T) {
-        const double need = Trainer::memory_bytes(mc, c.batch, T);
-        if (need > cap)
-          fail(ErrorCode::OutOfMemory, "training " + mc.describe() + " on batches of " + std::to_string(c.batch) + " x " +
-                                           std::to_string(T) + " tokens needs about " + format_bytes((uint64_t)need) +
-                                           ", over the cap of " + format_bytes((uint64_t)cap) +
-                                           " (maxMemory): use a smaller model, batch or seq");
-      };
-      if (auto mb = blob_of(model)) {
-        LoadedModel base = load_model(mb);
-        if (!tok) tok = embedded_tokenizer(mb);
-        if (!tok) fail(ErrorCode::BadTokenizer, "this model file has no tokenizer: pass one (a tokenizer GGUF)");
-        check_memory(base.config, c.model.seq_len > 0 ? std::min(c.model.seq_len, base.config.seq_len) : base.config.seq_len);
-        t_ = std::make_unique<Trainer>(c, text, std::move(tok), &base, pool);
-      } else {
-        ModelConfig mc = c.model;
-        mc.vocab_size = tok ? tok->vocab_size() : c.vocab;
-        check_memory(mc, mc.seq_len);
-        t_ = std::make_unique<Trainer>(c, text, std::move(tok), nullptr, pool);
-      }
-      return 0;
-    });
+    if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
+    TrainConfig c = train_config(opts);
+    auto pool = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
+    std::unique_ptr<Tokenizer> tok;
+    if (auto tb = blob_of(tokenizer)) {
+      tok = embedded_tokenizer(tb);
+      if (!tok) fail(ErrorCode::BadTokenizer, "the tokenizer must be a GGUF file with tokenizer.ggml.* keys");
+    }
+    // Memory is checked against the cap before anything of the run is allocated.
+    const double cap = num(opts, "maxMemory", 2147483648.0);
+    auto check_memory = [&](ModelConfig mc, int T) {
+      const double need = Trainer::memory_bytes(mc, c.batch, T);
+      if (need > cap)
+        fail(ErrorCode::OutOfMemory, "training " + mc.describe() + " on batches of " + std::to_string(c.batch) + " x " +
+                                         std::to_string(T) + " tokens needs about " + format_bytes((uint64_t)need) +
+                                         ", over the cap of " + format_bytes((uint64_t)cap) +
+                                         " (maxMemory): use a smaller model, batch or seq");
+    };
+    if (auto mb = blob_of(model)) {
+      LoadedModel base = load_model(mb);
+      if (!tok) tok = embedded_tokenizer(mb);
+      if (!tok) fail(ErrorCode::BadTokenizer, "this model file has no tokenizer: pass one (a tokenizer GGUF)");
+      check_memory(base.config, c.model.seq_len > 0 ? std::min(c.model.seq_len, base.config.seq_len) : base.config.seq_len);
+      t_ = std::make_unique<Trainer>(c, text, std::move(tok), &base, pool);
+    } else {
+      ModelConfig mc = c.model;
+      mc.vocab_size = tok ? tok->vocab_size() : c.vocab;
+      check_memory(mc, mc.seq_len);
+      t_ = std::make_unique<Trainer>(c, text, std::move(tok), nullptr, pool);
+    }
   }
 
   val info() const {
@@ -183,7 +181,7 @@ class JsTrainer {
 
 EMSCRIPTEN_BINDINGS(qkv_train) {
   class_<JsTrainer>("Trainer")
-      .constructor<val, std::string, val, val, int>()
+      .constructor(&construct<JsTrainer, val, std::string, val, val, int>, allow_raw_pointers())
       .function("info", &JsTrainer::info)
       .function("stepsDone", &JsTrainer::stepsDone)
       .function("step", &JsTrainer::step)

@@ -23,7 +23,7 @@ namespace qkv {
 namespace {
 
 constexpr size_t kMaxOutput = 16u << 20;    // bytes of rendered text (and of any one string or printed value)
-constexpr uint64_t kMaxWork = 1u << 28;      // evaluated nodes x 64, bytes of strings made or walked, list items x 16
+constexpr uint64_t kMaxWork = 1u << 28;      // evaluated nodes x 64, bytes of strings and list items made, items walked x 16
 constexpr int kMaxDepth = 64;                // brackets inside one another in a tag, and nested blocks
 constexpr int kMaxExprHeight = 128;          // an expression tree's height: chains (a.b.c, x|f|g, 1+1+1) count too
 constexpr int kMaxValueDepth = 64;           // lists and dicts inside one another
@@ -124,6 +124,10 @@ struct Entry {
   Value second;
   bool int_key = false;
 };
+
+// What making or copying one list item costs: the bytes it takes, so that the work budget also
+// bounds the memory a render allocates (2^28 units: about 256 MB made in all).
+constexpr uint64_t kItemCost = sizeof(Value);
 
 Value Value::dict(Dict x) {
   Value v;
@@ -1312,7 +1316,7 @@ class Renderer {
   // What copying these items costs: their strings are copied byte by byte (lists and dicts in
   // them are shared).
   void charge_items(const List& l) {
-    uint64_t units = 16 * (uint64_t)l.size();
+    uint64_t units = kItemCost * (uint64_t)l.size();
     for (const Value& x : l)
       if (x.k == Value::K::Str) units += x.s.size();
     charge(units);
@@ -1824,6 +1828,10 @@ class Renderer {
       else lo = as_int(a[0], "range"), hi = as_int(a[1], "range");
       if (a.size() == 3) step = as_int(a[2], "range");
       if (step == 0) bad_template("range with a step of 0");
+      // Its length, charged before anything is made (a long range is refused without building it).
+      const long double len = step > 0 ? (hi > lo ? ((long double)hi - lo + step - 1) / step : 0) : (lo > hi ? ((long double)lo - hi - step - 1) / -step : 0);
+      if (len > 1000000) too_much("range is too long");
+      charge(kItemCost * (uint64_t)len);
       List l;
       for (int64_t v = lo; step > 0 ? v < hi : v > hi;) {
         if (l.size() >= 1000000) too_much("range is too long");
@@ -1877,13 +1885,13 @@ class Renderer {
   static List items_of(const Value& v, const char* f) {
     List l;
     if (v.k == Value::K::List) {
-      charge(16 * v.l->size());
+      charge(kItemCost * v.l->size());
       return *v.l;
     }
     if (v.k == Value::K::Dict) for (const auto& kv : *v.d) l.push_back(key_value(kv));
     else if (v.k == Value::K::Str) for (const std::string& c : chars(v.s)) l.push_back(Value::str(c));
     else if (v.defined() && v.k != Value::K::None) bad_template(std::string("the filter '") + f + "' over " + brief(v));
-    charge(16 * l.size());
+    charge(kItemCost * l.size());
     return l;
   }
   // A string's characters (code points as UTF-8 sequences), as Python iterates a str.

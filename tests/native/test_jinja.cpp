@@ -592,7 +592,7 @@ TEST(Jinja, FiltersMembershipAndSearchAreCharged) {
   const std::string big = "{% set big = range(999999) %}";
   EXPECT_EQ(outcome_in_child(big + "{% for i in range(20000) %}{{ big | first }}{{ big | last | string | length }}{% endfor %}"),
             "rendered:" + [] { std::string r; for (int i = 0; i < 20000; i++) r += "06"; return r; }());
-  EXPECT_EQ(outcome_in_child(big + "{{ big | length }} {{ big[-1] }} {{ (big | list) is sequence }}"), "rendered:999999 999998 True");
+  EXPECT_EQ(outcome_in_child(big + "{{ big | length }} {{ big[-1] }} {{ (big[:3] | list) is sequence }}"), "rendered:999999 999998 True");
   // 'x in list' scans are charged per item: a loop of them ends at the budget.
   EXPECT_EQ(code_part(outcome_in_child(big + "{% for i in range(100000) %}{% if -1 in big %}!{% endif %}{% endfor %}")), "bad_model");
   EXPECT_EQ(code_part(outcome_in_child(big + "{% for i in range(100000) %}{{ big | select('none') | list | length }}{% endfor %}")),
