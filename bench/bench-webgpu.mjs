@@ -128,7 +128,7 @@ for (const shape of shapes) {
     // embedding table, which is then read in full).
     const perToken = g.weightBytes;
     const pct = (100 * g.decode * perToken) / bw.bytesPerS;
-    console.log(`| ${shape} | ${type} | ${(perToken / 1048576).toFixed(0)} MiB | ${fmt(g.prefill)} | ${fmt(g.decode)} | ${pct.toFixed(1)}% | ` +
+    console.log(`| ${shape} | ${type} | ${(perToken / 1048576).toFixed(perToken < 104857600 ? 2 : 0)} MiB | ${fmt(g.prefill)} | ${fmt(g.decode)} | ${pct.toFixed(1)}% | ` +
       `${fmt(w.prefill)} | ${fmt(w.decode)} | ${(g.prefill / w.prefill).toFixed(2)} | ${(g.decode / w.decode).toFixed(2)} |`);
   }
 }
