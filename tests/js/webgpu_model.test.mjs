@@ -310,7 +310,7 @@ if (process.argv.includes('--child')) {
         assert.deepEqual(r.warnings, []);
         t.diagnostic(`${name}: prefill ${r.prefill.toExponential(2)}, decode ${r.decode.toExponential(2)} (tol ${tol}); ` +
           `greedy: ${r.same}/4 equal${r.nearTie ? `, then a near-tie (gap ${r.nearTie.gap.toExponential(2)} of the logit range)` : ''}` +
-          (r.stored === null ? '' : `; against WASM on the stored weights (8-bit activations): ${r.stored.toExponential(2)}`));
+          (r.stored === null ? '' : `; against WASM on the stored weights (8-bit activations for the block types): ${r.stored.toExponential(2)}`));
         assert.ok(r.prefill <= tol, `prefill logits differ by ${r.prefill}`);
         assert.ok(r.decode <= tol, `decode logits differ by ${r.decode}`);
         if (r.nearTie) assert.ok(r.nearTie.gap <= 2 * tol, `greedy choice differs at step ${r.nearTie.step} by ${r.nearTie.gap} of the range`);
