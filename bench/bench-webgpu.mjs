@@ -1,124 +1,135 @@
-// WebGPU attention benchmark (not a test). Attention only: WebGPU (src/js/webgpu.js) against the
-// WASM kernel (attention_flash, the engine's own) at 1 and 2 threads, for prefill (nQ = nKv = 512,
-// 2048, 8192; WebGPU time includes the upload and readback of one call) and decode (nQ = 1 at
-// context 512, 2048, 8192, with the keys/values already in the GPU KV cache as the engine keeps
-// them: one layer's step, q/k/v up and the output back). Then end to end: tokens/s of a model
-// with device 'wasm' and device 'webgpu'.
-// Shape: 32 query heads, 8 kv heads, head_dim 128 (Llama-3-8B-like), causal, f32.
-// Usage: node bench/bench-webgpu.mjs [--quick] [--full] [--heads H --kv-heads K --dim D]
-//                                    [--model PATH [--tokenizer PATH]] [--tokens N]
+// The whole model on WebGPU against WASM (a benchmark that prints figures, not a test).
+// Per shape and stored type: prefill tok/s (a --prompt token prompt) and decode tok/s (--decode
+// tokens, logits read back each token, as generation does) with device 'webgpu', and the same
+// with device 'wasm' at --threads (default 2); next to the GPU's copy bandwidth measured by a
+// copy kernel, decode is printed as a percentage of the rate that bandwidth allows
+// (bandwidth / bytes per token; bytes per token = the weights, each read once per token: the
+// benchmark models tie their classifier to the embedding table).
+//
+//   node bench/bench-webgpu.mjs [--shapes 110m,1b] [--types f32,f16,q8_0,q4_0,q4_k] [--threads 2]
+//                               [--prompt 128] [--decode 32] [--dir build/bench-webgpu] [--quick]
+// Models: bench/bench-models.mjs (random weights; needs the native CLI build/qkv to write them).
+// --quick: one tiny shape (dim 64, 2 layers) in f32 and q8_0 that runs on SwiftShader in seconds.
 // In Node without a GPU it re-runs itself on SwiftShader (VK_ICD_FILENAMES); SwiftShader is a CPU
-// emulation: its timings check that the code runs, they say nothing about GPU speed (prefill of
-// 2048 and 8192 tokens, minutes there, is skipped unless --full).
+// emulation: its figures check that the code runs and say nothing about GPU speed (the table
+// says so). On a machine with a GPU, Dawn's Node bindings (npm 'webgpu') use Vulkan.
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SHAPES, benchModel } from './bench-models.mjs';
 
-const argv = process.argv.slice(2);
-const opt = (name, def) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : def);
-const quick = argv.includes('--quick'), full = argv.includes('--full');
-const nHeads = Number(opt('--heads', 32)), nKvHeads = Number(opt('--kv-heads', 8)), headDim = Number(opt('--dim', 128));
+const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const opt = (name, def) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 && i + 1 < args.length ? args[i + 1] : def;
+};
 const ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 const here = fileURLToPath(import.meta.url);
-
-if (!process.env.VK_ICD_FILENAMES && !process.env.QKV_BENCH_CHILD && existsSync(ICD)) {
+if (!process.env.VK_ICD_FILENAMES && !process.env.QKV_BENCH_CHILD && !process.env.QKV_BENCH_REAL_GPU && existsSync(ICD)) {
   const env = {
     ...process.env, QKV_BENCH_CHILD: '1', VK_ICD_FILENAMES: ICD,
     LD_LIBRARY_PATH: [process.env.LD_LIBRARY_PATH, '/usr/lib/chromium'].filter(Boolean).join(':'),
   };
-  const r = spawnSync(process.execPath, [here, ...argv], { env, stdio: 'inherit' });
+  const r = spawnSync(process.execPath, [here, ...args], { env, stdio: 'inherit' });
   process.exit(r.status ?? 1);
 }
 
-function inputs(nQ, nKv) {
-  let x = 0x2545f491;
-  const rand = (n) => {
-    const f = new Float32Array(n);
-    for (let i = 0; i < n; i++) { x ^= x << 13; x ^= x >>> 17; x ^= x << 5; f[i] = (x >>> 0) / 2147483648 - 1; }
-    return f;
-  };
-  return {
-    nQ, nKv, nHeads, nKvHeads, headDim, q: rand(nQ * nHeads * headDim), k: rand(nKv * nKvHeads * headDim),
-    v: rand(nKv * nKvHeads * headDim), scale: 1 / Math.sqrt(headDim), qPos0: nKv - nQ, causal: true,
-  };
-}
+const shapes = quick ? ['tiny'] : opt('shapes', '110m').split(',');
+const types = (quick ? 'f32,q8_0' : opt('types', 'f32,f16,q8_0,q4_0,q4_k')).split(',');
+const threads = Number(opt('threads', '2'));
+const promptLen = Number(opt('prompt', quick ? '16' : '128')), decodeLen = Number(opt('decode', quick ? '4' : '32'));
+const dir = resolve(opt('dir', join(root, 'build', 'bench-webgpu')));
+const ALL = { ...SHAPES, tiny: { dim: 64, hidden: 128, layers: 2, heads: 4, kvHeads: 4, vocab: 512, seq: 256 } };
+for (const s of shapes) if (!ALL[s]) { console.error(`bench-webgpu: unknown shape ${s} (110m, 1b)`); process.exit(2); }
+const qkvBin = join(root, 'build', 'qkv');
+if (!existsSync(qkvBin)) { console.error('bench-webgpu: build the native CLI first (bash scripts/build.sh native): it writes the model files'); process.exit(1); }
+mkdirSync(dir, { recursive: true });
 
-async function time(fn, reps) {
-  const t0 = performance.now();
-  await fn();  // warm-up (pipeline compile); the only sample when reps is 0
-  const ts = reps ? [] : [performance.now() - t0];
-  for (let r = 0; r < reps; r++) { const t = performance.now(); await fn(); ts.push(performance.now() - t); }
-  return ts.sort((a, b) => a - b)[ts.length >> 1];
-}
+const { create, globals } = await import('webgpu');
+Object.assign(globalThis, globals);
+const gpu = create([]);
+const { requestQkvDevice } = await import('../src/js/webgpu.js');
+const { loadModel } = await import('../src/js/node.js');
 
-let gpuLabel = 'unavailable', att = null, device = null, gpu = null;
-const { createKvCache } = await import('../src/js/webgpu.js');
-try {
-  const { create, globals } = await import('webgpu');
-  Object.assign(globalThis, globals);
-  const { requestQkvDevice, createAttention } = await import('../src/js/webgpu.js');
-  gpu = create([]);
-  let adapterInfo;
-  ({ device, adapterInfo } = await requestQkvDevice({ gpu }));
-  gpuLabel = `${adapterInfo.vendor} ${adapterInfo.architecture} ${adapterInfo.description}`.trim();
-  att = createAttention(device);
-} catch (e) {
-  console.log(`WebGPU unavailable: ${e.message}`);
-}
-const { loadWasmModule } = await import('../src/js/wasm-node.mjs');
-const { mod } = await loadWasmModule({ threads: 2 });
-const swiftshader = /swiftshader/i.test(gpuLabel);
-console.log(`qkv WebGPU attention benchmark, node ${process.version}; adapter: ${gpuLabel}`);
-console.log(`shape: ${nHeads} heads / ${nKvHeads} kv heads, head_dim ${headDim}, causal, f32; median wall ms`);
-if (swiftshader) console.log('NOTE: SwiftShader is a CPU emulation of a GPU: these WebGPU timings are for correctness only.');
-
-const cases = [
-  ['prefill', 512, 512], ['prefill', 2048, 2048], ['prefill', 8192, 8192],
-  ['decode', 1, 512], ['decode', 1, 2048], ['decode', 1, 8192],
-].filter(([kind, nQ]) => !(quick && nQ >= 2048) && !(kind === 'prefill' && nQ >= 2048 && swiftshader && !full));
-console.log(`${'case'.padEnd(24)}${'WASM 1T'.padStart(10)}${'WASM 2T'.padStart(10)}${'WebGPU'.padStart(10)}${'2T/GPU'.padStart(9)}`);
-for (const [kind, nQ, nKv] of cases) {
-  const big = nQ >= 2048;
-  const wasm = (threads) => mod.benchAttention(threads, nHeads, nKvHeads, headDim, nKv, nQ, big ? 1 : 3);
-  const w1 = wasm(1), w2 = wasm(2);
-  let g = NaN;
-  if (att) {
-    const a = inputs(nQ, nKv);
-    if (kind === 'prefill') {
-      g = await time(() => att.run(a), big && swiftshader ? 0 : 3);
-    } else {
-      const cache = createKvCache(device, att, { layers: 1, heads: nHeads, kvHeads: nKvHeads, headDim, context: nKv });
-      cache.write(0, a.k, a.v, 0, nKv - 1);
-      const kvd = nKvHeads * headDim, last = a.k.subarray((nKv - 1) * kvd);
-      g = await time(() => cache.layer(0, { q: a.q, k: last, v: last, rows: 1, pos: nKv - 1 }, () => {}), 5);
-      cache.dispose();
-    }
+/** Bytes/s of a buffer-to-buffer copy by a compute kernel (read + write), median of runs. */
+async function copyBandwidth() {
+  const { device, adapterInfo } = await requestQkvDevice({ gpu });
+  const bytes = Math.min(256 << 20, device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize) & ~1023;
+  const U = GPUBufferUsage;
+  const a = device.createBuffer({ size: bytes, usage: U.STORAGE }), b = device.createBuffer({ size: bytes, usage: U.STORAGE });
+  const module = device.createShaderModule({
+    code: `@group(0) @binding(0) var<storage, read> a: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read_write> b: array<vec4<u32>>;
+@compute @workgroup_size(256) fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+  let i = g.x + g.y * n.x * 256u;
+  if (i < arrayLength(&a)) { b[i] = a[i]; }
+}`,
+  });
+  const pipe = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+  const group = device.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: a } }, { binding: 1, resource: { buffer: b } }] });
+  const groups = bytes / 16 / 256, gx = Math.min(groups, 32768), gy = Math.ceil(groups / gx);
+  const times = [];
+  for (let r = 0; r < 7; r++) {
+    const enc = device.createCommandEncoder(), pass = enc.beginComputePass();
+    pass.setPipeline(pipe); pass.setBindGroup(0, group);
+    for (let k = 0; k < 4; k++) pass.dispatchWorkgroups(gx, gy);
+    pass.end();
+    const t0 = performance.now();
+    device.queue.submit([enc.finish()]);
+    await device.queue.onSubmittedWorkDone();
+    if (r > 1) times.push((performance.now() - t0) / 4);
   }
-  console.log(`${`${kind} nQ=${nQ} ctx=${nKv}`.padEnd(24)}${w1.toFixed(2).padStart(10)}${w2.toFixed(2).padStart(10)}` +
-    `${g.toFixed(2).padStart(10)}${(w2 / g).toFixed(2).padStart(8)}x`);
+  times.sort((x, y) => x - y);
+  device.destroy();
+  return { bytesPerS: (2 * bytes) / (times[times.length >> 1] / 1000), adapter: adapterInfo };
 }
 
-// End to end: the same model and prompt with attention in WASM and on WebGPU.
-const modelPath = opt('--model', join(here, '..', '..', '..', 'shared', 'models', 'stories260K.bin'));
-const tokPath = opt('--tokenizer', modelPath.endsWith('.bin') ? join(modelPath, '..', 'aidreams-tok512.bin') : undefined);
-const nTok = Number(opt('--tokens', 128));
-if (existsSync(modelPath)) {
-  const { loadModel } = await import('../src/js/node.js');
-  console.log(`\nend to end: ${modelPath}, greedy, ${nTok} tokens, 2 threads`);
-  console.log(`${'device'.padEnd(10)}${'prefill tok/s'.padStart(15)}${'decode tok/s'.padStart(15)}`);
-  for (const dev of ['wasm', 'webgpu']) {
-    if (dev === 'webgpu' && !att) continue;
-    const m = await loadModel(modelPath, { tokenizer: tokPath, threads: 2, device: dev, gpu, onWarning: (w) => console.log(w.message) });
-    const s = m.createSession();
-    const prompt = 'Once upon a time, '.repeat(8);
-    await s.complete(prompt, { temperature: 0, maxTokens: 4 });  // warm-up
+async function measure(file, device) {
+  const model = await loadModel(file, { device, threads: device === 'wasm' ? threads : 1, gpu });
+  try {
+    const info = model.info;
+    if (info.backend !== device) return { error: `ran on ${info.backend}: ${info.device.reason}` };
+    const V = info.vocabSize;
+    const ids = Array.from({ length: promptLen }, (_, i) => 3 + ((i * 7919) % (V - 3)));
+    const s = model.createSession();
+    await s.feed(ids.slice(0, 8));  // warm-up: pipelines, first buffers
     s.reset();
-    await s.complete(prompt, { temperature: 0, maxTokens: nTok, stopTokens: [] });
-    const g = s.lastGeneration;
-    console.log(`${m.info.backend.padEnd(10)}${(g.promptTokens / (g.prefillMs / 1000)).toFixed(1).padStart(15)}` +
-      `${(g.generatedTokens / (g.decodeMs / 1000)).toFixed(1).padStart(15)}`);
-    m.dispose();
+    let t0 = performance.now();
+    await s.feed(ids);
+    const prefill = promptLen / ((performance.now() - t0) / 1000);
+    await s.feed([ids[1]]);  // first decode step: matrix-vector pipelines
+    t0 = performance.now();
+    for (let i = 0; i < decodeLen; i++) await s.feed([ids[(i * 13) % promptLen]]);
+    const decode = decodeLen / ((performance.now() - t0) / 1000);
+    return { prefill, decode, weightBytes: info.memory.weightBytes, adapter: info.device.adapter };
+  } finally {
+    model.dispose();
   }
 }
-process.exit(0);
+
+const bw = await copyBandwidth();
+const soft = /swiftshader/i.test(bw.adapter.architecture + bw.adapter.description);
+console.log(`GPU: ${bw.adapter.vendor} ${bw.adapter.architecture} ${bw.adapter.description}; copy bandwidth ${(bw.bytesPerS / 1e9).toFixed(1)} GB/s`);
+if (soft) console.log('SwiftShader (a CPU emulation of a GPU): the figures below check that the path runs; they are not GPU speeds.');
+console.log(`\n| shape | type | weights | WebGPU prefill tok/s | WebGPU decode tok/s | decode % of bandwidth | WASM ${threads}t prefill | WASM ${threads}t decode | prefill x | decode x |`);
+console.log('|---|---|---|---|---|---|---|---|---|---|');
+for (const shape of shapes) {
+  for (const type of types) {
+    if (shape === '1b' && type === 'f32') continue;  // 3.5 GB: over a wasm32 heap
+    const file = benchModel({ dir, qkvBin, shape: ALL[shape], name: shape, type, log: (m) => console.error(`[bench-webgpu] ${m}`) });
+    const g = await measure(file, 'webgpu');
+    const w = await measure(file, 'wasm');
+    const fmt = (v) => (v === undefined ? '-' : v.toFixed(1));
+    if (g.error || w.error) { console.log(`| ${shape} | ${type} | | ${g.error ?? ''} | | | ${w.error ?? ''} | | | |`); continue; }
+    // Per decoded token the GPU reads every weight once (these models tie the classifier to the
+    // embedding table, which is then read in full).
+    const perToken = g.weightBytes;
+    const pct = (100 * g.decode * perToken) / bw.bytesPerS;
+    console.log(`| ${shape} | ${type} | ${(perToken / 1048576).toFixed(perToken < 104857600 ? 2 : 0)} MiB | ${fmt(g.prefill)} | ${fmt(g.decode)} | ${pct.toFixed(1)}% | ` +
+      `${fmt(w.prefill)} | ${fmt(w.decode)} | ${(g.prefill / w.prefill).toFixed(2)} | ${(g.decode / w.decode).toFixed(2)} |`);
+  }
+}
+process.exit(0);  // Dawn keeps the event loop alive otherwise

@@ -17,11 +17,11 @@
 // --runs runs after a warm-up; qkv's through its JS API, wllama's from llama.cpp's timings.
 // Files over 512 MiB reach wllama as llama.cpp split files (bench/gguf-split.mjs; it cannot
 // take them as one buffer); qkv reads the single file. Same tensors, same bytes.
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, closeSync, writeSync, statSync, renameSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchBrowser } from '../tests/js/browser.mjs';
+import { LETTERS, SHAPES, benchModel } from './bench-models.mjs';
 import { serveBenchPage } from './bench-server.mjs';
 import { splitGguf } from './gguf-split.mjs';
 
@@ -44,10 +44,6 @@ const simdList = opt('simd', 'relaxed,baseline').split(',');
 for (const v of simdList) if (!['relaxed', 'baseline'].includes(v)) { console.error(`bench-wllama: --simd takes relaxed and/or baseline, got ${v}`); process.exit(2); }
 const runs = Number(opt('runs', '3')), promptLen = Number(opt('prompt', '256')), decode = Number(opt('decode', '64'));
 const dir = resolve(opt('dir', join(root, 'build', 'bench-wllama')));
-const SHAPES = {
-  '110m': { dim: 768, hidden: 2048, layers: 12, heads: 12, kvHeads: 12, vocab: 32000, seq: 1024 },
-  '1b': { dim: 2048, hidden: 5632, layers: 16, heads: 32, kvHeads: 32, vocab: 32000, seq: 1024 },
-};
 for (const s of shapes) if (!SHAPES[s]) { console.error(`bench-wllama: unknown shape ${s} (110m, 1b)`); process.exit(2); }
 for (const t of types) if (!['f32', 'f16', 'q8_0', 'q4_0', 'q4_k'].includes(t)) { console.error(`bench-wllama: unknown type ${t}`); process.exit(2); }
 const qkvBin = join(root, 'build', 'qkv');
@@ -57,72 +53,8 @@ if (!existsSync(qkvBin) || !existsSync(join(root, 'dist', 'qkv-mt.wasm'))) {
 }
 mkdirSync(dir, { recursive: true });
 
-// ---- model files -------------------------------------------------------------------------
-const LETTERS = 'abcdefghijklmnopqrstuvwxyz';
-
-// llama2.c tokenizer.bin: <unk>, <s>, </s>, 256 byte pieces, the 26 letters, ' ', then pieces
-// no text here can reach ('#' + number), up to the vocabulary size. A prompt of letters is one
-// token per letter in both engines (BOS, the dummy-prefix space, then the letters).
-function writeTokenizer(path, vocab) {
-  if (existsSync(path)) return;
-  const parts = [];
-  const i32 = (v) => { const b = Buffer.alloc(4); b.writeInt32LE(v); parts.push(b); };
-  const piece = (s, score) => { const b = Buffer.from(s, 'utf8'); const h = Buffer.alloc(8); h.writeFloatLE(score, 0); h.writeInt32LE(b.length, 4); parts.push(h, b); };
-  i32(16);
-  piece('<unk>', 0); piece('\n<s>\n', 0); piece('\n</s>\n', 0);
-  for (let b = 0; b < 256; b++) piece(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`, 0);
-  for (const c of LETTERS) piece(c, -1);
-  piece(' ', -1);
-  for (let i = 3 + 256 + 27; i < vocab; i++) piece(`#${i}`, -1000);
-  const fd = openSync(path + '.tmp', 'w');
-  for (const p of parts) writeSync(fd, p);
-  closeSync(fd);
-  renameSync(path + '.tmp', path);
-}
-
-// llama2.c checkpoint (tied classifier, no freq_cis), uniform random weights in +-0.035, norms 1.
-function writeCheckpoint(path, s) {
-  if (existsSync(path)) return;
-  const kvd = (s.dim / s.heads) * s.kvHeads, L = s.layers;
-  const runsOf = [
-    [s.vocab * s.dim, 'r'], [L * s.dim, 1], [L * s.dim * s.dim, 'r'], [L * s.dim * kvd, 'r'], [L * s.dim * kvd, 'r'],
-    [L * s.dim * s.dim, 'r'], [L * s.dim, 1], [L * s.hidden * s.dim, 'r'], [L * s.dim * s.hidden, 'r'],
-    [L * s.hidden * s.dim, 'r'], [s.dim, 1],
-  ];
-  const fd = openSync(path + '.tmp', 'w');
-  writeSync(fd, Buffer.from(new Int32Array([s.dim, s.hidden, s.layers, s.heads, s.kvHeads, s.vocab, s.seq]).buffer));
-  let x = 2463534242;
-  const chunk = new Float32Array(1 << 20);
-  for (const [n, what] of runsOf) {
-    for (let done = 0; done < n; done += chunk.length) {
-      const k = Math.min(chunk.length, n - done);
-      for (let i = 0; i < k; i++) {
-        if (what === 1) { chunk[i] = 1; continue; }
-        x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
-        chunk[i] = ((x >>> 0) / 4294967296 - 0.5) * 0.07;
-      }
-      writeSync(fd, Buffer.from(chunk.buffer, 0, k * 4));
-    }
-  }
-  closeSync(fd);
-  renameSync(path + '.tmp', path);
-}
-
-function ggufFor(shape, type) {
-  const s = SHAPES[shape];
-  const bin = join(dir, `${shape}.bin`), tok = join(dir, 'tok32000.bin'), out = join(dir, `${shape}-${type}.gguf`);
-  if (existsSync(out)) return out;
-  writeTokenizer(tok, s.vocab);
-  if (!existsSync(bin)) console.error(`[bench-wllama] writing ${bin} (random weights)`);
-  writeCheckpoint(bin, s);
-  console.error(`[bench-wllama] ${type === 'f32' || type === 'f16' ? 'qkv convert' : 'qkv quantize'} -> ${out}`);
-  const argv = type === 'f32' || type === 'f16' ? ['convert', bin, '-z', tok, '-o', out + '.tmp', '--type', type]
-    : ['quantize', bin, out + '.tmp', '--type', type, '-z', tok];
-  const msg = execFileSync(qkvBin, argv, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-  if (msg) process.stderr.write(msg.split('\n').filter((l) => !l.startsWith('  ')).join('\n') + '\n');
-  renameSync(out + '.tmp', out);
-  return out;
-}
+// ---- model files (bench/bench-models.mjs) ---------------------------------------------
+const ggufFor = (shape, type) => benchModel({ dir, qkvBin, shape: SHAPES[shape], name: shape, type, log: (m) => console.error(`[bench-wllama] ${m}`) });
 
 // ---- server (bench/bench-server.mjs) -----------------------------------------------------
 const { server, base } = await serveBenchPage({ root, modelDir: dir, title: 'qkv vs wllama', script: '/qkv/bench/wllama-page.mjs' });

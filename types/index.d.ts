@@ -61,17 +61,18 @@ export interface LoadOptions {
    */
   simd?: 'auto' | 'relaxed' | 'baseline';
   /**
-   * Where attention runs. 'wasm': always the WASM kernels. 'webgpu': WGSL kernels with the KV
-   * cache on the GPU (the rest of each layer stays in WASM); if WebGPU is missing or fails, the
-   * model falls back to WASM with a warning. 'auto' (default): WebGPU only when a measurement at
-   * load time (one layer's decode attention at half the context, transfers included) shows it
-   * faster than WASM for this model; info.device.reason gives the figures.
+   * Where the model runs. 'wasm': the WASM engine. 'webgpu': the whole model on the GPU (weights
+   * uploaded once as stored, KV cache on the GPU, one submit per decoded token, only the logits
+   * read back; sampling stays on the CPU); a model or option the GPU path does not implement
+   * (encoders, linear attention, ...), a missing GPU, or a GPU failure mid-generation gives
+   * WASM with a warning. 'auto' (default): WebGPU only when one decode step, timed on both at
+   * load, is faster there; info.device.reason and info.device.measured give the figures.
+   * Sessions with captureAttention on compute their feeds in WASM (the engine records the maps).
    */
   device?: 'auto' | 'webgpu' | 'wasm';
   /**
-   * Element type of the GPU KV cache. 'auto' (default): f16 where the device has shader-f16 (half
-   * the memory and bandwidth; attention within 1e-2 of f32), else f32. 'f32': the WASM kernel's
-   * exact inputs, for bit-level agreement with the CPU path.
+   * Precision of the GPU path. It computes and caches in f32 on every adapter (no dependence on
+   * shader-f16); 'f16' is accepted and warns ('webgpu_f16_unavailable') that f32 is used.
    */
   gpuPrecision?: 'auto' | 'f32' | 'f16';
   /** The WebGPU entry point; default navigator.gpu. In Node pass `create([])` from the 'webgpu' package. */
@@ -90,20 +91,23 @@ export interface LoadOptions {
 
 /** A non-fatal problem: the work goes on, on a fallback. */
 export interface QkvWarning {
-  code: 'webgpu_unavailable' | 'webgpu_limits' | 'webgpu_failed' | 'webgpu_f16_unavailable';
+  code: 'webgpu_unavailable' | 'webgpu_unsupported' | 'webgpu_failed' | 'webgpu_f16_unavailable';
   message: string;
 }
 
-/** Where attention runs for a model, and why. */
+/** Where a model runs, and why. */
 export interface DeviceInfo {
   kind: 'webgpu' | 'wasm';
   requested: 'auto' | 'webgpu' | 'wasm';
   reason: string;
   adapter?: { vendor: string; architecture: string; device: string; description: string };
-  /** Element type of the GPU KV cache (WebGPU only). */
+  /** Element type of the GPU KV cache (WebGPU only; always 'f32' today). */
   kvType?: 'f32' | 'f16';
-  /** The 'auto' measurement: one layer's decode attention over `keys` cached keys. */
-  measured?: { keys: number; webgpuMs: number; wasmMs: number };
+  /**
+   * The 'auto' measurement: milliseconds of one decode step at `position` on each backend (the
+   * GPU's with its logits read back; WASM on the model's threads), medians of a few steps.
+   */
+  measured?: { position: number; webgpuMs: number; wasmMs: number };
 }
 
 export interface SamplingOptions {
@@ -341,7 +345,7 @@ export declare class Session {
    * messages extend the previous conversation reuses the KV cache.
    */
   chat(messages: ChatMessage[], options?: ChatOptions): AsyncGenerator<GeneratedToken, void, undefined>;
-  /** Where this session's attention runs. */
+  /** Where this session's forward runs ('wasm' after a GPU failure). */
   readonly backend: 'webgpu' | 'wasm';
   /**
    * Appends token ids to the cache and computes them in one pass; allLogits keeps every token's

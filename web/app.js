@@ -77,12 +77,12 @@ function showBackend(info) {
   const device = info.device ?? { kind: 'wasm', reason: '' };
   b.dataset.device = device.kind;
   b.textContent = (mode === 'pthreads' ? 'WASM · pthreads' : 'WASM · single thread') +
-    (device.kind === 'webgpu' ? ' · attention on WebGPU' : '');
+    (device.kind === 'webgpu' ? ' · model on WebGPU' : '');
   b.title = `${info.simd}; ${reason}`;
   $('threads').textContent = String(threads);
   const where = device.kind === 'webgpu'
-    ? `attention runs on the GPU${device.adapter?.vendor ? ` (${device.adapter.vendor})` : ''}, KV cache ${device.kvType ?? 'f32'}`
-    : 'attention runs in WASM';
+    ? `the model runs on the GPU${device.adapter?.vendor ? ` (${device.adapter.vendor})` : ''}, KV cache ${device.kvType ?? 'f32'}`
+    : 'the model runs in WASM';
   $('webgpu').textContent = device.kind === 'webgpu' ? 'WebGPU' : 'WASM';
   $('backend-reason').textContent = `${mode === 'pthreads' ? 'Threads' : 'One thread'}: ${reason}. ` +
     `SIMD: ${info.simd}. WebGPU: ${where} (${device.reason}).`;

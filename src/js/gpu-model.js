@@ -249,7 +249,7 @@ export async function createGpuModel(device, desc) {
         addPos: d.positional === 'learned' ? op('elt', 'add_pos', { N: dim }, [step, x, W(-1, 'pos_embed').buffer], (n) => [Math.ceil(dim / 64), n]) : null,
         finalAll: norm('main', fw, fb, x, xb),
         finalLast: norm('last', fw, fb, x, xb, dim, 1, () => [1]),
-        softcap: d.logitSoftcap > 0 ? op('elt', 'softcap', { N: V, CAP: d.logitSoftcap }, [step, logits], (rows) => [Math.ceil(V / 64), rows]) : null,
+        softcap: d.logitSoftcap > 0 ? op('elt', 'softcap', { N: V, CAP: d.logitSoftcap }, [null, logits], (rows) => [Math.ceil(V / 64), rows]) : null,
       };
     }
 

@@ -109,16 +109,7 @@ void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits) {
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
       fail(ErrorCode::BadArgument, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary (0.." +
                                        std::to_string(c.vocab_size - 1) + ")");
-  if (external_) {
-    try {
-      kx_.resize((size_t)kMaxBatch * c.kv_dim());
-      vx_.resize((size_t)kMaxBatch * c.kv_dim());
-    } catch (const std::bad_alloc&) {
-      fail(ErrorCode::OutOfMemory, "not enough memory for this chunk's keys and values");
-    }
-  } else {
-    reserve_cache(pos + n);
-  }
+  reserve_cache(pos + n);
   if (all_logits) logits_.resize((size_t)n * c.vocab_size);
   else logits_.resize(c.vocab_size);
   if (!capture_) {
@@ -140,8 +131,6 @@ void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits) {
 
 const float* Transformer::forward(const int* tokens, int n, int pos, bool all_logits) {
   const ModelConfig& c = m_.config;
-  if (external_)
-    fail(ErrorCode::BadArgument, "this transformer runs attention externally (WebGPU): drive it with the step API");
   prepare(tokens, n, pos, all_logits);
   for (int i = 0; i < n; i += kMaxBatch) {
     int b = std::min(kMaxBatch, n - i);
@@ -186,7 +175,6 @@ void Transformer::reserve_rows(int rows) {
 
 const float* Transformer::encode(const int* tokens, const int* types, const int* lens, int n_seqs) {
   const ModelConfig& c = m_.config;
-  if (external_) fail(ErrorCode::BadArgument, "encode runs attention on the CPU; turn external attention off first");
   if (n_seqs <= 0) fail(ErrorCode::BadArgument, "encode needs at least one text");
   int64_t total = 0;
   for (int s = 0; s < n_seqs; s++) {
@@ -232,59 +220,6 @@ const float* Transformer::encode(const int* tokens, const int* types, const int*
   }
   if (m_.weights.final_norm) norm(x_.data(), x_.data(), m_.weights.final_norm, m_.weights.final_norm_b, N);
   return x_.data();
-}
-
-void Transformer::set_external_attention(bool on) {
-  const ModelConfig& c = m_.config;
-  if (on && (c.attn_softcap > 0.0f || c.attn_scale > 0.0f))
-    fail(ErrorCode::Unsupported, "external (WebGPU) attention has no score soft-cap or custom scale (" + c.arch + ")");
-  for (int l = 0; on && l < c.n_layers; l++)
-    if (c.attn_of(l) != AttnKind::Softmax)
-      fail(ErrorCode::Unsupported, std::string("external (WebGPU) attention runs softmax layers only; layer ") +
-                                       std::to_string(l) + " is " + attn_kind_name(c.attn_of(l)));
-  external_ = on;
-  step_n_ = 0;
-}
-
-int Transformer::step_begin(const int* tokens, int n, int pos, bool all_logits) {
-  if (!external_) fail(ErrorCode::BadArgument, "the step API needs external attention");
-  prepare(tokens, n, pos, all_logits);
-  step_tokens_.assign(tokens, tokens + n);
-  step_n_ = n;
-  step_pos0_ = pos;
-  step_all_ = all_logits;
-  return (n + kMaxBatch - 1) / kMaxBatch;
-}
-
-void Transformer::step_chunk(int chunk) {
-  if (!external_ || step_n_ <= 0) fail(ErrorCode::BadArgument, "step_chunk without step_begin");
-  const int i = chunk * kMaxBatch;
-  if (chunk < 0 || i >= step_n_) fail(ErrorCode::BadArgument, "chunk " + std::to_string(chunk) + " out of range");
-  chunk_embed(step_tokens_.data() + i, std::min(kMaxBatch, step_n_ - i), step_pos0_ + i);
-  if (capture_) chunk_probs_.assign((size_t)m_.config.n_heads * cur_b_ * (cur_pos_ + cur_b_), 0.0f);
-}
-
-static void check_layer(int l, int n_layers) {
-  if (l < 0 || l >= n_layers) fail(ErrorCode::BadArgument, "layer " + std::to_string(l) + " out of range");
-}
-
-void Transformer::step_qkv(int layer) {
-  check_layer(layer, m_.config.n_layers);
-  layer_qkv(layer);
-}
-
-void Transformer::step_layer_end(int layer) {
-  check_layer(layer, m_.config.n_layers);
-  layer_rest(layer);
-}
-
-void Transformer::step_chunk_end() {
-  const ModelConfig& c = m_.config;
-  const int i = cur_pos_ - step_pos0_;
-  const bool last = i + cur_b_ == step_n_;
-  if (step_all_) chunk_logits(logits_.data() + (size_t)i * c.vocab_size, true);
-  else if (last) chunk_logits(logits_.data(), false);
-  if (last) step_n_ = 0;
 }
 
 // Sinusoidal encoding of "Attention Is All You Need": PE(p, 2i) = sin(p / 10000^(2i/d)),
@@ -350,15 +285,14 @@ void Transformer::rope_table(int pos0, int n, bool local, float* cos, float* sin
   }
 }
 
-// Attention inputs: q for this chunk; k and v straight into the cache rows (or, under external
-// attention, into this chunk's own buffers for the caller to take).
+// Attention inputs: q for this chunk; k and v straight into the cache rows (or, encoding, into
+// the call's own buffers).
 void Transformer::layer_qkv(int l) {
   const ModelConfig& c = m_.config;
   const LayerWeights& L = m_.weights.layers[l];
   const int B = cur_b_, dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, half = c.rot_dims() / 2;
-  const bool own_kv = external_ || encoding_;
-  float* kc = own_kv ? kx_.data() : key_cache_[l].data() + (int64_t)cur_pos_ * kvd;
-  float* vc = own_kv ? vx_.data() : value_cache_[l].data() + (int64_t)cur_pos_ * kvd;
+  float* kc = encoding_ ? kx_.data() : key_cache_[l].data() + (int64_t)cur_pos_ * kvd;
+  float* vc = encoding_ ? vx_.data() : value_cache_[l].data() + (int64_t)cur_pos_ * kvd;
   // Pre-norm: the block reads norm(x); post-norm: x itself (normalised after the residual).
   const float* in = x_.data();
   if (!c.post_norm && L.attn_norm) {

@@ -57,36 +57,10 @@ class Transformer {
   int encode_capacity() const { return std::max(kMinEncodeCapacity, ctx_); }
   static constexpr int kMinEncodeCapacity = 1024;
 
-  // External attention (WebGPU): the caller runs attention and holds the KV cache, so the CPU
-  // cache is not kept. forward() is then refused; a feed is driven step by step instead:
-  //   n_chunks = step_begin(tokens, n, pos, all_logits)
-  //   for each chunk c: step_chunk(c); for each layer l: step_qkv(l) -> read step_q/k/v
-  //     (step_rows() rows at positions step_pos()...), write step_out (and step_probs when
-  //     capturing), step_layer_end(l); then step_chunk_end()
-  // and logits() holds the result as after forward(). Switching it clears nothing: the caller
-  // re-feeds its tokens when it moves a session back to the CPU cache.
-  // Refused (Unsupported) for models with linear-attention layers: external kernels do softmax.
-  void set_external_attention(bool on);
-  bool external_attention() const { return external_; }
-  int step_begin(const int* tokens, int n, int pos, bool all_logits);
-  void step_chunk(int chunk);
-  void step_qkv(int layer);
-  void step_layer_end(int layer);
-  void step_chunk_end();
-  bool step_pending() const { return step_n_ > 0; }
-  int step_rows() const { return cur_b_; }
-  int step_pos() const { return cur_pos_; }
-  float* step_q() { return q_.data(); }      // (rows, q_dim)
-  float* step_k() { return kx_.data(); }     // (rows, kv_dim), RoPE applied
-  float* step_v() { return vx_.data(); }     // (rows, kv_dim)
-  float* step_out() { return xb2_.data(); }  // (rows, q_dim): the caller's attention output
-  float* step_probs() { return chunk_probs_.data(); }  // (n_heads, rows, step_pos()+rows) when capturing
-  int step_window(int layer) const { return m_.config.window_of(layer); }  // the layer's sliding window
-
  private:
   void prepare(const int* tokens, int n, int pos, bool all_logits);
   void forward_chunk(const int* tokens, int n, int pos, float* logits_out, bool all_logits);
-  // One chunk of a forward, in phases (forward_chunk runs them in order; the step API exposes them).
+  // One chunk of a forward, in phases (forward_chunk runs them in order; encode() layer-major).
   void chunk_embed(const int* tokens, int B, int pos0);
   void layer_qkv(int l);
   void layer_attention(int l);
@@ -118,14 +92,10 @@ class Transformer {
   std::vector<float> logits_;
   ProductInput in_;  // the current section's input (and its quantized copy for the block types)
   bool capture_ = false;
-  bool external_ = false;
-  std::vector<float> kx_, vx_;       // (B, kv_dim): this chunk's keys/values under external attention
+  std::vector<float> kx_, vx_;       // (rows, kv_dim): encode()'s keys/values
   std::vector<float> chunk_probs_;  // (n_heads, B, n_kv) while capturing
-  // The chunk in flight: its size and first position; the step API's feed.
+  // The chunk in flight: its size and first position.
   int cur_b_ = 0, cur_pos_ = 0;
-  std::vector<int> step_tokens_;
-  int step_n_ = 0, step_pos0_ = 0;
-  bool step_all_ = false;
   std::vector<float> attn_;
   int attn_n_q_ = 0, attn_n_kv_ = 0;
   // encode() in flight: per token its position and type, per text its first row (n_seqs + 1).

@@ -68,8 +68,8 @@ for (const [name, serverOpts, mode] of [
   });
 }
 
-// Attention on WebGPU (Chromium's SwiftShader adapter, the flags of TOOLCHAIN.md): the KV cache on
-// the GPU, in the page and in a Worker, and still run.c's exact text.
+// The whole model on WebGPU (Chromium's SwiftShader adapter, the flags of TOOLCHAIN.md), in the
+// page and in a Worker, and still run.c's exact text.
 test('browser: device webgpu gives the reference text in the page and in a Worker', { skip: !haveChromium && `no Chromium at ${chromiumPath}` }, async () => {
   const { result, error, errors } = await runPage({ coopCoep: true }, '&device=webgpu');
   assert.equal(error, undefined, error);

@@ -160,7 +160,7 @@ test('web demo with COOP/COEP: default model, threads, stream, stop, attention e
     assert.match(backend.reason, /cross-origin isolated/);
     // The demo loads with device 'auto': the choice and its reason (a measurement on SwiftShader,
     // where the tiny model's attention is faster in WASM) are shown.
-    assert.match(backend.reason, /WebGPU: attention runs (in WASM|on the GPU)/);
+    assert.match(backend.reason, /WebGPU: the model runs (in WASM|on the GPU)/);
     assert.match(backend.reason, /auto: (WASM|WebGPU) is faster|requested|no GPU adapter|navigator\.gpu/);
     assert.equal(backend.notice, true, 'single-thread notice shown on an isolated page');
     assert.equal(await page.inputValue('#prompt'), PROMPT, 'the default prompt');

@@ -15,6 +15,7 @@
 #include "formats/loader.h"
 #include "kernels/attention.h"
 #include "kernels/softmax.h"
+#include "engine/session.h"
 #include "model/transformer.h"
 #include "sampler/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -85,73 +86,50 @@ TEST_P(ModelTest, PrefillInChunksContinuesTheCache) {
   EXPECT_LE(max_rel_diff(a.data(), b, V), kPrefillTol);
 }
 
-// The step API with the caller holding the KV cache (as the WebGPU path does, here with the
-// reference attention): same logits and same captured probabilities as forward(), over a feed
-// longer than one chunk followed by single-token decodes.
-TEST_P(ModelTest, ExternalAttentionStepsMatchForward) {
-  auto ref = open_model(GetParam());
-  auto ext = open_model(GetParam());
-  const ModelConfig& c = ref->config();
-  ext->set_external_attention(true);
-  const int n0 = std::min(Transformer::kMaxBatch + 9, c.seq_len - 4), V = c.vocab_size, kvd = c.kv_dim();
-  // The caller's cache, one (seq_len, kv_dim) pair per layer.
-  std::vector<std::vector<float>> K(c.n_layers, std::vector<float>((size_t)c.seq_len * kvd)), V2 = K;
-  std::vector<int> toks(n0 + 3);
+// A feed computed elsewhere (WebGPU): Session::feed_logits records the tokens and their logits
+// without touching the CPU cache; the next CPU feed computes the missing tokens from the token
+// list first, so it gives exactly the logits of a session that ran everything on the CPU. And
+// rope_table gives the tables the forward uses (one position at a time equals all at once).
+TEST_P(ModelTest, ExternalFeedsCatchUpOnTheCpu) {
+  const LoadedModel m = load_model(map_file(kModels + GetParam()));
+  const int V = m.config.vocab_size, n0 = std::min(Transformer::kMaxBatch + 9, m.config.seq_len - 4);
+  auto pool = std::make_shared<ThreadPool>(1);
+  Session ref(m, 0, pool), ext(m, 0, pool);
+  std::vector<int> toks(n0 + 2);
   for (size_t i = 0; i < toks.size(); i++) toks[i] = 1 + (int)(i * 29) % (V - 1);
-  auto run_ext = [&](const int* t, int n, int pos, bool capture) {
-    ext->set_capture_attention(capture);
-    const int chunks = ext->step_begin(t, n, pos, false);
-    for (int ch = 0; ch < chunks; ch++) {
-      ext->step_chunk(ch);
-      const int B = ext->step_rows(), p0 = ext->step_pos();
-      for (int l = 0; l < c.n_layers; l++) {
-        ext->step_qkv(l);
-        std::copy(ext->step_k(), ext->step_k() + (size_t)B * kvd, K[l].begin() + (size_t)p0 * kvd);
-        std::copy(ext->step_v(), ext->step_v() + (size_t)B * kvd, V2[l].begin() + (size_t)p0 * kvd);
-        AttentionArgs a;
-        a.n_q = B;
-        a.n_kv = p0 + B;
-        a.n_heads = c.n_heads;
-        a.n_kv_heads = c.n_kv_heads;
-        a.head_dim = c.head_dim;
-        a.q = ext->step_q();
-        a.q_stride = c.q_dim();
-        a.k = K[l].data();
-        a.v = V2[l].data();
-        a.kv_stride = kvd;
-        a.out = ext->step_out();
-        a.out_stride = c.q_dim();
-        a.scale = 1.0f / std::sqrt((float)c.head_dim);
-        a.q_pos0 = p0;
-        if (capture) a.probs = ext->step_probs();
-        attention_ref(a);
-        ext->step_layer_end(l);
-      }
-      ext->step_chunk_end();
-    }
-    EXPECT_FALSE(ext->step_pending());
-    return ext->logits();
-  };
-  const float* a = ref->forward(toks.data(), n0, 0);
-  const float* b = run_ext(toks.data(), n0, 0, false);
-  EXPECT_LE(max_rel_diff(a, b, V), kPrefillTol);
-  for (int i = 0; i < 3; i++) {
-    const bool capture = i == 2;
-    ref->set_capture_attention(capture);
-    a = ref->forward(&toks[n0 + i], 1, n0 + i);
-    b = run_ext(&toks[n0 + i], 1, n0 + i, capture);
-    EXPECT_LE(max_rel_diff(a, b, V), kPrefillTol) << "decode step " << i;
+  ref.feed(toks.data(), n0);
+  std::vector<float> want(ref.logits(), ref.logits() + V);
+  ext.feed_logits(toks.data(), n0, want.data(), 1);
+  EXPECT_EQ(ext.position(), n0);
+  EXPECT_EQ(ext.transformer().kv_cache_bytes(), 0u) << "an external feed leaves the CPU cache alone";
+  for (int i = 0; i < V; i++) ASSERT_EQ(ext.logits()[i], want[i]);
+  EXPECT_THROW(ext.feed_logits(toks.data(), 2, want.data(), 3), Error);
+  ref.feed(&toks[n0], 2);
+  ext.feed(&toks[n0], 2);
+  for (int i = 0; i < V; i++) ASSERT_EQ(ext.logits()[i], ref.logits()[i]) << "logit " << i;
+  // truncate() below the CPU's position, then external again, then CPU: still the same.
+  ext.truncate(n0 - 3);
+  ref.truncate(n0 - 3);
+  ext.feed_logits(&toks[n0 - 3], 3, want.data(), 1);
+  ref.feed(&toks[n0 - 3], 3);
+  ext.feed(&toks[n0], 1);
+  ref.feed(&toks[n0], 1);
+  for (int i = 0; i < V; i++) ASSERT_EQ(ext.logits()[i], ref.logits()[i]) << "logit " << i;
+
+  const int half = m.config.rot_dims() / 2;
+  std::vector<float> c_all(3 * half), s_all(3 * half), c1(half), s1(half);
+  ref.transformer().rope_table(5, 3, false, c_all.data(), s_all.data());
+  ref.transformer().rope_table(7, 1, false, c1.data(), s1.data());
+  for (int p = 0; p < half; p++) {
+    ASSERT_EQ(c1[p], c_all[2 * half + p]);
+    ASSERT_EQ(s1[p], s_all[2 * half + p]);
   }
-  ASSERT_EQ(ref->attention().size(), ext->attention().size());
-  for (size_t i = 0; i < ref->attention().size(); i++) ASSERT_NEAR(ref->attention()[i], ext->attention()[i], 1e-5);
-  // forward() is refused while attention is external, with a clear error.
-  EXPECT_THROW(ext->forward(toks.data(), 1, 0), Error);
 }
 
 // Per-layer attention options: linear-attention layers and per-layer sliding windows through the
 // same forward pass. Batched prefill (chunks of 64, linear layers in recurrent form) must equal
 // token-by-token decoding; a per-layer window equal for all layers equals the global option; the
-// options change the logits; external (WebGPU) attention refuses linear layers by name.
+// options change the logits.
 TEST_P(ModelTest, PerLayerAttentionOptions) {
   LoadedModel base = load_model(map_file(kModels + GetParam()));
   const int L = base.config.n_layers, V = base.config.vocab_size;
@@ -185,13 +163,6 @@ TEST_P(ModelTest, PerLayerAttentionOptions) {
   const float* y = global->forward(toks.data(), n, 0);
   for (int i = 0; i < V; i++) ASSERT_EQ(xv[i], y[i]);
 
-  try {
-    batched->set_external_attention(true);
-    ADD_FAILURE() << "external attention accepted a linear layer";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("linear"), std::string::npos) << e.what();
-  }
   LoadedModel bad = base;
   bad.config.layer_window.assign(L + 1, 0);
   EXPECT_THROW(Transformer(bad, 0, nullptr), Error);
