@@ -395,6 +395,13 @@ class JsModel {
       o.set("layerAttn", attn);
       o.set("layerWindow", window);
       o.set("localRope", local);
+      int no_rope = 0;
+      for (int l = 0; l < c.n_layers; l++) no_rope += (c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves) && !c.rope_at(l);
+      o.set("layersWithoutRope", no_rope);
+      o.set("residualScale", c.residual_scale);
+      o.set("logitScale", c.logit_scale);
+      o.set("qkNormWhole", c.qk_norm_whole);
+      o.set("parallelFfn", c.parallel_ffn);
       val tensors = val::array();
       auto mat = [&](int layer, const char* role, const Tensor& t) {
         if (!t) return;

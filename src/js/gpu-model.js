@@ -45,8 +45,17 @@ export function gpuUnsupported(d) {
   if (d.rotDims % 2 || d.rotDims > d.headDim) return `RoPE over ${d.rotDims} of ${d.headDim} dims is not implemented on WebGPU`;
   if (d.heads % d.kvHeads) return 'query heads must be a multiple of key/value heads';
   if (!['swiglu', 'geglu', 'gelu', 'relu'].includes(d.ffn)) return `the ${d.ffn} feed-forward is not implemented on WebGPU`;
+  // Options of the newer architecture rows (Granite, OLMo 2, SmolLM3, Command-R, ...) the kernels lack.
+  if ((d.residualScale ?? 1) !== 1) return 'residual scaling (Granite, MiniCPM) is not implemented on WebGPU';
+  if ((d.logitScale ?? 1) !== 1) return 'logit scaling (Granite, MiniCPM, Command-R) is not implemented on WebGPU';
+  if (d.qkNormWhole) return 'Q/K norms over the whole projection (OLMo 2) are not implemented on WebGPU';
+  if (d.parallelFfn) return 'parallel attention and feed-forward blocks (Command-R) are not implemented on WebGPU';
+  if (d.layersWithoutRope > 0) return 'layers without RoPE (SmolLM3) are not implemented on WebGPU';
   const roles = new Set(d.tensors.map((t) => `${t.layer}:${t.role}`));
   if (!roles.has('-1:final_norm')) return 'models without a final norm are not implemented on WebGPU';
+  for (let l = 0; l < d.layers; l++) {
+    if (!roles.has(`${l}:attn_norm`) || !roles.has(`${l}:ffn_norm`)) return 'layers without pre-norms (OLMo 2) are not implemented on WebGPU';
+  }
   for (const t of d.tensors) {
     if (!VECTOR_ROLES.has(t.role) && !GPU_WEIGHT_TYPES.includes(t.type)) return `${t.type} weights (${t.role}) are not implemented on WebGPU`;
   }

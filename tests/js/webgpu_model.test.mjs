@@ -33,6 +33,10 @@ const GGUF = [
   ['gpt2-q5_0', 'q5_0'], ['qwen3-q5_1', 'q5_1'], ['llama-q4_k', 'q4_k'], ['llama-q5_k', 'q5_k + q6_k'],
 ];
 
+// Test models of rows the GPU path refuses: [model, what the reason names]
+const GPU_REFUSED_WHY = { granite: /residual scaling|logit scaling/, olmo2: /whole projection|pre-norms/, smollm3: /without RoPE/, 'command-r': /parallel|logit scaling/ };
+const GPU_REFUSED = Object.keys(GPU_REFUSED_WHY);
+
 const cases = [
   { name: 'aidreams260K greedy', model: 'aidreams260K.bin', prompt: 'I dream of', opts: { temperature: 0, maxTokens: 40 } },
   { name: 'aidreams260K t=1 p=0.9 seed 42', model: 'aidreams260K.bin', prompt: 'I dream of', opts: { temperature: 1, topP: 0.9, seed: 42, maxTokens: 40 } },
@@ -163,6 +167,16 @@ async function child() {
     mkdirSync(outDir, { recursive: true });
     const made = spawnSync(maker, [outDir, models], { encoding: 'utf8' });
     if (made.status !== 0) emit({ name: 'test models', error: made.stderr });
+    // Architecture rows whose options the GPU kernels lack: refused by name, run in WASM.
+    for (const name of GPU_REFUSED) {
+      await run(`refused: ${name}`, async () => {
+        const warnings = [];
+        const g = await load(join(outDir, `${name}.gguf`), { device: 'webgpu', onWarning: (x) => warnings.push(x) });
+        const r = { kind: g.info.device.kind, reason: g.info.device.reason, warnings };
+        g.dispose();
+        return r;
+      });
+    }
     for (const [name, types] of GGUF) {
       await run(`gguf: ${name}`, async () => {
         const path = join(outDir, `${name}.gguf`);
@@ -314,6 +328,15 @@ if (process.argv.includes('--child')) {
         assert.ok(r.prefill <= tol, `prefill logits differ by ${r.prefill}`);
         assert.ok(r.decode <= tol, `decode logits differ by ${r.decode}`);
         if (r.nearTie) assert.ok(r.nearTie.gap <= 2 * tol, `greedy choice differs at step ${r.nearTie.step} by ${r.nearTie.gap} of the range`);
+      });
+    }
+    for (const name of GPU_REFUSED) {
+      await t.test(`${name}: options the GPU lacks are refused by name, the model runs in WASM`, { skip: haveModels ? false : `${maker} is not built` }, () => {
+        const r = get(`refused: ${name}`);
+        assert.equal(r.kind, 'wasm');
+        assert.match(r.reason, GPU_REFUSED_WHY[name]);
+        assert.equal(r.warnings.length, 1);
+        assert.equal(r.warnings[0].code, 'webgpu_unsupported');
       });
     }
     await t.test('a lost device falls back to WASM, same tokens', () => {
