@@ -9,6 +9,7 @@
 
 #include "bindings_common.h"
 #include "common.h"
+#include "formats/gguf_writer.h"
 #include "kernels/quant.h"
 
 using namespace emscripten;
@@ -34,7 +35,7 @@ void check_shape(QType t, int rows, int cols) {
 }
 
 // rows x cols f32 values (Float32Array) -> the rows stored as `type` (Uint8Array), by the
-// reference quantizers; f32/f16 stored directly.
+// writer's encoders (encode_row: the reference quantizers; f32, f16, bf16 stored directly).
 val gpu_test_quantize(std::string type, val values, int rows, int cols) {
   return guard([&] {
     const QType t = gpu_test_type(type);
@@ -43,28 +44,7 @@ val gpu_test_quantize(std::string type, val values, int rows, int cols) {
     if (x.size() != (size_t)rows * cols) fail(ErrorCode::BadArgument, "values must hold rows * cols floats");
     const size_t rb = qtype_row_bytes(t, cols);
     std::vector<uint8_t> out(rb * rows);
-    for (int r = 0; r < rows; r++) {
-      const float* src = x.data() + (size_t)r * cols;
-      uint8_t* dst = out.data() + rb * r;
-      switch (t) {
-        case QType::F32: std::memcpy(dst, src, rb); break;
-        case QType::F16:
-          for (int c = 0; c < cols; c++) {
-            const uint16_t h = f32_to_f16(src[c]);
-            std::memcpy(dst + 2 * c, &h, 2);
-          }
-          break;
-        case QType::Q8_0: quantize_row_q8_0(src, dst, cols); break;
-        case QType::Q4_0: quantize_row_q4_0(src, dst, cols); break;
-        case QType::Q4_1: quantize_row_q4_1(src, dst, cols); break;
-        case QType::Q5_0: quantize_row_q5_0(src, dst, cols); break;
-        case QType::Q5_1: quantize_row_q5_1(src, dst, cols); break;
-        case QType::Q4_K: quantize_row_q4_k(src, dst, cols); break;
-        case QType::Q5_K: quantize_row_q5_k(src, dst, cols); break;
-        case QType::Q6_K: quantize_row_q6_k(src, dst, cols); break;
-        default: fail(ErrorCode::Unsupported, "no quantizer for " + type);
-      }
-    }
+    for (int r = 0; r < rows; r++) encode_row(t, x.data() + (size_t)r * cols, out.data() + rb * r, cols);
     return val::global("Uint8Array").new_(typed_memory_view(out.size(), out.data()));
   });
 }

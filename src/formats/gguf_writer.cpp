@@ -76,6 +76,33 @@ void GgufWriter::add_tensor_f32(const std::string& name, std::vector<uint64_t> d
   add_tensor(name, std::move(dims), data, QType::F32);
 }
 
+void encode_row(QType type, const float* src, uint8_t* dst, int cols) {
+  const size_t rb = qtype_row_bytes(type, cols);
+  switch (type) {
+    case QType::F32: std::memcpy(dst, src, rb); break;
+    case QType::F16:
+      for (int i = 0; i < cols; i++) { uint16_t h = f32_to_f16(src[i]); std::memcpy(dst + 2 * i, &h, 2); }
+      break;
+    case QType::BF16:
+      for (int i = 0; i < cols; i++) {  // round to nearest even
+        uint32_t b;
+        std::memcpy(&b, &src[i], 4);
+        uint16_t h = (uint16_t)((b + 0x7fff + ((b >> 16) & 1)) >> 16);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      break;
+    case QType::Q8_0: quantize_row_q8_0(src, dst, cols); break;
+    case QType::Q4_0: quantize_row_q4_0(src, dst, cols); break;
+    case QType::Q4_1: quantize_row_q4_1(src, dst, cols); break;
+    case QType::Q5_0: quantize_row_q5_0(src, dst, cols); break;
+    case QType::Q5_1: quantize_row_q5_1(src, dst, cols); break;
+    case QType::Q4_K: quantize_row_q4_k(src, dst, cols); break;
+    case QType::Q5_K: quantize_row_q5_k(src, dst, cols); break;
+    case QType::Q6_K: quantize_row_q6_k(src, dst, cols); break;
+    default: fail(ErrorCode::Unsupported, std::string("no encoder for ") + qtype_name(type));
+  }
+}
+
 void GgufWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims, const float* data, QType type) {
   uint64_t n = 1;
   for (uint64_t d : dims) n *= d;
@@ -86,33 +113,7 @@ void GgufWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims,
   const size_t rb = qtype_row_bytes(type, cols);
   const uint32_t gt = ggml_of_qtype(type);
   T t{name, std::move(dims), gt, std::vector<uint8_t>(rows * rb), rows * rb};
-  for (uint64_t r = 0; r < rows; r++) {
-    const float* src = data + r * cols;
-    uint8_t* dst = t.bytes.data() + r * rb;
-    switch (type) {
-      case QType::F32: std::memcpy(dst, src, rb); break;
-      case QType::F16:
-        for (int i = 0; i < cols; i++) { uint16_t h = f32_to_f16(src[i]); std::memcpy(dst + 2 * i, &h, 2); }
-        break;
-      case QType::BF16:
-        for (int i = 0; i < cols; i++) {  // round to nearest even
-          uint32_t b;
-          std::memcpy(&b, &src[i], 4);
-          uint16_t h = (uint16_t)((b + 0x7fff + ((b >> 16) & 1)) >> 16);
-          std::memcpy(dst + 2 * i, &h, 2);
-        }
-        break;
-      case QType::Q8_0: quantize_row_q8_0(src, dst, cols); break;
-      case QType::Q4_0: quantize_row_q4_0(src, dst, cols); break;
-      case QType::Q4_1: quantize_row_q4_1(src, dst, cols); break;
-      case QType::Q5_0: quantize_row_q5_0(src, dst, cols); break;
-      case QType::Q5_1: quantize_row_q5_1(src, dst, cols); break;
-      case QType::Q4_K: quantize_row_q4_k(src, dst, cols); break;
-      case QType::Q5_K: quantize_row_q5_k(src, dst, cols); break;
-      case QType::Q6_K: quantize_row_q6_k(src, dst, cols); break;
-      default: break;  // refused above
-    }
-  }
+  for (uint64_t r = 0; r < rows; r++) encode_row(type, data + r * cols, t.bytes.data() + r * rb, cols);
   tensors_.push_back(std::move(t));
 }
 

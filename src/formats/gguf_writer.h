@@ -60,6 +60,9 @@ void add_t5_tokenizer(GgufWriter& w, const std::vector<std::string>& pieces, con
 // matrices stored as `type` (norms stay f32).
 std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name,
                                      QType type = QType::F32);
+// One row of `cols` floats stored as `type` (qtype_row_bytes(type, cols) bytes at dst): the
+// writer's encoders (f16, bf16 rounded to nearest even, the reference block quantizers).
+void encode_row(QType type, const float* src, uint8_t* dst, int cols);
 // "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k" -> QType; throws BadArgument otherwise.
 QType parse_qtype(const std::string& s);
 // Every name parse_qtype accepts, "q8_0|q4_0|...": the one list the CLIs' help and errors print.

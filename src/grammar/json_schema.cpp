@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../common.h"
+#include "../tokenizer/pretokenize.h"
 
 namespace qkv {
 
@@ -54,23 +55,6 @@ class Reader {
     i_ += n;
     return true;
   }
-  static void utf8(std::string& o, uint32_t cp) {
-    if (cp < 0x80) {
-      o += (char)cp;
-    } else if (cp < 0x800) {
-      o += (char)(0xC0 | (cp >> 6));
-      o += (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      o += (char)(0xE0 | (cp >> 12));
-      o += (char)(0x80 | ((cp >> 6) & 0x3F));
-      o += (char)(0x80 | (cp & 0x3F));
-    } else {
-      o += (char)(0xF0 | (cp >> 18));
-      o += (char)(0x80 | ((cp >> 12) & 0x3F));
-      o += (char)(0x80 | ((cp >> 6) & 0x3F));
-      o += (char)(0x80 | (cp & 0x3F));
-    }
-  }
   uint32_t hex4() {
     if (i_ + 4 > s_.size()) bad("short \\u escape");
     uint32_t v = 0;
@@ -112,7 +96,7 @@ class Reader {
           } else if (cp >= 0xD800 && cp < 0xE000) {
             cp = 0xFFFD;
           }
-          utf8(o, cp);
+          append_utf8(o, cp);
           break;
         }
         default: bad(std::string("bad escape \\") + e);
