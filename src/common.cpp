@@ -46,4 +46,22 @@ std::string format_bytes(uint64_t n) {
   return buf;
 }
 
+void append_utf8(std::string& o, uint32_t cp) {
+  if (cp < 0x80) {
+    o += (char)cp;
+  } else if (cp < 0x800) {
+    o += (char)(0xC0 | (cp >> 6));
+    o += (char)(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    o += (char)(0xE0 | (cp >> 12));
+    o += (char)(0x80 | ((cp >> 6) & 0x3F));
+    o += (char)(0x80 | (cp & 0x3F));
+  } else {
+    o += (char)(0xF0 | (cp >> 18));
+    o += (char)(0x80 | ((cp >> 12) & 0x3F));
+    o += (char)(0x80 | ((cp >> 6) & 0x3F));
+    o += (char)(0x80 | (cp & 0x3F));
+  }
+}
+
 }  // namespace qkv

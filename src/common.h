@@ -37,4 +37,7 @@ uint64_t checked_add(uint64_t a, uint64_t b, const char* what);
 
 std::string format_bytes(uint64_t n);
 
+// One code point as UTF-8 (callers pass valid scalar values).
+void append_utf8(std::string& out, uint32_t cp);
+
 }  // namespace qkv

@@ -65,23 +65,6 @@ std::vector<uint32_t> utf8_to_codepoints(const std::string& s) {
   return out;
 }
 
-void append_utf8(std::string& o, uint32_t cp) {
-  if (cp < 0x80) {
-    o += (char)cp;
-  } else if (cp < 0x800) {
-    o += (char)(0xC0 | (cp >> 6));
-    o += (char)(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    o += (char)(0xE0 | (cp >> 12));
-    o += (char)(0x80 | ((cp >> 6) & 0x3F));
-    o += (char)(0x80 | (cp & 0x3F));
-  } else {
-    o += (char)(0xF0 | (cp >> 18));
-    o += (char)(0x80 | ((cp >> 12) & 0x3F));
-    o += (char)(0x80 | ((cp >> 6) & 0x3F));
-    o += (char)(0x80 | (cp & 0x3F));
-  }
-}
 
 uint32_t gpt2_byte_to_cp(uint8_t b) {
   static const std::vector<uint32_t> table = [] {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "../common.h"
+
 namespace qkv {
 
 // llama.cpp's pre-tokenizer types (one per distinct regex list and flags); each is a list of
@@ -36,7 +38,6 @@ bool unicode_is_space(uint32_t cp);
 
 // UTF-8 -> code points; invalid bytes become U+FFFD (one per byte), as llama.cpp decodes them.
 std::vector<uint32_t> utf8_to_codepoints(const std::string& s);
-void append_utf8(std::string& out, uint32_t cp);
 
 // GPT-2's byte-level alphabet: printable bytes stand for themselves, the others are moved to
 // U+0100 upwards in byte order, so every byte is one visible character.
