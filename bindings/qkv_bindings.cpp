@@ -21,7 +21,7 @@
 #include "model/transformer.h"
 #include "grammar/json_schema.h"
 #include "grammar/vocab.h"
-#include "tokenizer/chat.h"
+#include "chat/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "bindings_common.h"
 

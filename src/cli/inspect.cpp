@@ -10,7 +10,7 @@
 #include "../formats/gguf.h"
 #include "../formats/gguf_encdec.h"
 #include "../formats/loader.h"
-#include "../tokenizer/chat.h"
+#include "../chat/chat.h"
 #include "../tokenizer/tokenizer.h"
 
 namespace qkv {

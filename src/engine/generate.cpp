@@ -8,7 +8,7 @@
 
 #include "../common.h"
 #include "../grammar/vocab.h"
-#include "../tokenizer/chat.h"
+#include "../chat/chat.h"
 
 namespace qkv {
 

@@ -26,7 +26,7 @@
 #include "formats/quantize.h"
 #include "model/encdec.h"
 #include "model/transformer.h"
-#include "tokenizer/chat.h"
+#include "chat/chat.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace qkv;

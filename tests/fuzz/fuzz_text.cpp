@@ -22,8 +22,8 @@
 #include "common.h"
 #include "formats/file.h"
 #include "formats/loader.h"
-#include "tokenizer/chat.h"
-#include "tokenizer/jinja.h"
+#include "chat/chat.h"
+#include "chat/jinja.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace qkv;

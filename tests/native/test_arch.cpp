@@ -15,7 +15,7 @@
 #include "formats/loader.h"
 #include "formats/quantize.h"
 #include "model/transformer.h"
-#include "tokenizer/chat.h"
+#include "chat/chat.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
 

@@ -1,4 +1,4 @@
-// The chat-template Jinja subset (src/tokenizer/jinja.h) against Jinja2 itself, set up as
+// The chat-template Jinja subset (src/chat/jinja.h) against Jinja2 itself, set up as
 // Hugging Face's apply_chat_template sets it up (tests/native/jinja_reference.py): every
 // template below, in the styles of the popular models' templates and a few that exercise the
 // language, is rendered with every conversation by both, and the texts must be byte-identical
@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "tokenizer/chat.h"
-#include "tokenizer/jinja.h"
+#include "chat/chat.h"
+#include "chat/jinja.h"
 #include "chat_templates.h"
 
 using namespace qkv;

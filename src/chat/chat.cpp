@@ -3,7 +3,7 @@
 
 #include "../common.h"
 #include "jinja.h"
-#include "tokenizer.h"
+#include "../tokenizer/tokenizer.h"
 
 namespace qkv {
 
