@@ -1,44 +1,25 @@
 // The qkv JS API over the Embind module, independent of where it runs (Node, browser, worker).
 // Entry points (node.js, browser.js) supply the module loader and path reading.
 import { QkvError, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
-import { LOAD_KEYS, call, checkSimdOption, now, yieldToLoop } from './util.js';
+import { LOAD_KEYS, call, checkSimdOption, yieldToLoop } from './util.js';
 import { readModelSource, readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, chooseDevice, createGpuSession } from './gpu-backend.js';
 import { EncoderDecoderModel } from './encdec.js';
-import { constraintOptions, constrainSampler, samplingExtras, withLogprobs } from './sampling.js';
+import { constrainSampler } from './sampling.js';
+import { GENERATE_KEYS, SAMPLER_KEYS, checkNumber, generationOptions, generationStats, tokenLoop, wellFormed } from './generation.js';
 
 export { QkvError } from './errors.js';
+export { GENERATE_KEYS, StopMatcher, TextStream, generationOptions } from './generation.js';
 
 const POOLINGS = Object.freeze(['mean', 'cls', 'last']);
 
-const DEFAULTS = Object.freeze({
-  maxTokens: 256, temperature: 0.8, topK: 0, topP: 0.9, minP: 0, repetitionPenalty: 1,
-});
-/** The options the WASM Sampler reads (bindings_common.h sampler_options). */
-const SAMPLER_KEYS = ['temperature', 'topP', 'topK', 'minP', 'repetitionPenalty', 'repetitionWindow', 'seed'];
-/** The options of generate() and complete() (sample() takes them too, so one object serves both). */
-export const GENERATE_KEYS = Object.freeze([...SAMPLER_KEYS, 'maxTokens', 'stop', 'stopTokens', 'signal',
-  'presencePenalty', 'frequencyPenalty', 'logitBias', 'logprobs', 'grammar', 'jsonSchema']);
 const TEMPLATE_KEYS = ['tools', 'templateVars'];
 const CHAT_KEYS = [...GENERATE_KEYS, ...TEMPLATE_KEYS];
-
-function checkNumber(opts, key, lo, hi, integer = false) {
-  const v = opts[key];
-  if (v === undefined) return;
-  check(typeof v === 'number' && !Number.isNaN(v), `${key} must be a number, got ${describe(v)}`);
-  check(v >= lo && v <= hi, `${key} must be in [${lo}, ${hi}], got ${v}`);
-  if (integer) check(Number.isInteger(v), `${key} must be an integer, got ${v}`);
-}
 
 function checkIds(ids, fn) {
   check((Array.isArray(ids) || ArrayBuffer.isView(ids)) && Array.prototype.every.call(ids, Number.isInteger),
     `${fn} takes an array of integer token ids`);
 }
-
-/** Lone UTF-16 surrogates become U+FFFD (Embind's UTF-8 conversion would garble the next character). */
-const wellFormed = typeof String.prototype.toWellFormed === 'function'
-  ? (s) => s.toWellFormed()
-  : (s) => s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
 
 function mib(n) { return `${(n / 1024 ** 2).toFixed(1)} MiB`; }
 
@@ -68,31 +49,6 @@ function checkSessionMemory(model, context, what) {
     `logits ${mib(logits)} for a vocabulary of ${info.vocabSize}; ` +
     (what === 'this model' ? 'raise maxMemory' : 'ask for a shorter context (createSession({contextLength})), dispose other ' +
       'sessions or raise maxMemory'));
-}
-
-/** Validates generation options and fills defaults. */
-export function generationOptions(options = {}, known = GENERATE_KEYS, what = 'generate') {
-  checkOptions(options, known, what);
-  checkNumber(options, 'maxTokens', 0, 1 << 24, true);
-  checkNumber(options, 'temperature', 0, 100);
-  checkNumber(options, 'topK', 0, 1 << 24, true);
-  checkNumber(options, 'topP', 0, 1);
-  checkNumber(options, 'minP', 0, 1);
-  checkNumber(options, 'repetitionPenalty', 1e-3, 100);
-  checkNumber(options, 'seed', 0, Number.MAX_SAFE_INTEGER, true);
-  let stop = options.stop ?? [];
-  if (typeof stop === 'string') stop = [stop];
-  check(Array.isArray(stop) && stop.every((s) => typeof s === 'string' && s.length > 0),
-    'stop must be a non-empty string or an array of them');
-  if (options.stopTokens !== undefined) {
-    check(Array.isArray(options.stopTokens) && options.stopTokens.every(Number.isInteger),
-      'stopTokens must be an array of token ids');
-  }
-  if (options.signal !== undefined && options.signal !== null) {
-    check(typeof options.signal.aborted === 'boolean', 'signal must be an AbortSignal');
-  }
-  const seed = options.seed ?? ((Math.random() * 0xffffffff) >>> 0 || 1);
-  return { ...DEFAULTS, ...options, stop, seed, ...constraintOptions(options), ...samplingExtras(options) };
 }
 
 /** Internal option: parse control tokens spelled in the prompt (chat markers). */
@@ -156,42 +112,6 @@ function chatPrompt(model, messages, options = {}, addGenerationPrompt = true) {
       : `qkv: this model's chat template cannot run here${why}; rendering its ${info.chatFormat} format by hand`);
   }
   return call(() => model._h.renderChat(rendered, addGenerationPrompt, varsJson));
-}
-
-/** Decodes UTF-8 bytes incrementally; invalid sequences become U+FFFD, never an exception. */
-export class TextStream {
-  constructor() { this.decoder = new TextDecoder('utf-8', { fatal: false }); }
-  push(bytes) { return this.decoder.decode(bytes, { stream: true }); }
-  end() { return this.decoder.decode(); }
-}
-
-/** Holds back text that could be the start of a stop string. */
-export class StopMatcher {
-  constructor(stops) { this.stops = stops; this.pending = ''; }
-  /** Returns {emit, stopped}. */
-  push(text) {
-    this.pending += text;
-    let cut = -1;
-    for (const s of this.stops) {
-      const i = this.pending.indexOf(s);
-      if (i >= 0 && (cut < 0 || i < cut)) cut = i;
-    }
-    if (cut >= 0) {
-      const emit = this.pending.slice(0, cut);
-      this.pending = '';
-      return { emit, stopped: true };
-    }
-    let keep = 0;  // longest suffix of pending that is a proper prefix of some stop string
-    for (const s of this.stops) {
-      for (let k = Math.min(s.length - 1, this.pending.length); k > keep; k--) {
-        if (this.pending.endsWith(s.slice(0, k))) { keep = k; break; }
-      }
-    }
-    const emit = this.pending.slice(0, this.pending.length - keep);
-    this.pending = this.pending.slice(this.pending.length - keep);
-    return { emit, stopped: false };
-  }
-  flush() { const t = this.pending; this.pending = ''; return t; }
 }
 
 /**
@@ -414,7 +334,7 @@ export class Session {
     const stopTokens = new Set(opts.stopTokens ?? defaultStopTokens(info));
     const signal = opts.signal;
     throwIfAborted(signal);
-    const stats = { promptTokens: 0, reusedTokens: 0, generatedTokens: 0, prefillMs: 0, decodeMs: 0, finishReason: 'length', seed: opts.seed };
+    const stats = generationStats(opts);
     this.lastGeneration = stats;
     const ids = call(() => model._h.tokenizeSpecial(wellFormed(prompt), true, !!opts[SPECIAL]));
     stats.promptTokens = ids.length;
@@ -422,50 +342,25 @@ export class Session {
     check(ids.length <= h.context(), `the prompt is ${ids.length} tokens, longer than the context of ${h.context()}`);
     const sampler = call(() => new model._mod.Sampler(info.vocabSize, opts));
     try { constrainSampler(model, sampler, opts); } catch (e) { sampler.delete(); throw e; }
-    const text = new TextStream();
-    const stops = new StopMatcher(opts.stop);
     try {
-      let t0 = now();
-      const computed = await this._prefill(ids);
-      stats.reusedTokens = ids.length - computed;
-      stats.prefillMs = now() - t0;
-      let prev = ids[ids.length - 1];
-      let lastYield = now();
-      t0 = now();
-      while (stats.generatedTokens < opts.maxTokens) {
-        throwIfAborted(signal);
-        this._live();  // dispose() inside the loop ends it with 'disposed'
-        const next = call(() => h.sample(sampler));
-        const lp = opts.logprobs !== undefined ? sampler.lastLogprobs() : undefined;
-        if (stopTokens.has(next)) { stats.finishReason = 'stop'; break; }
-        stats.generatedTokens++;
-        const piece = text.push(call(() => model._h.piece(prev, next)));
-        const { emit, stopped } = stops.push(piece);
-        if (stopped) {
-          stats.finishReason = 'stop';
-          if (emit) yield withLogprobs({ token: next, text: emit }, lp);
-          break;
-        }
-        prev = next;
-        // Feed the token now so the cache matches the text handed out; stop at the context's end.
-        if (h.position() >= h.context()) {
-          yield withLogprobs({ token: next, text: emit }, lp);
-          stats.finishReason = 'context';
-          break;
-        }
-        if (this._gpu && !this._capture) await this._feedGpu([next], false);
-        else call(() => h.feedOne(next));
-        stats.decodeMs = now() - t0;
-        yield withLogprobs({ token: next, text: emit }, lp);
-        // Let the event loop run (abort signals, UI) about every 10 ms of engine time.
-        if (now() - lastYield > 10) { await yieldToLoop(); lastYield = now(); }
-      }
-      stats.decodeMs = now() - t0;
-      const tail = stops.push(text.end()).emit + stops.flush();
-      if (tail) yield { token: -1, text: tail };
+      yield* tokenLoop(opts, stats, stopTokens, {
+        prefill: async () => ids.length - await this._prefill(ids),
+        first: ids[ids.length - 1],
+        live: () => this._live(),
+        step: () => {
+          const token = call(() => h.sample(sampler));
+          return { token, logprobs: opts.logprobs !== undefined ? sampler.lastLogprobs() : undefined };
+        },
+        piece: (prev, next) => call(() => model._h.piece(prev, next)),
+        feed: async (next) => {
+          if (h.position() >= h.context()) return false;
+          if (this._gpu && !this._capture) await this._feedGpu([next], false);
+          else call(() => h.feedOne(next));
+          return true;
+        },
+      });
     } finally {
       sampler.delete();
-      if (signal?.aborted) stats.finishReason = 'aborted';
     }
   }
 

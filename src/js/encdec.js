@@ -2,13 +2,9 @@
 // decoder-only models stream a continuation ({token, text} items, stop strings, AbortSignal,
 // lastGeneration stats); inspect(source, target) gives encoder, decoder self- and cross-attention.
 import { QkvError, check, checkOptions, throwIfAborted } from './errors.js';
-import { call, now, yieldToLoop } from './util.js';
-import { StopMatcher, TextStream, generationOptions } from './core.js';
+import { call } from './util.js';
+import { generationOptions, generationStats, tokenLoop, wellFormed } from './generation.js';
 import { inspectionView } from './inspection.js';
-
-const wellFormed = typeof String.prototype.toWellFormed === 'function'
-  ? (s) => s.toWellFormed()
-  : (s) => s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
 
 /** A loaded encoder-decoder model (info.encoderDecoder is true). */
 export class EncoderDecoderModel {
@@ -84,47 +80,24 @@ export class EncoderDecoderModel {
     const stopTokens = new Set(opts.stopTokens ?? [info.eosId, ...info.eogIds].filter((id) => id >= 0));
     const signal = opts.signal;
     throwIfAborted(signal);
-    const stats = { promptTokens: 0, reusedTokens: 0, generatedTokens: 0, prefillMs: 0, decodeMs: 0, finishReason: 'length', seed: opts.seed };
+    const stats = generationStats(opts);
     this.lastGeneration = stats;
     const src = call(() => h.tokenizeSource(wellFormed(source)));
     stats.promptTokens = src.length;
     check(src.length <= h.context(), `the source is ${src.length} tokens, longer than the context of ${h.context()}`);
-    const text = new TextStream();
-    const stops = new StopMatcher(opts.stop);
     this._busy = true;
     try {
-      let t0 = now();
-      call(() => h.begin(src, opts));
-      stats.prefillMs = now() - t0;
-      let prev = info.decoderStartId, first = true, lastYield = now();
-      t0 = now();
-      while (stats.generatedTokens < opts.maxTokens) {
-        throwIfAborted(signal);
-        this._live();
-        if (h.position() >= h.context()) { stats.finishReason = 'context'; break; }
-        const next = call(() => h.next());
-        if (stopTokens.has(next)) { stats.finishReason = 'stop'; break; }
-        stats.generatedTokens++;
-        let piece = text.push(call(() => h.textPiece(prev, next)));
-        if (first && piece.startsWith(' ')) piece = piece.slice(1);  // SentencePiece drops the leading space
-        if (piece) first = false;
-        const { emit, stopped } = stops.push(piece);
-        stats.decodeMs = now() - t0;
-        if (stopped) {
-          stats.finishReason = 'stop';
-          if (emit) yield { token: next, text: emit };
-          break;
-        }
-        prev = next;
-        yield { token: next, text: emit };
-        if (now() - lastYield > 10) { await yieldToLoop(); lastYield = now(); }
-      }
-      stats.decodeMs = now() - t0;
-      const tail = stops.push(text.end()).emit + stops.flush();
-      if (tail) yield { token: -1, text: tail };
+      yield* tokenLoop(opts, stats, stopTokens, {
+        prefill: () => { call(() => h.begin(src, opts)); },
+        first: info.decoderStartId,
+        live: () => this._live(),
+        canStep: () => h.position() < h.context(),
+        step: () => ({ token: call(() => h.next()) }),  // next() feeds the previous token itself
+        piece: (prev, next) => call(() => h.textPiece(prev, next)),
+        dropLeadingSpace: true,  // SentencePiece drops the leading space
+      });
     } finally {
       this._busy = false;
-      if (signal?.aborted) stats.finishReason = 'aborted';
     }
   }
 

@@ -128,7 +128,7 @@ test('tools, template variables and message fields reach the chat template; appl
       { role: 'tool', content: '{"temp": 21}', tool_call_id: 'c1' },
       { role: 'user', content: 'Thanks \ud83d\ude42' },
     ];
-    // The template's text for this input, as tests/native/test_jinja.cpp checks it against Jinja2
+    // The template's text for this input, as tests/native/chat/test_jinja.cpp checks it against Jinja2
     // (kChatmlTools): tools as json.dumps writes them, tool_calls from the message's own field,
     // the tool turn as a user turn, and the thinking block from enable_thinking.
     const want = '<|im_start|>system\nYou help.\n\n# Tools\n\nYou may call these functions:\n<tools>\n' +

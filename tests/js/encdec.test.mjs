@@ -1,6 +1,6 @@
 // Encoder-decoder models (t5 GGUF) through the JS API: loadModel gives an EncoderDecoderModel
 // whose generate(source) streams the same greedy target as the native CLI (`qkv run`, the C++
-// engine checked against a float64 reference in tests/native/test_encdec.cpp); options, aborts,
+// engine checked against a float64 reference in tests/native/model/test_encdec.cpp); options, aborts,
 // bad input and the attention inspection behave as for decoder-only models. Against llama.cpp
 // (@wllama/wllama in headless Chromium): the model loads there and both engines count the same
 // source tokens for a varied text set; the tokenizer's ids are compared through a `llama` model

@@ -2,7 +2,7 @@
 // llama2.c model of about 200 MB (large enough that the fixed start-up heap does not dominate)
 // is written to a temp dir, loaded through the JS API, prefilled and decoded; the WASM heap
 // (which never shrinks, so its final size is its peak) must stay within the bound. The native
-// counterpart (peak RSS of the CLI) is tests/native/peak_memory.cpp.
+// counterpart (peak RSS of the CLI) is tests/native/engine/peak_memory.cpp.
 import assert from 'node:assert/strict';
 import { closeSync, mkdtempSync, openSync, rmSync, statSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -3,7 +3,7 @@
 // a byte-level BPE vocabulary learned with that pre-tokenizer's own splits), and many tricky
 // strings. llama.cpp's completion reports its prompt token count and its greedy first token,
 // which on random weights depends on every prompt id; both must match qkv's. The real
-// vocabularies of some kinds are checked id for id natively (tests/native/test_tokenizers.cpp).
+// vocabularies of some kinds are checked id for id natively (tests/native/tokenizer/test_tokenizers.cpp).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';

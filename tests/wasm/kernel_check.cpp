@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../native/quant_rows.h"
+#include "../native/kernels/quant_rows.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/qdot.h"
@@ -43,7 +43,7 @@ int main() {
         const float ref = dot_q8_ref(t, row, a.data(), n, &mag);
         float simd = 0;
         matmul_q8_simd(t, &simd, 1, a.data(), row, 1, n, 0, 1);
-        // float rounding of nb block terms (as tests/native/test_qdot.cpp)
+        // float rounding of nb block terms (as tests/native/kernels/test_qdot.cpp)
         check(std::fabs(simd - ref) <= (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30, "simd vs reference", (int)t, n, simd, ref);
         // 5 tokens through the prefill tiles equal decoding each alone, bit for bit
         std::vector<BlockQ8A> X5(5 * (n / 32));
@@ -194,7 +194,7 @@ int main() {
   }
   // f32 prefill (the packed-token kernel: 4- or 6-row tiles of 8 tokens and a last one of 4 or 8) against the
   // scalar reference: partial panels and tiles, depth blocks (n > 1024), padded strides, rows
-  // outside [r0, r1) untouched. Bound as tests/native/test_kernels.cpp: 1e-5 sum |w x| + 1e-6.
+  // outside [r0, r1) untouched. Bound as tests/native/kernels/test_kernels.cpp: 1e-5 sum |w x| + 1e-6.
   // Each tile height (the relaxed builds pick one by timing both), then the build's own choice.
   for (int tile : {4, 6, 0}) {
     matmul_f32_force_tile_rows(tile);

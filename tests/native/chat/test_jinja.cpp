@@ -1,5 +1,5 @@
 // The chat-template Jinja subset (src/chat/jinja.h) against Jinja2 itself, set up as
-// Hugging Face's apply_chat_template sets it up (tests/native/jinja_reference.py): every
+// Hugging Face's apply_chat_template sets it up (tests/native/chat/jinja_reference.py): every
 // template below, in the styles of the popular models' templates and a few that exercise the
 // language, is rendered with every conversation by both, and the texts must be byte-identical
 // (a template that raises in Jinja2 must raise in qkv). Then what the chat layer does with the
@@ -207,7 +207,7 @@ bool reference(const std::vector<Case>& cases, const std::string& bos, const std
     }
     f << "]";
   }
-  const std::string cmd = "python3 '" QKV_SOURCE_DIR "/tests/native/jinja_reference.py' < '" + in + "' > '" + res + "'";
+  const std::string cmd = "python3 '" QKV_SOURCE_DIR "/tests/native/chat/jinja_reference.py' < '" + in + "' > '" + res + "'";
   if (std::system(cmd.c_str()) != 0) {
     *why = "python3 with jinja2 is not available (scripts/setup.sh installs python3-jinja2)";
     return false;

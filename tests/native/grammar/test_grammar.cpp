@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "../../src/common.h"
-#include "../../src/grammar/gbnf.h"
-#include "../../src/grammar/json_schema.h"
-#include "../../src/grammar/matcher.h"
-#include "../../src/grammar/vocab.h"
+#include "common.h"
+#include "grammar/gbnf.h"
+#include "grammar/json_schema.h"
+#include "grammar/matcher.h"
+#include "grammar/vocab.h"
 
 using namespace qkv;
 

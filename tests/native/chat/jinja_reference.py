@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference renderings of chat templates for tests/native/test_jinja.cpp: Jinja2 set up as
+"""Reference renderings of chat templates for tests/native/chat/test_jinja.cpp: Jinja2 set up as
 Hugging Face's apply_chat_template sets it up (trim_blocks, lstrip_blocks, loop controls,
 raise_exception, strftime_now). Reads JSON cases from stdin:
   [{"template": str, "messages": [{"role", "content", ...other fields}], "add_generation_prompt": bool,
