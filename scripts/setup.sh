@@ -21,6 +21,7 @@ python3 -c 'import jinja2' 2>/dev/null || need+=(python3-jinja2)  # the referenc
 command -v chromium >/dev/null || need+=(chromium)  # headless browser tests (driven by playwright-core)
 command -v clang++-14 >/dev/null || need+=(clang-14)  # the libFuzzer build (scripts/fuzz.sh)
 compgen -G '/usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a' >/dev/null || need+=(libclang-rt-14-dev)
+command -v clang-format >/dev/null || need+=(clang-format)  # scripts/format.sh
 if [ "${#need[@]}" -gt 0 ]; then
   log "apt-get install ${need[*]}"
   as_root apt-get update -qq

@@ -20,7 +20,7 @@
 #include "../formats/quantize.h"
 #include "../kernels/simd.h"
 #include "../threadpool.h"
-#include "../train/cli_train.h"
+#include "train_cmd.h"
 #include "args.h"
 #include "inspect.h"
 #include "quantize_cmd.h"

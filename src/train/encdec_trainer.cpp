@@ -37,6 +37,7 @@ EncDecTrainConfig parse_encdec_train_config(const std::string& text, const std::
   for_each_config_entry(text, overrides, origin, [&](const ConfigEntry& e) {
     const std::string &k = e.key, &v = e.value;
     EncDecTrainShape& s = c.shape;
+    if (parse_run_config_entry(c, e)) return;
     if (k == "arch") {
       if (v != "encdec") e.bad("this trainer takes arch = encdec");
     } else if (k == "dim") s.dim = (int)e.i64(1, 4096);
@@ -51,34 +52,12 @@ EncDecTrainConfig parse_encdec_train_config(const std::string& text, const std::
       c.task = v;
     } else if (k == "val_examples") c.val_examples = (int)e.i64(1, 1 << 20);
     else if (k == "data_seed") c.data_seed = (uint64_t)e.i64(0, 1LL << 62);
-    else if (k == "batch") c.batch = (int)e.i64(1, 4096);
-    else if (k == "steps") c.steps = (int)e.i64(1, 100000000);
-    else if (k == "warmup") c.warmup = (int)e.i64(0, 100000000);
-    else if (k == "lr") c.lr = (float)e.f64(0.0, 10.0);
-    else if (k == "min_lr") c.min_lr = (float)e.f64(0.0, 10.0);
-    else if (k == "weight_decay") c.weight_decay = (float)e.f64(0.0, 10.0);
-    else if (k == "clip") c.clip = (float)e.f64(0.0, 1e9);
-    else if (k == "beta1") c.beta1 = (float)e.f64(0.0, 0.999999);
-    else if (k == "beta2") c.beta2 = (float)e.f64(0.0, 0.999999);
-    else if (k == "seed") c.seed = (uint64_t)e.i64(0, 1LL << 62);
-    else if (k == "eval_interval") c.eval_interval = (int)e.i64(0, 100000000);
-    else if (k == "log_interval") c.log_interval = (int)e.i64(1, 100000000);
-    else if (k == "out") c.out = v;
-    else if (k == "dtype") {
-      if (v != "f32" && v != "f16") e.bad("must be f32 or f16");
-      c.dtype = v;
-    } else if (k == "name") c.name = v;
-    else if (k == "threads") c.threads = (int)e.i64(0, 256);
-    else if (k == "quiet") c.quiet = e.flag();
     else
       fail(ErrorCode::BadArgument, e.where + ": unknown key '" + k +
                                        "' for arch = encdec (known: arch dim n_heads hidden_dim enc_layers dec_layers seq_len "
-                                       "rel_buckets task val_examples data_seed batch steps warmup lr min_lr weight_decay clip "
-                                       "beta1 beta2 seed eval_interval log_interval out dtype name threads quiet)");
+                                       "rel_buckets task val_examples data_seed " + kTrainRunKeys + ")");
   });
-  if (c.warmup > c.steps) fail(ErrorCode::BadArgument, "train config: warmup is longer than steps");
-  if (c.min_lr < 0) c.min_lr = c.lr / 10;
-  if (c.name.empty()) c.name = c.out.substr(c.out.find_last_of('/') + 1);
+  finish_run_config(c);
   c.shape.vocab = (int)char_vocab_pieces(date_alphabet()).size();
   c.shape.model_config();  // shape errors now, before any work
   return c;
@@ -221,11 +200,6 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
 
   const std::vector<ParamSegment> segs = optimizer_segments(model.layout().norms, P);
   std::vector<float> m(P, 0.0f), v(P, 0.0f);
-  TrainConfig sched;
-  sched.lr = cfg.lr;
-  sched.min_lr = cfg.min_lr;
-  sched.warmup = cfg.warmup;
-  sched.steps = cfg.steps;
 
   auto evaluate = [&](double* exact) {
     double sum = 0.0;
@@ -262,7 +236,7 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
     const double loss = model.forward(bs, bt);
     if (!std::isfinite(loss)) fail(ErrorCode::Internal, "the loss became " + std::to_string(loss) + " at step " + std::to_string(step) + "; lower lr");
     model.backward();
-    const float lr = lr_at(sched, step);
+    const float lr = lr_at(cfg, step);
     const double norm = optimizer_step(model.params().data(), model.grads(), m.data(), v.data(), segs, cfg, lr, step);
     res.losses.push_back(loss);
     const double el = std::chrono::duration<double>(clk::now() - t_start).count();

@@ -11,24 +11,25 @@
 #include "../tokenizer/tokenizer.h"
 #include "dates.h"
 #include "encdec_model.h"
+#include "trainer.h"
 
 namespace qkv {
 
-struct EncDecTrainConfig {
+// The shared keys (TrainRunConfig: optimizer, schedule, checkpoint) with this trainer's defaults.
+struct EncDecTrainConfig : TrainRunConfig {
+  EncDecTrainConfig() {
+    batch = 32;
+    warmup = 50;
+    lr = 3e-3f;
+    weight_decay = 0.01f;
+    beta2 = 0.98f;
+    eval_interval = 200;
+    log_interval = 20;
+  }
   EncDecTrainShape shape;           // vocab from the task's alphabet
   std::string task = "dates";
   int val_examples = 512;           // held-out examples for validation loss and exact match
-  uint64_t data_seed = 1;           // training examples; validation uses data_seed + 1
-  int batch = 32, steps = 1000, warmup = 50;
-  float lr = 3e-3f, min_lr = -1.0f;  // min_lr < 0: lr / 10
-  float weight_decay = 0.01f, clip = 1.0f, beta1 = 0.9f, beta2 = 0.98f;
-  uint64_t seed = 1;                // initialisation
-  int eval_interval = 200, log_interval = 20;
-  std::string out = "model.gguf";
-  std::string dtype = "f32";
-  std::string name;
-  int threads = 0;
-  bool quiet = false;
+  uint64_t data_seed = 1;           // training examples; validation uses data_seed + 1; seed: initialisation
 };
 
 // Whether a config's text (or an override) selects this trainer: a line `arch = encdec`.

@@ -75,6 +75,40 @@ void for_each_config_entry(const std::string& text, const std::vector<std::strin
   for (const auto& o : overrides) line_kv(o, "argument '" + o + "'");
 }
 
+const char* const kTrainRunKeys =
+    "batch steps warmup lr min_lr weight_decay clip beta1 beta2 seed eval_interval log_interval out dtype name threads quiet";
+
+bool parse_run_config_entry(TrainRunConfig& c, const ConfigEntry& e) {
+  const std::string &k = e.key, &v = e.value;
+  if (k == "batch") c.batch = (int)e.i64(1, 4096);
+  else if (k == "steps") c.steps = (int)e.i64(1, 100000000);
+  else if (k == "warmup") c.warmup = (int)e.i64(0, 100000000);
+  else if (k == "lr") c.lr = (float)e.f64(0.0, 10.0);
+  else if (k == "min_lr") c.min_lr = (float)e.f64(0.0, 10.0);
+  else if (k == "weight_decay") c.weight_decay = (float)e.f64(0.0, 10.0);
+  else if (k == "clip") c.clip = (float)e.f64(0.0, 1e9);
+  else if (k == "beta1") c.beta1 = (float)e.f64(0.0, 0.999999);
+  else if (k == "beta2") c.beta2 = (float)e.f64(0.0, 0.999999);
+  else if (k == "seed") c.seed = (uint64_t)e.i64(0, (1LL << 62));
+  else if (k == "eval_interval") c.eval_interval = (int)e.i64(0, 100000000);
+  else if (k == "log_interval") c.log_interval = (int)e.i64(1, 100000000);
+  else if (k == "out") c.out = v;
+  else if (k == "dtype") {
+    if (v != "f32" && v != "f16") e.bad("must be f32 or f16");
+    c.dtype = v;
+  } else if (k == "name") c.name = v;
+  else if (k == "threads") c.threads = (int)e.i64(0, 256);
+  else if (k == "quiet") c.quiet = e.flag();
+  else return false;
+  return true;
+}
+
+void finish_run_config(TrainRunConfig& c) {
+  if (c.warmup > c.steps) fail(ErrorCode::BadArgument, "train config: warmup is longer than steps");
+  if (c.min_lr < 0) c.min_lr = c.lr / 10;
+  if (c.name.empty()) c.name = c.out.substr(c.out.find_last_of('/') + 1);
+}
+
 TrainConfig parse_train_config(const std::string& text, const std::vector<std::string>& overrides,
                                const std::string& origin) {
   TrainConfig c;
@@ -82,6 +116,7 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
   int n_heads = 0, n_kv_heads = 0;
   for_each_config_entry(text, overrides, origin, [&](const ConfigEntry& e) {
     const std::string &k = e.key, &v = e.value;
+    if (parse_run_config_entry(c, e)) return;
     if (k == "dim") c.model.dim = (int)e.i64(1, 1 << 14);
     else if (k == "n_layers") c.model.n_layers = (int)e.i64(1, 256);
     else if (k == "n_heads") n_heads = (int)e.i64(1, 1024);
@@ -93,44 +128,22 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
     else if (k == "init") c.init = v;
     else if (k == "data") c.data = v;
     else if (k == "val_fraction") c.val_fraction = e.f64(0.0, 0.5);
-    else if (k == "batch") c.batch = (int)e.i64(1, 4096);
-    else if (k == "steps") c.steps = (int)e.i64(1, 100000000);
-    else if (k == "warmup") c.warmup = (int)e.i64(0, 100000000);
-    else if (k == "lr") c.lr = (float)e.f64(0.0, 10.0);
-    else if (k == "min_lr") c.min_lr = (float)e.f64(0.0, 10.0);
-    else if (k == "weight_decay") c.weight_decay = (float)e.f64(0.0, 10.0);
-    else if (k == "clip") c.clip = (float)e.f64(0.0, 1e9);
-    else if (k == "beta1") c.beta1 = (float)e.f64(0.0, 0.999999);
-    else if (k == "beta2") c.beta2 = (float)e.f64(0.0, 0.999999);
-    else if (k == "seed") c.seed = (uint64_t)e.i64(0, (1LL << 62));
-    else if (k == "eval_interval") c.eval_interval = (int)e.i64(0, 100000000);
     else if (k == "eval_batches") c.eval_batches = (int)e.i64(1, 100000);
-    else if (k == "log_interval") c.log_interval = (int)e.i64(1, 100000000);
-    else if (k == "out") c.out = v;
     else if (k == "state") c.state = v;
-    else if (k == "dtype") {
-      if (v != "f32" && v != "f16") e.bad("must be f32 or f16");
-      c.dtype = v;
-    } else if (k == "name") c.name = v;
-    else if (k == "threads") c.threads = (int)e.i64(0, 256);
     else if (k == "resume") c.resume = e.flag();
-    else if (k == "quiet") c.quiet = e.flag();
     else if (k == "stop_at") c.stop_at = (int)e.i64(0, 100000000);
     else
       fail(ErrorCode::BadArgument, e.where + ": unknown key '" + k +
                                        "' (known: init dim n_layers n_heads n_kv_heads hidden_dim seq_len vocab tokenizer data "
-                                       "val_fraction batch steps warmup lr min_lr weight_decay clip beta1 beta2 seed "
-                                       "eval_interval eval_batches log_interval out state dtype name threads resume stop_at)");
+                                       "val_fraction eval_batches state resume stop_at " + kTrainRunKeys + ")");
   });
 
   ModelConfig& m = c.model;
   auto need = [](bool ok, const std::string& msg) {
     if (!ok) fail(ErrorCode::BadArgument, "train config: " + msg);
   };
-  need(c.warmup <= c.steps, "warmup is longer than steps");
-  if (c.min_lr < 0) c.min_lr = c.lr / 10;
+  finish_run_config(c);
   if (c.state.empty()) c.state = c.out + ".state";
-  if (c.name.empty()) c.name = c.out.substr(c.out.find_last_of('/') + 1);
   if (!c.init.empty()) {  // fine-tuning: the shape and the tokenizer are the model's
     need(m.dim == 0 && m.n_layers == 0 && n_heads == 0 && n_kv_heads == 0 && m.hidden_dim == 0 && c.vocab == 0 &&
              c.tokenizer.empty(),
@@ -188,7 +201,7 @@ void adamw_segments(float* params, const float* G, float* m, float* v, const std
   }
 }
 
-float lr_at(const TrainConfig& c, int step) {
+float lr_at(const TrainRunConfig& c, int step) {
   if (step < c.warmup) return c.lr * (float)(step + 1) / (float)c.warmup;
   const double span = c.steps - c.warmup;
   const double t = span > 0 ? std::min(1.0, (step - c.warmup) / span) : 1.0;

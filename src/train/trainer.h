@@ -15,26 +15,41 @@
 
 namespace qkv {
 
-struct TrainConfig {
+struct ConfigEntry;
+
+// What both trainers read the same way: the optimizer (AdamW with clipping) and its warm-up +
+// cosine schedule, the evaluation cadence, the checkpoint written and the run. The defaults are
+// the decoder's; EncDecTrainConfig sets its own.
+struct TrainRunConfig {
+  int batch = 8, steps = 1000, warmup = 100;
+  float lr = 1e-3f, min_lr = -1.0f;  // min_lr < 0: lr / 10
+  float weight_decay = 0.1f, clip = 1.0f, beta1 = 0.9f, beta2 = 0.95f;
+  uint64_t seed = 1;
+  int eval_interval = 100, log_interval = 10;
+  std::string out = "model.gguf";  // the GGUF checkpoint
+  std::string dtype = "f32";       // checkpoint weight type: f32 or f16
+  std::string name;                // general.name in the GGUF (default: out's file name)
+  int threads = 0;                 // 0 = all cores
+  bool quiet = false;              // no progress output (tests)
+};
+// Reads a TrainRunConfig key into c; false for any other key (the trainer's own, or unknown).
+bool parse_run_config_entry(TrainRunConfig& c, const ConfigEntry& e);
+// The keys parse_run_config_entry reads, space-separated (for unknown-key errors).
+extern const char* const kTrainRunKeys;
+// After parsing: refuses a warm-up longer than the run; fills min_lr (lr / 10) and name.
+void finish_run_config(TrainRunConfig& c);
+
+struct TrainConfig : TrainRunConfig {
   ModelConfig model;          // dim, n_layers, n_heads, n_kv_heads, hidden_dim, seq_len (vocab from the tokenizer)
   std::string init;           // a GGUF model to fine-tune (its shape and tokenizer); empty: a fresh model
   std::string tokenizer;      // a tokenizer GGUF / tokenizer.bin; empty: learn one of `vocab` pieces from the data
   int vocab = 0;
   std::string data;           // UTF-8 text; blank lines separate documents (each starts with BOS)
   double val_fraction = 0.05; // the tail of the token stream held out for validation
-  int batch = 8, steps = 1000, warmup = 100;
-  float lr = 1e-3f, min_lr = -1.0f;  // min_lr < 0: lr / 10
-  float weight_decay = 0.1f, clip = 1.0f, beta1 = 0.9f, beta2 = 0.95f;
-  uint64_t seed = 1;
-  int eval_interval = 100, eval_batches = 8, log_interval = 10;
-  std::string out = "model.gguf";  // checkpoint (GGUF, llama arch, tokenizer embedded)
+  int eval_batches = 8;
   std::string state;               // optimizer state for resuming; default out + ".state"
-  std::string dtype = "f32";       // checkpoint weight type: f32 or f16
-  std::string name;                // general.name in the GGUF (default: out's file name)
-  int threads = 0;                 // 0 = all cores
   bool resume = false;             // continue from `state` if it exists
   int stop_at = 0;                 // > 0: stop (with a checkpoint) after this step; resume later
-  bool quiet = false;              // no progress output (tests)
 };
 
 // key = value lines ('#' comments); later `overrides` ("key=value") win. Unknown keys, bad
@@ -158,10 +173,9 @@ void adamw_segments(float* params, const float* G, float* m, float* v, const std
 
 // The optimizer half of a training step, shared by both trainers: clips G to cfg.clip, then one
 // AdamW update at lr with cfg's betas and weight decay (step: 0-based). Returns the gradient norm
-// before clipping. Config: any type with clip, beta1, beta2 and weight_decay.
-template <class Config>
-double optimizer_step(float* params, std::vector<float>& G, float* m, float* v, const std::vector<ParamSegment>& segs,
-                      const Config& cfg, float lr, int step) {
+// before clipping.
+inline double optimizer_step(float* params, std::vector<float>& G, float* m, float* v, const std::vector<ParamSegment>& segs,
+                             const TrainRunConfig& cfg, float lr, int step) {
   const double norm = clip_grad_norm(G, cfg.clip);
   AdamWParams h;
   h.lr = lr;
@@ -178,6 +192,6 @@ void write_file_atomic(const std::string& path, const void* data, size_t n);
 
 // The learning rate at `step` (0-based): linear warm-up to lr over `warmup` steps, then a
 // cosine from lr down to min_lr at `steps`.
-float lr_at(const TrainConfig& cfg, int step);
+float lr_at(const TrainRunConfig& cfg, int step);
 
 }  // namespace qkv

@@ -18,6 +18,7 @@
 #include "model/transformer.h"
 #include "threadpool.h"
 #include "tokenizer/tokenizer.h"
+#include "test_models.h"
 
 using namespace qkv;
 

@@ -15,6 +15,7 @@
 #include "model/encdec.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
+#include "test_models.h"
 
 using namespace qkv;
 

@@ -18,6 +18,7 @@
 #include "chat/chat.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
+#include "test_models.h"
 
 using namespace qkv;
 

@@ -20,6 +20,7 @@
 #include "model/encdec.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unigram.h"
+#include "test_models.h"
 
 using namespace qkv;
 

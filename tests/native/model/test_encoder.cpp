@@ -16,6 +16,7 @@
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/wordpiece.h"
+#include "test_models.h"
 
 using namespace qkv;
 

@@ -1,5 +1,5 @@
 // `qkv train` and `qkv train-tokenizer`.
-#include "cli_train.h"
+#include "train_cmd.h"
 
 #include <chrono>
 #include <cstdio>
@@ -7,11 +7,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "../cli/args.h"
+#include "args.h"
 #include "../common.h"
-#include "bpe.h"
-#include "encdec_trainer.h"
-#include "trainer.h"
+#include "../train/bpe.h"
+#include "../train/encdec_trainer.h"
+#include "../train/trainer.h"
 
 namespace qkv {
 
