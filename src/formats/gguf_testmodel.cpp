@@ -224,13 +224,17 @@ std::vector<uint8_t> write_encoder_model(const TestModelSpec& s) {
 std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
   const std::string& A = s.arch;
   if (A == "bert" || A == "nomic-bert") return write_encoder_model(s);
-  const bool gpt2 = A == "gpt2", qwen2 = A == "qwen2", qwen3 = A == "qwen3", phi3 = A == "phi3", gemma2 = A == "gemma2",
+  // Mixture of experts: Qwen3-MoE's attention is Qwen3's, OLMoE's has OLMo 2's whole-projection
+  // Q/K norms (with pre-norms), Granite-MoE's Granite's multipliers.
+  const bool qwen3moe = A == "qwen3moe", olmoe = A == "olmoe", granitemoe = A == "granitemoe",
+             moe = qwen3moe || olmoe || granitemoe;
+  const bool gpt2 = A == "gpt2", qwen2 = A == "qwen2", qwen3 = A == "qwen3" || qwen3moe, phi3 = A == "phi3", gemma2 = A == "gemma2",
              gemma3 = A == "gemma3", gemma = A == "gemma" || gemma2 || gemma3, post_norms = gemma2 || gemma3,
-             head_norms = qwen3 || gemma3, granite = A == "granite", olmo2 = A == "olmo2",
+             head_norms = qwen3 || gemma3, granite = A == "granite" || granitemoe, olmo2 = A == "olmo2",
              stablelm = A == "stablelm", starcoder2 = A == "starcoder2", smollm3 = A == "smollm3", minicpm = A == "minicpm", command_r = A == "command-r",
              llama_like = A == "exaone" || A == "internlm2" || minicpm || smollm3 || granite, norm_bias = gpt2 || stablelm || starcoder2,
              all_bias = gpt2 || starcoder2;
-  if (A != "llama" && !gpt2 && !qwen2 && !qwen3 && !phi3 && !gemma && !granite && !olmo2 && !stablelm && !starcoder2 && !llama_like && !command_r) fail(ErrorCode::BadArgument, "no test model for architecture '" + A + "'");
+  if (A != "llama" && !gpt2 && !qwen2 && !qwen3 && !phi3 && !gemma && !granite && !olmo2 && !stablelm && !starcoder2 && !llama_like && !command_r && !moe) fail(ErrorCode::BadArgument, "no test model for architecture '" + A + "'");
   GgufWriter w;
   w.add_string("general.architecture", A);
   w.add_string("general.name", s.name.empty() ? "qkv test " + A : s.name);
@@ -312,6 +316,13 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     w.add_f32(key("logit_scale"), 0.5f);
   }
   if (command_r) w.add_f32(key("logit_scale"), 1.6f);  // (multiplies the logits)
+  // Expert width: Qwen3-MoE's from its own key, unlike its dense feed_forward_length.
+  const uint64_t he = qwen3moe ? h / 2 : h;
+  if (moe) {
+    w.add_u32(key("expert_count"), s.experts);
+    w.add_u32(key("expert_used_count"), s.experts_used);
+    if (qwen3moe) w.add_u32(key("expert_feed_forward_length"), (uint32_t)he);
+  }
   if (qwen3 || gemma) {
     w.add_u32(key("attention.key_length"), head_dim);
     w.add_u32(key("attention.value_length"), head_dim);
@@ -363,7 +374,7 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
         vector(p + "attn_q_norm.weight", head_dim, 1.0f, 0.3f);
         vector(p + "attn_k_norm.weight", head_dim, 1.0f, 0.3f);
       }
-      if (olmo2) {  // over the whole projections
+      if (olmo2 || olmoe) {  // over the whole projections
         vector(p + "attn_q_norm.weight", q, 1.0f, 0.3f);
         vector(p + "attn_k_norm.weight", kv, 1.0f, 0.3f);
       }
@@ -377,6 +388,21 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     if (olmo2) vector(p + "post_attention_norm.weight", d, 1.5f, 0.3f);
     if (!olmo2 && !command_r) vector(p + "ffn_norm.weight", d, 1.0f, 0.2f);  // (Command-R: one norm for both blocks)
     if (norm_bias) vector(p + "ffn_norm.bias", d, 0.0f, 0.1f);
+    if (moe) {
+      // A router with a wide spread of scores (no near-ties between the engines' choices), and
+      // each expert's three matrices stacked along the third dimension.
+      const uint64_t E = (uint64_t)s.experts;
+      matrix(p + "ffn_gate_inp.weight", E, d, 4.0f);
+      auto experts = [&](const std::string& name, uint64_t rows, uint64_t cols, float gain) {
+        const float a = gain * 1.7f / std::sqrt((float)cols);
+        std::vector<float> v = r.fill(E * rows * cols, -a, a);
+        w.add_tensor_f32(name, {cols, rows, E}, v.data());
+      };
+      experts(p + "ffn_gate_exps.weight", he, d, 1.0f);
+      experts(p + "ffn_up_exps.weight", he, d, 1.0f);
+      experts(p + "ffn_down_exps.weight", d, he, 3.0f);
+      continue;
+    }
     if (!gpt2 && !phi3 && !starcoder2) matrix(p + "ffn_gate.weight", h, d, gemma ? 2.0f : 1.0f);
     matrix(p + "ffn_up.weight", phi3 ? 2 * h : h, d);  // Phi-3: gate rows, then up rows
     if (all_bias) vector(p + "ffn_up.bias", h, 0.0f, 0.2f);

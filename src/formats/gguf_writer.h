@@ -76,7 +76,7 @@ namespace qkv {
 // tests against other engines (llama.cpp) and for tests of the loaders.
 struct TestModelSpec {
   std::string arch = "llama";  // llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3,
-                               // minicpm, exaone, internlm2; encoders: bert, nomic-bert (WordPiece vocabulary)
+                               // minicpm, exaone, internlm2, command-r, qwen3moe, olmoe, granitemoe; encoders: bert, nomic-bert (WordPiece vocabulary)
   std::string pre = "gpt-2";   // BPE pre-tokenizer name (tokenizer.ggml.pre); unused with spm
   const Tokenizer* spm = nullptr;  // a SentencePiece vocabulary to embed instead of a learned BPE one
   std::vector<std::string> spm_specials;  // control tokens appended to it
@@ -104,6 +104,9 @@ struct TestModelSpec {
   int dec_layers = 0;  // encoder-decoder models: decoder layers (0 = layers)
   int pooling = 1;  // encoders: *.pooling_type (1 mean, 2 cls, 3 last)
   int vocab_size = 0;  // encoders: pad the WordPiece vocabulary with [unused*] pieces up to this size
+  // Mixture-of-experts architectures (qwen3moe, olmoe, granitemoe): experts, experts per token;
+  // qwen3moe's experts are expert_feed_forward_length = hidden / 2 wide, the others' hidden.
+  int experts = 8, experts_used = 2;
 };
 std::vector<uint8_t> write_test_model(const TestModelSpec& spec);
 // A `t5` encoder-decoder model (arch "t5"; spm gives the pieces of its Unigram vocabulary).

@@ -10,6 +10,7 @@
 #include "../kernels/activation.h"
 #include "../kernels/matmul.h"
 #include "../kernels/norm.h"
+#include "../kernels/softmax.h"
 
 namespace qkv {
 
@@ -64,6 +65,66 @@ void ffn_hidden(ThreadPool& pool, ProductInput& in, FfnKind kind, const float* x
       else relu_simd(o, r1 - r0);
     }
   });
+}
+
+// Rows [r0, r0 + n) of a stacked matrix: a view (rows of any type are whole blocks).
+static Tensor rows_view(const Tensor& t, int64_t r0, int64_t n) {
+  Tensor v = t;
+  v.data = static_cast<const uint8_t*>(t.data) + (size_t)r0 * t.row_bytes();
+  v.rows = n;
+  return v;
+}
+
+void moe_ffn(ThreadPool& pool, ProductInput& in, const ModelConfig& c, const LayerWeights& L, const float* x, int n,
+             float* out, MoeScratch& s) {
+  const int E = c.n_experts, K = c.n_experts_used, dim = c.dim, hid = c.hidden_dim;
+  s.logits.resize((size_t)n * E);
+  s.chosen.resize((size_t)n * K);
+  s.weight.resize((size_t)n * K);
+  stacked_products(pool, in, x, dim, n, {{s.logits.data(), E, &L.router}});
+  std::vector<int> order(E);
+  for (int t = 0; t < n; t++) {
+    float* p = s.logits.data() + (int64_t)t * E;
+    softmax_simd(p, E);
+    for (int e = 0; e < E; e++) order[e] = e;
+    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float sum = 0.0f;
+    for (int k = 0; k < K; k++) {
+      s.chosen[(size_t)t * K + k] = order[k];
+      sum += s.weight[(size_t)t * K + k] = p[order[k]];
+    }
+    if (c.expert_norm_topk) {  // llama.cpp clamps the sum to f16's smallest normal
+      const float d = std::max(sum, 6.103515625e-5f);
+      for (int k = 0; k < K; k++) s.weight[(size_t)t * K + k] /= d;
+    }
+  }
+  s.ye.resize((size_t)n * K * dim);
+  s.xe.resize((size_t)n * dim);
+  s.out.resize((size_t)n * dim);
+  s.he.resize((size_t)n * hid);
+  s.he2.resize((size_t)n * hid);
+  for (int e = 0; e < E; e++) {
+    s.rows.clear();  // (token, rank) slots that chose e
+    for (int i = 0; i < n * K; i++)
+      if (s.chosen[i] == e) s.rows.push_back(i);
+    const int m = (int)s.rows.size();
+    if (m == 0) continue;
+    for (int r = 0; r < m; r++) std::memcpy(s.xe.data() + (int64_t)r * dim, x + (int64_t)(s.rows[r] / K) * dim, dim * sizeof(float));
+    const Tensor gate = rows_view(L.gate_exps, (int64_t)e * hid, hid), up = rows_view(L.up_exps, (int64_t)e * hid, hid);
+    const Tensor down = rows_view(L.down_exps, (int64_t)e * dim, dim);
+    ffn_hidden(pool, in, FfnKind::SwiGLU, s.xe.data(), dim, m, up, gate, nullptr, hid, s.he.data(), s.he2.data());
+    stacked_products(pool, in, s.he.data(), hid, m, {{s.out.data(), dim, &down}});
+    for (int r = 0; r < m; r++) {
+      float* y = s.ye.data() + (int64_t)s.rows[r] * dim;
+      std::memcpy(y, s.out.data() + (int64_t)r * dim, dim * sizeof(float));
+      scale_simd(y, s.weight[s.rows[r]], dim);
+    }
+  }
+  for (int t = 0; t < n; t++) {
+    float* o = out + (int64_t)t * dim;
+    std::memcpy(o, s.ye.data() + (int64_t)t * K * dim, dim * sizeof(float));
+    for (int k = 1; k < K; k++) add_f32_simd(o, s.ye.data() + ((int64_t)t * K + k) * dim, dim);
+  }
 }
 
 void KvCache::init(int layers, int kv_dim, int context, int min_step) {

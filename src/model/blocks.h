@@ -31,6 +31,19 @@ void check_tokens(const int* tokens, int n, int vocab_size);
 void ffn_hidden(ThreadPool& pool, ProductInput& in, FfnKind kind, const float* x, int dim, int n, const Tensor& w_up,
                 const Tensor& w_gate, const float* b_up, int hidden, float* out, float* tmp);
 
+// Scratch of moe_ffn, kept between calls so a step allocates nothing once warm.
+struct MoeScratch {
+  std::vector<float> logits, weight, xe, he, he2, ye, out;
+  std::vector<int> chosen, rows;
+};
+
+// The mixture-of-experts feed-forward (config.h: n_experts) of n rows of x (n, c.dim) into out
+// (n, c.dim): the router's softmax, each token's top n_experts_used experts (ties: the lower
+// index), their weights (renormalised when expert_norm_topk), then per expert one batched
+// SwiGLU feed-forward over the tokens that chose it, and per token the weighted sum in rank order.
+void moe_ffn(ThreadPool& pool, ProductInput& in, const ModelConfig& c, const LayerWeights& L, const float* x, int n,
+             float* out, MoeScratch& s);
+
 // Keys and values per layer, (capacity, kv_dim) each, grown on demand so memory follows the
 // positions used, not the (untrusted) context length in the header.
 class KvCache {

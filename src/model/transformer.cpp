@@ -365,6 +365,17 @@ void Transformer::layer_rest(int l) {
     norm_rows(c, xb_.data(), x, L.ffn_norm, L.ffn_norm_b, B);
     in = xb_.data();
   }
+  if (c.is_moe()) {
+    // The experts' sum into xb2_ (free: MoE layers are not parallel), then the residual.
+    moe_ffn(*pool_, in_, c, L, in, B, xb2_.data(), moe_);
+    for (int t = 0; t < B; t++) {
+      float* o = xb2_.data() + (int64_t)t * dim;
+      if (L.ffn_post_norm) rmsnorm_simd(o, o, L.ffn_post_norm, dim, c.norm_eps);
+      if (c.residual_scale != 1.0f) scale_simd(o, c.residual_scale, dim);
+      add_f32_simd(x + (int64_t)t * dim, o, dim);
+    }
+    return;
+  }
   ffn_hidden(*pool_, in_, c.ffn, in, dim, B, L.w_up, L.w_gate, L.b_up, hid, hb_.data(), hb2_.data());
   residual_product(hb_.data(), hid, L.w_down, L.b_down, L.ffn_post_norm);
   if (parallel) residual_product(xb2_.data(), qd, L.wo, L.bo, L.attn_post_norm);

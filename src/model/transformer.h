@@ -86,6 +86,7 @@ class Transformer {
   RopeYarn yarn_, yarn_local_;
   float rope_mscale_ = 1.0f;
   std::vector<float> logits_;
+  MoeScratch moe_;   // mixture-of-experts layers' buffers
   ProductInput in_;  // the current section's input (and its quantized copy for the block types)
   bool capture_ = false;
   std::vector<float> kx_, vx_;       // (rows, kv_dim): encode()'s keys/values

@@ -178,6 +178,11 @@ int main(int argc, char** argv) {
         {"exaone", spec("exaone", "gpt-2", false, 49)},
         {"internlm2", spec("internlm2", "", false, 50)},
         {"command-r", spec("command-r", "gpt-2", true, 51)},
+        // Mixture-of-experts feed-forwards (8 experts, 2 per token), one stored as Q8_0.
+        {"qwen3moe", spec("qwen3moe", "qwen2", false, 75)},
+        {"olmoe", spec("olmoe", "gpt-2", true, 76)},
+        {"granitemoe", spec("granitemoe", "gpt-2", true, 77)},
+        {"qwen3moe-q8_0", spec("qwen3moe", "qwen2", true, 78), QType::Q8_0},
         // One model per further pre-tokenizer kind (tests/js/pretokenizers_wllama.test.mjs).
         {"pre-deepseek-llm", spec("llama", "deepseek-llm", true, 50)},
         {"pre-deepseek-coder", spec("llama", "deepseek-coder", true, 51)},
@@ -270,6 +275,9 @@ int main(int argc, char** argv) {
     cases[35].spec.layers = 4;  // SmolLM3: layer 3 without RoPE
     cases[36].spec.spm = &spm;  // MiniCPM and InternLM 2: SentencePiece, as theirs are
     cases[38].spec.spm = &spm;
+    cases[41].spec.kv_heads = cases[41].spec.heads;  // OLMoE: its Q and K norms span n_embd both
+    cases[43].spec.experts = 4;  // Q8_0 Qwen3-MoE: 4 experts, 3 per token
+    cases[43].spec.experts_used = 3;
     std::string list = "[";
     for (const Case& c : cases) {
       std::vector<uint8_t> bytes = write_test_model(c.spec);
