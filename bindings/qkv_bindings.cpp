@@ -402,6 +402,7 @@ class JsModel {
       o.set("logitScale", c.logit_scale);
       o.set("qkNormWhole", c.qk_norm_whole);
       o.set("parallelFfn", c.parallel_ffn);
+      o.set("experts", c.n_experts);
       val tensors = val::array();
       auto mat = [&](int layer, const char* role, const Tensor& t) {
         if (!t) return;

@@ -1,5 +1,5 @@
 // GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3,
-// minicpm, exaone, internlm2, command-r;
+// minicpm, exaone, internlm2, command-r; mixture of experts qwen3moe, olmoe, granitemoe;
 // encoders bert, nomic-bert: kArchs),
 // weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, kept as stored
 // (a fused QKV or gate+up matrix becomes row views). Tokenizers: SentencePiece and byte-level BPE.
@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "../common.h"
+#include "../kernels/qdot.h"
 #include "gguf_encdec.h"
 
 namespace qkv {
@@ -52,6 +53,9 @@ struct ArchRow {
   // Command-R: parallel attention and feed-forward on one LayerNorm (no ffn_norm), logits times
   // *.logit_scale.
   bool parallel = false;
+  // Mixture-of-experts feed-forwards (ffn_gate_inp, ffn_{gate,up,down}_exps): 1 takes the chosen
+  // experts' probabilities as they are (OLMoE), 2 renormalises them to sum 1 (Qwen3-MoE, Granite-MoE).
+  int moe = 0;
 };
 const ArchRow kArchs[] = {
     {"llama", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false},
@@ -109,6 +113,16 @@ const ArchRow kArchs[] = {
     // Command-R+'s per-head Q/K norms are refused by name.
     {"command-r", NormKind::LayerNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f,
      false, 0, false, false, true, false, 0, true},
+    // Mixture of experts, as llama.cpp's build_moe_ffn runs them: router softmax, top
+    // expert_used_count of expert_count, SwiGLU experts. Qwen3-MoE: Qwen3's attention, expert
+    // width expert_feed_forward_length; OLMoE: Q/K RMSNorms over the whole projection, NeoX RoPE;
+    // Granite-MoE: Granite's multipliers (its shared-expert variant is refused by name).
+    {"qwen3moe", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false, false, false, 0, false, 0.0f,
+     false, 0, false, false, false, false, 0, false, 2},
+    {"olmoe", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false, false, false, 0, false, 0.0f,
+     false, 0, false, true, false, false, 0, false, 1},
+    {"granitemoe", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f,
+     false, 1, false, false, true, false, 0, false, 2},
 };
 
 const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
@@ -123,6 +137,30 @@ const float* f32_table(const GgufFile& g, const std::string& name, int64_t rows,
   return t.f32();
 }
 
+// A 3-D tensor of n_experts matrices (rows, cols), ggml dims [cols, rows, n_experts], as one
+// (n_experts * rows, cols) matrix of stacked views.
+Tensor experts(const GgufFile& g, const std::string& name, int64_t n_experts, int64_t rows, int64_t cols) {
+  const GgufTensorInfo* t = g.find_tensor(name);
+  if (!t) bad("tensor " + name + " is missing");
+  if (t->rank() != 3 || (int64_t)t->dim(0) != cols || (int64_t)t->dim(1) != rows || (int64_t)t->dim(2) != n_experts) {
+    std::string got;
+    for (uint64_t d : t->dims) got += (got.empty() ? "" : " x ") + std::to_string(d);
+    bad("tensor " + name + " has shape [" + got + "], expected [" + std::to_string(cols) + " x " + std::to_string(rows) +
+        " x " + std::to_string(n_experts) + "]");
+  }
+  DType type;
+  if (!qtype_of_ggml(t->type, &type))
+    fail(ErrorCode::Unsupported, "GGUF: tensor " + name + " is " + ggml_type_name(t->type) +
+                                     "; qkv runs F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K");
+  Tensor w;  // the parser checked the bytes lie within the file; rows of any type are whole blocks
+  w.type = type;
+  w.data = g.tensor_data(*t);
+  w.rows = n_experts * rows;
+  w.cols = cols;
+  w.finite_scales = qdot_uses_finite_scales() && qdot_scales_finite(type, w.data, w.rows, (int)cols);
+  return w;
+}
+
 // Rows [r0, r0 + n) of a matrix: a view, no copy (rows of any type are whole blocks).
 Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
   Tensor v = t;
@@ -132,7 +170,7 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
 }
 }  // namespace
 
-const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3, minicpm, exaone, internlm2, command-r, bert, nomic-bert"; }
+const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3, minicpm, exaone, internlm2, command-r, qwen3moe, olmoe, granitemoe, bert, nomic-bert"; }
 
 namespace {
 // The encoder half of the loader: BERT's tensor names (attn_output_norm and layer_output_norm
@@ -338,6 +376,29 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     if (!(s >= 0.0 && s < 1e6)) bad(key("logit_scale") + " = " + std::to_string(s) + " is out of range");
     if (s > 0.0) c.logit_scale = (float)s;
   }
+  if (row->moe) {
+    // As llama.cpp reads them: expert_count and expert_used_count required; Qwen3-MoE's experts
+    // are expert_feed_forward_length wide (else feed_forward_length / expert_used_count), the
+    // others' feed_forward_length.
+    for (const char* k : {"expert_count", "expert_used_count"})
+      if (!g.find(key(k))) bad("key " + key(k) + " is missing (a mixture-of-experts model needs it)");
+    c.n_experts = gguf_int(g.get_int(key("expert_count")), key("expert_count"));
+    c.n_experts_used = gguf_int(g.get_int(key("expert_used_count")), key("expert_used_count"));
+    if (c.n_experts <= 0 || c.n_experts > 512) bad(key("expert_count") + " = " + std::to_string(c.n_experts) + " (must be 1..512)");
+    if (c.n_experts_used <= 0 || c.n_experts_used > c.n_experts)
+      bad(key("expert_used_count") + " = " + std::to_string(c.n_experts_used) + " (must be 1.." + std::to_string(c.n_experts) + ")");
+    if (arch == "qwen3moe")
+      c.hidden_dim = g.find(key("expert_feed_forward_length"))
+                         ? gguf_int(g.get_int(key("expert_feed_forward_length")), key("expert_feed_forward_length"))
+                         : c.hidden_dim / c.n_experts_used;
+    c.expert_norm_topk = row->moe == 2;
+    if (g.get_int_or(key("expert_shared_feed_forward_length"), 0) != 0)
+      fail(ErrorCode::Unsupported, "GGUF: " + key("expert_shared_feed_forward_length") + " (a shared expert, Granite-MoE shared) is not supported");
+    const GgufValue* gating = g.find(key("expert_gating_func"));
+    if (gating && g.get_int(key("expert_gating_func")) != 1)  // llama.cpp: 1 softmax, 2 sigmoid
+      fail(ErrorCode::Unsupported, "GGUF: " + key("expert_gating_func") + " = " + std::to_string(g.get_int(key("expert_gating_func"))) +
+                                       " is not supported (1, softmax, is)");
+  }
   if (row->nope_step > 0) {
     c.layer_rope.assign(c.n_layers, 1);
     for (int l = 0; l < c.n_layers; l++) c.layer_rope[l] = (l + 1) % row->nope_step != 0;
@@ -425,6 +486,14 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       fail(ErrorCode::Unsupported, "GGUF: tensor " + p + "attn_q_norm.weight (per-head LayerNorms of Q and K, Command-R+) is not supported");
     if (!row->no_pre_norms && !row->parallel) L.ffn_norm = vec(g, p + "ffn_norm.weight", d);
     if (b || row->norm_bias) L.ffn_norm_b = vec(g, p + "ffn_norm.bias", d);
+    if (row->moe) {
+      const int64_t E = c.n_experts;
+      L.router = weight(g, p + "ffn_gate_inp.weight", E, d);
+      L.gate_exps = experts(g, p + "ffn_gate_exps.weight", E, h, d);
+      L.up_exps = experts(g, p + "ffn_up_exps.weight", E, h, d);
+      L.down_exps = experts(g, p + "ffn_down_exps.weight", E, d, h);
+      continue;
+    }
     if (row->fused_up) {
       const Tensor gate_up = weight(g, p + "ffn_up.weight", 2 * h, d);
       L.w_gate = rows_of(gate_up, 0, h);

@@ -51,6 +51,7 @@ export function gpuUnsupported(d) {
   if (d.qkNormWhole) return 'Q/K norms over the whole projection (OLMo 2) are not implemented on WebGPU';
   if (d.parallelFfn) return 'parallel attention and feed-forward blocks (Command-R) are not implemented on WebGPU';
   if (d.layersWithoutRope > 0) return 'layers without RoPE (SmolLM3) are not implemented on WebGPU';
+  if (d.experts > 0) return 'mixture-of-experts feed-forwards (Qwen3-MoE, OLMoE, Granite-MoE) are not implemented on WebGPU';
   const roles = new Set(d.tensors.map((t) => `${t.layer}:${t.role}`));
   if (!roles.has('-1:final_norm')) return 'models without a final norm are not implemented on WebGPU';
   for (let l = 0; l < d.layers; l++) {

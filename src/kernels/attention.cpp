@@ -45,6 +45,7 @@ void attention_ref(const AttentionArgs& a) {
         for (int d = 0; d < hd; d++) s += q[d] * k[d];
         sc[j] = s * a.scale;
         if (a.softcap > 0.0f) sc[j] = a.softcap * std::tanh(sc[j] / a.softcap);
+        if (a.rel_bias) sc[j] += a.rel_bias[a.rel_bucket[j - qpos + a.rel_off] * a.n_heads + h];
         if (sc[j] > mx) mx = sc[j];
       }
       float sum = 0.0f;
@@ -231,6 +232,11 @@ void attention_flash(const AttentionArgs& a, int h0, int h1) {
           if (a.softcap > 0.0f)
             for (int jj = 0; jj < nk; jj++)
               if (s[i][jj] != -INFINITY) s[i][jj] = a.softcap * std::tanh(s[i][jj] / a.softcap);
+          if (a.rel_bias) {
+            const int* bucket = a.rel_bucket + (j0 - qpos + a.rel_off);
+            for (int jj = 0; jj < nk; jj++)
+              if (s[i][jj] != -INFINITY) s[i][jj] += a.rel_bias[bucket[jj] * a.n_heads + h];
+          }
         }
         for (int i = 0; i < nq; i++) {
           float* row = s[i];

@@ -27,16 +27,25 @@ struct AttentionArgs {
   int window = 0;                      // > 0: key j visible only if query position - j < window
   const uint8_t* key_valid = nullptr;  // padding: key j visible only if key_valid[j] != 0
 
+  // Learned bias by relative position (T5): the score of query i (position qpos) and key j gets
+  // rel_bias[rel_bucket[j - qpos + rel_off] * n_heads + h], after scale and softcap.
+  // rel_bucket: one bucket id per key - query distance, from -rel_off up to n_kv - 1 - q_pos0.
+  const float* rel_bias = nullptr;  // (buckets, n_heads)
+  const int* rel_bucket = nullptr;
+  int rel_off = 0;
+
   // Optional inspection output: softmax probabilities, (n_heads, n_q, n_kv), row stride n_kv.
   // Masked keys get 0. A query with no visible key gets an all-zero row and a zero output.
   float* probs = nullptr;
 };
 
-// Direct reference: full score row, softmax, weighted sum (the textbook formula).
+// Direct reference: full score row, softmax, weighted sum (the textbook formula). Every field
+// above, the relative-position bias included.
 void attention_ref(const AttentionArgs& a);
 
 // Flash-style: key/value tiles with an online softmax, so working memory is a fixed tile
 // whatever the sequence length. Computes query heads [h0, h1) (callers split heads over threads).
+// The same fields as attention_ref (decoder, encoder and T5's biased attention alike).
 void attention_flash(const AttentionArgs& a, int h0, int h1);
 
 // Linear attention (Katharopoulos et al., 2020): the softmax kernel exp(q.k) replaced by the

@@ -91,16 +91,24 @@ void ModelConfig::validate() const {
          "relative position max distance = " + s(rel_max_distance) + " (must exceed buckets / 2 = " + s(rel_buckets / 2) + ")");
   }
   need(norm_eps >= 0.0f && norm_eps < 1.0f, "norm epsilon out of range");
+  need(n_experts >= 0 && n_experts <= 512, "experts = " + s(n_experts) + " (must be 0..512)");
+  if (n_experts > 0) {
+    need(n_experts_used >= 1 && n_experts_used <= n_experts,
+         "experts used per token = " + s(n_experts_used) + " (must be 1..experts = " + s(n_experts) + ")");
+    need(ffn == FfnKind::SwiGLU, "mixture-of-experts feed-forwards are SwiGLU");
+    need(causal && !parallel_ffn && !post_norm, "mixture-of-experts feed-forwards run in pre-norm decoders");
+  }
 }
 
 std::string ModelConfig::describe() const {
+  const std::string moe = n_experts > 0 ? ", " + std::to_string(n_experts_used) + " of " + std::to_string(n_experts) + " experts" : "";
   char buf[512];
   snprintf(buf, sizeof buf,
            "%s: dim %d, hidden %d, layers %d, heads %d, kv heads %d, head dim %d, vocab %d, context %d, "
-           "%s, %s, %s, %s classifier%s%s",
+           "%s, %s, %s, %s classifier%s%s%s",
            arch.c_str(), dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, seq_len,
            norm_kind_name(norm), pos_kind_name(pos), ffn_kind_name(ffn), tied_classifier ? "tied" : "separate",
-           causal ? "" : ", bidirectional encoder", post_norm ? ", post-norm" : "");
+           causal ? "" : ", bidirectional encoder", post_norm ? ", post-norm" : "", moe.c_str());
   return buf;
 }
 

@@ -85,6 +85,15 @@ struct ModelConfig {
     return (pos == PosKind::RopeAdjacent || pos == PosKind::RopeHalves) && (layer_rope.empty() || layer_rope[l]);
   }
 
+  // Mixture of experts (n_experts > 0): a router (ffn_gate_inp) scores the experts per token,
+  // softmax over all of them, the n_experts_used best run (each a SwiGLU feed-forward of
+  // hidden_dim) and their outputs are summed weighted by their probabilities, renormalised to sum
+  // 1 first when expert_norm_topk (Qwen3-MoE, Granite-MoE; OLMoE takes them as they are).
+  int n_experts = 0;
+  int n_experts_used = 0;
+  bool expert_norm_topk = false;
+  bool is_moe() const { return n_experts > 0; }
+
   // Encoders: token-type (segment) embedding rows added to every token (0 = none; BERT: 2),
   // a LayerNorm over the embeddings before the first layer (BERT), and the pooling embed() uses
   // when not told otherwise.

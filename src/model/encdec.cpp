@@ -13,7 +13,7 @@
 #include "../kernels/attention.h"
 #include "../kernels/matmul.h"
 #include "../kernels/norm.h"
-#include "../kernels/softmax.h"
+#include "blocks.h"
 
 namespace qkv {
 
@@ -76,24 +76,10 @@ EncoderDecoder::EncoderDecoder(EncDecModelData model, int context, std::shared_p
   if (kv * 4 * sizeof(float) > kMaxCacheBytes)
     fail(ErrorCode::OutOfMemory, "the self- and cross-attention caches for context " + std::to_string(ctx_) + " would need " +
                                      format_bytes(kv * 4 * sizeof(float)) + "; use a smaller context");
-  key_cache_.resize(e.n_dec_layers);
-  value_cache_.resize(e.n_dec_layers);
+  kv_.init(e.n_dec_layers, c.kv_dim(), ctx_, 64);
   cross_k_.resize(e.n_dec_layers);
   cross_v_.resize(e.n_dec_layers);
   logits_.resize(c.vocab_size);
-}
-
-void EncoderDecoder::reserve_cache(int positions) {
-  if (positions <= cache_cap_) return;
-  const ModelConfig& c = m_.config;
-  const int cap = std::max({positions, std::min(ctx_, 2 * cache_cap_), std::min(ctx_, 64)});
-  try {
-    for (auto* cache : {&key_cache_, &value_cache_})
-      for (auto& layer : *cache) layer.resize((size_t)cap * c.kv_dim());
-  } catch (const std::bad_alloc&) {
-    fail(ErrorCode::OutOfMemory, "not enough memory to grow the decoder's KV cache to " + std::to_string(cap) + " positions");
-  }
-  cache_cap_ = cap;
 }
 
 void EncoderDecoder::matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok) {
@@ -101,146 +87,65 @@ void EncoderDecoder::matmul(float* y, int64_t ldy, const float* x, int64_t ldx, 
   in_.full(*pool_, y, ldy, w);
 }
 
-void EncoderDecoder::norm(float* y, const float* x, const float* w, const float* b, int n_tok) {
-  const ModelConfig& c = m_.config;
-  for (int t = 0; t < n_tok; t++) {
-    if (c.norm == NormKind::RMSNorm) rmsnorm_simd(y + (int64_t)t * c.dim, x + (int64_t)t * c.dim, w, c.dim, c.norm_eps);
-    else layernorm_simd(y + (int64_t)t * c.dim, x + (int64_t)t * c.dim, w, b, c.dim, c.norm_eps);
-  }
-}
-
-// Sinusoidal encoding of "Attention Is All You Need" (as the decoder-only path adds it).
-static void add_sinusoidal(float* x, int dim, int pos) {
-  for (int i = 0; i < dim; i += 2) {
-    float a = (float)pos / std::pow(10000.0f, (float)i / (float)dim);
-    x[i] += std::sin(a);
-    if (i + 1 < dim) x[i + 1] += std::cos(a);
-  }
-}
-
 void EncoderDecoder::embed(const int* tokens, int n, int pos0, float* x) {
   const ModelConfig& c = m_.config;
-  const float s = c.embed_scale;
+  check_tokens(tokens, n, c.vocab_size);
   for (int t = 0; t < n; t++) {
-    if (tokens[t] < 0 || tokens[t] >= c.vocab_size)
-      fail(ErrorCode::BadArgument, "token id " + std::to_string(tokens[t]) + " is outside the vocabulary (0.." +
-                                       std::to_string(c.vocab_size - 1) + ")");
     float* row = x + (int64_t)t * c.dim;
     dequantize_row_simd(m_.weights.tok_embed.type, m_.weights.tok_embed.row(tokens[t]), row, c.dim);
-    if (s != 1.0f)
-      for (int i = 0; i < c.dim; i++) row[i] *= s;
+    if (c.embed_scale != 1.0f) scale_simd(row, c.embed_scale, c.dim);
     if (c.pos == PosKind::Sinusoidal) add_sinusoidal(row, c.dim, pos0 + t);
   }
 }
 
 const float* EncoderDecoder::sublayer_input(const float* x, const float* w, const float* b, int n) {
   if (m_.config.post_norm) return x;
-  norm(xb_.data(), x, w, b, n);
+  norm_rows(m_.config, xb_.data(), x, w, b, n);
   return xb_.data();
 }
 
-void EncoderDecoder::residual(float* x, float* out, const float* w, const float* b, int n) {
-  const int dim = m_.config.dim;
-  for (int t = 0; t < n; t++) add_f32_simd(x + (int64_t)t * dim, out + (int64_t)t * dim, dim);
-  if (m_.config.post_norm) norm(x, x, w, b, n);  // rows are independent: in place is safe
-}
-
-// Scaled dot-product attention; with a relative-position bias table the scores get
-// bias[bucket(key - query), head] before the softmax (a direct, per-query computation);
-// without one it is the flash kernel of the decoder-only path.
+// Scaled dot-product attention (the flash kernel); with a relative-position bias table the
+// scores get bias[bucket(key - query), head] before the softmax.
 void EncoderDecoder::run_attention(const Attn& a) {
   const ModelConfig& c = m_.config;
-  const int H = c.n_heads, hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), group = c.n_heads / c.n_kv_heads;
-  const float scale = m_.config.attn_scale > 0.0f ? m_.config.attn_scale : 1.0f / std::sqrt((float)hd);
-  const bool par = (int64_t)H * a.n_q * a.n_kv * hd >= kMinParallelWork;
-  if (!a.rel_bias) {
-    AttentionArgs f;
-    f.n_q = a.n_q;
-    f.n_kv = a.n_kv;
-    f.n_heads = H;
-    f.n_kv_heads = c.n_kv_heads;
-    f.head_dim = hd;
-    f.q = a.q;
-    f.q_stride = qd;
-    f.k = a.k;
-    f.v = a.v;
-    f.kv_stride = kvd;
-    f.out = a.out;
-    f.out_stride = qd;
-    f.scale = scale;
-    f.q_pos0 = a.q_pos0;
-    f.causal = a.causal;
-    f.probs = a.probs;
-    if (!par) attention_flash(f, 0, H);
-    else pool_->parallel_for(H, 1, [&](int h0, int h1, int) { attention_flash(f, h0, h1); });
-    return;
+  const int H = c.n_heads, hd = c.head_dim;
+  AttentionArgs f;
+  f.n_q = a.n_q;
+  f.n_kv = a.n_kv;
+  f.n_heads = H;
+  f.n_kv_heads = c.n_kv_heads;
+  f.head_dim = hd;
+  f.q = a.q;
+  f.q_stride = c.q_dim();
+  f.k = a.k;
+  f.v = a.v;
+  f.kv_stride = c.kv_dim();
+  f.out = a.out;
+  f.out_stride = c.q_dim();
+  f.scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt((float)hd);
+  f.q_pos0 = a.q_pos0;
+  f.causal = a.causal;
+  f.probs = a.probs;
+  if (a.rel_bias) {
+    // The bucket of every key - query distance of this call, computed once for all heads.
+    f.rel_off = a.q_pos0 + a.n_q;
+    buckets_.resize((size_t)f.rel_off + a.n_kv);
+    for (int r = -f.rel_off; r < a.n_kv; r++)
+      buckets_[r + f.rel_off] = relative_position_bucket(r, c.rel_buckets, c.rel_max_distance, a.bidirectional);
+    f.rel_bias = a.rel_bias;
+    f.rel_bucket = buckets_.data();
   }
-  // Bucket of every key - query distance of this call, computed once for all heads:
-  // bucket_of[rel + off], rel in [-(q_pos0 + n_q - 1), n_kv - 1].
-  const int off = a.q_pos0 + a.n_q;
-  std::vector<int> bucket_of((size_t)off + a.n_kv);
-  for (int r = -off; r < a.n_kv; r++)
-    bucket_of[r + off] = relative_position_bucket(r, c.rel_buckets, c.rel_max_distance, a.bidirectional);
-  auto heads = [&](int h0, int h1, int) {
-    thread_local std::vector<float> p;
-    if ((int)p.size() < a.n_kv) p.resize(a.n_kv);
-    for (int h = h0; h < h1; h++) {
-      const int kh = h / group;
-      for (int i = 0; i < a.n_q; i++) {
-        const int qpos = a.q_pos0 + i;
-        const int n_vis = a.causal ? std::min(a.n_kv, qpos + 1) : a.n_kv;
-        const float* qi = a.q + (int64_t)i * qd + h * hd;
-        for (int j = 0; j < n_vis; j++)
-          p[j] = scale * dot_row_simd(QType::F32, a.k + (int64_t)j * kvd + kh * hd, qi, hd) +
-                 a.rel_bias[bucket_of[j - qpos + off] * H + h];
-        float* o = a.out + (int64_t)i * qd + h * hd;
-        std::fill(o, o + hd, 0.0f);
-        if (n_vis > 0) softmax_simd(p.data(), n_vis);
-        for (int j = 0; j < n_vis; j++) {
-          const float* vj = a.v + (int64_t)j * kvd + kh * hd;
-          const float pj = p[j];
-          for (int d = 0; d < hd; d++) o[d] += pj * vj[d];
-        }
-        if (a.probs) {
-          float* pr = a.probs + ((int64_t)h * a.n_q + i) * a.n_kv;
-          std::copy(p.begin(), p.begin() + n_vis, pr);
-          std::fill(pr + n_vis, pr + a.n_kv, 0.0f);
-        }
-      }
-    }
-  };
-  if (!par) heads(0, H, 0);
-  else pool_->parallel_for(H, 1, heads);
+  if ((int64_t)H * a.n_q * a.n_kv * hd < kMinParallelWork) attention_flash(f, 0, H);
+  else pool_->parallel_for(H, 1, [&](int h0, int h1, int) { attention_flash(f, h0, h1); });
 }
 
 void EncoderDecoder::ffn(const EncDecLayerWeights& L, float* x, int n) {
   const ModelConfig& c = m_.config;
   const int dim = c.dim, hid = c.hidden_dim;
   const float* in = sublayer_input(x, L.ffn_norm, L.ffn_norm_b, n);
-  matmul(hb2_.data(), hid, in, dim, L.w_up, n);
-  if (c.ffn == FfnKind::SwiGLU || c.ffn == FfnKind::GeGLU) {
-    matmul(hb_.data(), hid, in, dim, L.w_gate, n);
-    for (int t = 0; t < n; t++) {
-      float* g = hb_.data() + (int64_t)t * hid;
-      const float* u = hb2_.data() + (int64_t)t * hid;
-      if (c.ffn == FfnKind::SwiGLU) {
-        swiglu_simd(g, u, hid);
-      } else {
-        gelu_simd(g, hid);
-        for (int i = 0; i < hid; i++) g[i] *= u[i];
-      }
-    }
-  } else {
-    for (int t = 0; t < n; t++) {
-      float* h = hb2_.data() + (int64_t)t * hid;
-      if (L.b_up) add_f32_simd(h, L.b_up, hid);
-      if (c.ffn == FfnKind::GELU) gelu_simd(h, hid);
-      else relu_simd(h, hid);
-    }
-    std::swap(hb_, hb2_);
-  }
+  ffn_hidden(*pool_, in_, c.ffn, in, dim, n, L.w_up, L.w_gate, L.b_up, hid, hb_.data(), hb2_.data());
   stacked_products(*pool_, in_, hb_.data(), hid, n, {{xb2_.data(), dim, &L.w_down, L.b_down}});
-  residual(x, xb2_.data(), L.ffn_norm, L.ffn_norm_b, n);
+  residual_add(c, x, xb2_.data(), L.ffn_norm, L.ffn_norm_b, n);
 }
 
 void EncoderDecoder::encode(const int* src, int n) {
@@ -267,8 +172,8 @@ void EncoderDecoder::encode(const int* src, int n) {
   } catch (const std::bad_alloc&) {
     fail(ErrorCode::OutOfMemory, "not enough memory to encode " + std::to_string(n) + " source tokens");
   }
-  if (capture_) enc_attn_.assign((size_t)c.n_layers * c.n_heads * n * n, 0.0f);
-  else std::vector<float>().swap(enc_attn_);
+  if (capture_) enc_attn_.start(c.n_layers, c.n_heads, n, n);
+  else enc_attn_.clear();
   n_src_ = 0;  // a failure below leaves no half-built source behind
   float* x = x_.data();
   embed(src, n, 0, x);
@@ -288,15 +193,15 @@ void EncoderDecoder::encode(const int* src, int n) {
       a.rel_bias = L.rel_bias ? L.rel_bias : w.enc[0].rel_bias;
       a.bidirectional = true;
     }
-    if (capture_) a.probs = enc_attn_.data() + (size_t)l * c.n_heads * n * n;
+    if (capture_) a.probs = enc_attn_.data.data() + (size_t)l * c.n_heads * n * n;
     run_attention(a);
     stacked_products(*pool_, in_, xb2_.data(), qd, n, {{xb_.data(), dim, &L.wo, L.bo}});
-    residual(x, xb_.data(), L.attn_norm, L.attn_norm_b, n);
+    residual_add(c, x, xb_.data(), L.attn_norm, L.attn_norm_b, n);
     ffn(L, x, n);
   }
   const float* out = x;
   if (w.enc_norm) {
-    norm(xb_.data(), x, w.enc_norm, w.enc_norm_b, n);
+    norm_rows(c, xb_.data(), x, w.enc_norm, w.enc_norm_b, n);
     out = xb_.data();
   }
   for (int l = 0; l < m_.encdec.n_dec_layers; l++) {
@@ -316,11 +221,8 @@ const float* EncoderDecoder::decode(const int* tokens, int n, int pos, bool all_
   if (pos < 0 || (int64_t)pos + n > ctx_)
     fail(ErrorCode::BadArgument, "positions " + std::to_string(pos) + ".." + std::to_string((int64_t)pos + n - 1) +
                                      " do not fit in the context of " + std::to_string(ctx_) + " tokens");
-  for (int i = 0; i < n; i++)
-    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
-      fail(ErrorCode::BadArgument, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary (0.." +
-                                       std::to_string(c.vocab_size - 1) + ")");
-  reserve_cache(pos + n);
+  check_tokens(tokens, n, c.vocab_size);
+  kv_.reserve(pos + n);
   const int dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), wide = std::max(dim, qd), B0 = std::min(n, kMaxBatch);
   std::vector<float> probs;
   try {
@@ -332,38 +234,26 @@ const float* EncoderDecoder::decode(const int* tokens, int n, int pos, bool all_
     if (hb2_.size() < (size_t)B0 * c.hidden_dim) hb2_.resize((size_t)B0 * c.hidden_dim);
     logits_.resize(all_logits ? (size_t)n * c.vocab_size : (size_t)c.vocab_size);
     if (capture_) {
-      const uint64_t bytes = ((uint64_t)nd * H * n * (uint64_t)(pos + n + n_src_) + (uint64_t)H * B0 * (pos + n + n_src_)) * 4;
-      if (bytes > (1ull << 30))
-        fail(ErrorCode::OutOfMemory, "capturing attention for " + std::to_string(n) + " queries would need " +
-                                         format_bytes(bytes) + "; capture a shorter span");
-      self_attn_.assign((size_t)nd * H * n * (pos + n), 0.0f);
-      cross_attn_.assign((size_t)nd * H * n * n_src_, 0.0f);
-      attn_n_q_ = n;
-      attn_n_kv_ = pos + n;
+      // Both records and the chunk buffer within the one limit.
+      const uint64_t others = ((uint64_t)nd * H * n * n_src_ + (uint64_t)H * B0 * (pos + n + n_src_)) * sizeof(float);
+      self_attn_.start(nd, H, n, pos + n, others);
+      cross_attn_.start(nd, H, n, n_src_);
       probs.resize((size_t)H * B0 * std::max(pos + n, n_src_));
     } else {
-      std::vector<float>().swap(self_attn_);
-      std::vector<float>().swap(cross_attn_);
-      attn_n_q_ = attn_n_kv_ = 0;
+      self_attn_.clear();
+      cross_attn_.clear();
     }
   } catch (const std::bad_alloc&) {
     fail(ErrorCode::OutOfMemory, "not enough memory to decode " + std::to_string(n) + " tokens");
   }
-  // Copies one chunk's (H, B, keys) probabilities into rows q0.. of a (layers, H, n, keys) record.
-  auto place = [&](std::vector<float>& rec, int l, int q0, int B, int keys, int rec_keys) {
-    for (int h = 0; h < H; h++)
-      for (int i = 0; i < B; i++)
-        std::memcpy(rec.data() + (((int64_t)l * H + h) * n + q0 + i) * rec_keys, probs.data() + ((int64_t)h * B + i) * keys,
-                    keys * sizeof(float));
-  };
   float* x = x_.data();
   for (int i0 = 0; i0 < n; i0 += kMaxBatch) {
     const int B = std::min(kMaxBatch, n - i0), p0 = pos + i0;
     embed(tokens + i0, B, p0, x);
     for (int l = 0; l < nd; l++) {
       const EncDecLayerWeights& L = w.dec[l];
-      float* kc = key_cache_[l].data();
-      float* vc = value_cache_[l].data();
+      float* kc = kv_.k(l);
+      float* vc = kv_.v(l);
       // Causal self-attention: this chunk's keys/values go straight into the cache rows.
       const float* in = sublayer_input(x, L.attn_norm, L.attn_norm_b, B);
       stacked_products(*pool_, in_, in, dim, B,
@@ -382,9 +272,9 @@ const float* EncoderDecoder::decode(const int* tokens, int n, int pos, bool all_
       if (c.pos == PosKind::RelativeBucket) a.rel_bias = L.rel_bias ? L.rel_bias : w.dec[0].rel_bias;
       if (capture_) a.probs = probs.data();
       run_attention(a);
-      if (capture_) place(self_attn_, l, i0, B, p0 + B, pos + n);
+      if (capture_) self_attn_.place(l, probs.data(), i0, B, p0 + B);
       stacked_products(*pool_, in_, xb2_.data(), qd, B, {{xb_.data(), dim, &L.wo, L.bo}});
-      residual(x, xb_.data(), L.attn_norm, L.attn_norm_b, B);
+      residual_add(c, x, xb_.data(), L.attn_norm, L.attn_norm_b, B);
       // Cross-attention over the whole source (no mask, no position bias).
       in = sublayer_input(x, L.cross_norm, L.cross_norm_b, B);
       stacked_products(*pool_, in_, in, dim, B, {{q_.data(), qd, &L.cq, L.cbq}});
@@ -398,9 +288,9 @@ const float* EncoderDecoder::decode(const int* tokens, int n, int pos, bool all_
       ca.causal = false;
       if (capture_) ca.probs = probs.data();
       run_attention(ca);
-      if (capture_) place(cross_attn_, l, i0, B, n_src_, n_src_);
+      if (capture_) cross_attn_.place(l, probs.data(), i0, B, n_src_);
       stacked_products(*pool_, in_, xb2_.data(), qd, B, {{xb_.data(), dim, &L.co, L.cbo}});
-      residual(x, xb_.data(), L.cross_norm, L.cross_norm_b, B);
+      residual_add(c, x, xb_.data(), L.cross_norm, L.cross_norm_b, B);
       ffn(L, x, B);
     }
     const bool last = i0 + B == n;
@@ -408,7 +298,7 @@ const float* EncoderDecoder::decode(const int* tokens, int n, int pos, bool all_
     const int first = all_logits ? 0 : B - 1, count = B - first;
     const float* fin = x + (int64_t)first * dim;
     if (w.dec_norm) {
-      norm(xb_.data(), fin, w.dec_norm, w.dec_norm_b, count);
+      norm_rows(c, xb_.data(), fin, w.dec_norm, w.dec_norm_b, count);
       fin = xb_.data();
     }
     float* out = all_logits ? logits_.data() + (size_t)i0 * c.vocab_size : logits_.data();

@@ -9,6 +9,7 @@
 
 #include "../kernels/qdot.h"
 #include "../threadpool.h"
+#include "blocks.h"
 #include "products.h"
 #include "weights.h"
 
@@ -72,8 +73,7 @@ class EncoderDecoder {
   int source_length() const { return n_src_; }
   // Bytes held by the decoder's KV cache and the cross-attention K/V of the current source.
   uint64_t cache_bytes() const {
-    const uint64_t per_layer = ((uint64_t)cache_cap_ + (uint64_t)n_src_) * m_.config.kv_dim() * 2 * sizeof(float);
-    return per_layer * m_.encdec.n_dec_layers;
+    return kv_.bytes() + (uint64_t)n_src_ * m_.config.kv_dim() * 2 * sizeof(float) * m_.encdec.n_dec_layers;
   }
 
   // Runs the encoder over src[0..n) and computes every decoder layer's cross-attention keys and
@@ -89,11 +89,11 @@ class EncoderDecoder {
   // (dec layers, heads, n, pos + n) and cross-attention (dec layers, heads, n, n_src).
   void set_capture_attention(bool on) { capture_ = on; }
   bool capture_attention() const { return capture_; }
-  const std::vector<float>& encoder_attention() const { return enc_attn_; }
-  const std::vector<float>& self_attention() const { return self_attn_; }
-  const std::vector<float>& cross_attention() const { return cross_attn_; }
-  int attention_queries() const { return attn_n_q_; }
-  int attention_keys() const { return attn_n_kv_; }
+  const std::vector<float>& encoder_attention() const { return enc_attn_.data; }
+  const std::vector<float>& self_attention() const { return self_attn_.data; }
+  const std::vector<float>& cross_attention() const { return cross_attn_.data; }
+  int attention_queries() const { return self_attn_.n_q; }
+  int attention_keys() const { return self_attn_.n_kv; }
 
   static constexpr int kMaxBatch = 64;
 
@@ -101,31 +101,24 @@ class EncoderDecoder {
   struct Attn;  // one attention call's operands
   void run_attention(const Attn& a);
   void matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok);
-  void norm(float* y, const float* x, const float* w, const float* b, int n_tok);
   void embed(const int* tokens, int n, int pos0, float* x);
-  // Residual around a sub-layer whose output is in out (n, dim): pre-norm adds it; post-norm
-  // adds it and normalises with (w, b).
-  void residual(float* x, float* out, const float* w, const float* b, int n);
   // Sub-layer input: norm(x) under pre-norm, x itself under post-norm.
   const float* sublayer_input(const float* x, const float* w, const float* b, int n);
   void ffn(const EncDecLayerWeights& L, float* x, int n);
-  void reserve_cache(int positions);
 
   EncDecModelData m_;
   int ctx_;
   std::shared_ptr<ThreadPool> pool_;
   int n_src_ = 0;
-  // Decoder self-attention cache, per layer (cache_cap_, kv_dim); cross-attention keys and
-  // values, per layer (n_src_, kv_dim).
-  std::vector<std::vector<float>> key_cache_, value_cache_, cross_k_, cross_v_;
-  int cache_cap_ = 0;
+  // Decoder self-attention cache; cross-attention keys and values, per layer (n_src_, kv_dim).
+  KvCache kv_;
+  std::vector<std::vector<float>> cross_k_, cross_v_;
   std::vector<float> x_, xb_, xb2_, q_, hb_, hb2_;  // activations (rows, dim / q_dim / hidden)
-  std::vector<float> scores_;                       // per thread (max keys) for biased attention
+  std::vector<int> buckets_;                        // T5: bucket per key - query distance of one call
   std::vector<float> logits_;
   ProductInput in_;  // the current product's input (and its quantized copy for the block types)
   bool capture_ = false;
-  std::vector<float> enc_attn_, self_attn_, cross_attn_;
-  int attn_n_q_ = 0, attn_n_kv_ = 0;
+  AttentionRecord enc_attn_, self_attn_, cross_attn_;
 };
 
 }  // namespace qkv

@@ -12,6 +12,7 @@
 #include "../kernels/matmul.h"
 #include "../kernels/norm.h"
 #include "../kernels/rope.h"
+#include "blocks.h"
 
 namespace qkv {
 
@@ -49,8 +50,7 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
   if (kv * 2 * sizeof(float) > kMaxKvCacheBytes)
     fail(ErrorCode::OutOfMemory, "the KV cache for context " + std::to_string(ctx_) + " would need " +
                                      format_bytes(kv * 2 * sizeof(float)) + "; use a smaller context");
-  key_cache_.resize(c.n_layers);
-  value_cache_.resize(c.n_layers);
+  kv_.init(c.n_layers, c.kv_dim(), ctx_, 256);
   try {
     const int B = kMaxBatch, wide = std::max(c.dim, c.q_dim());
     x_.resize((size_t)B * c.dim);
@@ -66,35 +66,9 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
   }
 }
 
-void Transformer::reserve_cache(int positions) {
-  if (positions <= cache_cap_) return;
-  const ModelConfig& c = m_.config;
-  int cap = std::max({positions, std::min(ctx_, 2 * cache_cap_), std::min(ctx_, 256)});
-  const uint64_t per_layer = (uint64_t)cap * c.kv_dim();
-  try {
-    for (int l = 0; l < c.n_layers; l++) {
-      key_cache_[l].resize(per_layer);
-      value_cache_[l].resize(per_layer);
-    }
-  } catch (const std::bad_alloc&) {
-    fail(ErrorCode::OutOfMemory, "not enough memory to grow the KV cache to " + std::to_string(cap) + " positions (" +
-                                     format_bytes(per_layer * c.n_layers * 2 * sizeof(float)) +
-                                     "); use a smaller context");
-  }
-  cache_cap_ = cap;
-}
-
 void Transformer::matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok) {
   in_.set(x, ldx, n_tok, {&w});
   in_.full(*pool_, y, ldy, w);
-}
-
-void Transformer::norm(float* y, const float* x, const float* w, const float* b, int n_tok) {
-  const ModelConfig& c = m_.config;
-  for (int t = 0; t < n_tok; t++) {
-    if (c.norm == NormKind::RMSNorm) rmsnorm_simd(y + (int64_t)t * c.dim, x + (int64_t)t * c.dim, w, c.dim, c.norm_eps);
-    else layernorm_simd(y + (int64_t)t * c.dim, x + (int64_t)t * c.dim, w, b, c.dim, c.norm_eps);
-  }
 }
 
 void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits) {
@@ -105,27 +79,15 @@ void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits) {
   if (pos < 0 || (int64_t)pos + n > ctx_)
     fail(ErrorCode::BadArgument, "positions " + std::to_string(pos) + ".." + std::to_string((int64_t)pos + n - 1) +
                                      " do not fit in the context of " + std::to_string(ctx_) + " tokens");
-  for (int i = 0; i < n; i++)
-    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
-      fail(ErrorCode::BadArgument, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary (0.." +
-                                       std::to_string(c.vocab_size - 1) + ")");
-  reserve_cache(pos + n);
+  check_tokens(tokens, n, c.vocab_size);
+  kv_.reserve(pos + n);
   if (all_logits) logits_.resize((size_t)n * c.vocab_size);
   else logits_.resize(c.vocab_size);
   if (!capture_) {
-    std::vector<float>().swap(attn_);  // no stale maps from an earlier captured call
+    attn_.clear();
     std::vector<float>().swap(chunk_probs_);
-    attn_n_q_ = attn_n_kv_ = 0;
-  }
-  if (capture_) {
-    const uint64_t cap = (uint64_t)c.n_layers * c.n_heads * n * (uint64_t)(pos + n) * sizeof(float);
-    if (cap > (1ull << 30))
-      fail(ErrorCode::OutOfMemory, "capturing attention for " + std::to_string(n) + " queries over " +
-                                       std::to_string(pos + n) + " keys would need " + format_bytes(cap) +
-                                       "; capture a shorter span");
-    attn_n_q_ = n;
-    attn_n_kv_ = pos + n;
-    attn_.assign((size_t)c.n_layers * c.n_heads * n * (pos + n), 0.0f);
+  } else {
+    attn_.start(c.n_layers, c.n_heads, n, pos + n);
   }
 }
 
@@ -188,10 +150,8 @@ const float* Transformer::encode(const int* tokens, const int* types, const int*
     fail(ErrorCode::BadArgument, "encode got " + std::to_string(total) + " tokens in one call; at most " +
                                      std::to_string(encode_capacity()) + " (split the batch)");
   const int N = (int)total;
+  check_tokens(tokens, N, c.vocab_size);
   for (int i = 0; i < N; i++) {
-    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
-      fail(ErrorCode::BadArgument, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary (0.." +
-                                       std::to_string(c.vocab_size - 1) + ")");
     if (types && (types[i] < 0 || types[i] >= std::max(1, c.n_token_types)))
       fail(ErrorCode::BadArgument, "token type " + std::to_string(types[i]) + " is outside 0.." +
                                        std::to_string(std::max(1, c.n_token_types) - 1));
@@ -218,18 +178,8 @@ const float* Transformer::encode(const int* tokens, const int* types, const int*
     layer_attention(l);
     layer_rest(l);
   }
-  if (m_.weights.final_norm) norm(x_.data(), x_.data(), m_.weights.final_norm, m_.weights.final_norm_b, N);
+  if (m_.weights.final_norm) norm_rows(c, x_.data(), x_.data(), m_.weights.final_norm, m_.weights.final_norm_b, N);
   return x_.data();
-}
-
-// Sinusoidal encoding of "Attention Is All You Need": PE(p, 2i) = sin(p / 10000^(2i/d)),
-// PE(p, 2i+1) = cos(p / 10000^(2i/d)), added to the embedding.
-static void add_sinusoidal(float* x, int dim, int pos) {
-  for (int i = 0; i < dim; i += 2) {
-    float a = (float)pos / std::pow(10000.0f, (float)i / (float)dim);
-    x[i] += std::sin(a);
-    if (i + 1 < dim) x[i + 1] += std::cos(a);
-  }
 }
 
 void Transformer::forward_chunk(const int* tokens, int B, int pos0, float* logits_out, bool all_logits) {
@@ -291,12 +241,12 @@ void Transformer::layer_qkv(int l) {
   const ModelConfig& c = m_.config;
   const LayerWeights& L = m_.weights.layers[l];
   const int B = cur_b_, dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, half = c.rot_dims() / 2;
-  float* kc = encoding_ ? kx_.data() : key_cache_[l].data() + (int64_t)cur_pos_ * kvd;
-  float* vc = encoding_ ? vx_.data() : value_cache_[l].data() + (int64_t)cur_pos_ * kvd;
+  float* kc = encoding_ ? kx_.data() : kv_.k(l) + (int64_t)cur_pos_ * kvd;
+  float* vc = encoding_ ? vx_.data() : kv_.v(l) + (int64_t)cur_pos_ * kvd;
   // Pre-norm: the block reads norm(x); post-norm: x itself (normalised after the residual).
   const float* in = x_.data();
   if (!c.post_norm && L.attn_norm) {
-    norm(xb_.data(), x_.data(), L.attn_norm, L.attn_norm_b, B);
+    norm_rows(c, xb_.data(), x_.data(), L.attn_norm, L.attn_norm_b, B);
     in = xb_.data();
   }
   // q, k and v in one section over their rows stacked; each chunk then finishes the columns it
@@ -346,8 +296,8 @@ void Transformer::layer_attention(int l) {
   a.head_dim = hd;
   a.q = q_.data();
   a.q_stride = qd;
-  a.k = key_cache_[l].data();
-  a.v = value_cache_[l].data();
+  a.k = kv_.k(l);
+  a.v = kv_.v(l);
   a.kv_stride = c.kv_dim();
   a.out = xb2_.data();
   a.out_stride = qd;
@@ -398,52 +348,38 @@ void Transformer::layer_rest(int l) {
   const LayerWeights& L = m_.weights.layers[l];
   const int B = cur_b_, dim = c.dim, qd = c.q_dim(), hid = c.hidden_dim;
   float* x = x_.data();
-  if (capture_ && !encoding_) {
-    // Place this chunk's rows into the (layer, head, query, key) record of the whole call.
-    const int nq = attn_n_q_, nk = attn_n_kv_, q_off = cur_pos_ - (attn_n_kv_ - attn_n_q_), n_kv = cur_pos_ + B;
-    for (int h = 0; h < c.n_heads; h++)
-      for (int i = 0; i < B; i++)
-        std::memcpy(attn_.data() + (((int64_t)l * c.n_heads + h) * nq + q_off + i) * nk,
-                    chunk_probs_.data() + ((int64_t)h * B + i) * n_kv, n_kv * sizeof(float));
-  }
+  // This chunk's rows into the (layer, head, query, key) record of the whole call.
+  if (capture_ && !encoding_) attn_.place(l, chunk_probs_.data(), cur_pos_ - (attn_.n_kv - attn_.n_q), B, cur_pos_ + B);
   // Parallel (Command-R): the feed-forward reads the attention's normed input (still in xb_), and
   // the attention output is added after the feed-forward's.
   const bool parallel = c.parallel_ffn;
   if (!parallel) {
     residual_product(xb2_.data(), qd, L.wo, L.bo, L.attn_post_norm);
-    if (c.post_norm) norm(x, x, L.attn_norm, L.attn_norm_b, B);
+    if (c.post_norm) norm_rows(c, x, x, L.attn_norm, L.attn_norm_b, B);
   }
 
   const float* in = x;
   if (parallel) {
     if (L.attn_norm) in = xb_.data();
   } else if (!c.post_norm && L.ffn_norm) {
-    norm(xb_.data(), x, L.ffn_norm, L.ffn_norm_b, B);
+    norm_rows(c, xb_.data(), x, L.ffn_norm, L.ffn_norm_b, B);
     in = xb_.data();
   }
-  // Up (and gate) in one section; each chunk applies the activation to the columns it wrote.
-  const bool glu = c.ffn == FfnKind::SwiGLU || c.ffn == FfnKind::GeGLU;
-  const auto glu_fn = c.ffn == FfnKind::SwiGLU ? swiglu_simd : geglu_simd;
-  if (glu) in_.set(in, dim, B, {&L.w_up, &L.w_gate});
-  else in_.set(in, dim, B, {&L.w_up});
-  for_rows(*pool_, (int64_t)hid * dim * B * (glu ? 2 : 1), hid, 16, B, [&](int r0, int r1, int) {
-    in_.rows(hb2_.data(), hid, L.w_up, r0, r1);
-    if (glu) in_.rows(hb_.data(), hid, L.w_gate, r0, r1);
+  if (c.is_moe()) {
+    // The experts' sum into xb2_ (free: MoE layers are not parallel), then the residual.
+    moe_ffn(*pool_, in_, c, L, in, B, xb2_.data(), moe_);
     for (int t = 0; t < B; t++) {
-      float* u = hb2_.data() + (int64_t)t * hid + r0;
-      if (glu) {
-        glu_fn(hb_.data() + (int64_t)t * hid + r0, u, r1 - r0);
-        continue;
-      }
-      if (L.b_up) add_f32_simd(u, L.b_up + r0, r1 - r0);
-      if (c.ffn == FfnKind::GELU) gelu_simd(u, r1 - r0);
-      else relu_simd(u, r1 - r0);
+      float* o = xb2_.data() + (int64_t)t * dim;
+      if (L.ffn_post_norm) rmsnorm_simd(o, o, L.ffn_post_norm, dim, c.norm_eps);
+      if (c.residual_scale != 1.0f) scale_simd(o, c.residual_scale, dim);
+      add_f32_simd(x + (int64_t)t * dim, o, dim);
     }
-  });
-  if (!glu) std::swap(hb_, hb2_);
+    return;
+  }
+  ffn_hidden(*pool_, in_, c.ffn, in, dim, B, L.w_up, L.w_gate, L.b_up, hid, hb_.data(), hb2_.data());
   residual_product(hb_.data(), hid, L.w_down, L.b_down, L.ffn_post_norm);
   if (parallel) residual_product(xb2_.data(), qd, L.wo, L.bo, L.attn_post_norm);
-  if (c.post_norm) norm(x, x, L.ffn_norm, L.ffn_norm_b, B);
+  if (c.post_norm) norm_rows(c, x, x, L.ffn_norm, L.ffn_norm_b, B);
 }
 
 // x += residual_scale * post_norm(in W^T + bias) for the chunk's tokens (output in xb_). Without
@@ -476,7 +412,7 @@ void Transformer::chunk_logits(float* logits_out, bool all_logits) {
   if (!m_.weights.classifier)
     fail(ErrorCode::Unsupported, c.arch + " is an encoder without a language-model head: it gives embeddings, not logits");
   const int B = cur_b_, dim = c.dim, first = all_logits ? 0 : B - 1, count = B - first;
-  norm(xb_.data(), x_.data() + (int64_t)first * dim, m_.weights.final_norm, m_.weights.final_norm_b, count);
+  norm_rows(c, xb_.data(), x_.data() + (int64_t)first * dim, m_.weights.final_norm, m_.weights.final_norm_b, count);
   matmul(logits_out, c.vocab_size, xb_.data(), dim, m_.weights.classifier, count);
   if (c.logit_scale != 1.0f) scale_simd(logits_out, c.logit_scale, (int)((int64_t)count * c.vocab_size));
   if (c.logit_softcap > 0.0f) {

@@ -8,6 +8,7 @@
 #include "../kernels/qdot.h"
 #include "../kernels/rope.h"
 #include "../threadpool.h"
+#include "blocks.h"
 #include "products.h"
 #include "weights.h"
 
@@ -22,7 +23,7 @@ class Transformer {
   int context() const { return ctx_; }
   ThreadPool& pool() { return *pool_; }
   // Bytes of KV cache allocated now (it grows with the positions used, up to context()).
-  uint64_t kv_cache_bytes() const { return (uint64_t)cache_cap_ * m_.config.n_layers * m_.config.kv_dim() * 2 * sizeof(float); }
+  uint64_t kv_cache_bytes() const { return kv_.bytes(); }
   uint64_t weight_bytes() const { return m_.storage ? m_.storage->size() : 0; }
 
   // Runs tokens[0..n) at positions pos..pos+n-1, writing their keys/values into the cache,
@@ -35,9 +36,9 @@ class Transformer {
   // for every layer and head, (n_layers, n_heads, n, pos + n), readable with attention().
   void set_capture_attention(bool on) { capture_ = on; }
   bool capture_attention() const { return capture_; }
-  const std::vector<float>& attention() const { return attn_; }
-  int attention_queries() const { return attn_n_q_; }
-  int attention_keys() const { return attn_n_kv_; }
+  const std::vector<float>& attention() const { return attn_.data; }
+  int attention_queries() const { return attn_.n_q; }
+  int attention_keys() const { return attn_.n_kv; }
 
   static constexpr int kMaxBatch = 64;
 
@@ -68,18 +69,13 @@ class Transformer {
   void chunk_logits(float* logits_out, bool all_logits);
   void matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok);
   void residual_product(const float* in, int64_t ld_in, const Tensor& w, const float* bias, const float* post_norm);
-  void norm(float* y, const float* x, const float* w, const float* b, int n_tok);
-  void reserve_cache(int positions);
   void reserve_rows(int rows);  // activation buffers for `rows` tokens (encode)
   void size_rope_tables(int rows);  // the cos/sin tables (and the local layers', if any) for `rows` tokens
 
   LoadedModel m_;
   int ctx_;
   std::shared_ptr<ThreadPool> pool_;
-  // Per layer (cache_cap_, kv_dim). Grown on demand so memory follows the positions used,
-  // not the (untrusted) context length in the header.
-  std::vector<std::vector<float>> key_cache_, value_cache_;
-  int cache_cap_ = 0;
+  KvCache kv_;
   // Activations for up to kMaxBatch tokens.
   std::vector<float> x_, xb_, xb2_, q_, hb_, hb2_;  // (B, dim) / (B, q_dim) / (B, hidden)
   std::vector<float> rope_cos_, rope_sin_;        // (B, n_rot/2)
@@ -90,14 +86,14 @@ class Transformer {
   RopeYarn yarn_, yarn_local_;
   float rope_mscale_ = 1.0f;
   std::vector<float> logits_;
+  MoeScratch moe_;   // mixture-of-experts layers' buffers
   ProductInput in_;  // the current section's input (and its quantized copy for the block types)
   bool capture_ = false;
   std::vector<float> kx_, vx_;       // (rows, kv_dim): encode()'s keys/values
   std::vector<float> chunk_probs_;  // (n_heads, B, n_kv) while capturing
   // The chunk in flight: its size and first position.
   int cur_b_ = 0, cur_pos_ = 0;
-  std::vector<float> attn_;
-  int attn_n_q_ = 0, attn_n_kv_ = 0;
+  AttentionRecord attn_;
   // encode() in flight: per token its position and type, per text its first row (n_seqs + 1).
   bool encoding_ = false;
   int rows_cap_ = kMaxBatch;

@@ -77,6 +77,10 @@ struct LayerWeights {
   const float* ffn_norm_b = nullptr;
   Tensor w_gate, w_down, w_up;         // (hidden, dim), (dim, hidden), (hidden, dim); w_gate unused by GELU/ReLU
   const float *b_up = nullptr, *b_down = nullptr;
+  // Mixture of experts (config.n_experts > 0; w_gate/w_up/w_down then empty): the router
+  // (n_experts, dim) and every expert's matrices stacked, expert e's rows at e * hidden (gate, up)
+  // and e * dim (down): (n_experts * hidden, dim) x2, (n_experts * dim, hidden).
+  Tensor router, gate_exps, up_exps, down_exps;
 };
 
 struct ModelWeights {
