@@ -1,28 +1,32 @@
-// The stored-type kernels compiled for WebAssembly (the SIMD128 paths the native tests never
-// run), checked against their scalar references: build-wasm/qkv_kernel_check.cjs, run by
-// tests/js/kernels-wasm.test.mjs. Prints one line per failure and "ok <impl>" at the end;
-// exit status 1 on any failure.
+// The stored-type kernels against their scalar references on this build's SIMD paths (AVX2 /
+// SSE natively; SIMD128 and relaxed SIMD in the WASM builds, where tests/js/kernels-wasm.test.mjs
+// and relaxed_simd.test.mjs run these files under Node): activation blocks bit for bit, every
+// block type's products, prefill tiles against decode, f16 scales in every lane, the
+// finite-scale path, the f32 prefill tiles and flash attention.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
-#include "../native/kernels/quant_rows.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/qdot.h"
 #include "kernels/quant.h"
+#include "quant_rows.h"
 
 using namespace qkv;
 
-static int failures = 0;
-static void check(bool ok, const char* what, int type, int n, double got, double want) {
+namespace {
+
+void check(bool ok, const char* what, int type, int n, double got, double want) {
   if (ok) return;
-  failures++;
-  std::printf("FAIL %s: type %d n %d: got %.9g want %.9g\n", what, type, n, got, want);
+  ADD_FAILURE() << what << ": type " << type << " n " << n << ": got " << got << " want " << want;
 }
 
-int main() {
+TEST(StoredKernels, SimdPathsMatchTheirReferences) {
+  std::printf("[          ] integer dot products: %s\n", qdot_impl_name());
   const QType types[] = {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1, QType::Q4_K, QType::Q5_K, QType::Q6_K};
   for (QType t : types) {
     const int block = qtype_block(t);
@@ -359,6 +363,6 @@ int main() {
     for (size_t i = 0; i < p_ref.size(); i++)
       check(std::fabs(p_fl[i] - p_ref[i]) <= 1e-5, "attention probs: flash vs reference", c.hd, c.nkv, p_fl[i], p_ref[i]);
   }
-  std::printf("%s %s (%d failures)\n", failures ? "FAILED" : "ok", qdot_impl_name(), failures);
-  return failures ? 1 : 0;
 }
+
+}  // namespace
