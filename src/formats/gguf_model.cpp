@@ -180,6 +180,19 @@ void load_encoder_weights(const GgufFile& g, const ArchRow& row, LoadedModel& m)
     L.ffn_norm = vec(g, p + "layer_output_norm.weight", d);
     L.ffn_norm_b = vec(g, p + "layer_output_norm.bias", d, false);
   }
+  if (c.pooling != PoolKind::Rank) return;
+  // llama.cpp's classification head; a file with neither stage has no score to give.
+  ModelWeights::RankHead& r = w.rank_head;
+  r.cls = gguf_weight(g, "cls.weight", d, d, false, false, "");
+  r.cls_b = vec(g, "cls.bias", d, false);
+  if (const GgufTensorInfo* t = g.find_tensor("cls.output.weight")) {
+    if (t->rank() > 2 || t->dim(0) != (uint64_t)d || t->dim(1) < 1 || t->dim(1) > 4096)
+      fail(ErrorCode::BadModel, "GGUF: tensor cls.output.weight must be (dim, n) with 1 <= n <= 4096");
+    const int64_t n = (int64_t)t->dim(1);
+    r.out = gguf_weight(g, "cls.output.weight", n, d, true, false, "");
+    r.out_b = vec(g, "cls.output.bias", n, false);
+  }
+  if (!r.cls && !r.out) fail(ErrorCode::BadModel, "GGUF: pooling_type 4 (rank) needs a classification head (cls.weight or cls.output.weight)");
 }
 }  // namespace
 
@@ -298,7 +311,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       case 1: c.pooling = PoolKind::Mean; break;
       case 2: c.pooling = PoolKind::Cls; break;
       case 3: c.pooling = PoolKind::Last; break;
-      case 4: fail(ErrorCode::Unsupported, "GGUF: " + key("pooling_type") + " = 4 (rank: a reranker) is not supported yet");
+      case 4: c.pooling = PoolKind::Rank; break;
       default: bad(key("pooling_type") + " = " + std::to_string(pool) + " is not a pooling type (0..4)");
     }
   }

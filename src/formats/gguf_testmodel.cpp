@@ -217,6 +217,14 @@ std::vector<uint8_t> write_encoder_model(const TestModelSpec& s) {
     vector(p + "layer_output_norm.weight", d, 1.0f, 0.2f);
     vector(p + "layer_output_norm.bias", d, 0.0f, 0.1f);
   }
+  if (s.pooling == 4) {  // a reranker's classification head; rank_out false: none after tanh (jina v1)
+    matrix("cls.weight", d, d, 2.0f);
+    vector("cls.bias", d, 0.0f, 0.2f);
+    if (s.rank_out) {
+      matrix("cls.output.weight", 1, d, 3.0f);
+      vector("cls.output.bias", 1, 0.0f, 0.5f);
+    }
+  }
   return w.finish();
 }
 }  // namespace

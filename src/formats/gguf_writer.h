@@ -102,7 +102,8 @@ struct TestModelSpec {
   uint32_t seed = 1;
   std::string chat_template;  // tokenizer.chat_template, if not empty
   int dec_layers = 0;  // encoder-decoder models: decoder layers (0 = layers)
-  int pooling = 1;  // encoders: *.pooling_type (1 mean, 2 cls, 3 last)
+  int pooling = 1;  // encoders: *.pooling_type (1 mean, 2 cls, 3 last, 4 rank: with cls.weight/bias)
+  bool rank_out = true;  // rank: a cls.output.weight/bias stage after the tanh
   int vocab_size = 0;  // encoders: pad the WordPiece vocabulary with [unused*] pieces up to this size
 };
 std::vector<uint8_t> write_test_model(const TestModelSpec& spec);

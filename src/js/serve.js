@@ -56,6 +56,7 @@ export async function serve(model, options = {}) {
     '/v1/chat/completions': (body, o) => client.chat.completions.create(body, o),
     '/v1/completions': (body, o) => client.completions.create(body, o),
     '/v1/embeddings': (body, o) => client.embeddings.create(body, o),
+    '/v1/rerank': (body, o) => client.rerank.create(body, o),
   };
 
   async function handle(req, res, ac) {

@@ -3,12 +3,15 @@
 // also t5.gguf (encoder-decoder) and unigram-echo.gguf (its tokenizer in a model that repeats
 // the last token), not listed, for the encoder-decoder tests.
 // qkv_test_models --encoders OUTDIR: the encoder models (BERT, Nomic BERT) of tests/js/embed_wllama.test.mjs.
+// qkv_test_models --rerankers OUTDIR: the BERT rerankers (rank pooling, classification head) of
+// tests/js/rerank_wllama.test.mjs.
 // qkv_test_models --encoder-shape OUT.gguf ARCH DIM HIDDEN LAYERS HEADS VOCAB: one random encoder
 // of that shape (bench/bench-embed.mjs).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common.h"
 #include "formats/file.h"
@@ -71,9 +74,10 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (std::string(argv[1]) == "--encoders") {
+  if (std::string(argv[1]) == "--encoders" || std::string(argv[1]) == "--rerankers") {
+    const bool rerankers = std::string(argv[1]) == "--rerankers";
     if (argc < 3) {
-      fprintf(stderr, "usage: qkv_test_models --encoders OUTDIR\n");
+      fprintf(stderr, "usage: qkv_test_models %s OUTDIR\n", argv[1]);
       return 2;
     }
     try {
@@ -82,17 +86,22 @@ int main(int argc, char** argv) {
         const char* arch;
         int pooling, dim, hidden, layers, heads, kv_heads;
         uint32_t seed;
+        bool rank_out;
       };
-      const Enc encs[] = {
-          {"bert", "bert", 1, 64, 128, 2, 4, 4, 21},
-          {"bert-cls", "bert", 2, 48, 96, 3, 3, 3, 22},
-          {"nomic-bert", "nomic-bert", 1, 64, 96, 2, 4, 4, 23},
+      const std::vector<Enc> encs = rerankers ? std::vector<Enc>{
+          {"bert-rerank", "bert", 4, 64, 128, 2, 4, 4, 31, true},
+          {"bert-rerank-tanh", "bert", 4, 48, 96, 2, 3, 3, 32, false},  // no cls.output (jina-reranker-v1 style)
+      } : std::vector<Enc>{
+          {"bert", "bert", 1, 64, 128, 2, 4, 4, 21, true},
+          {"bert-cls", "bert", 2, 48, 96, 3, 3, 3, 22, true},
+          {"nomic-bert", "nomic-bert", 1, 64, 96, 2, 4, 4, 23, true},
       };
       std::string list = "[";
       for (const Enc& e : encs) {
         TestModelSpec s;
         s.arch = e.arch;
         s.pooling = e.pooling;
+        s.rank_out = e.rank_out;
         s.dim = e.dim;
         s.hidden = e.hidden;
         s.layers = e.layers;
