@@ -38,28 +38,10 @@ function parseJson(text) {
 
 /** The first complete JSON value at text[i] (object or array), or null: {value, end}. */
 function jsonAt(text, i) {
-  const open = text[i];
-  if (open !== '{' && open !== '[') return null;
-  let depth = 0, inStr = false, esc = false;
-  for (let k = i; k < text.length; k++) {
-    const c = text[k];
-    if (inStr) {
-      if (esc) esc = false;
-      else if (c === '\\') esc = true;
-      else if (c === '"') inStr = false;
-      continue;
-    }
-    if (c === '"') inStr = true;
-    else if (c === '{' || c === '[') depth++;
-    else if (c === '}' || c === ']') {
-      depth--;
-      if (depth === 0) {
-        const p = parseJson(text.slice(i, k + 1));
-        return p.ok ? { value: p.value, end: k + 1 } : null;
-      }
-    }
-  }
-  return null;
+  if (text[i] !== '{' && text[i] !== '[') return null;
+  const end = valueEnd(text, i);
+  const p = end < 0 ? null : parseJson(text.slice(i, end));
+  return p?.ok ? { value: p.value, end } : null;
 }
 
 function skipWs(text, i) {
@@ -258,6 +240,13 @@ function valueEnd(text, i) {
   return -1;
 }
 
+/** The end of any JSON value at text[i] followed by more text, or -1 while it may go on. */
+function scalarOrValueEnd(text, i) {
+  if (text[i] === '{' || text[i] === '[') return valueEnd(text, i);
+  const m = /^(?:"(?:[^"\\]|\\.)*"|[^,}\s]+)/.exec(text.slice(i));
+  return m && i + m[0].length < text.length ? i + m[0].length : -1;
+}
+
 /** A complete JSON string at text[i], or null: {value, end}. */
 function stringAt(text, i) {
   if (text[i] !== '"') return null;
@@ -295,10 +284,12 @@ function callObjectAt(text, i, nameKey, argsKeys) {
       k = v.end;
     } else if (argsKeys.includes(key.value)) {
       if (name === null || text[k] !== '{') return null;
+      // The call object ends right after its arguments, or (more keys follow) is left to the end.
       const e = valueEnd(text, k);
-      return { name, args: k, end: e < 0 ? -1 : (() => { const c = skipWs(text, e); return text[c] === '}' ? c + 1 : -1; })() };
+      const close = e < 0 ? -1 : skipWs(text, e);
+      return { name, args: k, end: close >= 0 && text[close] === '}' ? close + 1 : -1 };
     } else {
-      const e = text[k] === '{' || text[k] === '[' ? valueEnd(text, k) : (() => { const m = /^(?:"(?:[^"\\]|\\.)*"|[^,}\s]+)/.exec(text.slice(k)); return m && k + m[0].length < text.length ? k + m[0].length : -1; })();
+      const e = scalarOrValueEnd(text, k);
       if (e < 0) return { name, args: -1, end: -1 };
       k = e;
     }
