@@ -25,9 +25,11 @@ const biasCheck = (v) => (isObj(v) && Object.entries(v).every(([k, b]) => /^\d+$
   ? '' : 'an object {token id: bias in [-100, 100]}');
 const objCheck = (v) => (isObj(v) ? '' : 'an object');
 const anyCheck = () => '';
+const streamOptionsCheck = (v) => (isObj(v) && Object.keys(v).every((k) => k === 'include_usage' || k === 'include_obfuscation') && [undefined, null, true, false].includes(v.include_usage)
+  ? '' : '{include_usage?: boolean}');
 
 const COMMON = {
-  model: str, stream: nullable(bool), stream_options: nullable(objCheck), temperature: nullable(num(0, 2)),
+  model: str, stream: nullable(bool), stream_options: nullable(streamOptionsCheck), temperature: nullable(num(0, 2)),
   top_p: nullable(num(0, 1)), seed: nullable(int(0, Number.MAX_SAFE_INTEGER)), stop: nullable(stopCheck),
   presence_penalty: nullable(num(-2, 2)), frequency_penalty: nullable(num(-2, 2)), logit_bias: nullable(biasCheck),
   n: nullable(int(1, 16)), user: str, qkv: objCheck, max_tokens: nullable(int(1, 1 << 24)),
@@ -131,6 +133,11 @@ function templateMessages(messages) {
   });
 }
 
+/** Unknown keys of a nested request object: a bad_argument naming the first. */
+function knownKeys(obj, keys, where) {
+  for (const k of Object.keys(obj)) if (!keys.includes(k) && obj[k] !== undefined) throw bad(`${where}: unknown field '${k}'`);
+}
+
 function checkTools(tools) {
   if (tools === undefined || tools === null) return [];
   if (!Array.isArray(tools)) throw bad('tools must be an array of {type: "function", function: {name, description, parameters}}');
@@ -138,6 +145,8 @@ function checkTools(tools) {
     if (!isObj(t) || t.type !== 'function' || !isObj(t.function) || typeof t.function.name !== 'string' || !t.function.name) {
       throw bad(`tools[${i}] must be {type: 'function', function: {name, description?, parameters?}}`);
     }
+    knownKeys(t, ['type', 'function'], `tools[${i}]`);
+    knownKeys(t.function, ['name', 'description', 'parameters', 'strict'], `tools[${i}].function`);
     if (t.function.parameters !== undefined && !isObj(t.function.parameters)) throw bad(`tools[${i}].function.parameters must be a JSON Schema object`);
   });
   return tools;
@@ -151,6 +160,7 @@ function forcedTools(tools, choice) {
     return tools;
   }
   if (isObj(choice) && choice.type === 'function' && isObj(choice.function) && typeof choice.function.name === 'string') {
+    knownKeys(choice, ['type', 'function'], 'tool_choice');
     const t = tools.find((x) => x.function.name === choice.function.name);
     if (!t) throw bad(`tool_choice names '${choice.function.name}', which is not in tools`);
     return [t];
@@ -161,6 +171,8 @@ function forcedTools(tools, choice) {
 function responseFormat(rf) {
   if (rf === undefined || rf === null) return {};
   if (!isObj(rf)) throw bad('response_format must be an object');
+  knownKeys(rf, ['type', 'json_schema'], 'response_format');
+  if (isObj(rf.json_schema)) knownKeys(rf.json_schema, ['name', 'description', 'schema', 'strict'], 'response_format.json_schema');
   if (rf.type === 'text') return {};
   if (rf.type === 'json_object') return { jsonSchema: { type: 'object' } };
   if (rf.type === 'json_schema') {

@@ -192,6 +192,10 @@ test('bad requests: unknown and ill-typed fields named in bad_argument errors', 
     await bad({ messages: [] }, /messages must be a non-empty array/);
     await bad({ messages: [{ role: 'robot', content: 'x' }] }, /role/);
     await bad({ messages: [{ role: 'user', content: 'x', contnet: 'y' }] }, /messages\[0\]: unknown field 'contnet'/);
+    await bad({ messages: MESSAGES, tools: [{ ...WEATHER, function: { ...WEATHER.function, paramters: {} } }] }, /tools\[0\].function: unknown field 'paramters'/);
+    await bad({ messages: MESSAGES, response_format: { type: 'json_schema', json_schema: { name: 'n', shema: {} } } }, /response_format.json_schema: unknown field 'shema'/);
+    await bad({ messages: MESSAGES, stream_options: { include_usge: true } }, /'stream_options'/);
+    await bad({ messages: MESSAGES, tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'get_weather' }, force: 1 } }, /tool_choice: unknown field 'force'/);
     await bad({ messages: [{ role: 'user', content: 'x', audio: {} }] }, /messages\[0\]: field 'audio'/, 'unsupported');
     await bad({ messages: MESSAGES, response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'integer', minimum: 3, maximum: 2 } } } }, /minimum/);
     await bad({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }, /image_url/, 'unsupported');
