@@ -122,15 +122,17 @@ std::vector<float> embed_ids(Transformer& model, const std::vector<std::vector<i
 
 std::vector<int> rerank_pair(const Tokenizer& tok, const std::string& query, const std::string& document) {
   const std::vector<int> q = tok.encode(query, false, false, false), d = tok.encode(document, false, false, false);
+  // llama.cpp's flags: a WordPiece tokenizer's closing [SEP] is its separator, not an EOS.
+  const bool add_eos = !tok.is_wordpiece() && tok.add_eos();
+  const int eos = tok.eos_id() >= 0 ? tok.eos_id() : tok.sep_id();
   std::vector<int> ids;
-  ids.reserve(q.size() + d.size() + 3);
+  ids.reserve(q.size() + d.size() + 4);
   if (tok.add_bos() && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
   ids.insert(ids.end(), q.begin(), q.end());
-  // A WordPiece tokenizer's EOS is llama.cpp's SEP, which it puts between the two texts only.
-  const bool sep_between = tok.is_wordpiece(), eos = tok.add_eos() && tok.eos_id() >= 0;
-  if (eos) ids.push_back(tok.eos_id());
+  if (add_eos && eos >= 0) ids.push_back(eos);
+  if (tok.add_sep()) ids.push_back(tok.sep_id());
   ids.insert(ids.end(), d.begin(), d.end());
-  if (eos && !sep_between) ids.push_back(tok.eos_id());
+  if (add_eos && eos >= 0) ids.push_back(eos);
   return ids;
 }
 

@@ -39,9 +39,9 @@ std::vector<float> embed_texts(Transformer& model, const Tokenizer& tok, const s
 std::vector<std::vector<int>> embed_tokenize(const Tokenizer& tok, const std::vector<std::string>& texts);
 
 // Rerankers (config().pooling == Rank). A (query, document) pair as llama.cpp's server lays it
-// out: each text tokenized without special tokens, then BOS query [SEP] document for WordPiece
-// (BOS and SEP where the tokenizer adds them), BOS query EOS document EOS for the others (BOS and
-// EOS where it adds them).
+// out: each text tokenized without special tokens, then BOS query EOS SEP document EOS, each
+// marker where the tokenizer adds it (WordPiece: [CLS] query [SEP] document; XLM-RoBERTa's:
+// <s> query </s></s> document </s>).
 std::vector<int> rerank_pair(const Tokenizer& tok, const std::string& query, const std::string& document);
 
 // The relevance score of each pre-built pair: the first token's state through the model's

@@ -537,6 +537,9 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
 
 Tokenizer load_gguf_tokenizer(const GgufFile& g) {
   Tokenizer t = load_gguf_vocab(g);
+  if (!t.is_wordpiece())  // (WordPiece's is its [SEP], set with it)
+    t.set_separator(gguf_token_id(g, "tokenizer.ggml.seperator_token_id", -1, (size_t)t.vocab_size()),
+                    gguf_flag(g, "tokenizer.ggml.add_sep_token", false));
   if (const GgufValue* ct = g.find("tokenizer.chat_template")) {
     if (ct->kind != GgufKind::STRING) bad("tokenizer.chat_template must be a string");
     t.set_chat_template(ct->s);

@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "engine/embed.h"
+#include "formats/file.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "formats/quantize.h"
@@ -439,6 +440,8 @@ TEST(Rerank, PairsAndScoresMatchTheDirectComputation) {
     EXPECT_EQ(rerank_pair(*tok, "the cat", "sat on the mat"), want);
     EXPECT_EQ(tok->piece(want[0]), "[CLS]");
     EXPECT_EQ(tok->piece(want[q.size() + 1]), "[SEP]");
+    EXPECT_EQ(tok->sep_id(), tok->eos_id());
+    EXPECT_TRUE(tok->add_sep());
     // A [SEP] written in a text is text, not the separator.
     const std::vector<int> lit = rerank_pair(*tok, "[SEP]", "x");
     EXPECT_EQ(std::count(lit.begin(), lit.end(), tok->eos_id()), 1);
@@ -468,6 +471,24 @@ TEST(Rerank, PairsAndScoresMatchTheDirectComputation) {
       EXPECT_EQ(e.code(), ErrorCode::BadArgument);
       EXPECT_NE(std::string(e.what()).find("document 1"), std::string::npos) << e.what();
     }
+  }
+  // Other tokenizers: BOS query EOS SEP document EOS, each where the tokenizer adds it (llama.cpp's
+  // layout; XLM-RoBERTa rerankers: <s> q </s></s> d </s>).
+  {
+    auto tb = map_file(std::string(QKV_SHARED_DIR) + "/models/aidreams-tok512.bin");
+    Tokenizer spm = Tokenizer::from_llama2c(tb->data(), tb->size(), 512);
+    const std::vector<int> q = spm.encode("the cat", false, false), d = spm.encode("a dog", false, false);
+    auto cat = [](std::initializer_list<std::vector<int>> parts) {
+      std::vector<int> o;
+      for (const auto& p : parts) o.insert(o.end(), p.begin(), p.end());
+      return o;
+    };
+    EXPECT_EQ(rerank_pair(spm, "the cat", "a dog"), cat({{1}, q, d}));  // BOS only (llama2.c)
+    spm.set_specials(1, 2, true, true, {2});
+    spm.set_separator(2, true);
+    EXPECT_EQ(rerank_pair(spm, "the cat", "a dog"), cat({{1}, q, {2, 2}, d, {2}}));
+    spm.set_separator(3, false);
+    EXPECT_EQ(rerank_pair(spm, "the cat", "a dog"), cat({{1}, q, {2}, d, {2}}));
   }
   // Not a reranker: refused by name; rank pooling without a head: a bad model.
   LoadedModel plain = gguf_encoder("bert");
