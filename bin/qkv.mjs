@@ -18,7 +18,7 @@ function usage(mod, out) {
     `                                   TYPE: ${mod.qtypeNames()}\n` +
     '  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n' +
     '                                   one JSON array (the text\'s embedding) per line\n' +
-    '  qkv serve MODEL [--port 8080] [--host 127.0.0.1] [--name ID] [-z TOK] [--threads N] [--ctx N]\n' +
+    '  qkv serve MODEL [--port 8080] [--host 127.0.0.1] [--name ID] [-z TOK] [--threads N] [--ctx N] [--max-body BYTES] [--max-pending N]\n' +
     '                                   an OpenAI-compatible HTTP server (/v1/chat/completions, ...)\n' +
     '  qkv --version                    print the version\n\n' + mod.runUsage());
 }
@@ -151,10 +151,10 @@ function g9(v) {
 async function serveCmd(argv) {
   const { loadModel } = await import('../src/js/node.js');
   const { serve } = await import('../src/js/serve.js');
-  let model = null, port = 8080, host = '127.0.0.1', name, tokenizer, threads = 'auto', ctx = 0;
+  let model = null, port = 8080, host = '127.0.0.1', name, tokenizer, threads = 'auto', ctx = 0, maxBodyBytes, maxPending;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (['--port', '--host', '--name', '-z', '--threads', '--ctx'].includes(a)) {
+    if (['--port', '--host', '--name', '-z', '--threads', '--ctx', '--max-body', '--max-pending'].includes(a)) {
       if (i + 1 >= argv.length) return fail('bad_argument', `${a} needs a value`);
       const v = argv[++i];
       const int = (lo, hi) => {
@@ -167,6 +167,8 @@ async function serveCmd(argv) {
         else if (a === '--name') name = v;
         else if (a === '-z') tokenizer = v;
         else if (a === '--threads') threads = int(1, 256);
+        else if (a === '--max-body') maxBodyBytes = int(1024, 1 << 30);
+        else if (a === '--max-pending') maxPending = int(1, 4096);
         else ctx = int(1, 1 << 20);
       } catch (e) { return fail(e.code, e.message); }
     } else if (model === null && !a.startsWith('-')) model = a;
@@ -176,7 +178,7 @@ async function serveCmd(argv) {
   try {
     const m = await loadModel(model, { threads, ...(tokenizer ? { tokenizer } : {}) });
     const onLog = (e) => process.stderr.write(`qkv: ${e.method} ${e.path} ${e.status} ${e.ms} ms${e.aborted ? ' (client left)' : ''}\n`);
-    const s = await serve(m, { port, host, modelName: name ?? basename(model), contextLength: ctx, onLog });
+    const s = await serve(m, { port, host, modelName: name ?? basename(model), contextLength: ctx, onLog, ...(maxBodyBytes ? { maxBodyBytes } : {}), ...(maxPending ? { maxPending } : {}) });
     process.stderr.write(`qkv: serving ${basename(model)} as '${name ?? basename(model)}' on ${s.url}\n`);
     await new Promise(() => {});  // until the process is stopped
   } catch (e) {

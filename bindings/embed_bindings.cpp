@@ -53,8 +53,30 @@ val embed_js(Transformer& model, const Tokenizer& tok, val texts, val options) {
   return out;
 }
 
+val rerank_js(Transformer& model, const Tokenizer& tok, val query, val documents) {
+  if (!query.isString()) fail(ErrorCode::BadArgument, "rerank: the query must be a string");
+  if (!documents.isArray()) fail(ErrorCode::BadArgument, "rerank takes an array of document strings");
+  const unsigned n = documents["length"].as<unsigned>();
+  const std::string q = query.as<std::string>();
+  std::vector<std::vector<int>> pairs;
+  pairs.reserve(n);
+  for (unsigned i = 0; i < n; i++) {
+    val d = documents[i];
+    if (!d.isString()) fail(ErrorCode::BadArgument, "rerank: document " + std::to_string(i) + " is not a string");
+    pairs.push_back(rerank_pair(tok, q, d.as<std::string>()));
+  }
+  const std::vector<float> scores = rerank_ids(model, pairs);
+  std::vector<int> counts;
+  for (const auto& p : pairs) counts.push_back((int)p.size());
+  val out = val::object();
+  out.set("scores", val::global("Float32Array").new_(val(typed_memory_view(scores.size(), scores.data()))));
+  out.set("tokens", val::global("Int32Array").new_(val(typed_memory_view(counts.size(), counts.data()))));
+  return out;
+}
+
 void embed_info(const ModelConfig& c, val& info) {
   info.set("encoder", c.is_encoder());
+  info.set("reranker", c.pooling == PoolKind::Rank);
   info.set("pooling", std::string(pool_kind_name(c.pooling == PoolKind::None ? PoolKind::Mean : c.pooling)));
 }
 

@@ -13,7 +13,11 @@ namespace qkv {
 // into a JS Error with a code).
 emscripten::val embed_js(Transformer& model, const Tokenizer& tok, emscripten::val texts, emscripten::val options);
 
-// The model's embedding facts for Model.info(): {encoder, pooling}.
+// query: a string; documents: a JS array of strings. Returns {scores: Float32Array (one per
+// document, in order), tokens: Int32Array (each pair's token count)}.
+emscripten::val rerank_js(Transformer& model, const Tokenizer& tok, emscripten::val query, emscripten::val documents);
+
+// The model's embedding facts for Model.info(): {encoder, pooling, reranker}.
 void embed_info(const ModelConfig& c, emscripten::val& info);
 
 }  // namespace qkv

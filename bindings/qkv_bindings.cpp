@@ -341,6 +341,14 @@ class JsModel {
     });
   }
 
+  // Reranker scores (bindings/embed_bindings.cpp), on the same encoder Transformer.
+  val rerank(val query, val documents) {
+    return guard([&] {
+      if (!enc_) enc_ = std::make_unique<Transformer>(model_, 0, pool_);
+      return rerank_js(*enc_, tokenizer(), query, documents);
+    });
+  }
+
   JsSession* createSession(int context) {
     return guard([&] { return new JsSession(model_, context, pool_); });
   }
@@ -592,6 +600,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("createSession", &JsModel::createSession, allow_raw_pointers())
       .function("allLogits", &JsModel::allLogits)
       .function("embed", &JsModel::embed)
+      .function("rerank", &JsModel::rerank)
       .function("benchAttention", &JsModel::benchAttention)
       .function("gpuModel", &JsModel::gpuModel)
       .function("constrain", &JsModel::constrain)

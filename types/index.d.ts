@@ -150,10 +150,13 @@ export interface GenerateOptions extends SamplingOptions {
    * Constrained decoding to JSON valid under this JSON Schema (an object, or its JSON text):
    * type, properties / required / additionalProperties, items / prefixItems / minItems /
    * maxItems, enum, const, anyOf / oneOf, $ref within the schema, minLength / maxLength,
-   * pattern, format (date, time, date-time, uuid, email). With `grammar` too, the schema's value
-   * is the rule `schema` that the grammar places: e.g. grammar 'root ::= "<json>" schema "</json>"'.
+   * pattern, format (date, time, date-time, uuid, email), integer minimum / maximum /
+   * exclusiveMinimum / exclusiveMaximum (number ranges and multipleOf are not enforced). With
+   * `grammar` too, the schema's value is the rule `schema` that the grammar places: e.g. grammar
+   * 'root ::= "<json>" schema "</json>"'; a list of schemas with a grammar gives the rules
+   * `schema-0`, `schema-1`, ...
    */
-  jsonSchema?: object | boolean | string;
+  jsonSchema?: object | boolean | string | Array<object | boolean>;
   /** OpenAI's penalties in [-2, 2] over the tokens generated so far: presence once, frequency per occurrence. */
   presencePenalty?: number;
   frequencyPenalty?: number;
@@ -267,8 +270,13 @@ export interface ModelInfo {
   tokenizer: 'sentencepiece' | 'bpe' | 'wordpiece' | 'unigram' | 'none';
   /** True for encoder-only models (BERT, Nomic BERT): they give embeddings (embed()), not text. */
   encoder: boolean;
-  /** The pooling embed() uses when not told otherwise (GGUF `*.pooling_type`; mean if none). */
-  pooling: EmbedPooling;
+  /**
+   * The model's pooling (GGUF `*.pooling_type`; mean if none). 'rank': a reranker, whose embed()
+   * pools by 'cls' and whose rerank() scores documents.
+   */
+  pooling: EmbedPooling | 'rank';
+  /** True for rerankers (rank pooling and a classification head): rerank() works. */
+  reranker: boolean;
   /** Chat format recognized from the model's tokenizer.chat_template (the built-in rendering). */
   chatFormat: ChatFormat;
   /**
@@ -302,6 +310,25 @@ export interface ModelInfo {
 
 /** How embed() turns per-token states into one vector: their mean, the first ([CLS]) token's, or the last token's. */
 export type EmbedPooling = 'mean' | 'cls' | 'last';
+
+export interface RerankOptions {
+  /** How many results to return, best first (default all). */
+  topN?: number;
+  /** Documents per encoder pass (default 32; 1..4096). */
+  batchSize?: number;
+  /** Checked between passes; aborting rejects with QkvError code 'aborted'. */
+  signal?: AbortSignal;
+}
+
+/** One document's relevance, from Model.rerank. */
+export interface RerankResult {
+  /** The document's position in the list given. */
+  index: number;
+  /** The classification head's first output, as llama.cpp's /rerank reports it (not squashed). */
+  score: number;
+  /** Tokens of the (query, document) pair. */
+  tokens: number;
+}
 
 export interface EmbedOptions {
   /** Default: the model's (info.pooling). */
@@ -416,6 +443,12 @@ export declare class Model {
   embed(texts: string | string[], options?: EmbedOptions): Promise<Float32Array[]>;
   /** Texts and tokens of the last embed() call. */
   lastEmbedding: { texts: number; tokens: number } | null;
+  /**
+   * Reranker models (info.reranker): each document scored with the query as llama.cpp pairs and
+   * scores them, highest first. A model that is no reranker: QkvError 'unsupported'; an empty
+   * list, non-strings or a pair longer than the context: 'bad_argument'.
+   */
+  rerank(query: string, documents: string[], options?: RerankOptions): Promise<RerankResult[]>;
   /** Frees the model and all its sessions. Idempotent. */
   dispose(): void;
 }

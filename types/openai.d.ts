@@ -1,6 +1,6 @@
 // qkv/openai: an OpenAI-shaped client over a qkv model, in process or through qkv/worker.
 // Requests and responses follow OpenAI's chat-completions, completions, embeddings and models
-// APIs field for field; see docs/openai.md.
+// APIs field for field (and llama.cpp's rerank); see docs/openai.md.
 
 export interface OpenAIRequestOptions {
   /** Stops the request (a stream throws QkvError('aborted')). */
@@ -165,6 +165,30 @@ export interface CreateEmbeddingResponse {
   usage: { prompt_tokens: number; total_tokens: number };
 }
 
+/** llama.cpp's /v1/rerank request (Jina's and Cohere's shape), for reranker models. */
+export interface RerankCreateParams {
+  model?: string;
+  query: string;
+  /** Strings, or Cohere's {text} objects. */
+  documents?: Array<string | { text: string }>;
+  /** llama.cpp's alias of documents. */
+  texts?: Array<string | { text: string }>;
+  /** How many results to return, best first (default all). */
+  top_n?: number;
+  /** Add each result's document ({text}). */
+  return_documents?: boolean;
+  user?: string;
+}
+
+export interface RerankResponse {
+  object: 'list';
+  model: string;
+  /** Highest relevance_score first. */
+  results: Array<{ index: number; relevance_score: number; document?: { text: string } }>;
+  /** Tokens of every (query, document) pair read. */
+  usage: { prompt_tokens: number; total_tokens: number };
+}
+
 export interface ModelObject { id: string; object: 'model'; created: number; owned_by: 'qkv' }
 
 export type ToolFormat = 'hermes' | 'llama3' | 'mistral' | 'functionary' | 'granite' | 'deepseek' | 'commandr' | 'gptoss' | 'json';
@@ -183,6 +207,8 @@ export interface OpenAIClient {
     create(req: CompletionCreateParams, options?: OpenAIRequestOptions): Promise<Completion | AsyncIterable<Completion>>;
   };
   embeddings: { create(req: EmbeddingCreateParams, options?: OpenAIRequestOptions): Promise<CreateEmbeddingResponse> };
+  /** Reranker models (Model.rerank): llama.cpp's /v1/rerank. */
+  rerank: { create(req: RerankCreateParams, options?: OpenAIRequestOptions): Promise<RerankResponse> };
   models: { list(): Promise<{ object: 'list'; data: ModelObject[] }>; retrieve(id: string): Promise<ModelObject> };
   /** The tool-call format read from the model's chat template. */
   toolFormat(): Promise<ToolFormat>;
@@ -197,4 +223,14 @@ export interface OpenAICapableModel {
  * An OpenAI-shaped client over a loaded model. Requests run one at a time on one KV cache;
  * a stream holds its turn until it ends or the caller leaves the loop.
  */
-export function createOpenAI(model: OpenAICapableModel, options?: { modelName?: string; contextLength?: number }): OpenAIClient;
+export interface CreateOpenAIOptions {
+  /** The model id responses carry (default 'qkv'). */
+  modelName?: string;
+  /** The KV cache's length (default the model's). */
+  contextLength?: number;
+  /** The tool-call format, when the chat template's is not recognized (default: read from the template). */
+  toolFormat?: ToolFormat;
+}
+
+
+export function createOpenAI(model: OpenAICapableModel, options?: CreateOpenAIOptions): OpenAIClient;

@@ -26,5 +26,5 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Serves /v1/models, /v1/chat/completions, /v1/completions, /v1/embeddings for `model`. */
+/** Serves /v1/models, /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/rerank for `model`. */
 export function serve(model: OpenAICapableModel, options?: ServeOptions): Promise<RunningServer>;

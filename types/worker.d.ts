@@ -2,7 +2,7 @@
 // method is async because it crosses postMessage.
 import type {
   AttentionMap, ChatMessage, EmbedOptions, EncoderDecoderInfo, EncoderDecoderInspection, GenerateOptions, GeneratedToken,
-  GenerationStats, LoadOptions, ModelFiles, ModelInfo, ModelSource, QkvWarning, QuantizeOptions, QuantizeResult, SamplingOptions,
+  GenerationStats, LoadOptions, ModelFiles, ModelInfo, ModelSource, QkvWarning, QuantizeOptions, QuantizeResult, RerankOptions, RerankResult, SamplingOptions,
 } from './index.js';
 
 export { QkvError, ErrorCode } from './index.js';
@@ -35,6 +35,8 @@ export interface RemoteModel {
   detokenize(ids: ArrayLike<number>): Promise<string>;
   /** Sentence embeddings, computed in the worker (see Model.embed). */
   embed(texts: string | string[], options?: EmbedOptions): Promise<Float32Array[]>;
+  /** Reranker scores, computed in the worker (see Model.rerank). */
+  rerank(query: string, documents: string[], options?: RerankOptions): Promise<RerankResult[]>;
   createSession(options?: { contextLength?: number }): Promise<RemoteSession>;
   session(): Promise<RemoteSession>;
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;

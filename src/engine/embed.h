@@ -38,4 +38,16 @@ std::vector<float> embed_texts(Transformer& model, const Tokenizer& tok, const s
                                const EmbedOptions& o);
 std::vector<std::vector<int>> embed_tokenize(const Tokenizer& tok, const std::vector<std::string>& texts);
 
+// Rerankers (config().pooling == Rank). A (query, document) pair as llama.cpp's server lays it
+// out: each text tokenized without special tokens, then BOS query EOS SEP document EOS, each
+// marker where the tokenizer adds it (WordPiece: [CLS] query [SEP] document; XLM-RoBERTa's:
+// <s> query </s></s> document </s>).
+std::vector<int> rerank_pair(const Tokenizer& tok, const std::string& query, const std::string& document);
+
+// The relevance score of each pre-built pair: the first token's state through the model's
+// classification head, its first output (what llama.cpp's /rerank reports). Pairs share encoder
+// passes as embed_ids' texts do. Throws Error(Unsupported) for a model without a head,
+// Error(BadArgument) for an empty list or a pair longer than the context (naming it).
+std::vector<float> rerank_ids(Transformer& model, const std::vector<std::vector<int>>& pairs, int max_batch_tokens = 0);
+
 }  // namespace qkv

@@ -218,6 +218,19 @@ void load_encoder_weights(const GgufFile& g, const ArchRow& row, LoadedModel& m)
     L.ffn_norm = vec(g, p + "layer_output_norm.weight", d);
     L.ffn_norm_b = vec(g, p + "layer_output_norm.bias", d, false);
   }
+  if (c.pooling != PoolKind::Rank) return;
+  // llama.cpp's classification head; a file with neither stage has no score to give.
+  ModelWeights::RankHead& r = w.rank_head;
+  r.cls = gguf_weight(g, "cls.weight", d, d, false, false, "");
+  r.cls_b = vec(g, "cls.bias", d, false);
+  if (const GgufTensorInfo* t = g.find_tensor("cls.output.weight")) {
+    if (t->rank() > 2 || t->dim(0) != (uint64_t)d || t->dim(1) < 1 || t->dim(1) > 4096)
+      fail(ErrorCode::BadModel, "GGUF: tensor cls.output.weight must be (dim, n) with 1 <= n <= 4096");
+    const int64_t n = (int64_t)t->dim(1);
+    r.out = gguf_weight(g, "cls.output.weight", n, d, true, false, "");
+    r.out_b = vec(g, "cls.output.bias", n, false);
+  }
+  if (!r.cls && !r.out) fail(ErrorCode::BadModel, "GGUF: pooling_type 4 (rank) needs a classification head (cls.weight or cls.output.weight)");
 }
 }  // namespace
 
@@ -336,7 +349,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       case 1: c.pooling = PoolKind::Mean; break;
       case 2: c.pooling = PoolKind::Cls; break;
       case 3: c.pooling = PoolKind::Last; break;
-      case 4: fail(ErrorCode::Unsupported, "GGUF: " + key("pooling_type") + " = 4 (rank: a reranker) is not supported yet");
+      case 4: c.pooling = PoolKind::Rank; break;
       default: bad(key("pooling_type") + " = " + std::to_string(pool) + " is not a pooling type (0..4)");
     }
   }
@@ -593,6 +606,9 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
 
 Tokenizer load_gguf_tokenizer(const GgufFile& g) {
   Tokenizer t = load_gguf_vocab(g);
+  if (!t.is_wordpiece())  // (WordPiece's is its [SEP], set with it)
+    t.set_separator(gguf_token_id(g, "tokenizer.ggml.seperator_token_id", -1, (size_t)t.vocab_size()),
+                    gguf_flag(g, "tokenizer.ggml.add_sep_token", false));
   if (const GgufValue* ct = g.find("tokenizer.chat_template")) {
     if (ct->kind != GgufKind::STRING) bad("tokenizer.chat_template must be a string");
     t.set_chat_template(ct->s);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -49,20 +50,77 @@ const char* kPrimitives =
     "json-object ::= \"{\" ws (json-string ws \":\" ws json-value ws (\",\" ws json-string ws \":\" ws json-value ws)*)? \"}\"\n"
     "json-array ::= \"[\" ws (json-value ws (\",\" ws json-value ws)*)? \"]\"\n";
 
+// Integers (JSON's spelling: no leading zeros, at most 16 digits, as json-int) in a range, exactly.
+constexpr int64_t kIntMax = 9999999999999999;  // the largest json-int
+
+// Digit strings of one length n from a to b (a <= b, both n digits): equal leading digits are
+// kept, then a's tail up to 9s, the whole digits between, and b's tail from 0s.
+std::string digits_between(const std::string& a, const std::string& b) {
+  const size_t n = a.size();
+  if (n == 0) return "";
+  if (a == b) return gbnf_literal(a);
+  if (a[0] == b[0]) return gbnf_literal(a.substr(0, 1)) + " " + digits_between(a.substr(1), b.substr(1));
+  const std::string rest = n > 1 ? " [0-9]{" + std::to_string(n - 1) + "}" : "";
+  const bool a_low = a.find_first_not_of('0', 1) == std::string::npos, b_high = b.find_first_not_of('9', 1) == std::string::npos;
+  const char lo = a_low ? a[0] : (char)(a[0] + 1), hi = b_high ? b[0] : (char)(b[0] - 1);
+  std::vector<std::string> alts;
+  if (!a_low) alts.push_back("\"" + a.substr(0, 1) + "\" (" + digits_between(a.substr(1), std::string(n - 1, '9')) + ")");
+  if (lo <= hi) alts.push_back((lo == hi ? "\"" + std::string(1, lo) + "\"" : "[" + std::string(1, lo) + "-" + std::string(1, hi) + "]") + rest);
+  if (!b_high) alts.push_back("\"" + b.substr(0, 1) + "\" (" + digits_between(std::string(n - 1, '0'), b.substr(1)) + ")");
+  std::string o;
+  for (size_t i = 0; i < alts.size(); i++) o += (i ? " | " : "") + alts[i];
+  return alts.size() == 1 ? o : "(" + o + ")";
+}
+
+// Non-negative integers from lo to hi (0 <= lo <= hi <= kIntMax), one alternative per length.
+std::string naturals_between(int64_t lo, int64_t hi) {
+  const std::string a = std::to_string(lo), b = std::to_string(hi);
+  std::string o;
+  for (size_t n = a.size(); n <= b.size(); n++) {
+    const std::string from = n == a.size() ? a : "1" + std::string(n - 1, '0');
+    const std::string to = n == b.size() ? b : std::string(n, '9');
+    o += (o.empty() ? "" : " | ") + std::string("(") + digits_between(from, to) + ")";
+  }
+  return "(" + o + ")";
+}
+
+// Integers from lo to hi (kIntMax bounds meaning none): negatives as "-" and their magnitudes.
+std::string integers_between(int64_t lo, int64_t hi) {
+  std::vector<std::string> alts;
+  if (lo < 0) alts.push_back("\"-\" " + naturals_between(hi < 0 ? -hi : 1, -lo));
+  if (hi >= 0) alts.push_back(naturals_between(lo > 0 ? lo : 0, hi));
+  std::string o;
+  for (size_t i = 0; i < alts.size(); i++) o += (i ? " | " : "") + alts[i];
+  return o;
+}
+
 class Converter {
  public:
-  explicit Converter(const Json& root) : root_(root) {}
+  explicit Converter(const Json& root) : root_(&root) {}
 
   std::string run() {
-    const std::string r = visit(root_, "root-value", 0);
+    const std::string r = visit(*root_, "root-value", 0);
     std::string out = "root ::= " + r + "\n";
     out += kPrimitives;
     for (const auto& kv : rules_) out += kv.first + " ::= " + kv.second + "\n";
     return out;
   }
 
+  // Several schemas in one grammar: rule `schema-K` for schemas[K], the helper rules shared.
+  std::string run_many(const std::vector<Json>& schemas) {
+    std::string out;
+    for (size_t k = 0; k < schemas.size(); k++) {
+      root_ = &schemas[k];
+      ref_rules_.clear();  // each schema's $refs resolve within itself
+      out += "schema-" + std::to_string(k) + " ::= " + visit(schemas[k], "s" + std::to_string(k), 0) + "\n";
+    }
+    out += kPrimitives;
+    for (const auto& kv : rules_) out += kv.first + " ::= " + kv.second + "\n";
+    return out;
+  }
+
  private:
-  const Json& root_;
+  const Json* root_;
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> ref_rules_;  // $ref -> its rule name
   int counter_ = 0;
@@ -84,7 +142,7 @@ class Converter {
 
   const Json& resolve(const std::string& ref) {
     if (ref.empty() || ref[0] != '#') unsupported("only $refs within the schema ('#/...') are supported, got '" + ref + "'");
-    const Json* cur = &root_;
+    const Json* cur = root_;
     size_t i = 1;
     while (i < ref.size()) {
       if (ref[i] != '/') bad("malformed $ref '" + ref + "'");
@@ -180,12 +238,34 @@ class Converter {
   std::string typed(const Json& s, const std::string& t, const std::string& hint, int depth) {
     if (t == "string") return string(s, hint);
     if (t == "number") return "json-number";
-    if (t == "integer") return "json-int";
+    if (t == "integer") return integer(s, hint);
     if (t == "boolean") return "json-boolean";
     if (t == "null") return "json-null";
     if (t == "object") return object(s, hint, depth);
     if (t == "array") return array(s, hint, depth);
     bad("unknown type '" + t + "'");
+  }
+
+  // minimum / maximum / exclusiveMinimum / exclusiveMaximum (numbers; draft 4's boolean
+  // exclusives too) as the integer range they leave, written out digit by digit.
+  std::string integer(const Json& s, const std::string& hint) {
+    auto bound = [&](const char* key) -> const Json* {
+      const Json* v = s.get(key);
+      if (v && v->k != Json::Num && !(v->k == Json::Bool && key[0] == 'e')) bad(std::string(key) + " must be a number");
+      return v;
+    };
+    const Json *mn = bound("minimum"), *mx = bound("maximum"), *emn = bound("exclusiveMinimum"), *emx = bound("exclusiveMaximum");
+    if (!mn && !mx && !(emn && emn->k == Json::Num) && !(emx && emx->k == Json::Num)) return "json-int";
+    double lo = -(double)kIntMax, hi = (double)kIntMax;
+    auto num = [](const Json* v) { return std::strtod(v->s.c_str(), nullptr); };
+    if (mn) lo = std::max(lo, std::ceil(num(mn)) + (emn && emn->k == Json::Bool && emn->b && std::ceil(num(mn)) == num(mn) ? 1 : 0));
+    if (mx) hi = std::min(hi, std::floor(num(mx)) - (emx && emx->k == Json::Bool && emx->b && std::floor(num(mx)) == num(mx) ? 1 : 0));
+    if (emn && emn->k == Json::Num) lo = std::max(lo, std::floor(num(emn)) + 1);
+    if (emx && emx->k == Json::Num) hi = std::min(hi, std::ceil(num(emx)) - 1);
+    if (!(lo <= hi)) bad("no integer satisfies minimum/maximum (the range is empty or beyond 16 digits)");
+    // Doubles near kIntMax round to 1e16: clamp after converting.
+    const int64_t a = std::max<int64_t>(-kIntMax, (int64_t)lo), b = std::min<int64_t>(kIntMax, (int64_t)hi);
+    return add(hint + "-int", integers_between(a, b));
   }
 
   std::string string(const Json& s, const std::string& hint) {
@@ -429,6 +509,12 @@ class Converter {
 std::string json_schema_to_gbnf(const std::string& schema_json) {
   const Json root = parse_json(schema_json, "JSON schema");
   return Converter(root).run();
+}
+
+std::string json_schemas_to_gbnf(const std::string& schemas_json) {
+  const Json list = parse_json(schemas_json, "JSON schema");
+  if (list.k != Json::Arr || list.arr.empty() || list.arr.size() > 256) fail(ErrorCode::BadArgument, "JSON schema: a list of 1 to 256 schemas expected");
+  return Converter(list).run_many(list.arr);
 }
 
 std::string json_object_gbnf() { return json_schema_to_gbnf("{\"type\":\"object\"}"); }

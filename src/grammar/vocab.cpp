@@ -29,6 +29,10 @@ std::shared_ptr<TokenTrie> token_trie(const Tokenizer& tok) {
 
 std::shared_ptr<Grammar> compile_grammar(const std::string& gbnf, const std::string& json_schema) {
   if (json_schema.empty()) return std::make_shared<Grammar>(Grammar::parse(gbnf));
+  // A list of schemas with a grammar: rules schema-0, schema-1, ... for it to place.
+  const size_t first = json_schema.find_first_not_of(" \t\r\n");
+  if (!gbnf.empty() && first != std::string::npos && json_schema[first] == '[')
+    return std::make_shared<Grammar>(Grammar::parse(gbnf + "\n" + json_schemas_to_gbnf(json_schema)));
   std::string schema = json_schema_to_gbnf(json_schema);
   if (gbnf.empty()) return std::make_shared<Grammar>(Grammar::parse(schema));
   // Both: the schema's value becomes the rule `schema`, for the grammar to place (e.g. between

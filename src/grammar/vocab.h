@@ -14,7 +14,8 @@ namespace qkv {
 std::shared_ptr<TokenTrie> token_trie(const Tokenizer& tok);
 
 // A grammar from GBNF text, from a JSON Schema, or from both: then the schema's value is the
-// rule `schema`, which the GBNF (its `root`) places, e.g. root ::= "<tool_call>" schema "</tool_call>".
+// rule `schema`, which the GBNF (its `root`) places, e.g. root ::= "<tool_call>" schema "</tool_call>";
+// with a JSON array of schemas, rules schema-0, schema-1, ... (one per tool of a forced call).
 std::shared_ptr<Grammar> compile_grammar(const std::string& gbnf, const std::string& json_schema);
 
 }  // namespace qkv

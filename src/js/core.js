@@ -522,6 +522,39 @@ export class Model {
     return out;
   }
 
+  /**
+   * Reranking with a reranker model (info.reranker: a BERT-family GGUF with rank pooling and a
+   * classification head): each document is read together with the query, as llama.cpp pairs them,
+   * and scored by the head. Returns {index, score, tokens} per document, highest score first,
+   * the first `topN` (default all); tokens: the pair's length. {signal} is checked between passes
+   * of `batchSize` documents.
+   */
+  async rerank(query, documents, options = {}) {
+    const h = this._live();
+    check(typeof query === 'string', `rerank: the query must be a string, got ${describe(query)}`);
+    check(Array.isArray(documents), `rerank takes an array of document strings, got ${documents === null ? 'null' : typeof documents}`);
+    check(documents.length > 0, 'rerank needs at least one document');
+    documents.forEach((t, i) => check(typeof t === 'string', `rerank: document ${i} is not a string (${t === null ? 'null' : typeof t})`));
+    checkOptions(options, ['topN', 'signal', 'batchSize'], 'rerank');
+    const { topN = documents.length, signal, batchSize = 32 } = options;
+    checkNumber(options, 'topN', 1, Number.MAX_SAFE_INTEGER, true);
+    checkNumber(options, 'batchSize', 1, 4096, true);
+    if (!this._info.reranker) {
+      throw new QkvError('unsupported', `rerank: this model is not a reranker (${this._info.encoder ? 'an encoder without rank pooling and a classification head' : 'a decoder'})`);
+    }
+    const q = wellFormed(query);
+    const results = [];
+    for (let i = 0; i < documents.length; i += batchSize) {
+      throwIfAborted(signal);
+      const r = call(() => h.rerank(q, documents.slice(i, i + batchSize).map(wellFormed)));
+      r.scores.forEach((score, k) => results.push({ index: i + k, score, tokens: r.tokens[k] }));
+      if (i + batchSize < documents.length) await yieldToLoop();
+    }
+    // Highest first; equal scores keep their documents' order.
+    results.sort((a, b) => b.score - a.score || a.index - b.index);
+    return results.slice(0, topN);
+  }
+
   /** A new conversation with its own KV cache ({contextLength} defaults to the model's). */
   createSession(options) {
     const h = this._live();

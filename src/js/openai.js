@@ -3,9 +3,11 @@
 // OpenAI's objects field for field; unknown or ill-typed fields are bad_argument errors naming
 // them; requests run one at a time on one KV cache (never interleaved).
 import { QkvError, check } from './errors.js';
-import { TOOL_FORMATS, detectToolFormat, forcedCallSchema, parseToolCalls } from './tool-calls.js';
+import { TOOL_FORMATS, detectToolFormat, forcedCall, parseToolCalls, scanToolCalls } from './tool-calls.js';
 
 const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'];
+// A message's fields (OpenAI's, plus reasoning_content as llama.cpp's server takes it).
+const MESSAGE_FIELDS = new Set(['role', 'content', 'name', 'tool_calls', 'tool_call_id', 'refusal', 'reasoning_content']);
 
 const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
@@ -23,9 +25,11 @@ const biasCheck = (v) => (isObj(v) && Object.entries(v).every(([k, b]) => /^\d+$
   ? '' : 'an object {token id: bias in [-100, 100]}');
 const objCheck = (v) => (isObj(v) ? '' : 'an object');
 const anyCheck = () => '';
+const streamOptionsCheck = (v) => (isObj(v) && Object.keys(v).every((k) => k === 'include_usage' || k === 'include_obfuscation') && [undefined, null, true, false].includes(v.include_usage)
+  ? '' : '{include_usage?: boolean}');
 
 const COMMON = {
-  model: str, stream: nullable(bool), stream_options: nullable(objCheck), temperature: nullable(num(0, 2)),
+  model: str, stream: nullable(bool), stream_options: nullable(streamOptionsCheck), temperature: nullable(num(0, 2)),
   top_p: nullable(num(0, 1)), seed: nullable(int(0, Number.MAX_SAFE_INTEGER)), stop: nullable(stopCheck),
   presence_penalty: nullable(num(-2, 2)), frequency_penalty: nullable(num(-2, 2)), logit_bias: nullable(biasCheck),
   n: nullable(int(1, 16)), user: str, qkv: objCheck, max_tokens: nullable(int(1, 1 << 24)),
@@ -43,6 +47,10 @@ const EMBEDDING_FIELDS = {
   dimensions: int(1, 1 << 20), user: str,
 };
 /** qkv's extension field: sampling options OpenAI does not have, and a raw grammar. */
+// The rerank request of llama.cpp's server (Jina's and Cohere's shape); `texts` is its alias of documents.
+const RERANK_FIELDS = {
+  model: str, query: str, documents: anyCheck, texts: anyCheck, top_n: int(1, Number.MAX_SAFE_INTEGER), return_documents: bool, user: str,
+};
 const QKV_FIELDS = {
   top_k: int(0, 1 << 24), min_p: num(0, 1), repetition_penalty: num(1e-3, 100), repetition_window: int(0, 1 << 20),
   grammar: (v) => (typeof v === 'string' && v ? '' : 'a non-empty GBNF string'),
@@ -102,6 +110,13 @@ function templateMessages(messages) {
   return messages.map((m, i) => {
     if (!isObj(m)) throw bad(`messages[${i}] must be an object`);
     if (!ROLES.includes(m.role)) throw bad(`messages[${i}].role must be one of ${ROLES.join(', ')}, got ${JSON.stringify(m.role)}`);
+    for (const k of Object.keys(m)) {
+      if (!MESSAGE_FIELDS.has(k) && m[k] !== undefined) {
+        throw (k === 'audio' || k === 'function_call'
+          ? new QkvError('unsupported', `messages[${i}]: field '${k}' is not supported`)
+          : bad(`messages[${i}]: unknown field '${k}'`));
+      }
+    }
     const { role, content, tool_calls: calls, ...rest } = m;
     const out = { role: role === 'developer' ? 'system' : role, content: contentText(content, i), ...rest };
     if (out.content === null && out.role !== 'assistant') throw bad(`messages[${i}].content must not be null for role '${role}'`);
@@ -118,6 +133,11 @@ function templateMessages(messages) {
   });
 }
 
+/** Unknown keys of a nested request object: a bad_argument naming the first. */
+function knownKeys(obj, keys, where) {
+  for (const k of Object.keys(obj)) if (!keys.includes(k) && obj[k] !== undefined) throw bad(`${where}: unknown field '${k}'`);
+}
+
 function checkTools(tools) {
   if (tools === undefined || tools === null) return [];
   if (!Array.isArray(tools)) throw bad('tools must be an array of {type: "function", function: {name, description, parameters}}');
@@ -125,6 +145,8 @@ function checkTools(tools) {
     if (!isObj(t) || t.type !== 'function' || !isObj(t.function) || typeof t.function.name !== 'string' || !t.function.name) {
       throw bad(`tools[${i}] must be {type: 'function', function: {name, description?, parameters?}}`);
     }
+    knownKeys(t, ['type', 'function'], `tools[${i}]`);
+    knownKeys(t.function, ['name', 'description', 'parameters', 'strict'], `tools[${i}].function`);
     if (t.function.parameters !== undefined && !isObj(t.function.parameters)) throw bad(`tools[${i}].function.parameters must be a JSON Schema object`);
   });
   return tools;
@@ -138,6 +160,7 @@ function forcedTools(tools, choice) {
     return tools;
   }
   if (isObj(choice) && choice.type === 'function' && isObj(choice.function) && typeof choice.function.name === 'string') {
+    knownKeys(choice, ['type', 'function'], 'tool_choice');
     const t = tools.find((x) => x.function.name === choice.function.name);
     if (!t) throw bad(`tool_choice names '${choice.function.name}', which is not in tools`);
     return [t];
@@ -148,6 +171,8 @@ function forcedTools(tools, choice) {
 function responseFormat(rf) {
   if (rf === undefined || rf === null) return {};
   if (!isObj(rf)) throw bad('response_format must be an object');
+  knownKeys(rf, ['type', 'json_schema'], 'response_format');
+  if (isObj(rf.json_schema)) knownKeys(rf.json_schema, ['name', 'description', 'schema', 'strict'], 'response_format.json_schema');
   if (rf.type === 'text') return {};
   if (rf.type === 'json_object') return { jsonSchema: { type: 'object' } };
   if (rf.type === 'json_schema') {
@@ -192,7 +217,7 @@ class CallSplitter {
 /**
  * An OpenAI-shaped client for a qkv model (from loadModel, or a qkv/worker model):
  * client.chat.completions.create, client.completions.create, client.embeddings.create,
- * client.models.list / retrieve. Each create(request, {signal}) returns a Promise of the response
+ * client.rerank.create (rerankers), client.models.list / retrieve. Each create(request, {signal}) returns a Promise of the response
  * object, or with stream: true of an async iterable of chunk objects.
  */
 export function createOpenAI(model, options = {}) {
@@ -203,7 +228,9 @@ export function createOpenAI(model, options = {}) {
   const contextLength = options.contextLength ?? 0;
   check(Number.isInteger(contextLength) && contextLength >= 0, 'contextLength must be a non-negative integer');
   let session = null;
-  let toolFormat = null;
+  // The tool-call format: read from the chat template unless options.toolFormat names it.
+  let toolFormat = options.toolFormat ?? null;
+  check(toolFormat === null || Object.hasOwn(TOOL_FORMATS, toolFormat), `toolFormat must be one of ${Object.keys(TOOL_FORMATS).join(', ')}, got ${JSON.stringify(toolFormat)}`);
   let queue = Promise.resolve();
   /** Runs fn alone: requests wait for the one before (one KV cache, never interleaved). */
   function exclusive(fn) {
@@ -282,17 +309,25 @@ export function createOpenAI(model, options = {}) {
     if (useTools) opts.tools = tools;
     if (forced) {
       if (opts.jsonSchema || opts.grammar) throw bad('a forced tool call (tool_choice) cannot be combined with response_format or qkv.grammar');
-      opts.jsonSchema = forcedCallSchema(forced, format);
-      // Hermes-style templates wrap the call in tags: the grammar writes them around the JSON.
-      if (format === 'hermes') opts.grammar = 'root ::= "<tool_call>\\n" schema "\\n</tool_call>"';
+      // The call in the family's own syntax (its tags or markers around or before the JSON).
+      Object.assign(opts, forcedCall(forced, format));
     }
     return { messages, opts, forced: !!forced, useTools, format, n: req.n ?? 1 };
   }
 
   function toolCallsOf(plan, text) {
     if (!plan.useTools) return { content: text, toolCalls: [] };
-    // A forced call is the JSON call the grammar produced (tagged for Hermes-style templates).
-    return parseToolCalls(text, plan.forced && plan.format !== 'hermes' ? 'json' : plan.format);
+    const parsed = parseToolCalls(text, plan.format);
+    // Arguments as the model wrote them (what a stream sends), where they are the same JSON.
+    const raw = parsed.toolCalls.length ? scanToolCalls(text, plan.format) : null;
+    if (raw?.length === parsed.toolCalls.length) {
+      parsed.toolCalls = parsed.toolCalls.map((c, k) => {
+        let same = false;
+        try { same = raw[k].name === c.name && JSON.stringify(JSON.parse(raw[k].args)) === c.arguments; } catch { /* not whole JSON */ }
+        return same ? { ...c, arguments: raw[k].args } : c;
+      });
+    }
+    return parsed;
   }
 
   const toOpenAICalls = (calls) => calls.map((c) => ({ id: `call_${randomId()}`, type: 'function', function: { name: c.name, arguments: c.arguments } }));
@@ -355,8 +390,12 @@ export function createOpenAI(model, options = {}) {
     let prompt = 0, completion = 0;
     for (let i = 0; i < plan.n; i++) {
       yield chunk([{ index: i, delta: { role: 'assistant', content: '', refusal: null }, logprobs: null, finish_reason: null }]);
-      const split = new CallSplitter(plan.forced && plan.format !== 'hermes' ? 'json' : plan.format, plan.useTools);
+      const split = new CallSplitter(plan.format, plan.useTools);
       const pending = [];
+      // Calls whose arguments stream as they are written: {id, sent (characters of arguments sent)}.
+      const streamed = [];
+      let frozen = false;  // the reply's calls stopped reading as streamable: the rest goes at the end
+      const callDelta = (k, fn, extra = {}) => chunk([{ index: i, delta: { tool_calls: [{ index: k, ...extra, function: fn }] }, logprobs: null, finish_reason: null }]);
       const opts = { ...plan.opts, ...(req.seed !== undefined && req.seed !== null ? { seed: req.seed + i } : {}) };
       const s = await sessionOf();
       const it = s.chat(plan.messages, { ...opts, signal });
@@ -368,29 +407,46 @@ export function createOpenAI(model, options = {}) {
         const send = split.push(piece);
         const lp = req.logprobs && t.token >= 0 && t.logprob !== undefined ? await chatLogprobs([t]) : null;
         if (send || lp) pending.push(chunk([{ index: i, delta: { content: send }, logprobs: lp, finish_reason: null }]));
+        if (split.inCall && !frozen) {
+          // OpenAI's order: a call's id and name first, then its arguments in fragments.
+          const calls = scanToolCalls(split.text.slice(split.sent), plan.format);
+          if (!calls) frozen = true;
+          for (const [k, c] of (calls ?? []).entries()) {
+            if (!streamed[k]) {
+              streamed[k] = { id: `call_${randomId()}`, sent: 0 };
+              pending.push(callDelta(k, { name: c.name, arguments: '' }, { id: streamed[k].id, type: 'function' }));
+            }
+            if (c.args.length > streamed[k].sent) {
+              pending.push(callDelta(k, { arguments: c.args.slice(streamed[k].sent) }));
+              streamed[k].sent = c.args.length;
+            }
+          }
+        }
         while (pending.length) yield pending.shift();
       }
       const stats = s.lastGeneration;
       prompt = stats.promptTokens;
       completion += stats.generatedTokens;
       const { content, toolCalls } = toolCallsOf(plan, text);
-      if (toolCalls.length) {
-        // Content before the calls that the splitter held back, then each call: its id and name
-        // first, its arguments after (OpenAI's order of deltas).
+      if (toolCalls.length || streamed.length) {
+        // Content before the calls that the splitter held back, then the calls not streamed yet
+        // (whole): each its id and name first, its arguments after.
         const said = split.text.slice(0, split.sent);
         if (content.length > said.trim().length && content.startsWith(said.trim())) {
           yield chunk([{ index: i, delta: { content: content.slice(said.trim().length) }, logprobs: null, finish_reason: null }]);
         }
-        const calls = toOpenAICalls(toolCalls);
-        for (const [k, c] of calls.entries()) {
-          yield chunk([{ index: i, delta: { tool_calls: [{ index: k, id: c.id, type: 'function', function: { name: c.function.name, arguments: '' } }] }, logprobs: null, finish_reason: null }]);
-          yield chunk([{ index: i, delta: { tool_calls: [{ index: k, function: { arguments: c.function.arguments } }] }, logprobs: null, finish_reason: null }]);
+        for (const [k, c] of toOpenAICalls(toolCalls).entries()) {
+          if (k < streamed.length) continue;
+          yield callDelta(k, { name: c.function.name, arguments: '' }, { id: c.id, type: 'function' });
+          yield callDelta(k, { arguments: c.function.arguments });
         }
       } else {
         const rest = split.text.slice(split.sent);
         if (rest) yield chunk([{ index: i, delta: { content: rest }, logprobs: null, finish_reason: null }]);
       }
-      yield chunk([{ index: i, delta: {}, logprobs: null, finish_reason: toolCalls.length ? 'tool_calls' : finishOf(stats.finishReason) }]);
+      // A call streamed but cut short by max_tokens ends with 'length', as OpenAI's do.
+      const finish = finishOf(stats.finishReason);
+      yield chunk([{ index: i, delta: {}, logprobs: null, finish_reason: toolCalls.length || (streamed.length && finish !== 'length') ? 'tool_calls' : finish }]);
     }
     if (req.stream_options?.include_usage) {
       yield chunk([], { usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion } });
@@ -495,11 +551,33 @@ export function createOpenAI(model, options = {}) {
     });
   }
 
+  async function rerankCreate(req, { signal } = {}) {
+    checkFields(req, RERANK_FIELDS, 'rerank.create');
+    if (req.query === undefined) throw bad('rerank.create: field \'query\' is required');
+    if (req.documents !== undefined && req.texts !== undefined) throw bad('rerank.create: give documents or texts, not both');
+    const docs = req.documents ?? req.texts;
+    // A document is a string or Cohere's {text}.
+    const texts = Array.isArray(docs) ? docs.map((d) => (isObj(d) && typeof d.text === 'string' && Object.keys(d).length === 1 ? d.text : d)) : null;
+    if (!texts || texts.length === 0 || !texts.every((s) => typeof s === 'string')) {
+      throw bad('rerank.create: documents must be a non-empty array of strings (or {text} objects)');
+    }
+    return exclusive(async () => {
+      const all = await model.rerank(req.query, texts, { signal });
+      const ranked = all.slice(0, req.top_n ?? all.length);
+      const tokens = all.reduce((a, r) => a + r.tokens, 0);  // every pair read, not only the top_n returned
+      const results = ranked.map((r) => ({
+        index: r.index, relevance_score: r.score, ...(req.return_documents ? { document: { text: texts[r.index] } } : {}),
+      }));
+      return { object: 'list', model: id, results, usage: { prompt_tokens: tokens, total_tokens: tokens } };
+    });
+  }
+
   const modelObject = () => ({ id, object: 'model', created: 0, owned_by: 'qkv' });
   return {
     chat: { completions: { create: chatCreate } },
     completions: { create: completionCreate },
     embeddings: { create: embeddingsCreate },
+    rerank: { create: rerankCreate },
     models: {
       list: async () => ({ object: 'list', data: [modelObject()] }),
       retrieve: async (name) => {

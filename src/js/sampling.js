@@ -13,8 +13,10 @@ export function constraintOptions(options) {
   if (jsonSchema === undefined) return { grammar };
   let text = jsonSchema;
   if (typeof jsonSchema !== 'string') {
-    check((jsonSchema !== null && typeof jsonSchema === 'object' && !Array.isArray(jsonSchema)) || typeof jsonSchema === 'boolean',
-      `jsonSchema must be a JSON Schema (an object, or its JSON text), got ${jsonSchema === null ? 'null' : typeof jsonSchema}`);
+    // A list of schemas goes with a grammar that places them (rules schema-0, schema-1, ...).
+    const list = Array.isArray(jsonSchema) && grammar !== undefined && jsonSchema.length > 0;
+    check((jsonSchema !== null && typeof jsonSchema === 'object' && (!Array.isArray(jsonSchema) || list)) || typeof jsonSchema === 'boolean',
+      `jsonSchema must be a JSON Schema (an object, or its JSON text; a list of them only with a grammar), got ${jsonSchema === null ? 'null' : Array.isArray(jsonSchema) ? 'an array' : typeof jsonSchema}`);
     try {
       text = JSON.stringify(jsonSchema);
     } catch (e) {

@@ -22,12 +22,12 @@ function sendError(res, status, code, message, param = null) {
 function readBody(req, limit) {
   return new Promise((resolve, reject) => {
     const parts = [];
-    let size = 0;
+    let size = 0, over = false;
     req.on('data', (b) => {
       size += b.length;
       if (size > limit) {
         // The rest is read and dropped, so that the client gets the 413 rather than a reset.
-        if (parts.length) { parts.length = 0; reject(Object.assign(new Error(`the request body is over ${limit} bytes`), { code: 'too_large' })); }
+        if (!over) { over = true; parts.length = 0; reject(Object.assign(new Error(`the request body is over ${limit} bytes`), { code: 'too_large' })); }
         return;
       }
       parts.push(b);
@@ -50,12 +50,15 @@ export async function serve(model, options = {}) {
   if (onLog !== undefined && typeof onLog !== 'function') throw new QkvError('bad_argument', 'onLog must be a function');
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new QkvError('bad_argument', `port must be an integer in [0, 65535], got ${port}`);
   if (typeof host !== 'string' || !host) throw new QkvError('bad_argument', 'host must be a non-empty string');
+  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) throw new QkvError('bad_argument', `maxBodyBytes must be a positive integer, got ${maxBodyBytes}`);
+  if (!Number.isInteger(maxPending) || maxPending < 1) throw new QkvError('bad_argument', `maxPending must be a positive integer, got ${maxPending}`);
   const client = createOpenAI(model, { modelName, contextLength });
   let pending = 0;
   const routes = {
     '/v1/chat/completions': (body, o) => client.chat.completions.create(body, o),
     '/v1/completions': (body, o) => client.completions.create(body, o),
     '/v1/embeddings': (body, o) => client.embeddings.create(body, o),
+    '/v1/rerank': (body, o) => client.rerank.create(body, o),
   };
 
   async function handle(req, res, ac) {

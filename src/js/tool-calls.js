@@ -38,28 +38,10 @@ function parseJson(text) {
 
 /** The first complete JSON value at text[i] (object or array), or null: {value, end}. */
 function jsonAt(text, i) {
-  const open = text[i];
-  if (open !== '{' && open !== '[') return null;
-  let depth = 0, inStr = false, esc = false;
-  for (let k = i; k < text.length; k++) {
-    const c = text[k];
-    if (inStr) {
-      if (esc) esc = false;
-      else if (c === '\\') esc = true;
-      else if (c === '"') inStr = false;
-      continue;
-    }
-    if (c === '"') inStr = true;
-    else if (c === '{' || c === '[') depth++;
-    else if (c === '}' || c === ']') {
-      depth--;
-      if (depth === 0) {
-        const p = parseJson(text.slice(i, k + 1));
-        return p.ok ? { value: p.value, end: k + 1 } : null;
-      }
-    }
-  }
-  return null;
+  if (text[i] !== '{' && text[i] !== '[') return null;
+  const end = valueEnd(text, i);
+  const p = end < 0 ? null : parseJson(text.slice(i, end));
+  return p?.ok ? { value: p.value, end } : null;
 }
 
 function skipWs(text, i) {
@@ -199,17 +181,192 @@ export function parseToolCalls(text, format) {
   return { content: calls.length ? content.trim() : text, toolCalls: calls };
 }
 
+const gbnfText = (s) => `"${s.replace(/[\\"]/g, (c) => `\\${c}`).replace(/\n/g, '\\n')}"`;
+
 /**
- * The JSON Schema of a forced call (tool_choice 'required' or a named function): one call object
- * {name, arguments} of one of `tools` (the family's key for the arguments).
+ * The constraint of a forced call (tool_choice 'required' or a named function) in the family's
+ * own syntax: {jsonSchema, grammar?} for the sampler, one call of one of `tools` whose arguments
+ * match its `parameters`. Families that write the name outside the JSON (Functionary, DeepSeek,
+ * gpt-oss) get one schema per tool (rules schema-0, schema-1, ...). Markers that are control
+ * tokens in the model's vocabulary are written as their text (the grammar writes text; the
+ * parser reads both).
  */
-export function forcedCallSchema(tools, format) {
-  const argsKey = format === 'llama3' ? 'parameters' : 'arguments';
-  const alts = tools.map((t) => ({
+export function forcedCall(tools, format) {
+  const params = tools.map((t) => t.function.parameters ?? { type: 'object' });
+  const byName = (pre, post) => `root ::= ${pre} (${tools.map((t, k) => `${gbnfText(t.function.name + post)} schema-${k}`).join(' | ')})`;
+  switch (format) {
+    case 'functionary': return { jsonSchema: params, grammar: byName('">>>"', '\n') };
+    case 'deepseek':
+      return {
+        jsonSchema: params,
+        grammar: `${byName(gbnfText('<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>'), '\n```json\n')} ${gbnfText('\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>')}`,
+      };
+    case 'gptoss': return { jsonSchema: params, grammar: byName(gbnfText('<|channel|>commentary to=functions.'), ' <|constrain|>json<|message|>') };
+    default: break;
+  }
+  const nameKey = format === 'commandr' ? 'tool_name' : 'name';
+  const argsKey = format === 'llama3' || format === 'commandr' ? 'parameters' : 'arguments';
+  const alts = tools.map((t, k) => ({
     type: 'object',
-    properties: { name: { const: t.function.name }, [argsKey]: t.function.parameters ?? { type: 'object' } },
-    required: ['name', argsKey],
+    properties: { [nameKey]: { const: t.function.name }, [argsKey]: params[k] },
+    required: [nameKey, argsKey],
     additionalProperties: false,
   }));
-  return alts.length === 1 ? alts[0] : { anyOf: alts };
+  const jsonSchema = alts.length === 1 ? alts[0] : { anyOf: alts };
+  const wrap = {
+    hermes: ['<tool_call>\n', '\n</tool_call>'],
+    granite: ['<|tool_call|>[', ']'],
+    mistral: ['[TOOL_CALLS][', ']'],
+    commandr: ['Action: ```json\n[', ']\n```'],
+  }[format];
+  return wrap ? { jsonSchema, grammar: `root ::= ${gbnfText(wrap[0])} schema ${gbnfText(wrap[1])}` } : { jsonSchema };
+}
+
+/** The end of the JSON value that starts at text[i] ('{' or '['), or -1 while it is incomplete. */
+function valueEnd(text, i) {
+  let depth = 0, inStr = false, esc = false;
+  for (let k = i; k < text.length; k++) {
+    const c = text[k];
+    if (inStr) {
+      if (esc) esc = false;
+      else if (c === '\\') esc = true;
+      else if (c === '"') inStr = false;
+    } else if (c === '"') inStr = true;
+    else if (c === '{' || c === '[') depth++;
+    else if (c === '}' || c === ']') {
+      if (--depth === 0) return k + 1;
+    }
+  }
+  return -1;
+}
+
+/** The end of any JSON value at text[i] followed by more text, or -1 while it may go on. */
+function scalarOrValueEnd(text, i) {
+  if (text[i] === '{' || text[i] === '[') return valueEnd(text, i);
+  const m = /^(?:"(?:[^"\\]|\\.)*"|[^,}\s]+)/.exec(text.slice(i));
+  return m && i + m[0].length < text.length ? i + m[0].length : -1;
+}
+
+/** A complete JSON string at text[i], or null: {value, end}. */
+function stringAt(text, i) {
+  if (text[i] !== '"') return null;
+  for (let k = i + 1, esc = false; k < text.length; k++) {
+    if (esc) esc = false;
+    else if (text[k] === '\\') esc = true;
+    else if (text[k] === '"') {
+      const p = parseJson(text.slice(i, k + 1));
+      return p.ok ? { value: p.value, end: k + 1 } : null;
+    }
+  }
+  return null;
+}
+
+/**
+ * A call object being written at text[i] ('{'), read as far as it goes: {name, args (the index
+ * where the arguments object starts), end (past the object, or -1)}, or null when it is not a
+ * call whose name comes before an object of arguments (then it is streamed whole at the end).
+ */
+function callObjectAt(text, i, nameKey, argsKeys) {
+  let k = skipWs(text, i + 1), name = null;
+  while (k < text.length) {
+    if (text[k] === '}') return name === null ? null : { name, args: -1, end: k + 1 };
+    const key = stringAt(text, k);
+    if (!key) return { name, args: -1, end: -1 };
+    k = skipWs(text, key.end);
+    if (k >= text.length) return { name, args: -1, end: -1 };
+    if (text[k] !== ':') return null;
+    k = skipWs(text, k + 1);
+    if (k >= text.length) return { name, args: -1, end: -1 };
+    if (key.value === nameKey) {
+      const v = stringAt(text, k);
+      if (!v) return text[k] === '"' ? { name, args: -1, end: -1 } : null;
+      name = v.value;
+      k = v.end;
+    } else if (argsKeys.includes(key.value)) {
+      if (name === null || text[k] !== '{') return null;
+      // The call object ends right after its arguments, or (more keys follow) is left to the end.
+      const e = valueEnd(text, k);
+      const close = e < 0 ? -1 : skipWs(text, e);
+      return { name, args: k, end: close >= 0 && text[close] === '}' ? close + 1 : -1 };
+    } else {
+      const e = scalarOrValueEnd(text, k);
+      if (e < 0) return { name, args: -1, end: -1 };
+      k = e;
+    }
+    k = skipWs(text, k);
+    if (text[k] === ',') k = skipWs(text, k + 1);
+  }
+  return { name, args: -1, end: -1 };
+}
+
+/**
+ * The calls a reply is writing, read as far as they go, for streaming their arguments as they
+ * are generated: [{name, args: the arguments' JSON text so far}], each entry once its name is
+ * known and its arguments have begun. null: this reply's calls cannot be streamed piecewise
+ * (their arguments are sent whole once the reply is complete).
+ */
+export function scanToolCalls(text, format) {
+  const out = [];
+  const objects = (i, list, nameKey = 'name', argsKeys = ['arguments', 'parameters']) => {
+    // One call object at i, or a list of them when `list`.
+    let k = skipWs(text, i);
+    if (list) {
+      if (k >= text.length) return true;
+      if (text[k] !== '[') return false;
+      k = skipWs(text, k + 1);
+    }
+    while (k < text.length) {
+      if (text[k] !== '{') return list && text[k] === ']';
+      const c = callObjectAt(text, k, nameKey, argsKeys);
+      if (!c) return false;
+      if (c.args < 0) return true;
+      const e = valueEnd(text, c.args);
+      out.push({ name: c.name, args: text.slice(c.args, e < 0 ? text.length : e) });
+      if (!list || c.end < 0) return true;
+      k = skipWs(text, c.end);
+      if (text[k] !== ',') return true;
+      k = skipWs(text, k + 1);
+    }
+    return true;
+  };
+  const afterEach = (marker, list) => {
+    for (let i = text.indexOf(marker); i >= 0; i = text.indexOf(marker, i + marker.length)) {
+      if (!objects(i + marker.length, list)) return false;
+    }
+    return true;
+  };
+  const named = (re) => {
+    for (const m of text.matchAll(re)) {
+      const at = m.index + m[0].length;
+      if (at >= text.length) break;
+      if (text[at] !== '{') return false;
+      const e = valueEnd(text, at);
+      out.push({ name: m[1], args: text.slice(at, e < 0 ? text.length : e) });
+    }
+    return true;
+  };
+  let ok;
+  switch (format) {
+    case 'hermes': ok = afterEach('<tool_call>', false); break;
+    case 'granite': ok = text.includes('<|tool_call|>') ? afterEach('<|tool_call|>', true) : afterEach('<tool_call>', false); break;
+    case 'mistral': ok = afterEach('[TOOL_CALLS]', true); break;
+    case 'llama3': {
+      const tag = text.indexOf('<|python_tag|>');
+      ok = objects(tag >= 0 ? tag + 14 : 0, false);
+      break;
+    }
+    case 'commandr': {
+      const m = /Action:\s*```(?:json)?\s*\[/.exec(text);
+      ok = !m || objects(m.index + m[0].length - 1, true, 'tool_name', ['parameters']);
+      break;
+    }
+    case 'functionary': ok = named(/>>>\s*([A-Za-z0-9_.-]+)\s*\n/g) && !/>>>\s*all\b/.test(text); break;
+    case 'deepseek': ok = named(/<｜tool▁call▁begin｜>(?:function<｜tool▁sep｜>)?([^\n<]+)\n```(?:json)?\n/g); break;
+    case 'gptoss': ok = named(/<\|channel\|>commentary to=functions\.([A-Za-z0-9_.-]+)[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>/g); break;
+    default: {
+      const at = skipWs(text, 0);
+      ok = objects(at, text[at] === '[');
+    }
+  }
+  return ok ? out : null;
 }

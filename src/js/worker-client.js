@@ -198,6 +198,12 @@ class RemoteModel {
     const { signal, ...rest } = options ?? {};
     return this._c.request({ op: 'call', handle: this._h, method: 'embed', args: [texts, rest] }, { signal });
   }
+  /** Reranker scores (see Model.rerank), computed in the worker. */
+  rerank(query, documents, options = {}) {
+    const plain = options !== null && typeof options === 'object';
+    const { signal, ...rest } = plain ? options : {};
+    return this._c.request({ op: 'call', handle: this._h, method: 'rerank', args: [query, documents, plain ? rest : options] }, { signal });
+  }
   async createSession(options) {
     const { handle } = await this._c.request({ op: 'createSession', handle: this._h, options });
     return new RemoteSession(this._c, handle);

@@ -25,7 +25,7 @@ function target(h) {
 function register(o) { const h = nextHandle++; objects.set(h, o); return h; }
 
 const CALLS = {
-  model: new Set(['tokenize', 'detokenize', 'complete', 'embed', 'applyChatTemplate']),
+  model: new Set(['tokenize', 'detokenize', 'complete', 'embed', 'rerank', 'applyChatTemplate']),
   session: new Set(['feed', 'prefill', 'logits', 'sample', 'truncate', 'reset', 'attention', 'complete']),
   encdec: new Set(['tokenize', 'detokenize', 'complete', '_inspectRaw']),
 };
@@ -72,6 +72,8 @@ async function handle(msg) {
       if (!CALLS[kind].has(msg.method)) throw new api.QkvError('bad_argument', `no method ${msg.method}`);
       const args = [...msg.args];
       if (msg.method === 'complete' || msg.method === 'embed') args[1] = { ...(args[1] ?? {}), signal: ac.signal };
+      // Options of the wrong type go through as they are, for the model's own error.
+      if (msg.method === 'rerank' && (args[2] === undefined || (typeof args[2] === 'object' && args[2] !== null))) args[2] = { ...args[2], signal: ac.signal };
       value = await o[msg.method](...args);
     } else if (op === 'generate') {
       const o = target(msg.handle);

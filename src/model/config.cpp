@@ -36,6 +36,7 @@ const char* pool_kind_name(PoolKind k) {
     case PoolKind::Mean: return "mean";
     case PoolKind::Cls: return "cls";
     case PoolKind::Last: return "last";
+    case PoolKind::Rank: return "rank";
   }
   return "?";
 }

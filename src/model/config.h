@@ -17,7 +17,9 @@ enum class FfnKind { SwiGLU, GELU, ReLU, GeGLU };
 // Softmax: scaled dot-product attention. Linear: the elu+1 feature-map kernel (linear attention).
 enum class AttnKind { Softmax, Linear };
 // How an encoder turns its per-token states into one vector per text (GGUF *.pooling_type).
-enum class PoolKind { None, Mean, Cls, Last };
+// Rank: a reranker (llama.cpp's rank pooling): the first token's state through the
+// classification head (ModelWeights::rank_head), one score per text.
+enum class PoolKind { None, Mean, Cls, Last, Rank };
 
 const char* norm_kind_name(NormKind k);
 const char* pos_kind_name(PosKind k);

@@ -20,6 +20,7 @@ class Transformer {
   Transformer(LoadedModel model, int context, std::shared_ptr<ThreadPool> pool);
 
   const ModelConfig& config() const { return m_.config; }
+  const ModelWeights& weights() const { return m_.weights; }
   int context() const { return ctx_; }
   ThreadPool& pool() { return *pool_; }
   // Bytes of KV cache allocated now (it grows with the positions used, up to context()).

@@ -96,6 +96,12 @@ struct ModelWeights {
   const float* final_norm = nullptr;  // (dim,); null for encoders without one (BERT)
   const float* final_norm_b = nullptr;
   Tensor classifier;               // (vocab, dim); equals tok_embed when tied; empty for encoders
+  // Rerankers (llama.cpp's cls / cls.output): score = out(tanh(cls x + cls_b)) + out_b, each
+  // stage optional, on the first token's state.
+  struct RankHead {
+    Tensor cls, out;  // (dim, dim), (n_out, dim)
+    const float *cls_b = nullptr, *out_b = nullptr;
+  } rank_head;
 };
 
 // A loaded model: configuration, weights, and the bytes the weights point into.

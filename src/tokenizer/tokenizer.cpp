@@ -208,6 +208,7 @@ Tokenizer Tokenizer::from_wordpiece(std::vector<std::string> pieces, std::vector
   }
   t.index_specials();
   t.set_specials(cls, sep, add_cls, add_sep, {sep});
+  t.set_separator(sep, add_sep);
   return t;
 }
 

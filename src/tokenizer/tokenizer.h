@@ -75,6 +75,11 @@ class Tokenizer {
   int find(const std::string& text) const { return lookup(text); }
   int bos_id() const { return bos_; }
   int eos_id() const { return eos_; }
+  // The separator between the two texts of a pair (llama.cpp's SEP: a reranker's query and
+  // document) and whether pairs get one (GGUF tokenizer.ggml.add_sep_token; WordPiece: its [SEP]).
+  void set_separator(int id, bool add) { sep_ = id, add_sep_ = add && id >= 0; }
+  int sep_id() const { return sep_; }
+  bool add_sep() const { return add_sep_; }
   // Whether id is a control/special token (never printed as text).
   bool is_control(int id) const { return id >= 0 && id < vocab_size() && !types_.empty() && types_[id] == 3; }
   const std::string& piece(int id) const { return pieces_.at(id); }
@@ -133,8 +138,8 @@ class Tokenizer {
   std::vector<int> eog_;
   std::vector<int> rstrip_;
   std::string chat_template_;
-  bool add_bos_ = true, add_eos_ = false;
-  int bos_ = 1, eos_ = 2, unk_ = 0;
+  bool add_bos_ = true, add_eos_ = false, add_sep_ = false;
+  int bos_ = 1, eos_ = 2, unk_ = 0, sep_ = -1;
   std::vector<int> types_;  // GGUF token types (1 normal, 2 unknown, 3 control, 4 user, 5 unused, 6 byte)
   std::vector<std::string> pieces_;
   std::vector<float> scores_;

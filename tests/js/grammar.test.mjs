@@ -51,6 +51,19 @@ const SCHEMAS = [
   { type: 'string', pattern: '^[A-Z]{2}-[0-9]{3}$' },
   { type: 'string', format: 'date' },
   { enum: ['red', 'green', 42, null, { deep: [1, 'x'] }] },
+  // Integer ranges, enforced exactly (random weights would write any integer).
+  {
+    type: 'object',
+    properties: {
+      hour: { type: 'integer', minimum: 0, maximum: 23 },
+      delta: { type: 'integer', minimum: -40, exclusiveMaximum: 7 },
+      year: { type: 'integer', minimum: 1900, maximum: 2100 },
+      big: { type: 'integer', exclusiveMinimum: 99999 },
+      neg: { type: 'integer', maximum: -1000 },
+    },
+    required: ['hour', 'delta', 'year', 'big', 'neg'],
+    additionalProperties: false,
+  },
 ];
 const ajv = new Ajv({ strict: false });
 

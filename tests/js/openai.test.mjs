@@ -191,6 +191,13 @@ test('bad requests: unknown and ill-typed fields named in bad_argument errors', 
     await bad({ messages: MESSAGES, qkv: { topk: 1 } }, /qkv: unknown field 'topk'/);
     await bad({ messages: [] }, /messages must be a non-empty array/);
     await bad({ messages: [{ role: 'robot', content: 'x' }] }, /role/);
+    await bad({ messages: [{ role: 'user', content: 'x', contnet: 'y' }] }, /messages\[0\]: unknown field 'contnet'/);
+    await bad({ messages: MESSAGES, tools: [{ ...WEATHER, function: { ...WEATHER.function, paramters: {} } }] }, /tools\[0\].function: unknown field 'paramters'/);
+    await bad({ messages: MESSAGES, response_format: { type: 'json_schema', json_schema: { name: 'n', shema: {} } } }, /response_format.json_schema: unknown field 'shema'/);
+    await bad({ messages: MESSAGES, stream_options: { include_usge: true } }, /'stream_options'/);
+    await bad({ messages: MESSAGES, tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'get_weather' }, force: 1 } }, /tool_choice: unknown field 'force'/);
+    await bad({ messages: [{ role: 'user', content: 'x', audio: {} }] }, /messages\[0\]: field 'audio'/, 'unsupported');
+    await bad({ messages: MESSAGES, response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'integer', minimum: 3, maximum: 2 } } } }, /minimum/);
     await bad({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }, /image_url/, 'unsupported');
     await bad({ messages: MESSAGES, tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'nope' } } }, /'nope'/);
     await bad({ messages: MESSAGES, response_format: { type: 'yaml' } }, /response_format.type/);
@@ -207,7 +214,8 @@ test('abort: an AbortSignal stops a streamed generation; the next request runs',
   try {
     const client = createOpenAI(m);
     const ac = new AbortController();
-    const s = await client.chat.completions.create({ messages: MESSAGES, max_tokens: 200, stream: true }, { signal: ac.signal });
+    // A fixed seed whose reply runs past 3 chunks (an unseeded one may end before the abort).
+    const s = await client.chat.completions.create({ messages: MESSAGES, max_tokens: 200, seed: 1, stream: true }, { signal: ac.signal });
     let n = 0;
     await assert.rejects(async () => { for await (const _ of s) { if (++n === 3) ac.abort(); } }, (e) => e.code === 'aborted');
     const r = await client.chat.completions.create({ messages: MESSAGES, max_tokens: 2 });
@@ -348,4 +356,112 @@ test('a marker that is a control token ([TOOL_CALLS]) is read from its id', asyn
   assert.equal(r.choices[0].finish_reason, 'tool_calls');
   assert.equal(r.choices[0].message.content, null);
   assert.deepEqual(JSON.parse(r.choices[0].message.tool_calls[0].function.arguments), { city: 'Rome', unit: 'f' });
+});
+
+// Each family's call text, as a model writes it in small pieces: the client streams the call's
+// id and name first, then its arguments in fragments while the reply is still being generated;
+// the fragments join into the arguments of the non-streamed answer.
+const OSLO = { city: 'Oslo', unit: 'c' };
+const FAMILY_REPLIES = {
+  hermes: ['<|im_start|>system\n<tools>...</tools>', 'Sure.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}}\n</tool_call>'],
+  llama3: ['<|start_header_id|>system<|end_header_id|>', '{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "c"}}'],
+  mistral: ['[AVAILABLE_TOOLS] [...]', '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}}]'],
+  functionary: ['>>> namespace functions {}', '>>>get_weather\n{"city": "Oslo", "unit": "c"}'],
+  granite: ['<|start_of_role|>system', '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}}]'],
+  deepseek: ['<｜tool▁calls▁begin｜>', '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Oslo", "unit": "c"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>'],
+  commandr: ['<|START_OF_TURN_TOKEN|>', 'Action: ```json\n[{"tool_name": "get_weather", "parameters": {"city": "Oslo", "unit": "c"}}]\n```'],
+  gptoss: ['<|start|>system<|message|><|channel|>', '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo", "unit": "c"}<|call|>'],
+};
+
+test('streamed tool calls: id and name first, then the arguments in fragments as they are generated, per family', async () => {
+  for (const [format, [rendered, reply]] of Object.entries(FAMILY_REPLIES)) {
+    const pieces = reply.match(/[\s\S]{1,4}/gu);
+    const model = scriptedModel(pieces, rendered);
+    let produced = 0;
+    const inner = model.createSession;
+    model.createSession = async () => {
+      const s = await inner();
+      const chat = s.chat;
+      s.chat = async function* (...a) { for await (const t of chat.apply(s, a)) { produced++; yield t; } };
+      return s;
+    };
+    const client = createOpenAI(model);
+    assert.equal(await client.toolFormat(), format);
+    const whole = await client.chat.completions.create({ messages: MESSAGES, tools: [WEATHER] });
+    assert.equal(whole.choices[0].finish_reason, 'tool_calls', format);
+    assert.deepEqual(JSON.parse(whole.choices[0].message.tool_calls[0].function.arguments), OSLO, format);
+    const deltas = [];
+    let content = '', finish = null;
+    produced = 0;
+    for await (const c of await client.chat.completions.create({ messages: MESSAGES, tools: [WEATHER], stream: true })) {
+      content += c.choices[0].delta.content ?? '';
+      for (const t of c.choices[0].delta.tool_calls ?? []) deltas.push({ ...t, produced });
+      finish = c.choices[0].finish_reason ?? finish;
+    }
+    assert.equal(finish, 'tool_calls', format);
+    assert.equal(content, format === 'hermes' ? 'Sure.' : '', `${format}: content without the call's markup`);
+    assert.ok(deltas.every((d) => d.index === 0), format);
+    assert.match(deltas[0].id, /^call_/, `${format}: the first delta carries the id`);
+    assert.equal(deltas[0].type, 'function');
+    assert.deepEqual(deltas[0].function, { name: 'get_weather', arguments: '' }, `${format}: then the name, with no arguments yet`);
+    assert.ok(deltas.slice(1).every((d) => d.id === undefined && d.function.name === undefined), format);
+    const fragments = deltas.slice(1).map((d) => d.function.arguments);
+    assert.ok(fragments.length >= 4, `${format}: arguments in ${fragments.length} fragments`);
+    assert.ok(deltas[1].produced < pieces.length, `${format}: arguments streamed while the reply is generated`);
+    assert.deepEqual(JSON.parse(fragments.join('')), OSLO, format);
+  }
+  // Two calls in one reply: indexes 0 and 1, each with its own id.
+  const two = createOpenAI(scriptedModel('[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}}, {"name": "get_weather", "arguments": {"city": "Rome", "unit": "f"}}]'.match(/[\s\S]{1,5}/g), '[AVAILABLE_TOOLS]'));
+  const calls = [];
+  for await (const c of await two.chat.completions.create({ messages: MESSAGES, tools: [WEATHER], stream: true })) {
+    for (const t of c.choices[0].delta.tool_calls ?? []) {
+      calls[t.index] ??= { id: t.id, args: '' };
+      calls[t.index].args += t.function.arguments;
+    }
+  }
+  assert.equal(calls.length, 2);
+  assert.notEqual(calls[0].id, calls[1].id);
+  assert.deepEqual(calls.map((c) => JSON.parse(c.args)), [OSLO, { city: 'Rome', unit: 'f' }]);
+  // Arguments before the name cannot be streamed piecewise: the call comes whole at the end.
+  const late = createOpenAI(scriptedModel('{"arguments": {"city": "Oslo", "unit": "c"}, "name": "get_weather"}'.match(/[\s\S]{1,5}/g), ''));
+  const got = [];
+  for await (const c of await late.chat.completions.create({ messages: MESSAGES, tools: [WEATHER], stream: true })) got.push(...(c.choices[0].delta.tool_calls ?? []));
+  assert.equal(got.length, 2);
+  assert.deepEqual(JSON.parse(got[1].function.arguments), OSLO);
+});
+
+test('forced calls in each family\'s own syntax: valid calls over seeds, written as the family writes them', { skip, timeout: 120000 }, async () => {
+  const m = await loadModel(join(dir, 'qwen2.gguf'), { threads: 1 });
+  const CLOCK = { type: 'function', function: { name: 'set_alarm', parameters: { type: 'object', properties: { hour: { type: 'integer', minimum: 0, maximum: 23 }, minute: { type: 'integer', minimum: 0, maximum: 59 } }, required: ['hour', 'minute'], additionalProperties: false } } };
+  const opener = {
+    hermes: '<tool_call>\n', llama3: '{', mistral: '[TOOL_CALLS][', functionary: '>>>', granite: '<|tool_call|>[',
+    deepseek: '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>', commandr: 'Action: ```json\n[', gptoss: '<|channel|>commentary to=functions.', json: '{',
+  };
+  try {
+    for (const format of Object.keys(opener)) {
+      const client = createOpenAI(m, { toolFormat: format });
+      assert.equal(await client.toolFormat(), format);
+      for (let seed = 1; seed <= 3; seed++) {
+        const choice = seed === 3 ? { type: 'function', function: { name: 'set_alarm' } } : 'required';
+        const r = await client.chat.completions.create({ messages: MESSAGES, tools: [WEATHER, CLOCK], tool_choice: choice, seed, max_tokens: 200, temperature: 1 });
+        const c = r.choices[0];
+        const where = `${format} seed ${seed}`;
+        assert.equal(c.finish_reason, 'tool_calls', `${where}: ${JSON.stringify(c)}`);
+        assert.equal(c.message.tool_calls.length, 1, where);
+        const { name, arguments: args } = c.message.tool_calls[0].function;
+        const tool = [WEATHER, CLOCK].find((t) => t.function.name === name);
+        assert.ok(tool, `${where}: called ${name}`);
+        if (seed === 3) assert.equal(name, 'set_alarm', where);
+        assert.ok(ajv.validate(tool.function.parameters, JSON.parse(args)), `${where}: ${args}`);
+      }
+      // The raw reply starts with the family's own call syntax, not a bare JSON object.
+      const { forcedCall } = await import('../../src/js/tool-calls.js');
+      const text = await m.complete('Call:', { ...forcedCall([WEATHER, CLOCK], format), maxTokens: 200, seed: 9 });
+      assert.ok(text.startsWith(opener[format]), `${format}: ${JSON.stringify(text.slice(0, 60))}`);
+      const parsed = parseToolCalls(text, format).toolCalls;
+      assert.equal(parsed.length, 1, `${format}: ${text}`);
+    }
+  } finally {
+    m.dispose();
+  }
 });

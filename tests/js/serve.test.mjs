@@ -163,7 +163,7 @@ test('embeddings through the server equal model.embed', { skip }, async () => {
 });
 
 test('the CLI: qkv serve MODEL --port 0 listens on 127.0.0.1 and answers the client', { skip }, async () => {
-  const p = spawn(process.execPath, [wasmCli, 'serve', join(dir, 'qwen2.gguf'), '--port', '0', '--threads', '1', '--name', 'cli-model']);
+  const p = spawn(process.execPath, [wasmCli, 'serve', join(dir, 'qwen2.gguf'), '--port', '0', '--threads', '1', '--name', 'cli-model', '--max-body', '2048']);
   try {
     const url = await new Promise((resolve, reject) => {
       let err = '';
@@ -175,7 +175,11 @@ test('the CLI: qkv serve MODEL --port 0 listens on 127.0.0.1 and answers the cli
     assert.deepEqual((await c.models.list()).data.map((m) => m.id), ['cli-model']);
     const r = await c.chat.completions.create({ model: 'cli-model', messages: MESSAGES, max_tokens: 3 });
     assert.equal(r.object, 'chat.completion');
+    await assert.rejects(c.chat.completions.create({ model: 'cli-model', messages: [{ role: 'user', content: 'x'.repeat(3000) }] }), { status: 413 });
   } finally {
     p.kill();
   }
+  const bad = spawnSync(process.execPath, [wasmCli, 'serve', join(dir, 'qwen2.gguf'), '--max-pending', '0'], { encoding: 'utf8' });
+  assert.equal(bad.status, 1);
+  assert.match(bad.stderr, /--max-pending must be 1\.\.4096, got 0/);
 });

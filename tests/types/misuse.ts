@@ -27,6 +27,8 @@ async function misuse(model: Model): Promise<void> {
   await model.embed(['x'], { pooling: 'max' });
   // @ts-expect-error embed takes strings
   await model.embed([1, 2]);
+  // @ts-expect-error rerank takes a query and documents
+  await model.rerank(['q'], 'a');
   // @ts-expect-error q3_k is not a type quantize writes
   void quantize(new Uint8Array(8), { type: 'q3_k' });
   // @ts-expect-error quantize needs a type

@@ -39,7 +39,9 @@ async function main(): Promise<void> {
   s.truncate(0);
   s.dispose();
   const vecs: Float32Array[] = await model.embed(['a', 'b'], { pooling: 'cls', normalize: false, truncate: true, batchSize: 8 });
-  const pool: EmbedPooling = model.info.pooling;
+  const pool: EmbedPooling | 'rank' = model.info.pooling;
+  const ranked = await model.rerank('q', ['a', 'b'], { topN: 1, batchSize: 4 });
+  console.log(model.info.reranker, ranked[0].index, ranked[0].score, ranked[0].tokens);
   console.log(vecs[0].length, pool, model.info.encoder, model.lastEmbedding?.tokens);
   model.dispose();
   try {
@@ -59,7 +61,7 @@ async function main(): Promise<void> {
   const w = await createWorker();
   const rm: RemoteModel = await w.loadModel(new URL('https://example.com/m.bin'), { tokenizer: 'tok.bin' });
   for await (const t of rm.generate('x')) console.log(t.text);
-  console.log((await rm.tokenize('a')).length, (await rm.refreshInfo()).arch, (await rm.embed('a'))[0].length);
+  console.log((await rm.tokenize('a')).length, (await rm.refreshInfo()).arch, (await rm.embed('a'))[0].length, (await rm.rerank('q', ['a']))[0].score);
   await rm.dispose();
   const rt5 = await w.loadModel<RemoteEncoderDecoderModel>('t5.gguf');
   for await (const t of rt5.generate('hello', { maxTokens: 4 })) console.log(t.text, rt5.info.decoderLayers);
@@ -97,7 +99,9 @@ import { createOpenAI, type ChatCompletion, type ChatCompletionChunk } from 'qkv
 import { serve } from 'qkv/serve';
 
 async function openaiUsage(model: Model): Promise<void> {
-  const client = createOpenAI(model, { modelName: 'm', contextLength: 512 });
+  const client = createOpenAI(model, { modelName: 'm', contextLength: 512, toolFormat: 'hermes' });
+  const rr = await client.rerank.create({ query: 'q', documents: ['a', { text: 'b' }], top_n: 1, return_documents: true });
+  console.log(rr.results[0].relevance_score, rr.results[0].document?.text, rr.usage.total_tokens);
   const r: ChatCompletion = await client.chat.completions.create({
     messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8, temperature: 0.7, seed: 1, logprobs: true, top_logprobs: 2,
     response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' }, strict: true } },
@@ -115,6 +119,7 @@ async function openaiUsage(model: Model): Promise<void> {
   console.log(c.choices[0].text, (await client.embeddings.create({ input: ['a'] })).data[0].embedding, (await client.models.list()).data[0].id);
   for await (const t2 of model.generate('x', { grammar: 'root ::= "a"', logprobs: 2, presencePenalty: 0.5, logitBias: { 5: -100 } })) console.log(t2.logprob, t2.topLogprobs?.[0].token);
   await model.complete('x', { jsonSchema: { type: 'object' } });
+  await model.complete('x', { grammar: 'root ::= "<" schema-0 ">"', jsonSchema: [{ type: 'integer', minimum: 0 }] });
   const s = await serve(model, { port: 0, onLog: (e) => console.log(e.status) });
   console.log(s.url);
   await s.close();

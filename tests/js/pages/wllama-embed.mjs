@@ -3,6 +3,9 @@
 // window.__wllamaEmbed(modelUrl, inputs, opts) loads a GGUF with embeddings on (CPU backend) and
 // returns llama.cpp's L2-normalised embedding and prompt-token count for each input (a text or an
 // array of token ids, taken as they are).
+// window.__wllamaRerank(modelUrl, query, documents) loads a reranker (pooling rank) and returns,
+// per document in order, llama.cpp's score (createRerank with that document alone) and its
+// pair's token count, then the order createRerank gives for all documents at once.
 // window.__wllamaEmbedBench(modelUrl, texts, {threads, batch, reps}) times createEmbedding on
 // `batch` texts at a time and returns the seconds of each repetition.
 import { Wllama } from '../../../node_modules/@wllama/wllama/esm/index.js';
@@ -37,6 +40,25 @@ window.__wllamaEmbed = async (modelUrl, inputs, opts = {}) => {
     await w.exit();
   }
   return out;
+};
+
+window.__wllamaRerank = async (modelUrl, query, documents) => {
+  const w = await load(modelUrl, { pooling: 'rank' });
+  try {
+    const each = [];
+    for (const doc of documents) {
+      try {
+        const r = await w.createRerank({ query, documents: [doc] });
+        each.push({ score: r.results[0].relevance_score, tokens: r.usage.prompt_tokens });
+      } catch (e) {
+        each.push({ error: String(e && e.message || e) });
+      }
+    }
+    const all = await w.createRerank({ query, documents, top_n: documents.length });
+    return { each, order: all.results.map((r) => r.index), allScores: all.results.map((r) => r.relevance_score) };
+  } finally {
+    await w.exit();
+  }
 };
 
 window.__wllamaEmbedBench = async (modelUrl, texts, { threads = 1, batch = 32, reps = 3 } = {}) => {

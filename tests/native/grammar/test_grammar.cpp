@@ -242,6 +242,66 @@ TEST(JsonSchema, StringsLengthsPatternsFormats) {
   expect_schema("{\"type\":\"string\",\"format\":\"uuid\"}", {"\"123e4567-e89b-12d3-a456-426614174000\""}, {"\"123e4567\""});
 }
 
+// Integer ranges against their definition: every integer near the bounds (and the 16-digit
+// extremes) is accepted exactly when lo <= x <= hi.
+TEST(JsonSchema, IntegerRanges) {
+  static auto vocab = byte_vocab();
+  struct Case {
+    std::string keys;
+    int64_t lo, hi;
+  };
+  const int64_t M = 9999999999999999;
+  std::vector<Case> cases = {
+      {"\"minimum\":0", 0, M},
+      {"\"minimum\":1,\"maximum\":12", 1, 12},
+      {"\"minimum\":-5,\"maximum\":5", -5, 5},
+      {"\"minimum\":-1000,\"maximum\":-7", -1000, -7},
+      {"\"maximum\":37", -M, 37},
+      {"\"maximum\":-3", -M, -3},
+      {"\"exclusiveMinimum\":9,\"exclusiveMaximum\":100", 10, 99},
+      {"\"minimum\":1.5,\"maximum\":20.5", 2, 20},
+      {"\"minimum\":7,\"exclusiveMinimum\":true,\"maximum\":70,\"exclusiveMaximum\":true", 8, 69},
+      {"\"minimum\":99,\"maximum\":1001", 99, 1001},
+      {"\"minimum\":100,\"maximum\":199", 100, 199},
+      {"\"minimum\":42,\"maximum\":42", 42, 42},
+      {"\"minimum\":-123456789012,\"maximum\":98765432109876", -123456789012, 98765432109876},
+      {"\"minimum\":0,\"maximum\":0", 0, 0},
+  };
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 30; i++) {  // random ranges of random widths
+    const int64_t a = (int64_t)(rng() % 4001) - 2000, w = (int64_t)(rng() % 3000);
+    cases.push_back({"\"minimum\":" + std::to_string(a) + ",\"maximum\":" + std::to_string(a + w), a, a + w});
+  }
+  for (const Case& c : cases) {
+    const std::string schema = "{\"type\":\"integer\"," + c.keys + "}";
+    GrammarMatcher m(std::make_shared<Grammar>(Grammar::parse(json_schema_to_gbnf(schema))), vocab);
+    std::vector<int64_t> probe = {-M, -M + 1, M - 1, M, c.lo - 1, c.lo, c.lo + 1, c.hi - 1, c.hi, c.hi + 1};
+    for (int64_t x = -2100; x <= 5100; x++) probe.push_back(x);
+    for (int k = 0; k < 200; k++) probe.push_back((int64_t)(rng() % (2 * (uint64_t)M + 1)) - M);
+    int wrong = 0;
+    for (int64_t x : probe) {
+      if (x < -M || x > M) continue;
+      const bool want = x >= c.lo && x <= c.hi;
+      if (m.matches(std::to_string(x)) != want && wrong++ < 5) ADD_FAILURE() << schema << ": " << x << (want ? " rejected" : " accepted");
+    }
+    EXPECT_EQ(wrong, 0) << schema;
+    EXPECT_FALSE(m.matches("-0" + std::string(c.lo <= 0 && c.hi >= 0 ? "1" : ""))) << schema << ": leading zeros";
+    if (c.lo <= 7 && c.hi >= 7) EXPECT_FALSE(m.matches("07")) << schema;
+  }
+  auto code = [](const std::string& s) {
+    try {
+      json_schema_to_gbnf(s);
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return ErrorCode::Io;
+  };
+  EXPECT_EQ(code("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}"), ErrorCode::BadArgument);
+  EXPECT_EQ(code("{\"type\":\"integer\",\"minimum\":1.2,\"maximum\":1.8}"), ErrorCode::BadArgument);
+  EXPECT_EQ(code("{\"type\":\"integer\",\"minimum\":\"1\"}"), ErrorCode::BadArgument);
+  EXPECT_EQ(code("{\"type\":\"integer\",\"minimum\":1e20}"), ErrorCode::BadArgument);
+}
+
 TEST(JsonSchema, BadSchemas) {
   auto code = [](const std::string& s) {
     try {

@@ -4,11 +4,13 @@
 // vocabulary with hand-derived ids; and bad input to all of them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "common.h"
 #include "engine/embed.h"
+#include "formats/file.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "formats/quantize.h"
@@ -414,6 +416,106 @@ TEST(Embed, BadEncoderFilesAreRefusedByName) {
       embed_ids(t, {ids}, {});
     } catch (const Error&) {
     }
+  }
+}
+
+// Rerankers: llama.cpp's pair layout for a WordPiece vocabulary ([CLS] query [SEP] document),
+// and the score as the head's formula on the reference [CLS] state: out(tanh(cls x + b)) + b'.
+TEST(Rerank, PairsAndScoresMatchTheDirectComputation) {
+  for (bool with_out : {true, false}) {
+    TestModelSpec s;
+    s.arch = "bert";
+    s.pooling = 4;
+    s.rank_out = with_out;
+    s.kv_heads = s.heads;
+    s.context = 96;
+    auto blob = blob_of(write_test_model(s));
+    LoadedModel m = load_model(blob);
+    auto tok = embedded_tokenizer(blob);
+    ASSERT_EQ(m.config.pooling, PoolKind::Rank);
+    const std::vector<int> q = tok->encode("the cat", false, false), d = tok->encode("sat on the mat", false, false);
+    std::vector<int> want = {tok->bos_id()};
+    want.insert(want.end(), q.begin(), q.end());
+    want.push_back(tok->eos_id());
+    want.insert(want.end(), d.begin(), d.end());
+    EXPECT_EQ(rerank_pair(*tok, "the cat", "sat on the mat"), want);
+    EXPECT_EQ(tok->piece(want[0]), "[CLS]");
+    EXPECT_EQ(tok->piece(want[q.size() + 1]), "[SEP]");
+    EXPECT_EQ(tok->sep_id(), tok->eos_id());
+    EXPECT_TRUE(tok->add_sep());
+    // A [SEP] written in a text is text, not the separator.
+    const std::vector<int> lit = rerank_pair(*tok, "[SEP]", "x");
+    EXPECT_EQ(std::count(lit.begin(), lit.end(), tok->eos_id()), 1);
+
+    const std::vector<std::vector<int>> pairs = {want, rerank_pair(*tok, "a", ""), rerank_pair(*tok, "caf\xC3\xA9", "dog dog dog")};
+    Transformer t(m, 0, nullptr);
+    const std::vector<float> got = rerank_ids(t, pairs);
+    const ModelWeights::RankHead& h = m.weights.rank_head;
+    ASSERT_TRUE(h.cls);
+    EXPECT_EQ((bool)h.out, with_out);
+    for (size_t i = 0; i < pairs.size(); i++) {
+      const Mat states = reference_encode(m, pairs[i]);
+      Mat x(states.begin(), states.begin() + m.config.dim);
+      x = linear(x, 1, h.cls, h.cls_b);
+      for (double& v : x) v = std::tanh(v);
+      if (with_out) x = linear(x, 1, h.out, h.out_b);
+      EXPECT_NEAR(got[i], x[0], 1e-4 * std::max(1.0, std::fabs(x[0]))) << "pair " << i << (with_out ? "" : " (no cls.output)");
+    }
+    // Scores depend on the pair (the comparison above is not of constants).
+    EXPECT_GT(std::fabs(got[0] - got[2]), 1e-3);
+    EXPECT_THROW(rerank_ids(t, {}), Error);
+    std::vector<int> longer(200, want[1]);
+    try {
+      rerank_ids(t, {want, longer});
+      ADD_FAILURE() << "a pair longer than the context was scored";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::BadArgument);
+      EXPECT_NE(std::string(e.what()).find("document 1"), std::string::npos) << e.what();
+    }
+  }
+  // Other tokenizers: BOS query EOS SEP document EOS, each where the tokenizer adds it (llama.cpp's
+  // layout; XLM-RoBERTa rerankers: <s> q </s></s> d </s>).
+  {
+    auto tb = map_file(std::string(QKV_SHARED_DIR) + "/models/aidreams-tok512.bin");
+    Tokenizer spm = Tokenizer::from_llama2c(tb->data(), tb->size(), 512);
+    const std::vector<int> q = spm.encode("the cat", false, false), d = spm.encode("a dog", false, false);
+    auto cat = [](std::initializer_list<std::vector<int>> parts) {
+      std::vector<int> o;
+      for (const auto& p : parts) o.insert(o.end(), p.begin(), p.end());
+      return o;
+    };
+    EXPECT_EQ(rerank_pair(spm, "the cat", "a dog"), cat({{1}, q, d}));  // BOS only (llama2.c)
+    spm.set_specials(1, 2, true, true, {2});
+    spm.set_separator(2, true);
+    EXPECT_EQ(rerank_pair(spm, "the cat", "a dog"), cat({{1}, q, {2, 2}, d, {2}}));
+    spm.set_separator(3, false);
+    EXPECT_EQ(rerank_pair(spm, "the cat", "a dog"), cat({{1}, q, {2}, d, {2}}));
+  }
+  // Not a reranker: refused by name; rank pooling without a head: a bad model.
+  LoadedModel plain = gguf_encoder("bert");
+  Transformer tp(plain, 0, nullptr);
+  try {
+    rerank_ids(tp, {{101, 5, 102}});
+    ADD_FAILURE() << "a mean-pooling encoder reranked";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+  }
+  TestModelSpec s;
+  s.arch = "bert";
+  s.pooling = 4;
+  std::vector<uint8_t> bytes = write_test_model(s);
+  const std::string name = "cls.weight";  // renamed: the head is gone
+  for (size_t i = 0; i + name.size() < bytes.size(); i++)
+    if (std::equal(name.begin(), name.end(), bytes.begin() + i)) bytes[i] = 'x';
+  const std::string out = "cls.output.weight";
+  for (size_t i = 0; i + out.size() < bytes.size(); i++)
+    if (std::equal(out.begin(), out.end(), bytes.begin() + i)) bytes[i] = 'x';
+  try {
+    load_model(blob_of(bytes));
+    ADD_FAILURE() << "a reranker without a head loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::BadModel);
+    EXPECT_NE(std::string(e.what()).find("classification head"), std::string::npos) << e.what();
   }
 }
 
