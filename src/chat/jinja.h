@@ -1,25 +1,7 @@
 // A small Jinja interpreter for chat templates (tokenizer.chat_template), so that chat prompts
-// come out as the model's own template writes them, which is what llama.cpp (through its Jinja
-// engine) and Hugging Face render. It covers what chat templates use:
-//   - text, {{ expressions }}, {% statements %}, {# comments #}, the '-' whitespace controls, and
-//     trim_blocks / lstrip_blocks as Hugging Face sets them;
-//   - for (with loop.index/index0/first/last/length/revindex/previtem/nextitem and loop.cycle(),
-//     an 'if' filter, two-name unpacking and else), break / continue (Hugging Face enables
-//     Jinja's loop controls), if / elif / else, set (also ns.attr = ...) and {% set x %} blocks;
-//   - macros (defaults, keyword arguments, varargs / kwargs, recursion; one defined inside a
-//     block sees the names there) and {% call(args) m() %} blocks with caller(args);
-//   - namespace(), range(), dict(), raise_exception(), strftime_now();
-//   - literals (strings, numbers, true/false/none, lists, dicts), attributes and subscripts,
-//     slices, + - * / // % ~, comparisons, in / not in, and / or / not, a if b else c;
-//   - filters trim, length, count, upper, lower, capitalize, title, string, int, float, first,
-//     last, join, default, tojson (indent, sort_keys), indent (width, first, blank), unique,
-//     list, reverse, replace, safe, items, select, reject, selectattr, rejectattr,
-//     map(attribute=...); tests defined, undefined, none, string,
-//     number, integer, float, boolean, mapping, iterable, sequence, callable, true, false, odd,
-//     even, eq / equalto, ne, in;
-//   - string methods strip, lstrip, rstrip, split, startswith, endswith, upper, lower, replace,
-//     title, capitalize, find; dict methods get, items, keys, values.
-// Anything else (filter blocks, includes, other filters) is refused with ErrorCode::Unsupported,
+// come out as the model's own template writes them, which is what Hugging Face (Jinja2) and
+// llama.cpp render. It covers what real chat templates use (docs/chat-templates.md lists the
+// statements, filters, tests and methods); anything else is refused with ErrorCode::Unsupported,
 // so that a caller can fall back to a built-in rendering; raise_exception() in a template gives
 // ErrorCode::BadArgument with the template's message. Output, work and recursion are bounded, so
 // a hostile template fails cleanly instead of running away.

@@ -1,187 +1,85 @@
-// Jinja's built-ins: global functions, string and dict methods, filters and tests, as Jinja2 defines them.
+// Jinja's built-ins: global functions, filters and tests, as Jinja2 defines them.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include "jinja_runtime.h"
 
 namespace qkv::jinja {
 
-std::string Renderer::indent_text(const Value& w) {
-  if (w.k == Value::K::Str) {
-    if (w.s.size() > 1000) too_much("an indent longer than 1000 characters");
-    return w.s;
-  }
-  const int64_t n = as_int(w, "indent");
-  if (n > 1000) too_much("an indent of " + std::to_string(n) + " spaces (at most 1000)");
-  return std::string(n > 0 ? (size_t)n : 0, ' ');
-}
+namespace {
 
-std::vector<std::string> Renderer::split_lines(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0, i = 0;
-  while (i < s.size()) {
-    const unsigned char c = (unsigned char)s[i];
-    size_t len = 0;
-    if (c == '\n' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e)) len = 1;
-    else if (c == '\r') len = i + 1 < s.size() && s[i + 1] == '\n' ? 2 : 1;
-    else if (c == 0xc2 && i + 1 < s.size() && (unsigned char)s[i + 1] == 0x85) len = 2;
-    else if (c == 0xe2 && i + 2 < s.size() && (unsigned char)s[i + 1] == 0x80 && ((unsigned char)s[i + 2] == 0xa8 || (unsigned char)s[i + 2] == 0xa9)) len = 3;
-    if (len == 0) {
-      i++;
+// Python's printf-style `fmt % args` (the format filter): %s %r %d %i %f %F %e %E %g %G %x %X %o
+// and %% with flags, width and precision.
+std::string percent_format(const std::string& fmt, const std::vector<Value>& args) {
+  std::string o;
+  size_t next = 0;
+  for (size_t i = 0; i < fmt.size(); i++) {
+    if (fmt[i] != '%') {
+      o += fmt[i];
       continue;
     }
-    out.push_back(s.substr(start, i - start));
-    i += len;
-    start = i;
-  }
-  if (start < s.size()) out.push_back(s.substr(start));
-  return out;
-}
-
-std::string Renderer::strip(const std::string& s, const std::string& chars, bool left, bool right) {
-  bool in[256] = {};  // a table: strip's cost does not grow with the set of characters
-  for (const unsigned char c : chars) in[c] = true;
-  charge(chars.size());
-  size_t b = 0, e = s.size();
-  while (left && b < e && in[(unsigned char)s[b]]) b++;
-  while (right && e > b && in[(unsigned char)s[e - 1]]) e--;
-  charge(b + (s.size() - e));
-  return s.substr(b, e - b);
-}
-
-std::string Renderer::replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
-  std::string r;
-  size_t p = 0, q;
-  const Finder finder(from);
-  while (count != 0 && (q = finder.find(s, p)) != std::string::npos) {
-    r.append(s, p, q - p);
-    r += to;
-    if (r.size() > kMaxOutput) too_much("a string grows too long");
-    count--;
-    if (from.empty()) {
-      if (q >= s.size()) return r;
-      const size_t n = utf8_len(s, q);
-      r.append(s, q, n);
-      p = q + n;
-    } else {
-      p = q + from.size();
+    size_t j = i + 1;
+    std::string flags;
+    while (j < fmt.size() && std::strchr("-+ #0", fmt[j])) flags += fmt[j++];
+    std::string width, prec;
+    while (j < fmt.size() && std::isdigit((unsigned char)fmt[j])) width += fmt[j++];
+    bool has_prec = false;
+    if (j < fmt.size() && fmt[j] == '.') {
+      has_prec = true;
+      j++;
+      while (j < fmt.size() && std::isdigit((unsigned char)fmt[j])) prec += fmt[j++];
     }
-  }
-  r.append(s, p, std::string::npos);
-  if (r.size() > kMaxOutput) too_much("a string grows too long");
-  charge(r.size());
-  return r;
-}
-
-std::string Renderer::title(const std::string& s, bool all_words) {
-  std::string r = s;
-  bool start = true;
-  for (char& c : r) {
-    if (std::isalpha((unsigned char)c)) {
-      c = start ? (char)std::toupper((unsigned char)c) : (char)std::tolower((unsigned char)c);
-      start = false;
-    } else if (all_words) {
-      start = true;
+    if (j >= fmt.size()) bad_template("format: an incomplete format");
+    const char c = fmt[j];
+    i = j;
+    if (c == '%') {
+      o += '%';
+      continue;
     }
-  }
-  return r;
-}
-
-std::string Renderer::lower(std::string s) {
-  for (char& c : s) c = (char)std::tolower((unsigned char)c);
-  return s;
-}
-
-bool Renderer::recase(const std::string& op, const std::string& s, std::string* out) {
-  if (op == "upper") *out = upper(s);
-  else if (op == "lower") *out = lower(s);
-  else if (op == "title") *out = title(s, true);
-  else if (op == "capitalize") *out = title(s.substr(0, 1), false) + lower(s.size() > 1 ? s.substr(1) : "");
-  else return false;
-  return true;
-}
-
-std::string Renderer::upper(std::string s) {
-  for (char& c : s) c = (char)std::toupper((unsigned char)c);
-  return s;
-}
-
-const std::string& Renderer::ws() {
-  static const std::string w = " \t\n\r\v\f";
-  return w;
-}
-
-Value Renderer::method(const Expr& e) {
-  const Value obj = eval(*e.a[0]);
-  const std::vector<Value> a = args(e);
-  const std::string& m = e.name;
-  auto arg_str = [&](size_t i, const char* what) { return as_str(a.at(i), what); };
-  if (obj.k == Value::K::Str) {
-    const std::string& s = obj.s;
-    if (m == "strip" || m == "lstrip" || m == "rstrip") {
-      const std::string chars = a.empty() || a[0].k == Value::K::None ? ws() : arg_str(0, "strip");
-      return Value::str(strip(s, chars, m != "rstrip", m != "lstrip"));
-    }
-    std::string r;
-    if (a.empty() && recase(m, s, &r)) return Value::str(std::move(r));
-    if ((m == "startswith" || m == "endswith") && a.size() == 1) {
-      const std::string x = arg_str(0, m.c_str());
-      const bool r = x.size() <= s.size() && (m == "startswith" ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0);
-      return Value::boolean(r);
-    }
-    if (m == "replace" && a.size() >= 2) return Value::str(replace_all(s, arg_str(0, "replace"), arg_str(1, "replace")));
-    if (m == "find" && a.size() == 1) {
-      const size_t p = find_text(s, arg_str(0, "find"));
-      return Value::integer(p == std::string::npos ? -1 : (int64_t)p);
-    }
-    if (m == "split") {
-      List parts;
-      int64_t max = a.size() > 1 ? as_int(a[1], "split") : -1;
-      if (a.empty() || a[0].k == Value::K::None) {  // runs of whitespace, none at the ends
-        size_t p = s.find_first_not_of(ws());
-        while (p != std::string::npos) {
-          if (max == 0) {
-            parts.push_back(Value::str(strip(s.substr(p), ws(), false, true)));
-            break;
-          }
-          const size_t q = s.find_first_of(ws(), p);
-          parts.push_back(Value::str(s.substr(p, q == std::string::npos ? std::string::npos : q - p)));
-          max--;
-          p = q == std::string::npos ? q : s.find_first_not_of(ws(), q);
+    if (width.size() > 4 || prec.size() > 3) too_much("format: a width or precision past 9999");
+    if (!std::strchr("srdifFeEgGxXo", c)) unsupported(std::string("format: the conversion %") + c);
+    if (next >= args.size()) bad_template("format: not enough arguments for the format string");
+    const Value& x = args[next++];
+    std::string piece;
+    if (c == 's' || c == 'r') {
+      piece = c == 's' ? to_text(x) : repr(x);
+      if (has_prec) {  // at most prec characters
+        const int64_t p = prec.empty() ? 0 : std::stoll(prec);
+        size_t b = 0;
+        for (int64_t k = 0; k < p && b < piece.size(); k++) {
+          b++;
+          while (b < piece.size() && ((unsigned char)piece[b] & 0xc0) == 0x80) b++;
         }
-      } else {
-        const std::string sep = arg_str(0, "split");
-        if (sep.empty()) bad_template("split with an empty separator");
-        size_t p = 0, q;
-        const Finder finder(sep);
-        while (max != 0 && (q = finder.find(s, p)) != std::string::npos) {
-          parts.push_back(Value::str(s.substr(p, q - p)));
-          p = q + sep.size();
-          max--;
-        }
-        parts.push_back(Value::str(s.substr(p)));
+        piece.resize(b);
       }
-      return Value::list(std::move(parts));
+      const int64_t w = width.empty() ? 0 : std::stoll(width);
+      int64_t n = 0;
+      for (unsigned char ch : piece) n += (ch & 0xc0) != 0x80;
+      if (n < w) piece = flags.find('-') != std::string::npos ? piece + std::string((size_t)(w - n), ' ') : std::string((size_t)(w - n), ' ') + piece;
+    } else {
+      if (!x.number()) bad_template(std::string("format: %") + c + " needs a number, not " + brief(x));
+      const std::string spec = "%" + flags + width + (has_prec ? "." + prec : "");
+      char buf[10100];
+      if (std::strchr("dixXo", c)) {
+        if (x.k == Value::K::Float && !std::isfinite(x.f)) bad_template("format: cannot convert " + brief(x) + " to an integer");
+        const long long n = x.k == Value::K::Float ? (long long)std::trunc(x.f) : x.k == Value::K::Bool ? (long long)x.b : (long long)x.i;
+        std::snprintf(buf, sizeof buf, (spec + "ll" + (c == 'i' ? 'd' : c)).c_str(), n);
+      } else {
+        std::snprintf(buf, sizeof buf, (spec + c).c_str(), x.num());
+      }
+      piece = buf;
     }
-  } else if (obj.k == Value::K::Dict) {
-    const Value* i0 = obj.get("index0");
-    if (m == "cycle" && obj.is_loop && i0 && i0->k == Value::K::Int && i0->i >= 0 && !a.empty())  // loop.cycle
-      return a[(size_t)(i0->i % (int64_t)a.size())];
-    if (m == "get" && !a.empty()) {
-      const Value* v = obj.get(arg_str(0, "get"));
-      return v ? *v : a.size() > 1 ? a[1] : Value::none();
-    }
-    if (m == "items" || m == "keys" || m == "values") {
-      List l;
-      for (const auto& kv : *obj.d)
-        l.push_back(m == "keys" ? key_value(kv) : m == "values" ? kv.second : pair(key_value(kv), kv.second));
-      return Value::list(std::move(l));
-    }
+    o += piece;
+    if (o.size() > kMaxOutput) too_much("a string grows too long");
   }
-  unsupported("the method '" + m + "' of " + brief(obj));
+  if (next < args.size()) bad_template("format: not all arguments converted during string formatting");
+  return o;
 }
+
+}  // namespace
 
 Value Renderer::call(const Expr& e) {
   if (e.a[0]) return method(e);
@@ -199,6 +97,7 @@ Value Renderer::call(const Expr& e) {
   if (f == "namespace") {
     Value ns = Value::dict();
     ns.has_ns = true;
+    ns.is_ns = true;
     for (const auto& kv : e.kw) ns.put(kv.first, eval(*kv.second));
     return ns;
   }
@@ -278,30 +177,6 @@ List Renderer::items_of(const Value& v, const char* f) {
   else if (v.defined() && v.k != Value::K::None) bad_template(std::string("the filter '") + f + "' over " + brief(v));
   charge(kItemCost * l.size());
   return l;
-}
-
-std::vector<std::string> Renderer::chars(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = utf8_len(s, i);
-    out.push_back(s.substr(i, n));
-    i += n;
-  }
-  return out;
-}
-
-size_t Renderer::utf8_len(const std::string& s, size_t i) {
-  const unsigned char c = (unsigned char)s[i];
-  size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-  for (size_t k = 1; k < n; k++)
-    if (i + k >= s.size() || ((unsigned char)s[i + k] & 0xc0) != 0x80) return 1;
-  return n;
-}
-
-int64_t Renderer::code_points(const std::string& s) {
-  int64_t n = 0;
-  for (const char c : s) n += ((unsigned char)c & 0xc0) != 0x80;
-  return n;
 }
 
 bool Renderer::sort_less(const Value& a, const Value& b, bool cs) {
@@ -612,9 +487,53 @@ Value Renderer::apply_filter(const std::string& f, const Value& v, const std::ve
     }
     return lazy(Value::list(std::move(out)));
   }
-  if (f == "attr") {
+  if (f == "attr") {  // an attribute, never an item: a dict's keys are not attributes, a namespace's and loop's are
+    if (v.k != Value::K::Dict || !(v.is_ns || v.is_loop)) return Value();
     const Value* p = v.get(as_str(arg(a, kw, 0, "name"), "attr"));
     return p ? *p : Value();
+  }
+  if (f == "round") {  // Python's round(), or math.ceil / math.floor at that precision
+    only_kw("round", kw, {"precision", "method"});
+    const int64_t prec = as_int(arg(a, kw, 0, "precision", Value::integer(0)), "round");
+    const std::string how = as_str(arg(a, kw, 1, "method", Value::str("common")), "round");
+    if (how != "common" && how != "ceil" && how != "floor") bad_template("round: method must be 'common', 'ceil' or 'floor'");
+    if (!v.number()) bad_template("round of " + brief(v));
+    if (prec < 0 || prec > 15) unsupported("round with a precision outside 0..15");
+    if (how == "common" && v.k != Value::K::Float) return Value::integer(as_int(v, "round"));  // an int rounds to itself
+    if (how == "common") {  // correctly rounded to prec decimals, ties to even, as CPython's
+      char buf[400];
+      std::snprintf(buf, sizeof buf, "%.*f", (int)prec, v.f);
+      return Value::real(std::strtod(buf, nullptr));
+    }
+    const double scale = std::pow(10.0, (double)prec);
+    const double x = v.num() * scale;
+    return Value::real((how == "ceil" ? std::ceil(x) : std::floor(x)) / scale);
+  }
+  if (f == "truncate") {  // Jinja2's: at a word boundary unless killwords, with a leeway of 5
+    only_kw("truncate", kw, {"length", "killwords", "end", "leeway"});
+    const std::string s = to_text(v);
+    const int64_t len = as_int(arg(a, kw, 0, "length", Value::integer(255)), "truncate");
+    const bool kill = truthy(arg(a, kw, 1, "killwords", Value::boolean(false)));
+    const std::string end = as_str(arg(a, kw, 2, "end", Value::str("...")), "truncate");
+    const Value lw = arg(a, kw, 3, "leeway", Value::integer(5));
+    const int64_t leeway = lw.k == Value::K::None ? 5 : as_int(lw, "truncate");
+    const int64_t n_end = code_points(end);
+    if (len < n_end) bad_template("truncate: the length must be at least the end's");
+    if (leeway < 0) bad_template("truncate: a negative leeway");
+    const std::vector<size_t> at = char_starts(s);
+    const int64_t n = at.empty() ? (int64_t)s.size() : (int64_t)at.size() - 1;
+    if (n <= len + leeway) return Value::str(s);
+    const int64_t keep = len - n_end;
+    std::string head = s.substr(0, at.empty() ? (size_t)keep : at[(size_t)keep]);
+    if (!kill) {
+      const size_t sp = head.rfind(' ');
+      if (sp != std::string::npos) head.resize(sp);
+    }
+    return Value::str(head + end);
+  }
+  if (f == "format") {
+    if (!kw.empty()) unsupported("format with keyword arguments");
+    return Value::str(percent_format(to_text(v), a));
   }
   unsupported("the filter '" + f + "'");
 }
@@ -637,6 +556,22 @@ bool Renderer::test_value(const std::string& t, const Value& v, const std::vecto
   if ((t == "eq" || t == "equalto" || t == "==" || t == "sameas") && a.size() == 1) return equal(v, a[0]);
   if ((t == "ne" || t == "!=") && a.size() == 1) return !equal(v, a[0]);
   if (t == "in" && a.size() == 1) return contains(a[0], v);
+  if (a.size() == 1) {  // the comparisons, under their names and operators
+    if (t == "gt" || t == ">" || t == "greaterthan") return less(a[0], v);
+    if (t == "lt" || t == "<" || t == "lessthan") return less(v, a[0]);
+    if (t == "ge" || t == ">=") return !less(v, a[0]);
+    if (t == "le" || t == "<=") return !less(a[0], v);
+    if (t == "divisibleby") {
+      const int64_t d = as_int(a[0], "divisibleby");
+      if (d == 0) bad_template("divisibleby 0");
+      return d == -1 || as_int(v, "divisibleby") % d == 0;
+    }
+  }
+  if (t == "lower" || t == "upper") {  // str(v).islower() / isupper()
+    Value r;
+    str_method(to_text(v), "is" + t, {}, &r);
+    return r.b;
+  }
   unsupported("the test '" + t + "'");
 }
 

@@ -479,10 +479,16 @@ class TreeBuilder {
         auto s = std::make_unique<Stmt>();
         s->t = kw == "break" ? Stmt::T::Break : Stmt::T::Continue;
         out.push_back(std::move(s));
-      } else if (kw == "generation" || kw == "endgeneration") {
-        // Hugging Face's marker of assistant text: renders nothing.
+      } else if (kw == "generation") {
+        // Hugging Face's marker of assistant text (for training masks): its body renders as a
+        // call block's does, in a scope of its own.
+        p.expect_end();
+        auto s = std::make_unique<Stmt>();
+        s->t = Stmt::T::Generation;
+        s->body = closed_block("endgeneration", "{% generation %}");
+        out.push_back(std::move(s));
       } else if (kw == "if" || kw == "elif" || kw == "else" || kw == "endif" || kw == "endfor" || kw == "endset" ||
-                 kw == "endmacro" || kw == "endcall" || kw == "endfilter") {
+                 kw == "endmacro" || kw == "endcall" || kw == "endfilter" || kw == "endgeneration") {
         bad_template("'" + kw + "' without its opening tag");
       } else {
         unsupported("the '" + kw + "' statement");

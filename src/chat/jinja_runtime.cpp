@@ -59,7 +59,7 @@ void Renderer::assign(const std::vector<std::string>& target, Value v) {
     return;
   }
   Value ns = lookup(target[0]);
-  if (ns.k != Value::K::Dict || !ns.has_ns) bad_template("cannot set an attribute of '" + target[0] + "', which is not a namespace");
+  if (ns.k != Value::K::Dict || !ns.is_ns) bad_template("cannot set an attribute of '" + target[0] + "', which is not a namespace");
   if (v.has_ns)
     bad_template("a namespace cannot hold a namespace or a macro defined inside a block (" + target[0] + "." + target[1] + ")");
   ns.put(target[1], std::move(v));
@@ -151,14 +151,20 @@ void Renderer::exec(const Stmt& s) {
     case Stmt::T::Break: case Stmt::T::Continue: jump_ = s.t; break;
     case Stmt::T::SetBlock: assign(s.vars, made(Value::str(capture(s.body)))); break;
     case Stmt::T::FilterBlock: {
+      scopes_.emplace_back();  // what the body sets stays inside it, as in Jinja2
       Value text = made(Value::str(capture(s.body)));
-      scopes_.emplace_back();
+      scopes_.back().clear();
       scopes_.back()[kFilterInput] = std::move(text);
       const std::string r = to_text(eval(*s.e));
       scopes_.pop_back();
       emit(r);
       break;
     }
+    case Stmt::T::Generation:
+      scopes_.emplace_back();
+      run(s.body);
+      scopes_.pop_back();
+      break;
     case Stmt::T::Macro: {
       Value f = Value::func(s.text, &s);
       if (scopes_.size() > 1) {

@@ -85,6 +85,9 @@ class Renderer {
   static const std::string& ws();
 
   Value method(const Expr& e);
+  // Python's str methods beyond the common ones (count, index, rsplit, isdigit, join, ljust,
+  // partition, ...): true with *out set when `m` is one.
+  static bool str_method(const std::string& s, const std::string& m, const std::vector<Value>& a, Value* out);
 
   Value call(const Expr& e);
 

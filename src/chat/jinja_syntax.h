@@ -42,7 +42,7 @@ const char* const kFilterInput = "\x01filter";
 
 using Body = std::vector<std::unique_ptr<Stmt>>;
 struct Stmt {
-  enum class T { Text, Out, If, For, Set, SetBlock, Macro, CallBlock, Break, Continue, FilterBlock } t;
+  enum class T { Text, Out, If, For, Set, SetBlock, Macro, CallBlock, Break, Continue, FilterBlock, Generation } t;
   std::string text;                         // Text; Macro: its name
   ExprP e;                                  // Out, Set value, For iterable; CallBlock: the macro call
   std::vector<std::pair<ExprP, Body>> arms; // If: condition (null for else) and body

@@ -53,6 +53,7 @@ using Dict = std::vector<Entry>;  // insertion order, as Python's dict
 struct Value {
   enum class K { Undef, None, Bool, Int, Float, Str, List, Dict, Func } k = K::Undef;
   bool b = false;
+  bool is_ns = false;  // a namespace() (its attributes can be set); beside b, where it adds no bytes to a Value
   int64_t i = 0;
   double f = 0;
   std::string s;  // Str; Func: its name

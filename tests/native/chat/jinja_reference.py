@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference renderings of chat templates for tests/native/chat/test_jinja.cpp: Jinja2 set up as
 Hugging Face's apply_chat_template sets it up (trim_blocks, lstrip_blocks, loop controls,
-raise_exception, strftime_now). Reads JSON cases from stdin:
+the {% generation %} block, raise_exception, strftime_now, its tojson). Reads JSON cases from stdin:
   [{"template": str, "messages": [{"role", "content", ...other fields}], "add_generation_prompt": bool,
     "bos_token": str, "eos_token": str, "vars": {further template variables}}, ...]
 and writes, per case, "OK <bytes>\\n<rendered UTF-8>" or "ERR\\n"."""
@@ -10,7 +10,23 @@ import sys
 from datetime import datetime
 
 import jinja2
+from jinja2 import nodes
+from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+class Generation(Extension):
+    # transformers' AssistantTracker: {% generation %}...{% endgeneration %} renders its body as a
+    # call block does (it only records where the assistant's text is, for training masks).
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller):
+        return caller()
 
 
 def raise_exception(message):
@@ -26,7 +42,7 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
-env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, "jinja2.ext.loopcontrols"])
 env.globals["raise_exception"] = raise_exception
 env.globals["strftime_now"] = strftime_now
 env.filters["tojson"] = tojson

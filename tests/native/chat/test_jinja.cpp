@@ -19,6 +19,7 @@
 #include "chat/chat.h"
 #include "chat/jinja.h"
 #include "chat_templates.h"
+#include "jinja_compare.h"
 
 using namespace qkv;
 
@@ -177,12 +178,7 @@ std::string json_str(const std::string& s) {
   return o + "\"";
 }
 
-struct Case {
-  const char* tmpl;
-  const std::vector<JinjaMessage>* msgs;
-  bool gen;
-  std::string vars;  // a JSON object of further template variables, or empty
-};
+using Case = JinjaCase;
 
 // Jinja2's renderings (empty optional: it raised), or a skip reason.
 bool reference(const std::vector<Case>& cases, const std::string& bos, const std::string& eos, std::vector<std::pair<bool, std::string>>* out,
@@ -680,3 +676,4 @@ TEST(Jinja, ConstructsOfRealTemplatesRenderAsJinja2Does) {
     for (bool gen : {true, false}) cases.push_back({raising, &c, gen, &c == &conversations.back() ? tools : ""});
   EXPECT_EQ(compare_with_jinja2(cases, 2 * conversations.size()), (int)cases.size());
 }
+
