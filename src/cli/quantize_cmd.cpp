@@ -6,6 +6,7 @@
 
 #include "../formats/gguf.h"
 #include "../formats/gguf_writer.h"
+#include "../formats/hf.h"
 #include "../formats/loader.h"
 #include "../tokenizer/tokenizer.h"
 
@@ -41,7 +42,7 @@ void check_requantize(const GgufFile& in, QType to, bool allow) {
 }
 
 std::shared_ptr<const Blob> quantize_input(const std::shared_ptr<const Blob>& in, const Blob* tok, const std::string& name) {
-  if (looks_like_gguf(in->data(), in->size())) return in;
+  if (looks_like_gguf(in->data(), in->size()) || as_hf_files(in.get())) return in;  // GgufFile::parse reads both
   LoadedModel m = load_model(in);
   if (!tok) fail(ErrorCode::BadArgument, "a llama2.c checkpoint needs its tokenizer (-z TOKENIZER in the CLIs, options.tokenizer in JS)");
   Tokenizer t = Tokenizer::from_llama2c(tok->data(), tok->size(), m.config.vocab_size);
