@@ -3,16 +3,21 @@
 // also t5.gguf (encoder-decoder) and unigram-echo.gguf (its tokenizer in a model that repeats
 // the last token), not listed, for the encoder-decoder tests.
 // qkv_test_models --encoders OUTDIR: the encoder models (BERT, Nomic BERT) of tests/js/embed_wllama.test.mjs.
+// qkv_test_models --hf OUTDIR: for llama, qwen3, gemma2 and bert, ARCH.gguf and the Hugging Face
+// checkpoint it converts from (ARCH-hf/: config.json, tokenizer*.json, safetensors), for the
+// JS loading test (tests/js/hf.test.mjs).
 // qkv_test_models --encoder-shape OUT.gguf ARCH DIM HIDDEN LAYERS HEADS VOCAB: one random encoder
 // of that shape (bench/bench-embed.mjs).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <sys/stat.h>
 
 #include "common.h"
 #include "formats/file.h"
 #include "formats/gguf_writer.h"
+#include "formats/hf_testmodel.h"
 #include "formats/quantize.h"
 #include "tokenizer/tokenizer.h"
 #include "chat_templates.h"
@@ -45,6 +50,35 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: qkv_test_models OUTDIR [SHARED_MODELS_DIR]\n");
     return 2;
+  }
+  if (std::string(argv[1]) == "--hf" && argc >= 3) {
+    try {
+      struct Hf {
+        const char* arch;
+        QType dtype;
+        int shards;
+      };
+      for (const Hf& h : {Hf{"llama", QType::BF16, 2}, Hf{"qwen3", QType::F16, 1}, Hf{"gemma2", QType::F32, 1}, Hf{"bert", QType::F16, 1}}) {
+        TestModelSpec s;
+        s.arch = h.arch;
+        std::vector<uint8_t> gguf;
+        const HfFileList files = write_hf_checkpoint(GgufFile::parse(std::make_shared<VectorBlob>(write_test_model(s))), h.dtype, h.shards, &gguf);
+        auto save = [](const std::string& path, const std::vector<uint8_t>& b) {
+          FILE* f = fopen(path.c_str(), "wb");
+          if (!f || fwrite(b.data(), 1, b.size(), f) != b.size()) fail(ErrorCode::Io, "cannot write " + path);
+          fclose(f);
+        };
+        const std::string dir = std::string(argv[2]) + "/" + h.arch + "-hf";
+        save(std::string(argv[2]) + "/" + h.arch + ".gguf", gguf);
+        mkdir(dir.c_str(), 0755);
+        mkdir((dir + "/1_Pooling").c_str(), 0755);
+        for (const auto& f : files) save(dir + "/" + f.first, f.second);
+      }
+    } catch (const Error& e) {
+      fprintf(stderr, "qkv_test_models: %s\n", e.what());
+      return 1;
+    }
+    return 0;
   }
   if (std::string(argv[1]) == "--encoder-shape") {
     if (argc < 9) {

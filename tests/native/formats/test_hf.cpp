@@ -8,9 +8,12 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "engine/embed.h"
+#include "formats/file.h"
 #include "formats/gguf.h"
 #include "formats/gguf_model.h"
 #include "formats/gguf_writer.h"
@@ -116,6 +119,37 @@ TEST(HfModel, QuantizeWritesTheGgufConversion) {
   const std::vector<int> ids = {1, 5, 9, 3};
   EXPECT_EQ(logits_of(vec_blob(a.bytes), ids, &ga), logits_of(vec_blob(b.bytes), ids, &gb));
   EXPECT_EQ(ga, gb);
+}
+
+TEST(HfModel, ADirectoryIsAModel) {
+  TestModelSpec spec;
+  spec.arch = "qwen3";
+  const GgufFile src = GgufFile::parse(vec_blob(write_test_model(spec)));
+  std::vector<uint8_t> gguf;
+  const HfFileList files = write_hf_checkpoint(src, QType::BF16, 2, &gguf);
+  char tmpl[] = "/tmp/qkv_hf_XXXXXX";
+  ASSERT_TRUE(mkdtemp(tmpl));
+  const std::string dir = tmpl;
+  for (const auto& f : files) {
+    std::ofstream o(dir + "/" + f.first, std::ios::binary);
+    o.write(reinterpret_cast<const char*>(f.second.data()), (std::streamsize)f.second.size());
+  }
+  std::ofstream(dir + "/README.md") << "not read";
+  std::vector<int> ga, gb;
+  const std::vector<int> ids = {1, 7, 2, 9};
+  EXPECT_EQ(logits_of(map_model_file(dir), ids, &ga), logits_of(vec_blob(gguf), ids, &gb));
+  EXPECT_EQ(ga, gb);
+  EXPECT_TRUE(embedded_tokenizer(map_model_file(dir)));
+  for (const auto& f : files) unlink((dir + "/" + f.first).c_str());
+  unlink((dir + "/README.md").c_str());
+  try {
+    map_model_file(dir);
+    FAIL() << "an empty directory loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Io);
+    EXPECT_NE(std::string(e.what()).find("without config.json"), std::string::npos) << e.what();
+  }
+  rmdir(dir.c_str());
 }
 
 // ---- real vocabularies as tokenizer.json ----------------------------------------------------
