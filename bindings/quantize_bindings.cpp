@@ -11,6 +11,7 @@
 #include "common.h"
 #include "engine/perplexity.h"
 #include "formats/gguf.h"
+#include "formats/hf.h"
 #include "formats/gguf_writer.h"
 #include "formats/loader.h"
 #include "model/transformer.h"
@@ -111,7 +112,7 @@ val quantize_model(val model, val tok, std::string name, std::string type, bool 
     }
     val o = val::object();
     o.set("fromGguf", from_gguf);
-    o.set("inBytes", (double)model_bytes(*in));
+    o.set("inBytes", (double)input_bytes(*in));
     o.set("outBytes", (double)out_bytes);
     o.set("tensors", list);
     return o;

@@ -202,12 +202,7 @@ static int cmd_quantize(const std::vector<std::string>& args) {
     });
     if (!f.flush()) fail(ErrorCode::Io, "cannot write " + q.out_path);
   }
-  uint64_t in_bytes = model_bytes(*in);
-  if (const HfFiles* hf = as_hf_files(in.get())) {  // every file of the checkpoint
-    in_bytes = 0;
-    for (const auto& f : hf->files()) in_bytes += f.second->size();
-  }
-  fputs(quantize_summary(q, from_gguf, in_bytes, out_bytes, tensors, as_hf_files(in.get()) ? "Hugging Face" : nullptr).c_str(), stdout);
+  fputs(quantize_summary(q, from_gguf, input_bytes(*in), out_bytes, tensors, as_hf_files(in.get()) ? "Hugging Face" : nullptr).c_str(), stdout);
   if (!text.empty()) {
     PerplexityStats before = measure(gguf, a, text, "before ");
     PerplexityStats after = measure(map_file(q.out_path), a, text, "after ");

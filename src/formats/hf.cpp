@@ -55,6 +55,14 @@ uint64_t HfFiles::size() const {
 
 const HfFiles* as_hf_files(const Blob* blob) { return dynamic_cast<const HfFiles*>(blob); }
 
+uint64_t input_bytes(const Blob& blob) {
+  const HfFiles* hf = as_hf_files(&blob);
+  if (!hf) return model_bytes(blob);
+  uint64_t n = 0;
+  for (const auto& f : hf->files()) n += f.second->size();
+  return n;
+}
+
 namespace {
 [[noreturn]] void bad(const std::string& m) { fail(ErrorCode::BadModel, "Hugging Face checkpoint: " + m); }
 
@@ -402,7 +410,9 @@ std::shared_ptr<const Blob> map_hf_directory(const std::string& dir) {
     std::sort(names.begin(), names.end());
     for (const std::string& n : names) {
       auto ends = [&](const char* s) { return n.size() >= std::strlen(s) && n.compare(n.size() - std::strlen(s), std::string::npos, s) == 0; };
-      if (ends(".json") || ends(".safetensors") || n == "chat_template.jinja") files.emplace_back(sub + n, map_file(dir + "/" + sub + n));
+      // Mistral's consolidated.safetensors repeats the weights in another layout: not read.
+      if ((ends(".json") || ends(".safetensors") || n == "chat_template.jinja") && n.compare(0, 12, "consolidated") != 0)
+        files.emplace_back(sub + n, map_file(dir + "/" + sub + n));
     }
   };
   list("");

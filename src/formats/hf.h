@@ -32,6 +32,8 @@ class HfFiles : public Blob {
 
 // The HfFiles a blob is, or null.
 const HfFiles* as_hf_files(const Blob* blob);
+// The bytes of every file of a model: a checkpoint's files, a split model's parts (model_bytes).
+uint64_t input_bytes(const Blob& blob);
 
 // The checkpoint as GGUF (see above). Throws Error(BadModel) naming the file and the problem,
 // Error(Unsupported) for a model_type, dtype or option qkv does not run.

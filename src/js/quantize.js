@@ -29,7 +29,7 @@ export async function quantizeWith(env, source, options = {}) {
   let modelBuf = null, tokBuf = null;
   try {
     modelBuf = await readModelSource(mod, source, {
-      what: 'the model', signal, openPath: env.openPath,
+      what: 'the model', signal, openPath: env.openPath, listDir: env.listDir,
       onProgress: onProgress && (({ loaded, total }) => onProgress({ phase: 'read', done: loaded, total })),
     });
     const head = modelBuf.view().subarray(0, 4);
