@@ -128,7 +128,7 @@ std::string gguf_name(const std::string& arch, const std::string& n) {
     if (base == "embeddings.position_embeddings") return "position_embd" + suffix;
     if (base == "embeddings.token_type_embeddings") return "token_types" + suffix;
     if (base == "embeddings.LayerNorm") return "token_embd_norm" + suffix;
-    if (base.compare(0, 7, "pooler.") == 0 || base == "embeddings.position_ids") return "";
+    if (base.compare(0, 7, "pooler.") == 0) return "";
     if (n == "embeddings.position_ids") return "";
   } else {
     if (base == "embed_tokens") return "token_embd" + suffix;
@@ -195,8 +195,24 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
   if (!mt || mt->k != Json::Str) bad("config.json has no model_type");
   std::string model_type = mt->s;
   if (model_type == "gemma3" && cfg.get("text_config")) {  // Gemma3ForConditionalGeneration: the text half
-    const Json tc = *cfg.get("text_config");
+    Json tc = *cfg.get("text_config");
     if (tc.k != Json::Obj) bad("config.json: text_config is not an object");
+    // Its config lists only what differs from transformers' Gemma3TextConfig defaults.
+    auto def = [&](const char* k, const char* v) {
+      if (!tc.get(k)) {
+        Json n;
+        n.k = Json::Num;
+        n.s = v;
+        tc.obj.emplace_back(k, n);
+      }
+    };
+    def("num_attention_heads", "8");
+    def("num_key_value_heads", "4");
+    def("head_dim", "256");
+    def("rms_norm_eps", "1e-6");
+    def("rope_theta", "1000000");
+    def("max_position_embeddings", "131072");
+    def("sliding_window", "4096");
     cfg = tc;
   }
   std::string arch;
@@ -303,7 +319,7 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
     w.add_f32(key("final_logit_softcapping"), (float)num(cfg, "final_logit_softcapping", 0.0));
   if ((arch == "gemma2" || arch == "gemma3") && cfg.get("sliding_window") && cfg.get("sliding_window")->k == Json::Num)
     w.add_u32(key("attention.sliding_window"), count(cfg, "sliding_window", 0));
-  add_hf_tokenizer(w, *files);
+  const size_t n_tokens = add_hf_tokenizer(w, *files);
   if (const std::string ct = files->text("chat_template.jinja"); !ct.empty()) w.add_string("tokenizer.chat_template", ct);
 
   // Tensors, renamed; the ones the converter changes are copied here.
@@ -327,6 +343,8 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
     if (g.empty()) continue;
     if (g == "?") fail(ErrorCode::Unsupported, "Hugging Face checkpoint: tensor " + kv.first + " has no place in a " + model_type + " model");
     const SafetensorsTensor& t = kv.second;
+    if (!t.supported)
+      fail(ErrorCode::Unsupported, "Hugging Face checkpoint: tensor " + kv.first + " is " + t.dtype + "; qkv runs F32, F16 and BF16 weights");
     if (t.shape.empty() || t.shape.size() > 2) bad("tensor " + kv.first + " is not 1-D or 2-D");
     GgufTensorInfo info;
     info.name = g;
@@ -357,6 +375,9 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
       storage->owned.push_back(std::move(buf));
       data = storage->owned.back().data();
     }
+    // Gemma's embedding has rows past the tokenizer's vocabulary: the converter drops them
+    // (here: a view of the first rows).
+    if (gemma && g == "token_embd.weight" && info.dims.size() == 2 && info.dims[1] > n_tokens && n_tokens > 0) info.dims[1] = n_tokens;
     info.type = ggml_of_qtype(type);
     info.bytes = info.elements() * (type == QType::F32 ? 4 : 2);
     infos.push_back(std::move(info));

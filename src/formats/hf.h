@@ -41,8 +41,9 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> files);
 
 // tokenizer.json (+ tokenizer_config.json, config.json) as tokenizer.ggml.* keys
 // (hf_tokenizer.cpp). Error(BadTokenizer) / Error(Unsupported) name what is wrong.
+// Returns the vocabulary size (ids 0..n-1).
 class GgufWriter;
-void add_hf_tokenizer(GgufWriter& w, const HfFiles& files);
+size_t add_hf_tokenizer(GgufWriter& w, const HfFiles& files);
 
 // Natively: the checkpoint files in a directory (config.json, tokenizer*.json, *.safetensors,
 // the index, 1_Pooling/config.json), mapped. Error(Io) if config.json is missing.

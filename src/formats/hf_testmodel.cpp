@@ -280,8 +280,14 @@ HfFileList write_hf_checkpoint(const GgufFile& g, QType dtype, int shards, std::
     ht.shape = vec ? std::vector<uint64_t>{cols} : std::vector<uint64_t>{rows, cols};
     ht.type = dtype;
     ht.bytes = encode(dtype, h);
+    if (gemma && t.name == "token_embd.weight") {  // Gemma's embedding has rows past the vocabulary (the converter drops them)
+      const std::vector<float> extra(8 * cols, 0.5f);
+      const std::vector<uint8_t> eb = encode(dtype, extra);
+      ht.bytes.insert(ht.bytes.end(), eb.begin(), eb.end());
+      ht.shape[0] += 8;
+    }
     // The GGUF a converter writes from these bytes: decoded, +1 / permuted back, vectors F32.
-    std::vector<float> back = decode(dtype, ht.bytes, h.size());
+    std::vector<float> back = decode(dtype, ht.bytes, h.size());  // (without Gemma's extra rows)
     if (norm_shift)
       for (float& x : back) x += 1.0f;
     if (permute) back = v.size() == back.size() ? [&] {

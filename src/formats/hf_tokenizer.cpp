@@ -170,7 +170,7 @@ std::string token_text(const Json* v) {
 }
 }  // namespace
 
-void add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
+size_t add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
   if (!files.find("tokenizer.json")) fail(ErrorCode::BadTokenizer, "Hugging Face checkpoint: tokenizer.json is missing");
   const Json tj = parse_json(files.text("tokenizer.json"), "tokenizer.json", ErrorCode::BadTokenizer);
   const Json tc = files.find("tokenizer_config.json")
@@ -380,6 +380,7 @@ void add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
       for (const Json& e : ct->arr)
         if (str(&e, "name") == "default") w.add_string("tokenizer.chat_template", str(&e, "template"));
   }
+  return tokens.size();
 }
 
 }  // namespace qkv

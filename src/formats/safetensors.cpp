@@ -55,11 +55,20 @@ std::vector<SafetensorsTensor> parse_safetensors(const Blob& blob, const std::st
     if (!off || off->k != Json::Arr || off->arr.size() != 2) bad(tn + " has no data_offsets [begin, end]");
     SafetensorsTensor st;
     st.name = kv.first;
-    uint64_t elem;
+    uint64_t elem = 0;
+    st.dtype = dt->s;
     if (dt->s == "F32") st.type = QType::F32, elem = 4;
     else if (dt->s == "F16") st.type = QType::F16, elem = 2;
     else if (dt->s == "BF16") st.type = QType::BF16, elem = 2;
-    else fail(ErrorCode::Unsupported, what + ": " + tn + " is " + dt->s + "; qkv reads F32, F16 and BF16 safetensors");
+    else {
+      static const std::pair<const char*, uint64_t> kOther[] = {{"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
+                                                                {"I16", 2}, {"U16", 2}, {"I32", 4}, {"U32", 4}, {"I64", 8},
+                                                                {"U64", 8}, {"F64", 8}};
+      for (const auto& o : kOther)
+        if (dt->s == o.first) elem = o.second;
+      if (!elem) fail(ErrorCode::Unsupported, what + ": " + tn + " has dtype '" + dt->s + "', which safetensors does not define");
+      st.supported = false;
+    }
     if (sh->arr.size() > 4) bad(tn + " has " + std::to_string(sh->arr.size()) + " dimensions (at most 4)");
     uint64_t count = 1;
     for (const Json& x : sh->arr) {

@@ -13,7 +13,9 @@ namespace qkv {
 
 struct SafetensorsTensor {
   std::string name;
-  QType type = QType::F32;       // F32, F16 or BF16
+  QType type = QType::F32;       // F32, F16 or BF16 (when supported)
+  std::string dtype;             // as the header names it
+  bool supported = true;         // false: a dtype qkv does not run (I64 position ids, F8, ...), refused if used
   std::vector<uint64_t> shape;   // slowest first, as safetensors lists it ([rows, cols])
   const uint8_t* data = nullptr; // into the file
   uint64_t bytes = 0;
@@ -22,7 +24,8 @@ struct SafetensorsTensor {
 
 // Parses one file; `what` names it in errors ("model-00001-of-00002.safetensors"). Throws
 // Error(BadModel) naming the problem (truncated header, offsets outside the data or overlapping,
-// a size that does not match the shape), Error(Unsupported) for a dtype qkv does not run.
+// a size that does not match the shape), Error(Unsupported) for a dtype the format does not
+// define. Tensors of dtypes qkv does not run are listed with supported = false.
 std::vector<SafetensorsTensor> parse_safetensors(const Blob& blob, const std::string& what);
 
 }  // namespace qkv
