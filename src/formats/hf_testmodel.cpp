@@ -233,10 +233,33 @@ HfFileList write_hf_tokenizer(const GgufFile& g, bool add_bos) {
     const int sep = id_key("tokenizer.ggml.seperator_token_id");
     if (cls >= 0) cfg.emplace_back("cls_token", jstr(tokens[(size_t)cls]));
     if (sep >= 0) cfg.emplace_back("sep_token", jstr(tokens[(size_t)sep]));
+  } else if (model == "t5") {  // Unigram: [piece, score] pairs, Metaspace, </s> appended by the template
+    std::vector<Json> vocab;
+    for (size_t i = 0; i < n; i++) {
+      vocab.push_back(jarr({jstr(tokens[i]), jnum(g.get("tokenizer.ggml.scores").num_at(i))}));
+      if (types[i] == kTokControl || types[i] == kTokUserDefined || types[i] == kTokUnknown) add_special(i, types[i] != kTokUserDefined);
+    }
+    auto flag_of = [&](const char* k, bool def) { return g.find(k) ? g.get(k).u != 0 : def; };
+    std::vector<Json> norms;
+    if (flag_of("tokenizer.ggml.remove_extra_whitespaces", false))
+      norms.push_back(jobj({{"type", jstr("Replace")}, {"pattern", jobj({{"Regex", jstr(" {2,}")}})}, {"content", jstr(" ")}}));
+    const int eos = id_key("tokenizer.ggml.eos_token_id");
+    Json post;
+    if (flag_of("tokenizer.ggml.add_eos_token", true) && eos >= 0)
+      post = jobj({{"type", jstr("TemplateProcessing")},
+                   {"single", jarr({jobj({{"Sequence", jobj({{"id", jstr("A")}, {"type_id", jnum(0)}})}}),
+                                    jobj({{"SpecialToken", jobj({{"id", jstr(tokens[(size_t)eos])}, {"type_id", jnum(0)}})}})})}});
+    tj = jobj({{"version", jstr("1.0")}, {"added_tokens", jarr(added)},
+               {"normalizer", norms.empty() ? Json() : jobj({{"type", jstr("Sequence")}, {"normalizers", jarr(norms)}})},
+               {"pre_tokenizer", jobj({{"type", jstr("Metaspace")}, {"replacement", jstr("\xE2\x96\x81")},
+                                       {"prepend_scheme", jstr(flag_of("tokenizer.ggml.add_space_prefix", true) ? "always" : "never")}})},
+               {"post_processor", post},
+               {"model", jobj({{"type", jstr("Unigram")}, {"unk_id", jnum(id_key("tokenizer.ggml.unknown_token_id"))}, {"vocab", jarr(vocab)}})}});
+    cfg.clear();  // the template says what is added
   } else {
     fail(ErrorCode::Unsupported, "write_hf_tokenizer: tokenizer model " + model);
   }
-  if (model != "bert") {
+  if (model != "bert" && model != "t5") {
     const int bos = id_key("tokenizer.ggml.bos_token_id"), eos = id_key("tokenizer.ggml.eos_token_id");
     if (bos >= 0 && (size_t)bos < n) cfg.emplace_back("bos_token", jstr(tokens[(size_t)bos]));
     if (eos >= 0 && (size_t)eos < n) cfg.emplace_back("eos_token", jstr(tokens[(size_t)eos]));

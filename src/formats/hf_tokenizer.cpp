@@ -258,8 +258,22 @@ size_t add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
       }
     }
   }
+  bool add_eos = false;
+  {  // ... and its last piece, if a special token, an EOS it adds (T5's </s>)
+    const Json* single = post && type_of(post) == "TemplateProcessing" ? post->get("single") : nullptr;
+    if (single && single->k == Json::Arr && single->arr.size() > 1) {
+      const Json* st = single->arr.back().k == Json::Obj ? single->arr.back().get("SpecialToken") : nullptr;
+      if (st) {
+        const int id = find_id(str(st, "id"));
+        if (id >= 0) {
+          add_eos = true;
+          if (eos < 0) eos = id;
+        }
+      }
+    }
+  }
   if (tcp && tcp->get("add_bos_token") && tcp->get("add_bos_token")->k == Json::Bool) add_bos = tcp->get("add_bos_token")->b;
-  const bool add_eos = flag(tcp, "add_eos_token", false);
+  if (tcp && tcp->get("add_eos_token") && tcp->get("add_eos_token")->k == Json::Bool) add_eos = tcp->get("add_eos_token")->b;
 
   if (mtype == "WordPiece") {
     w.add_string("tokenizer.ggml.model", "bert");
@@ -288,8 +302,30 @@ size_t add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
     const Json* unk_v = model->get("unk_id");
     const int unk = unk_v && unk_v->k == Json::Num ? (int)id_of(*unk_v, "unk_id") : -1;
     if (unk >= 0 && (size_t)unk < types.size()) types[(size_t)unk] = kTokUnknown;
-    bool marker = false, prefix = false;
-    spm_chain(tj.get("pre_tokenizer"), &marker, &prefix);
+    // Metaspace gives the leading space; WhitespaceSplit (runs of spaces are one) or the
+    // normalizer's Replace of " {2,}" is SentencePiece's remove_extra_whitespaces.
+    bool prefix = false, squeeze = false;
+    auto walk = [&](const Json* n, auto& self) -> void {
+      const std::string t = type_of(n);
+      if (t == "Sequence") {
+        const Json* seq = n->get("pretokenizers") ? n->get("pretokenizers") : n->get("normalizers");
+        if (seq && seq->k == Json::Arr)
+          for (const Json& x : seq->arr) self(&x, self);
+      } else if (t == "Metaspace") {
+        bool marker = false;
+        spm_chain(n, &marker, &prefix);
+      } else if (t == "WhitespaceSplit") {
+        squeeze = true;
+      } else if (t == "Replace") {
+        const Json* pat = n->get("pattern");
+        if (pat && pat->k == Json::Obj && str(pat, "Regex") == " {2,}" && str(n, "content") == " ") squeeze = true;
+        else unsupported("normalizer Replace other than \" {2,}\" -> \" \" is not supported with a Unigram model");
+      } else if (!t.empty() && t != "Precompiled" && t != "Strip") {
+        unsupported("normalizer or pre-tokenizer " + t + " is not supported with a Unigram model");
+      }
+    };
+    walk(tj.get("pre_tokenizer"), walk);
+    walk(tj.get("normalizer"), walk);
     std::vector<uint8_t> charsmap;
     const Json* norm = tj.get("normalizer");
     auto find_charsmap = [&](const Json* n, auto& self) -> void {
@@ -303,6 +339,7 @@ size_t add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
     w.add_i32s("tokenizer.ggml.token_type", types);
     if (unk >= 0) w.add_u32("tokenizer.ggml.unknown_token_id", (uint32_t)unk);
     w.add_bool("tokenizer.ggml.add_space_prefix", prefix);
+    w.add_bool("tokenizer.ggml.remove_extra_whitespaces", squeeze);
     if (!charsmap.empty()) {
       GgufValue v;
       v.kind = GgufKind::ARRAY;

@@ -199,6 +199,27 @@ INSTANTIATE_TEST_SUITE_P(Shared, HfRealVocab, ::testing::Values("llama-spm", "ph
                            return n;
                          });
 
+TEST(HfTokenizer, UnigramAsTokenizerJson) {
+  const auto tb = map_file(std::string(QKV_SHARED_DIR) + "/models/aidreams-tok512.bin");
+  const Tokenizer spm = Tokenizer::from_llama2c(tb->data(), tb->size(), 512);
+  TestModelSpec s;
+  s.arch = "t5";
+  s.spm = &spm;
+  s.layers = 1;
+  const GgufFile g = GgufFile::parse(vec_blob(write_test_encdec_model(s)));
+  const Tokenizer ref = load_gguf_tokenizer(g);
+  ASSERT_TRUE(ref.is_unigram());
+  const auto files = hf_blob(write_hf_tokenizer(g, false));
+  GgufWriter w;
+  add_hf_tokenizer(w, *as_hf_files(files.get()));
+  const Tokenizer t = load_gguf_tokenizer(GgufFile::parse(vec_blob(w.finish())));
+  ASSERT_TRUE(t.is_unigram());
+  for (const char* text : {"Once upon a time", "  two  spaces and\ttabs\n", "", "unknown \xE2\x82\xAC sign", "Tom's 123"}) {
+    EXPECT_EQ(t.encode(text, true, true), ref.encode(text, true, true)) << text;
+    EXPECT_EQ(t.encode(text, false, false), ref.encode(text, false, false)) << text;
+  }
+}
+
 // ---- hostile input ---------------------------------------------------------------------------
 
 std::vector<uint8_t> raw_safetensors(const std::string& header, size_t data_bytes) {
