@@ -342,6 +342,9 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
     const std::string g = gguf_name(arch, n);
     if (g.empty()) continue;
     if (g == "?") fail(ErrorCode::Unsupported, "Hugging Face checkpoint: tensor " + kv.first + " has no place in a " + model_type + " model");
+    // Biases the GGUF rows of these families do not read (Llama's attention_bias / mlp_bias, Qwen 3's): refused, not ignored.
+    if (!bert && arch != "qwen2" && g.size() > 5 && g.compare(g.size() - 5, 5, ".bias") == 0)
+      fail(ErrorCode::Unsupported, "Hugging Face checkpoint: tensor " + kv.first + " (a bias " + model_type + " models do not have) is not supported");
     const SafetensorsTensor& t = kv.second;
     if (!t.supported)
       fail(ErrorCode::Unsupported, "Hugging Face checkpoint: tensor " + kv.first + " is " + t.dtype + "; qkv runs F32, F16 and BF16 weights");

@@ -297,6 +297,17 @@ TEST(HfModel, BadCheckpointsAreNamedErrors) {
       f.second.assign(s.begin(), s.end());
     }
   expect(moved, ErrorCode::BadModel, "does not hold it");
+  // A tensor the family does not have is refused, not ignored: a bias (Llama's attention_bias).
+  HfFileList one = write_hf_checkpoint(src, QType::F32, 1);
+  for (auto& f : one)
+    if (f.first == "model.safetensors") {
+      std::vector<HfTensor> ts;
+      for (const SafetensorsTensor& t : parse_safetensors(VectorBlob(f.second), "x"))
+        ts.push_back({t.name, t.shape, t.type, std::vector<uint8_t>(t.data, t.data + t.bytes)});
+      ts.push_back({"model.layers.0.self_attn.q_proj.bias", {64}, QType::F32, std::vector<uint8_t>(256)});
+      f.second = write_safetensors(ts);
+    }
+  expect(one, ErrorCode::Unsupported, "q_proj.bias");
 }
 
 }  // namespace
