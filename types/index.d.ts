@@ -540,6 +540,8 @@ export interface QuantizeResult {
   inBytes: number;
   outBytes: number;
   fromGguf: boolean;
+  /** The input was a Hugging Face checkpoint (its files or directory). */
+  fromHuggingFace: boolean;
   tensors: QuantizedTensorReport[];
 }
 

@@ -54,7 +54,7 @@ export async function quantizeWith(env, source, options = {}) {
       let off = 0;
       for (const p of parts) { bytes.set(p, off); off += p.byteLength; }
     }
-    return { bytes, inBytes: report.inBytes, outBytes: report.outBytes, fromGguf: report.fromGguf, tensors: report.tensors };
+    return { bytes, inBytes: report.inBytes, outBytes: report.outBytes, fromGguf: report.fromGguf, fromHuggingFace: report.fromHuggingFace, tensors: report.tensors };
   } catch (e) {
     throw e instanceof QkvError ? e : toQkvError(e);
   } finally {

@@ -68,6 +68,10 @@ test('a BERT checkpoint embeds as its GGUF conversion', { skip }, async () => {
 test('quantize() writes a GGUF from a checkpoint directory', { skip }, async () => {
   const q = await quantize(join(dir, 'qwen3-hf'), { type: 'q8_0' });
   const r = await quantize(join(dir, 'qwen3.gguf'), { type: 'q8_0' });
+  assert.equal(q.fromHuggingFace, true);
+  assert.equal(r.fromHuggingFace, false);
+  const files = readdirSync(join(dir, 'qwen3-hf')).filter((n) => n !== '1_Pooling');
+  assert.equal(q.inBytes, files.reduce((n, f) => n + readFileSync(join(dir, 'qwen3-hf', f)).byteLength, 0), 'every file counted');
   const a = await loadModel(q.bytes, OPTS), b = await loadModel(r.bytes, OPTS);
   try {
     const ids = b.tokenize('Hello world');
