@@ -2,7 +2,8 @@
 // The qkv command on the WASM engine: same commands, flags and stdout bytes as the native CLI.
 import { closeSync, createReadStream, existsSync, openSync, readFileSync, statSync, writeSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import { modelParts, readParts, readSource } from '../src/js/source.js';
+import { isHfCheckpoint, modelParts, partName, readParts, readSource } from '../src/js/source.js';
+import { listDir } from '../src/js/checkpoint-dir.js';
 import { MAX_WASM_THREADS, hardwareThreads, loadWasmModule, toHeapBuffer } from '../src/js/wasm-node.mjs';
 
 const VERSION = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
@@ -23,9 +24,16 @@ function usage(mod, out) {
     '  qkv --version                    print the version\n\n' + mod.runUsage());
 }
 
-// A model path: the first file of a split GGUF model (NAME-00001-of-0000N.gguf) brings the others.
-function readModelIntoHeap(mod, path) {
-  return readParts(modelParts(path), (p) => readIntoHeap(mod, p));
+// A model path: the first file of a split GGUF model (NAME-00001-of-0000N.gguf) brings the others;
+// a directory is a Hugging Face checkpoint, its files read with their names.
+async function readModelIntoHeap(mod, path, read = (p) => readIntoHeap(mod, p)) {
+  const files = (await listDir(path)) ?? modelParts(path);
+  const hf = isHfCheckpoint(files);
+  return readParts(files, async (p) => {
+    const buf = await read(p, files);
+    if (hf) buf.setName(partName(p));
+    return buf;
+  });
 }
 
 // Reads a file into the WASM heap; file-system failures become io errors naming the path.
@@ -259,11 +267,11 @@ async function quantize(argv) {
       if (text.length === 0) throw Object.assign(new Error(`text file ${a.text} is empty`), { code: 'bad_argument' });
     }
     // A split model given by its first file brings the others, as natively.
-    const files = modelParts(a.model);
-    modelBuf = await readParts(files, (f) => readPathIntoHeap(mod, f, files.length > 1 ? `the model (${basename(f)})` : 'the model'));
+    modelBuf = await readModelIntoHeap(mod, a.model,
+      (f, files) => readPathIntoHeap(mod, f, files.length > 1 ? `the model (${basename(f)})` : 'the model'));
     const head = modelBuf.view().subarray(0, 4);
     const gguf = head.length === 4 && String.fromCharCode(...head) === 'GGUF';
-    if (!gguf) tokBuf = await readPathIntoHeap(mod, a.tokenizer, 'the tokenizer');
+    if (!gguf && !(await listDir(a.model))) tokBuf = await readPathIntoHeap(mod, a.tokenizer, 'the tokenizer');
     try {
       fd = openSync(a.out, 'w');
     } catch (e) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common.h"
+#include "formats/hf.h"
 #include "model/weights.h"
 #include "sampler/sampler.h"
 
@@ -95,11 +96,19 @@ class JsBuffer {
     guard([&] {
       if (next.blob_ == blob_) fail(ErrorCode::BadArgument, "a buffer cannot be its own next part");
       parts_.push_back(next.blob_);
+      part_names_.push_back(next.name_);
       return 0;
     });
   }
-  // What a model loads: this buffer, or with parts added a SplitBlob of all of them.
+  // The file's name: named buffers are the files of a Hugging Face checkpoint (formats/hf.h).
+  void setName(std::string name) { name_ = std::move(name); }
+  // What a model loads: this buffer, or with parts added a SplitBlob of all of them (HfFiles when named).
   std::shared_ptr<const Blob> model_blob() const {
+    if (!name_.empty()) {
+      std::vector<std::pair<std::string, std::shared_ptr<const Blob>>> files{{name_, blob_}};
+      for (size_t i = 0; i < parts_.size(); i++) files.emplace_back(part_names_[i], parts_[i]);
+      return std::make_shared<HfFiles>(std::move(files));
+    }
     if (parts_.empty()) return blob_;
     std::vector<std::shared_ptr<const Blob>> all{blob_};
     all.insert(all.end(), parts_.begin(), parts_.end());
@@ -109,6 +118,8 @@ class JsBuffer {
  private:
   std::shared_ptr<HeapBlob> blob_;
   std::vector<std::shared_ptr<const Blob>> parts_;
+  std::vector<std::string> part_names_;
+  std::string name_;
 };
 
 inline SamplerOptions sampler_options(val o) {

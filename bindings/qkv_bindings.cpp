@@ -556,7 +556,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
   function("inspect", &inspect_run);
   function("benchAttention", &bench_attention_threads);
   class_<JsBuffer>("Buffer").constructor<double>().function("view", &JsBuffer::view).function("size", &JsBuffer::size)
-      .function("addPart", &JsBuffer::addPart);
+      .function("addPart", &JsBuffer::addPart).function("setName", &JsBuffer::setName);
   class_<JsRunArgs>("RunArgs")
       .class_function("parse", &JsRunArgs::parse, allow_raw_pointers())
       .function("modelPath", &JsRunArgs::modelPath)

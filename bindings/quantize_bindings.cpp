@@ -11,6 +11,7 @@
 #include "common.h"
 #include "engine/perplexity.h"
 #include "formats/gguf.h"
+#include "formats/hf.h"
 #include "formats/gguf_writer.h"
 #include "formats/loader.h"
 #include "model/transformer.h"
@@ -111,7 +112,8 @@ val quantize_model(val model, val tok, std::string name, std::string type, bool 
     }
     val o = val::object();
     o.set("fromGguf", from_gguf);
-    o.set("inBytes", (double)model_bytes(*in));
+    o.set("fromHuggingFace", as_hf_files(in.get()) != nullptr);
+    o.set("inBytes", (double)input_bytes(*in));
     o.set("outBytes", (double)out_bytes);
     o.set("tensors", list);
     return o;
@@ -139,8 +141,9 @@ std::vector<QuantizedTensor> tensors_of(val report) {
 std::string quantize_summary_of(val argv, val report) {
   return guard([&] {
     const QuantizeArgs q = parse_quantize_args(vecFromJSArray<std::string>(argv));
+    const bool hf = report["fromHuggingFace"].as<bool>();
     return quantize_summary(q, report["fromGguf"].as<bool>(), (uint64_t)report["inBytes"].as<double>(),
-                            (uint64_t)report["outBytes"].as<double>(), tensors_of(report));
+                            (uint64_t)report["outBytes"].as<double>(), tensors_of(report), hf ? "Hugging Face" : nullptr);
   });
 }
 

@@ -27,6 +27,12 @@ export type ModelSource =
  * A model for loadModel: one source, or the files of a model split by llama.cpp's gguf-split,
  * in order (paths, URLs or Blobs). A path or URL named NAME-00001-of-0000N.gguf brings its
  * N - 1 siblings (NAME-00002-of-0000N.gguf, ...) by itself; naming another part is an error.
+ *
+ * A Hugging Face checkpoint (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, bert; F32, F16,
+ * BF16) is its files, in any order: config.json, tokenizer.json, tokenizer_config.json (optional:
+ * BOS/EOS, chat template), model.safetensors or model.safetensors.index.json with its shards
+ * (paths, URLs, or Files: each is known by its name, so plain Blobs are refused); in Node also
+ * the checkpoint's directory as one path. See docs/models.md.
  */
 export type ModelFiles = ModelSource | Array<string | URL | Blob>;
 
@@ -567,6 +573,8 @@ export interface QuantizeResult {
   inBytes: number;
   outBytes: number;
   fromGguf: boolean;
+  /** The input was a Hugging Face checkpoint (its files or directory). */
+  fromHuggingFace: boolean;
   tensors: QuantizedTensorReport[];
 }
 

@@ -5,6 +5,7 @@
 
 #include "../common.h"
 
+#include "../formats/hf.h"
 #include "../formats/detect.h"
 #include "args.h"
 #include "../formats/gguf.h"
@@ -69,7 +70,7 @@ InspectArgs parse_inspect_args(const std::string& cmd, const std::vector<std::st
   return a;
 }
 
-bool needs_separate_tokenizer(const Blob& model) { return !looks_like_gguf(model.data(), model.size()); }
+bool needs_separate_tokenizer(const Blob& model) { return !looks_like_gguf(model.data(), model.size()) && !as_hf_files(&model); }
 
 std::string model_info_json(const std::shared_ptr<const Blob>& model, const Blob* tok) {
   const bool gguf = looks_like_gguf(model->data(), model->size());
@@ -82,7 +83,7 @@ std::string model_info_json(const std::shared_ptr<const Blob>& model, const Blob
   auto field = [&](const char* k, const std::string& v) { o += std::string(o.size() > 2 ? ",\n" : "") + "  \"" + k + "\": " + v; };
   auto str = [&](const char* k, const std::string& v) { field(k, json_string(v)); };
   auto num = [&](const char* k, long long v) { field(k, std::to_string(v)); };
-  str("format", gguf ? "gguf" : "llama2.c");
+  str("format", gguf ? "gguf" : as_hf_files(model.get()) ? "huggingface" : "llama2.c");
   str("arch", c.arch);
   field("encoderDecoder", encdec ? "true" : "false");
   str("description", c.describe());
@@ -98,7 +99,7 @@ std::string model_info_json(const std::shared_ptr<const Blob>& model, const Blob
   str("positional", pos_kind_name(c.pos));
   str("ffn", ffn_kind_name(c.ffn));
   field("tiedClassifier", c.tied_classifier ? "true" : "false");
-  num("fileBytes", (long long)model_bytes(*model));
+  num("fileBytes", (long long)input_bytes(*model));
   str("tokenizer", !t ? "none" : t->is_bpe() ? "bpe" : t->is_wordpiece() ? "wordpiece" : t->is_unigram() ? "unigram" : "sentencepiece");
   if (t) {
     num("bosId", t->bos_id());

@@ -16,6 +16,7 @@
 #include "../engine/encdec_generate.h"
 #include "../formats/gguf_encdec.h"
 #include "../formats/gguf_writer.h"
+#include "../formats/hf.h"
 #include "../formats/loader.h"
 #include "../formats/quantize.h"
 #include "../kernels/simd.h"
@@ -183,7 +184,7 @@ static int cmd_quantize(const std::vector<std::string>& args) {
   const RunArgs& a = q.run;
   const std::string text = a.text_path.empty() ? "" : read_text(a.text_path);  // fail before the work
   auto in = map_model_file(a.model_path);
-  const bool from_gguf = looks_like_gguf(in->data(), in->size());
+  const bool from_gguf = looks_like_gguf(in->data(), in->size()) || as_hf_files(in.get());
   std::shared_ptr<const Blob> tok;
   if (!from_gguf) tok = map_file(a.tokenizer_path);
   std::shared_ptr<const Blob> gguf =
@@ -201,7 +202,7 @@ static int cmd_quantize(const std::vector<std::string>& args) {
     });
     if (!f.flush()) fail(ErrorCode::Io, "cannot write " + q.out_path);
   }
-  fputs(quantize_summary(q, from_gguf, model_bytes(*in), out_bytes, tensors).c_str(), stdout);
+  fputs(quantize_summary(q, from_gguf, input_bytes(*in), out_bytes, tensors, as_hf_files(in.get()) ? "Hugging Face" : nullptr).c_str(), stdout);
   if (!text.empty()) {
     PerplexityStats before = measure(gguf, a, text, "before ");
     PerplexityStats after = measure(map_file(q.out_path), a, text, "after ");

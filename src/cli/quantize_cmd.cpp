@@ -6,6 +6,7 @@
 
 #include "../formats/gguf.h"
 #include "../formats/gguf_writer.h"
+#include "../formats/hf.h"
 #include "../formats/loader.h"
 #include "../tokenizer/tokenizer.h"
 
@@ -41,7 +42,7 @@ void check_requantize(const GgufFile& in, QType to, bool allow) {
 }
 
 std::shared_ptr<const Blob> quantize_input(const std::shared_ptr<const Blob>& in, const Blob* tok, const std::string& name) {
-  if (looks_like_gguf(in->data(), in->size())) return in;
+  if (looks_like_gguf(in->data(), in->size()) || as_hf_files(in.get())) return in;  // GgufFile::parse reads both
   LoadedModel m = load_model(in);
   if (!tok) fail(ErrorCode::BadArgument, "a llama2.c checkpoint needs its tokenizer (-z TOKENIZER in the CLIs, options.tokenizer in JS)");
   Tokenizer t = Tokenizer::from_llama2c(tok->data(), tok->size(), m.config.vocab_size);
@@ -49,14 +50,14 @@ std::shared_ptr<const Blob> quantize_input(const std::shared_ptr<const Blob>& in
 }
 
 std::string quantize_summary(const QuantizeArgs& a, bool from_gguf, uint64_t in_bytes, uint64_t out_bytes,
-                             const std::vector<QuantizedTensor>& tensors) {
+                             const std::vector<QuantizedTensor>& tensors, const char* format) {
   std::map<std::string, int> count;
   for (const auto& t : tensors) count[ggml_type_name(t.to)]++;
   std::string mix;
   for (const auto& [k, v] : count) mix += (mix.empty() ? "" : ", ") + std::to_string(v) + " " + k;
   char ratio[32];
   snprintf(ratio, sizeof ratio, "%.2fx", (double)in_bytes / (double)(out_bytes ? out_bytes : 1));
-  std::string s = a.run.model_path + " (" + (from_gguf ? "GGUF" : "llama2.c") + ", " + format_bytes(in_bytes) + ") -> " +
+  std::string s = a.run.model_path + " (" + (format ? format : from_gguf ? "GGUF" : "llama2.c") + ", " + format_bytes(in_bytes) + ") -> " +
                   a.out_path + " (" + a.run.weight_type + ", " + format_bytes(out_bytes) + "): " + ratio + " smaller\n";
   s += "tensors: " + mix + "\n";
   for (const auto& t : tensors)

@@ -35,7 +35,8 @@ void check_requantize(const GgufFile& in, QType to, bool allow);
 
 // "IN (GGUF, 1.2 MiB) -> OUT (q8_0, 300 KiB): 3.70x smaller\ntensors: ...\n  name: note\n..."
 std::string quantize_summary(const QuantizeArgs& a, bool from_gguf, uint64_t in_bytes, uint64_t out_bytes,
-                             const std::vector<QuantizedTensor>& tensors);
+                             const std::vector<QuantizedTensor>& tensors,
+                             const char* format = nullptr);
 // "perplexity on FILE (N tokens predicted): before X, after Y (+Z%)\n"
 std::string perplexity_change(const std::string& text_path, const PerplexityStats& before, const PerplexityStats& after);
 

@@ -121,6 +121,7 @@ std::string not_a_model_message(FileFormat f) {
     case FileFormat::GitLfsPointer: return m + "; fetch the real file (git lfs pull)";
     case FileFormat::Html: return m + "; the download may have returned an error page";
     case FileFormat::Safetensors:
+      return m + "; load the checkpoint's directory (config.json, tokenizer.json and the safetensors; in JS all its files) instead";
     case FileFormat::Zip: return m + "; convert it to GGUF first (llama.cpp's convert_hf_to_gguf.py)";
     default: return m;
   }

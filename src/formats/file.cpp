@@ -13,6 +13,7 @@
 
 #include "../common.h"
 #include "gguf.h"
+#include "hf.h"
 
 namespace qkv {
 
@@ -88,6 +89,8 @@ static bool split_name(const std::string& path, int* no, int* count) {
 }
 
 std::shared_ptr<const Blob> map_model_file(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return map_hf_directory(path);  // a Hugging Face checkpoint
   int no, count;
   if (!split_name(path, &no, &count) || count == 1) return map_file(path);
   const std::string stem = path.substr(0, path.size() - std::string("-00001-of-00001.gguf").size());

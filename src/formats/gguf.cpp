@@ -3,6 +3,7 @@
 // u64 offset), padding to `general.alignment` (default 32), tensor data.
 // Strings are u64 length + bytes; arrays are u32 element kind + u64 count + elements.
 #include "gguf.h"
+#include "hf.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -275,6 +276,7 @@ std::string gguf_split_suffix(int no, int count) {
 static std::string split_name(int64_t no, int64_t count) { return gguf_split_suffix((int)no + 1, (int)count); }
 
 GgufFile GgufFile::parse(std::shared_ptr<const Blob> blob) {
+  if (as_hf_files(blob.get())) return hf_as_gguf(std::move(blob));  // read as its conversion
   auto split = std::dynamic_pointer_cast<const SplitBlob>(blob);
   if (!split || split->parts().size() == 1) {
     GgufFile g = parse_one(split ? split->parts()[0] : blob);
@@ -317,6 +319,23 @@ GgufFile GgufFile::parse(std::shared_ptr<const Blob> blob) {
       bad("split.tensors.count says " + std::to_string(c->i) + " tensors; the " + std::to_string(n) + " parts hold " +
           std::to_string(g.tensors_.size()));
   g.blob_ = blob;
+  return g;
+}
+
+GgufFile GgufFile::from_views(std::shared_ptr<const Blob> owner, std::shared_ptr<const Blob> header,
+                              std::vector<GgufTensorInfo> tensors, const std::vector<const uint8_t*>& data) {
+  GgufFile g = parse_one(std::move(header));
+  if (!g.tensors_.empty() || tensors.size() != data.size()) bad("internal: views given to a header that has tensors");
+  g.part_data_.clear();
+  for (size_t i = 0; i < tensors.size(); i++) {
+    GgufTensorInfo& t = tensors[i];
+    t.part = (uint32_t)i;
+    t.offset = 0;
+    if (!g.by_name_.emplace(t.name, i).second) bad("tensor " + t.name + " appears twice");
+    g.part_data_.push_back(data[i]);
+  }
+  g.tensors_ = std::move(tensors);
+  g.blob_ = std::move(owner);
   return g;
 }
 

@@ -76,6 +76,11 @@ class GgufFile {
   // is read as one model: metadata from its first file, the tensors of every file. A single
   // file that says it is one of several (split.count > 1) is refused, naming what to load.
   static GgufFile parse(std::shared_ptr<const Blob> blob);
+  // A model whose metadata is `header` (a GGUF without tensors) and whose tensors lie elsewhere,
+  // each at its own pointer (Hugging Face checkpoints: views into safetensors data, kept alive
+  // by `owner`, which becomes blob()). Tensor offsets and parts are set here.
+  static GgufFile from_views(std::shared_ptr<const Blob> owner, std::shared_ptr<const Blob> header,
+                             std::vector<GgufTensorInfo> tensors, const std::vector<const uint8_t*>& data);
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }

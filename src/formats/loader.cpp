@@ -9,11 +9,13 @@
 #include "detect.h"
 #include "gguf.h"
 #include "gguf_model.h"
+#include "hf.h"
 #include "llama2c.h"
 
 namespace qkv {
 
 LoadedModel load_model(std::shared_ptr<const Blob> blob) {
+  if (as_hf_files(blob.get())) return load_gguf_model(GgufFile::parse(std::move(blob)));
   const FileFormat f = blob ? detect_format(blob->data(), blob->size()) : FileFormat::Empty;
   if (f == FileFormat::Gguf) return load_gguf_model(GgufFile::parse(std::move(blob)));
   if (f != FileFormat::Binary && f != FileFormat::TooShort) fail(ErrorCode::BadModel, not_a_model_message(f));
@@ -27,7 +29,7 @@ LoadedModel load_model(std::shared_ptr<const Blob> blob) {
 }
 
 std::unique_ptr<Tokenizer> embedded_tokenizer(const std::shared_ptr<const Blob>& blob) {
-  if (!blob || !looks_like_gguf(blob->data(), blob->size())) return nullptr;
+  if (!blob || (!looks_like_gguf(blob->data(), blob->size()) && !as_hf_files(blob.get()))) return nullptr;
   return std::make_unique<Tokenizer>(load_gguf_tokenizer(GgufFile::parse(blob)));
 }
 

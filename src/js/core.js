@@ -630,7 +630,7 @@ export async function loadModelWith(env, source, options = {}) {
   // Progress over both files: the tokenizer is small, the model dominates.
   let modelBuf = null, tokBuf = null, handle = null;
   try {
-    modelBuf = await readModelSource(mod, source, { what: 'the model', onProgress, signal, openPath: env.openPath });
+    modelBuf = await readModelSource(mod, source, { what: 'the model', onProgress, signal, openPath: env.openPath, listDir: env.listDir });
     if (call(() => mod.isEncoderDecoder(modelBuf))) {  // t5: encoder-decoder, its own class (src/js/encdec.js)
       handle = call(() => new mod.EncDecModel(modelBuf, runtime.threads));
       modelBuf.delete(); modelBuf = null;

@@ -2,6 +2,7 @@
 // runs on the pthreads build (all cores) unless one thread is asked for.
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
+import { listDir } from './checkpoint-dir.js';
 import { Model, QkvError, Session, loadModelWith } from './core.js';
 import { QUANTIZE_TYPES, quantizeWith } from './quantize.js';
 import { MAX_WASM_THREADS, hardwareThreads, loadWasmModule } from './wasm-node.mjs';
@@ -26,6 +27,7 @@ async function openPath(path, signal) {
 
 const nodeEnv = {
   openPath,
+  listDir,
   async load({ threads = 'auto', simd = 'auto' }) {
     const hw = hardwareThreads();
     const wanted = threads === 'auto' ? Math.min(hw, MAX_WASM_THREADS) : Math.min(threads, MAX_WASM_THREADS);

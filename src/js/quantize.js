@@ -29,7 +29,7 @@ export async function quantizeWith(env, source, options = {}) {
   let modelBuf = null, tokBuf = null;
   try {
     modelBuf = await readModelSource(mod, source, {
-      what: 'the model', signal, openPath: env.openPath,
+      what: 'the model', signal, openPath: env.openPath, listDir: env.listDir,
       onProgress: onProgress && (({ loaded, total }) => onProgress({ phase: 'read', done: loaded, total })),
     });
     const head = modelBuf.view().subarray(0, 4);
@@ -54,7 +54,7 @@ export async function quantizeWith(env, source, options = {}) {
       let off = 0;
       for (const p of parts) { bytes.set(p, off); off += p.byteLength; }
     }
-    return { bytes, inBytes: report.inBytes, outBytes: report.outBytes, fromGguf: report.fromGguf, tensors: report.tensors };
+    return { bytes, inBytes: report.inBytes, outBytes: report.outBytes, fromGguf: report.fromGguf, fromHuggingFace: report.fromHuggingFace, tensors: report.tensors };
   } catch (e) {
     throw e instanceof QkvError ? e : toQkvError(e);
   } finally {

@@ -221,13 +221,50 @@ export async function readParts(files, readOne) {
   }
 }
 
+// The files of a Hugging Face checkpoint, by name (a path's, URL's or File's last part; the
+// pooling config keeps its folder).
+const HF_FILE = /(^|\/)(config\.json|tokenizer\.json|tokenizer_config\.json|chat_template\.jinja|[^/]+\.safetensors|model\.safetensors\.index\.json)$/;
+
+/** The name a part is known by: a path's or URL's last segment ("1_Pooling/config.json" keeps its folder), a File's name; null for bytes. */
+export function partName(x) {
+  let path = null;
+  if (typeof x === 'string') path = x;
+  else if (x instanceof URL) path = x.pathname;
+  else if (typeof Blob !== 'undefined' && x instanceof Blob) path = x.webkitRelativePath || x.name || null;
+  if (path === null) return null;
+  const segs = path.split(/[\\/]/).filter(Boolean);
+  const last = segs.pop() ?? '';
+  return segs.length && segs[segs.length - 1] === '1_Pooling' ? `1_Pooling/${last}` : last;
+}
+
+/** Whether a file name (see partName) is one a Hugging Face checkpoint is read from. */
+export function isHfFileName(name) { return HF_FILE.test(name); }
+
+/** Whether these files are a Hugging Face checkpoint (config.json among them). */
+export function isHfCheckpoint(parts) {
+  return parts.length > 1 && parts.some((p) => partName(p) === 'config.json');
+}
+
 /**
  * Reads the files of a model (see modelParts) into heap buffers, as one split model when there
  * are several. Progress counts the bytes of all files; the total is known once the last starts.
+ * A Hugging Face checkpoint (config.json, tokenizer.json, *.safetensors...: an array of them, or
+ * in Node a directory, which `listDir` expands) is read with each file's name.
  */
-export async function readModelSource(mod, source, { what, onProgress, signal, openPath }) {
-  const parts = modelParts(source);
+export async function readModelSource(mod, source, { what, onProgress, signal, openPath, listDir }) {
+  let parts = modelParts(source);
+  if (parts.length === 1 && typeof parts[0] === 'string' && listDir) parts = (await listDir(parts[0])) ?? parts;
   if (parts.length === 1) return readSource(mod, parts[0], { what, onProgress, signal, openPath });
+  const hf = isHfCheckpoint(parts);
+  if (hf) {
+    for (const p of parts) {
+      if (partName(p) === null || !HF_FILE.test(partName(p))) {
+        throw new QkvError('bad_argument', `${what}: ${partName(p) === null ? 'a Blob without a name' : `'${partName(p)}'`} is not a ` +
+          'file of a Hugging Face checkpoint (config.json, tokenizer.json, tokenizer_config.json, *.safetensors, ' +
+          'model.safetensors.index.json; Blobs must be Files, which have names)');
+      }
+    }
+  }
   let before = 0, i = 0;
   return readParts(parts, async (part) => {
     const last = ++i === parts.length;
@@ -235,6 +272,7 @@ export async function readModelSource(mod, source, { what, onProgress, signal, o
       loaded: before + p.loaded, total: last && p.total !== null ? before + p.total : null,
     }));
     const buf = await readSource(mod, part, { what: `${what} (file ${i} of ${parts.length})`, onProgress: progress, signal, openPath });
+    if (hf) buf.setName(partName(part));
     before += buf.size();
     return buf;
   });

@@ -1,7 +1,7 @@
 // libFuzzer target over everything that reads untrusted model bytes: the GGUF reader (header,
 // metadata, tensor table), the GGUF model and tokenizer loaders, the llama2.c checkpoint loader,
-// the llama2.c tokenizer.bin parser and the encoder-decoder (t5) loader with its Unigram
-// tokenizer. A file that loads is then used a little (a tokenizer round trip, a 2-token forward
+// the llama2.c tokenizer.bin parser, the encoder-decoder (t5) loader with its Unigram
+// tokenizer, the safetensors reader and the tokenizer.json reader. A file that loads is then used a little (a tokenizer round trip, a 2-token forward
 // pass; for t5 an encode and a 2-token decode), so views that point outside the file are caught too.
 // Any crash, sanitizer report, leak, timeout or oversized allocation fails the run; a
 // qkv::Error is the expected outcome for bad bytes.
@@ -21,7 +21,10 @@
 #include "common.h"
 #include "formats/gguf.h"
 #include "formats/gguf_encdec.h"
+#include "formats/gguf_model.h"
 #include "formats/gguf_writer.h"
+#include "formats/hf.h"
+#include "formats/safetensors.h"
 #include "formats/loader.h"
 #include "formats/quantize.h"
 #include "model/encdec.h"
@@ -257,6 +260,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const Error&) {
   }
   if (!looks_like_gguf(data, size)) {
+    try {  // the bytes as a safetensors file: every view it lists must lie inside it
+      uint64_t sum = 0;
+      for (const SafetensorsTensor& t : parse_safetensors(*blob, "fuzz.safetensors"))
+        for (uint64_t i = 0; i < t.bytes; i += 4096) sum += t.data[i];
+      (void)sum;
+    } catch (const Error&) {
+    }
+    try {  // the bytes as tokenizer.json
+      HfFiles files({{"tokenizer.json", blob}});
+      GgufWriter w;
+      add_hf_tokenizer(w, files);
+      load_gguf_tokenizer(GgufFile::parse(std::make_shared<VectorBlob>(w.finish()))).encode("I dream of a cat \xE2\x82\xAC", true, true);
+    } catch (const Error&) {
+    }
     try {  // the bytes as a chat template (tokenizer.chat_template is untrusted text too)
       const ChatTemplate ct = detect_chat_template(std::string(reinterpret_cast<const char*>(data), size), "<s>", "</s>", true, false);
       render_chat(ct, {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}}, true);

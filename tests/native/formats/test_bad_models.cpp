@@ -244,7 +244,7 @@ TEST(BadInputFormat, ErrorsNameWhatTheFileLooksLike) {
   const std::string json = "{\"__metadata__\"";
   st.insert(st.end(), json.begin(), json.end());
   st.resize(64, 0);
-  EXPECT_QKV_ERROR(load(st), ErrorCode::BadModel, "safetensors", expected, "convert it to GGUF");
+  EXPECT_QKV_ERROR(load(st), ErrorCode::BadModel, "safetensors", expected, "checkpoint's directory");
   std::vector<uint8_t> zip = {'P', 'K', 3, 4};
   zip.resize(100, 0);
   EXPECT_QKV_ERROR(load(zip), ErrorCode::BadModel, "zip archive");
