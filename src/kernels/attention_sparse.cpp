@@ -141,6 +141,13 @@ static inline void scale_axpy(float* y, float c, float p, const float* x, int n)
   for (; d < n; d++) y[d] = y[d] * c + p * x[d];
 }
 
+// End of the keys of tile kb that the query at qpos may see: the whole block, or only its global
+// keys (possibly none, then <= the block start).
+static inline int tile_end(const BlockSparsePattern& p, const SparseKeyBlock& kb, int qpos, int n_kv) {
+  const int j0 = kb.block * p.block, end = std::min(j0 + p.block, n_kv);
+  return kb.whole || qpos < p.global_tokens ? end : std::min(end, p.global_tokens);
+}
+
 int64_t attention_block_sparse(const AttentionArgs& a, const BlockSparsePattern& p, int h0, int h1) {
   const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, B = p.block;
   if (h1 <= h0 || a.n_q <= 0) return 0;
@@ -167,7 +174,7 @@ int64_t attention_block_sparse(const AttentionArgs& a, const BlockSparsePattern&
         const int j0 = kb.block * B;
         for (int i = 0; i < nq; i++) {
           const int qpos = a.q_pos0 + i0 + i;
-          const int j1 = std::min(kb.whole || qpos < p.global_tokens ? j0 + B : std::max(j0, std::min(j0 + B, p.global_tokens)), a.n_kv);
+          const int j1 = tile_end(p, kb, qpos, a.n_kv);
           if (j1 <= j0) continue;  // a non-global query in a block of global keys it is past
           const float* qi = a.q + (int64_t)(i0 + i) * a.q_stride + h * hd;
           float tmax = -INFINITY;
@@ -208,6 +215,69 @@ int64_t attention_block_sparse(const AttentionArgs& a, const BlockSparsePattern&
     }
   }
   return tiles;
+}
+
+// y += c * x
+static inline void axpy(float* y, float c, const float* x, int n) { scale_axpy(y, 1.0f, c, x, n); }
+
+void attention_block_sparse_backward(const AttentionBackwardArgs& a, const BlockSparsePattern& p, int g0, int g1) {
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, n = a.n, B = p.block;
+  for (int i = 0; i < n; i++) {
+    for (int g = g0; g < g1; g++) {
+      std::fill_n(a.dk + (int64_t)i * a.kv_stride + g * hd, hd, 0.0f);
+      std::fill_n(a.dv + (int64_t)i * a.kv_stride + g * hd, hd, 0.0f);
+      for (int h = g * group; h < (g + 1) * group; h++) std::fill_n(a.dq + (int64_t)i * a.q_stride + h * hd, hd, 0.0f);
+    }
+  }
+  thread_local std::vector<float> stats;
+  thread_local std::vector<SparseKeyBlock> blocks;
+  stats.resize((size_t)B * 3);
+  float *m = stats.data(), *l = m + B, *di = l + B;
+  auto score = [&](int h, int g, int i, int j) {
+    return dot(a.q + (int64_t)i * a.q_stride + h * hd, a.k + (int64_t)j * a.kv_stride + g * hd, hd) * a.scale;
+  };
+  for (int qb = 0; qb * B < n; qb++) {
+    const int i0 = qb * B, i1 = std::min(n, i0 + B);
+    p.key_blocks(qb, n, a.causal, blocks);
+    for (int h = g0 * group; h < g1 * group; h++) {
+      const int g = h / group;
+      // Pass 1: each row's max and softmax denominator over the visited keys.
+      for (int i = i0; i < i1; i++) {
+        m[i - i0] = -INFINITY, l[i - i0] = 0.0f;
+        di[i - i0] = dot(a.dout + (int64_t)i * a.out_stride + h * hd, a.out + (int64_t)i * a.out_stride + h * hd, hd);
+      }
+      for (const SparseKeyBlock& kb : blocks)
+        for (int i = i0; i < i1; i++) {
+          const int j1 = std::min(tile_end(p, kb, i, n), a.causal ? i + 1 : n);
+          for (int j = kb.block * B; j < j1; j++) {
+            const float s = score(h, g, i, j);
+            float& mi = m[i - i0];
+            if (s > mi) {
+              l[i - i0] = l[i - i0] * (mi == -INFINITY ? 0.0f : std::exp(mi - s)) + 1.0f;
+              mi = s;
+            } else {
+              l[i - i0] += std::exp(s - mi);
+            }
+          }
+        }
+      // Pass 2: P from the scores, then dV += P^T dO, dS = P (dO V^T - di), dq += dS k, dk += dS q.
+      for (const SparseKeyBlock& kb : blocks)
+        for (int i = i0; i < i1; i++) {
+          const int j1 = std::min(tile_end(p, kb, i, n), a.causal ? i + 1 : n);
+          const float* dout = a.dout + (int64_t)i * a.out_stride + h * hd;
+          const float* qi = a.q + (int64_t)i * a.q_stride + h * hd;
+          float* dqi = a.dq + (int64_t)i * a.q_stride + h * hd;
+          for (int j = kb.block * B; j < j1; j++) {
+            const float pij = std::exp(score(h, g, i, j) - m[i - i0]) / l[i - i0];
+            const float* vj = a.v + (int64_t)j * a.kv_stride + g * hd;
+            const float ds = pij * (dot(dout, vj, hd) - di[i - i0]) * a.scale;
+            axpy(a.dv + (int64_t)j * a.kv_stride + g * hd, pij, dout, hd);
+            axpy(dqi, ds, a.k + (int64_t)j * a.kv_stride + g * hd, hd);
+            axpy(a.dk + (int64_t)j * a.kv_stride + g * hd, ds, qi, hd);
+          }
+        }
+    }
+  }
 }
 
 }  // namespace qkv

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "attention_backward.h"
 
 namespace qkv {
 
@@ -47,5 +48,12 @@ void attention_block_sparse_ref(const AttentionArgs& a, const BlockSparsePattern
 // Online-softmax kernel that visits only the pattern's key tiles. Query heads [h0, h1) (callers
 // split heads over threads). Returns the (query block, key block) tiles visited per head.
 int64_t attention_block_sparse(const AttentionArgs& a, const BlockSparsePattern& p, int h0, int h1);
+
+// Gradient of attention_block_sparse over one sequence (positions 0..n-1, no padding, no
+// softcap), visiting the same tiles: each tile's probabilities are recomputed from the scores
+// (a first pass over the tiles finds each row's max and sum), so a.probs is not read and the
+// work stays linear in n. The formulas are attention_backward_ref's. Key/value heads [g0, g1) and
+// their query heads (callers split kv heads over threads; dq, dk, dv of those heads overwritten).
+void attention_block_sparse_backward(const AttentionBackwardArgs& a, const BlockSparsePattern& p, int g0, int g1);
 
 }  // namespace qkv
