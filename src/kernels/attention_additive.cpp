@@ -43,7 +43,8 @@ void attention_additive_ref(const AdditiveAttentionArgs& a) {
       p[j] = -INFINITY;
       if (!visible(a, i, j)) continue;
       float s = 0.0f;
-      for (int t = 0; t < a.d_att; t++) s += a.v[t] * std::tanh(qp[(size_t)i * a.d_att + t] + kp[(size_t)j * a.d_att + t]);
+      for (int t = 0; t < a.d_att; t++)
+        s += a.v[t] * std::tanh(qp[(size_t)i * a.d_att + t] + kp[(size_t)j * a.d_att + t]);
       p[j] = s;
       if (s > mx) mx = s;
     }
@@ -96,7 +97,8 @@ void attention_additive_backward_ref(const AdditiveAttentionArgs& a, const Addit
     }
   }
   // Through the projections: dx = W^T du, dW += du x^T.
-  auto through = [da](const std::vector<float>& du, int n, const float* x, int64_t xs, float* dx, const float* w, float* dw, int dcols) {
+  auto through = [da](const std::vector<float>& du, int n, const float* x, int64_t xs, float* dx, const float* w,
+                      float* dw, int dcols) {
     for (int t = 0; t < da * dcols; t++) dw[t] = 0.0f;
     for (int r = 0; r < n; r++) {
       float* dxr = dx + r * xs;
@@ -144,7 +146,8 @@ static inline float tanh_score(const float* v, const float* qp, const float* kp,
   fbatch acc(0.0f);
   int t = 0;
   for (; t + kLanes <= n; t += kLanes)
-    acc = madd(fbatch::load_unaligned(v + t), xsimd::tanh(fbatch::load_unaligned(qp + t) + fbatch::load_unaligned(kp + t)), acc);
+    acc = madd(fbatch::load_unaligned(v + t),
+               xsimd::tanh(fbatch::load_unaligned(qp + t) + fbatch::load_unaligned(kp + t)), acc);
   float s = xsimd::reduce_add(acc);
   for (; t < n; t++) s += v[t] * std::tanh(qp[t] + kp[t]);
   return s;
@@ -180,7 +183,8 @@ void attention_additive_simd(const AdditiveAttentionArgs& a) {
 
 // For one visible pair: dv += ds * t, dqp += du, dkp += du with t = tanh(qp + kp),
 // du = ds * v * (1 - t^2).
-static inline void tanh_backward(float* dv, float* dqp, float* dkp, const float* v, const float* qp, const float* kp, float ds, int n) {
+static inline void tanh_backward(float* dv, float* dqp, float* dkp, const float* v, const float* qp, const float* kp,
+                                 float ds, int n) {
   const fbatch dsb(ds), one(1.0f);
   int t = 0;
   for (; t + kLanes <= n; t += kLanes) {
@@ -221,7 +225,8 @@ void attention_additive_backward_simd(const AdditiveAttentionArgs& a, const Addi
                     kp.data() + (size_t)j * da, ds, da);
     }
   }
-  auto through = [da](const std::vector<float>& du, int n, const float* x, int64_t xs, float* dx, const float* w, float* dw, int dcols) {
+  auto through = [da](const std::vector<float>& du, int n, const float* x, int64_t xs, float* dx, const float* w,
+                      float* dw, int dcols) {
     for (int t = 0; t < da * dcols; t++) dw[t] = 0.0f;
     for (int r = 0; r < n; r++) {
       float* dxr = dx + r * xs;

@@ -7,12 +7,12 @@
 namespace qkv {
 
 struct AdditiveAttentionArgs {
-  int n_q = 0;    // query rows
-  int n_kv = 0;   // key/value rows
-  int d_q = 0;    // query width
-  int d_k = 0;    // key width
-  int d_att = 0;  // width of the hidden tanh layer (rows of W_q and W_k, length of v)
-  int d_v = 0;    // value width (and output width)
+  int n_q = 0;               // query rows
+  int n_kv = 0;              // key/value rows
+  int d_q = 0;               // query width
+  int d_k = 0;               // key width
+  int d_att = 0;             // width of the hidden tanh layer (rows of W_q and W_k, length of v)
+  int d_v = 0;               // value width (and output width)
   const float* q = nullptr;  // (n_q, d_q), row stride q_stride
   int64_t q_stride = 0;
   const float* k = nullptr;  // (n_kv, d_k), row stride k_stride

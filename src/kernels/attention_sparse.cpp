@@ -187,7 +187,8 @@ int64_t attention_block_sparse(const AttentionArgs& a, const BlockSparsePattern&
             s[j - j0] = x;
             tmax = std::max(tmax, x);
           }
-          if (a.probs) std::copy(s.begin(), s.begin() + (j1 - j0), a.probs + ((int64_t)h * a.n_q + i0 + i) * a.n_kv + j0);
+          if (a.probs)
+            std::copy(s.begin(), s.begin() + (j1 - j0), a.probs + ((int64_t)h * a.n_q + i0 + i) * a.n_kv + j0);
           if (tmax == -INFINITY) continue;
           const float mnew = std::max(m[i], tmax);
           float corr = m[i] == -INFINITY ? 0.0f : std::exp(m[i] - mnew);
@@ -209,7 +210,8 @@ int64_t attention_block_sparse(const AttentionArgs& a, const BlockSparsePattern&
         for (int d = 0; d < hd; d++) o[d] = acc[(size_t)i * hd + d] * inv;
         if (a.probs) {
           float* pr = a.probs + ((int64_t)h * a.n_q + i0 + i) * a.n_kv;
-          for (int j = 0; j < a.n_kv; j++) pr[j] = (pr[j] == -INFINITY || l[i] == 0.0f) ? 0.0f : std::exp(pr[j] - m[i]) * inv;
+          for (int j = 0; j < a.n_kv; j++)
+            pr[j] = (pr[j] == -INFINITY || l[i] == 0.0f) ? 0.0f : std::exp(pr[j] - m[i]) * inv;
         }
       }
     }

@@ -11,7 +11,7 @@
 namespace qkv {
 
 struct SparseKeyBlock {
-  int block = 0;      // key block index (keys [block * size, (block + 1) * size))
+  int block = 0;  // key block index (keys [block * size, (block + 1) * size))
   // true: every query of the query block attends all keys of this block (before the masks of
   // AttentionArgs). false: global queries (position < global_tokens) attend all of them, the
   // others only its global keys (j < global_tokens).

@@ -156,8 +156,10 @@ TEST_P(AttentionKindsAdditive, ForwardMatchesDefinition) {
       }
       for (int e = 0; e < c.d_v; e++) {
         double mag = 0.0;
-        for (int j = 0; j < c.n_kv; j++) mag += probs_o[(size_t)i * c.n_kv + j] * std::fabs(d.values[(size_t)j * (c.d_v + c.pad) + e]);
-        ASSERT_NEAR(out[(size_t)i * os + e], out_o[(size_t)i * c.d_v + e], kOutRel * mag + kOutAbs) << "i=" << i << " e=" << e;
+        for (int j = 0; j < c.n_kv; j++)
+          mag += probs_o[(size_t)i * c.n_kv + j] * std::fabs(d.values[(size_t)j * (c.d_v + c.pad) + e]);
+        ASSERT_NEAR(out[(size_t)i * os + e], out_o[(size_t)i * c.d_v + e], kOutRel * mag + kOutAbs)
+            << "i=" << i << " e=" << e;
       }
       for (int e = c.d_v; e < os; e++) ASSERT_EQ(out[(size_t)i * os + e], -7.0f) << "padding written";
     }
@@ -258,11 +260,12 @@ TEST_P(AttentionKindsAdditive, BackwardSimdMatchesRef) {
   std::vector<std::vector<float>> got[2];
   for (int simd = 0; simd < 2; simd++) {
     auto& t = got[simd];
-    t = {std::vector<float>(d.q.size()), std::vector<float>(d.k.size()), std::vector<float>(d.values.size()),
+    t = {std::vector<float>(d.q.size()),   std::vector<float>(d.k.size()),   std::vector<float>(d.values.size()),
          std::vector<float>(d.w_q.size()), std::vector<float>(d.w_k.size()), std::vector<float>(d.v.size())};
     qkv::AdditiveAttentionGrads g;
     g.probs = probs.data(), g.out = out.data(), g.dout = r.data();
-    g.dq = t[0].data(), g.dk = t[1].data(), g.dvalues = t[2].data(), g.dw_q = t[3].data(), g.dw_k = t[4].data(), g.dv = t[5].data();
+    g.dq = t[0].data(), g.dk = t[1].data(), g.dvalues = t[2].data(), g.dw_q = t[3].data(), g.dw_k = t[4].data(),
+    g.dv = t[5].data();
     const auto a = d.args(nullptr, nullptr);
     simd ? qkv::attention_additive_backward_simd(a, g) : qkv::attention_additive_backward_ref(a, g);
   }
@@ -272,7 +275,8 @@ TEST_P(AttentionKindsAdditive, BackwardSimdMatchesRef) {
     for (float x : got[0][t]) mx = std::max(mx, (double)std::fabs(x));
     if (c.n_kv > 1) ASSERT_GT(mx, 0.0) << names[t];  // one key: the scores get no gradient
     for (size_t e = 0; e < got[0][t].size(); e++)
-      ASSERT_NEAR(got[1][t][e], got[0][t][e], kGradRel * std::fabs(got[0][t][e]) + kGradAbs * mx) << names[t] << "[" << e << "]";
+      ASSERT_NEAR(got[1][t][e], got[0][t][e], kGradRel * std::fabs(got[0][t][e]) + kGradAbs * mx)
+          << names[t] << "[" << e << "]";
   }
 }
 
@@ -315,13 +319,16 @@ TEST_P(AttentionKindsSparse, MatchesDenseWithMask) {
   const SparseCase c = GetParam();
   std::mt19937 rng(17);
   const int qw = c.n_heads * c.head_dim, kw = c.n_kv_heads * c.head_dim;
-  const auto q = randv(rng, (size_t)c.n_q * qw), k = randv(rng, (size_t)c.n_kv * kw), v = randv(rng, (size_t)c.n_kv * kw);
+  const auto q = randv(rng, (size_t)c.n_q * qw), k = randv(rng, (size_t)c.n_kv * kw),
+             v = randv(rng, (size_t)c.n_kv * kw);
   std::vector<uint8_t> valid(c.n_kv, 1);
   if (c.padding)
     for (int j = 1; j < c.n_kv; j += 4) valid[j] = 0;
   const float scale = 1.0f / std::sqrt((float)c.head_dim);
   // The oracle: dense softmax attention in double with the mask from the pattern's definition.
-  auto vis = [&](int qpos, int j) { return (!c.causal || j <= qpos) && valid[j] && c.p.visible(qpos, j, c.n_kv, c.causal); };
+  auto vis = [&](int qpos, int j) {
+    return (!c.causal || j <= qpos) && valid[j] && c.p.visible(qpos, j, c.n_kv, c.causal);
+  };
   const int group = c.n_heads / c.n_kv_heads;
   std::vector<double> out_o((size_t)c.n_q * qw, 0.0), probs_o((size_t)c.n_heads * c.n_q * c.n_kv, 0.0);
   for (int h = 0; h < c.n_heads; h++)
@@ -331,7 +338,8 @@ TEST_P(AttentionKindsSparse, MatchesDenseWithMask) {
       for (int j = 0; j < c.n_kv; j++) {
         if (!vis(c.q_pos0 + i, j)) continue;
         double x = 0.0;
-        for (int e = 0; e < c.head_dim; e++) x += (double)q[(size_t)i * qw + h * c.head_dim + e] * k[(size_t)j * kw + (h / group) * c.head_dim + e];
+        for (int e = 0; e < c.head_dim; e++)
+          x += (double)q[(size_t)i * qw + h * c.head_dim + e] * k[(size_t)j * kw + (h / group) * c.head_dim + e];
         s[j] = x * scale;
         mx = std::max(mx, s[j]);
       }
@@ -339,7 +347,8 @@ TEST_P(AttentionKindsSparse, MatchesDenseWithMask) {
       for (int j = 0; j < c.n_kv; j++) {
         const double p = s[j] == -INFINITY ? 0.0 : std::exp(s[j] - mx) / sum;
         probs_o[((size_t)h * c.n_q + i) * c.n_kv + j] = p;
-        for (int e = 0; e < c.head_dim; e++) out_o[(size_t)i * qw + h * c.head_dim + e] += p * v[(size_t)j * kw + (h / group) * c.head_dim + e];
+        for (int e = 0; e < c.head_dim; e++)
+          out_o[(size_t)i * qw + h * c.head_dim + e] += p * v[(size_t)j * kw + (h / group) * c.head_dim + e];
       }
     }
   for (int kernel = 0; kernel < 2; kernel++) {
@@ -363,12 +372,15 @@ TEST_P(AttentionKindsSparse, MatchesDenseWithMask) {
         double rs = 0.0;
         for (int j = 0; j < c.n_kv; j++) {
           const size_t at = ((size_t)h * c.n_q + i) * c.n_kv + j;
-          ASSERT_NEAR(probs[at], probs_o[at], kProbRel * probs_o[at] + kProbAbs) << "h=" << h << " i=" << i << " j=" << j;
+          ASSERT_NEAR(probs[at], probs_o[at], kProbRel * probs_o[at] + kProbAbs)
+              << "h=" << h << " i=" << i << " j=" << j;
           rs += probs[at];
         }
         for (int e = 0; e < c.head_dim; e++) {
           double mag = 0.0;
-          for (int j = 0; j < c.n_kv; j++) mag += probs_o[((size_t)h * c.n_q + i) * c.n_kv + j] * std::fabs(v[(size_t)j * kw + (h / group) * c.head_dim + e]);
+          for (int j = 0; j < c.n_kv; j++)
+            mag += probs_o[((size_t)h * c.n_q + i) * c.n_kv + j] *
+                   std::fabs(v[(size_t)j * kw + (h / group) * c.head_dim + e]);
           const size_t at = (size_t)i * qw + h * c.head_dim + e;
           ASSERT_NEAR(out[at], out_o[at], kOutRel * mag + kOutAbs) << "h=" << h << " i=" << i << " e=" << e;
         }
@@ -401,7 +413,8 @@ TEST(AttentionKindsSparsePattern, BackwardMatchesDenseBackwardWithMask) {
     qkv::AttentionArgs f;
     f.n_q = f.n_kv = c.n, f.n_heads = c.H, f.n_kv_heads = c.G, f.head_dim = c.hd;
     f.q = q.data(), f.q_stride = qw, f.k = k.data(), f.v = v.data(), f.kv_stride = kw;
-    f.out = out.data(), f.out_stride = qw, f.scale = 1.0f / std::sqrt((float)c.hd), f.causal = c.causal, f.probs = probs.data();
+    f.out = out.data(), f.out_stride = qw, f.scale = 1.0f / std::sqrt((float)c.hd), f.causal = c.causal,
+    f.probs = probs.data();
     qkv::attention_block_sparse_ref(f, c.p);
     std::vector<float> grads[2][3];
     for (int sparse = 0; sparse < 2; sparse++) {
@@ -425,7 +438,8 @@ TEST(AttentionKindsSparsePattern, BackwardMatchesDenseBackwardWithMask) {
       for (float x : grads[0][t]) mx = std::max(mx, (double)std::fabs(x));
       ASSERT_GT(mx, 0.0) << names[t];
       for (size_t e = 0; e < grads[0][t].size(); e++)
-        ASSERT_NEAR(grads[1][t][e], grads[0][t][e], kGradRel * std::fabs(grads[0][t][e]) + kGradAbs * mx) << names[t] << "[" << e << "]";
+        ASSERT_NEAR(grads[1][t][e], grads[0][t][e], kGradRel * std::fabs(grads[0][t][e]) + kGradAbs * mx)
+            << names[t] << "[" << e << "]";
     }
   }
 }
@@ -437,7 +451,8 @@ TEST(AttentionKindsSparsePattern, FullWindowIsDenseAttention) {
   const int n = 45, H = 2, hd = 12;
   const auto q = randv(rng, (size_t)n * H * hd), k = randv(rng, (size_t)n * H * hd), v = randv(rng, (size_t)n * H * hd);
   for (bool causal : {false, true}) {
-    std::vector<float> o_dense((size_t)n * H * hd), o_sparse(o_dense.size()), p_dense((size_t)H * n * n), p_sparse(p_dense.size());
+    std::vector<float> o_dense((size_t)n * H * hd), o_sparse(o_dense.size()), p_dense((size_t)H * n * n),
+        p_sparse(p_dense.size());
     qkv::AttentionArgs a;
     a.n_q = a.n_kv = n, a.n_heads = a.n_kv_heads = H, a.head_dim = hd;
     a.q = q.data(), a.q_stride = H * hd, a.k = k.data(), a.v = v.data(), a.kv_stride = H * hd;
@@ -463,9 +478,11 @@ TEST(AttentionKindsSparsePattern, KeyBlocksMatchDefinition) {
         p.key_blocks(qb, n, false, kb);
         for (int qpos = qb * p.block; qpos < std::min(n, (qb + 1) * p.block); qpos++)
           for (int j = 0; j < n; j++) {
-            auto it = std::find_if(kb.begin(), kb.end(), [&](const qkv::SparseKeyBlock& b) { return b.block == j / p.block; });
+            auto it = std::find_if(kb.begin(), kb.end(),
+                                   [&](const qkv::SparseKeyBlock& b) { return b.block == j / p.block; });
             const bool listed = it != kb.end() && (it->whole || qpos < p.global_tokens || j < p.global_tokens);
-            ASSERT_EQ(p.visible(qpos, j, n, false), listed) << "block " << p.block << " n " << n << " qpos " << qpos << " j " << j;
+            ASSERT_EQ(p.visible(qpos, j, n, false), listed)
+                << "block " << p.block << " n " << n << " qpos " << qpos << " j " << j;
           }
         for (size_t t = 1; t < kb.size(); t++) ASSERT_LT(kb[t - 1].block, kb[t].block);
       }
@@ -481,7 +498,8 @@ TEST(AttentionKindsSparsePattern, OwnBlockGlobalsAndRandomBlocks) {
     std::vector<int> rnd, rnd2;
     for (int qb = 0; qb < nb; qb++) {
       p.key_blocks(qb, n, causal, kb);
-      EXPECT_TRUE(std::any_of(kb.begin(), kb.end(), [&](const qkv::SparseKeyBlock& b) { return b.block == qb && b.whole; }))
+      EXPECT_TRUE(
+          std::any_of(kb.begin(), kb.end(), [&](const qkv::SparseKeyBlock& b) { return b.block == qb && b.whole; }))
           << "query block " << qb << " must attend its own block";
       p.random_of(qb, n, causal, rnd);
       p.random_of(qb, n, causal, rnd2);
