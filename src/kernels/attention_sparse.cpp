@@ -5,7 +5,9 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <string>
 
+#include "common.h"
 #include "simd.h"
 
 namespace qkv {
@@ -18,6 +20,17 @@ static inline uint64_t splitmix64(uint64_t& s) {
 }
 
 static inline int n_blocks(const BlockSparsePattern& p, int n_kv) { return (n_kv + p.block - 1) / p.block; }
+
+void BlockSparsePattern::validate() const {
+  auto bad = [](const char* field, long long v, const char* need) {
+    fail(ErrorCode::BadArgument,
+         std::string("block-sparse attention: ") + field + " is " + std::to_string(v) + ", must be " + need);
+  };
+  if (block < 1) bad("block", block, ">= 1");
+  if (window_blocks < 0) bad("window_blocks", window_blocks, ">= 0");
+  if (global_tokens < 0) bad("global_tokens", global_tokens, ">= 0");
+  if (random_blocks < 0) bad("random_blocks", random_blocks, ">= 0");
+}
 
 void BlockSparsePattern::random_of(int qb, int n_kv, bool causal, std::vector<int>& out) const {
   out.clear();
@@ -88,6 +101,7 @@ static inline bool base_visible(const AttentionArgs& a, int qpos, int j) {
 }
 
 void attention_block_sparse_ref(const AttentionArgs& a, const BlockSparsePattern& p) {
+  p.validate();
   const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
   std::vector<float> sc(a.n_kv > 0 ? a.n_kv : 1);
   for (int h = 0; h < a.n_heads; h++) {
@@ -149,6 +163,7 @@ static inline int tile_end(const BlockSparsePattern& p, const SparseKeyBlock& kb
 }
 
 int64_t attention_block_sparse(const AttentionArgs& a, const BlockSparsePattern& p, int h0, int h1) {
+  p.validate();
   const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, B = p.block;
   if (h1 <= h0 || a.n_q <= 0) return 0;
   thread_local std::vector<float> acc, ml, s;
@@ -223,6 +238,7 @@ int64_t attention_block_sparse(const AttentionArgs& a, const BlockSparsePattern&
 static inline void axpy(float* y, float c, const float* x, int n) { scale_axpy(y, 1.0f, c, x, n); }
 
 void attention_block_sparse_backward(const AttentionBackwardArgs& a, const BlockSparsePattern& p, int g0, int g1) {
+  p.validate();
   const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, n = a.n, B = p.block;
   for (int i = 0; i < n; i++) {
     for (int g = g0; g < g1; g++) {

@@ -34,6 +34,9 @@ struct BlockSparsePattern {
   int random_blocks = 0;
   uint64_t seed = 0;
 
+  // Throws Error(BadArgument) naming the field unless block >= 1 and the others are >= 0 (every
+  // kernel below checks it first).
+  void validate() const;
   // The key blocks that query block qb visits over n_kv keys, in increasing order.
   void key_blocks(int qb, int n_kv, bool causal, std::vector<SparseKeyBlock>& out) const;
   // The definition above for one (query position, key) pair, with causal j <= p.

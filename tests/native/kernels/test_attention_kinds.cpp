@@ -10,12 +10,14 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/attention_additive.h"
 #include "kernels/attention_backward.h"
 #include "kernels/attention_sparse.h"
+#include "common.h"
 #include "kernels/simd.h"
 
 namespace {
@@ -440,6 +442,29 @@ TEST(AttentionKindsSparsePattern, BackwardMatchesDenseBackwardWithMask) {
       for (size_t e = 0; e < grads[0][t].size(); e++)
         ASSERT_NEAR(grads[1][t][e], grads[0][t][e], kGradRel * std::fabs(grads[0][t][e]) + kGradAbs * mx)
             << names[t] << "[" << e << "]";
+    }
+  }
+}
+
+TEST(AttentionKindsSparsePattern, BadPatternIsBadArgument) {
+  std::vector<float> x(16, 0.5f), out(16);
+  qkv::AttentionArgs a;
+  a.n_q = a.n_kv = 16, a.n_heads = a.n_kv_heads = 1, a.head_dim = 1;
+  a.q = x.data(), a.q_stride = 1, a.k = x.data(), a.v = x.data(), a.kv_stride = 1, a.out = out.data(), a.out_stride = 1;
+  const std::pair<qkv::BlockSparsePattern, const char*> bad[] = {{pat(0, 1, 0, 0, 0), "block"},
+                                                                 {pat(-4, 1, 0, 0, 0), "block"},
+                                                                 {pat(4, -1, 0, 0, 0), "window_blocks"},
+                                                                 {pat(4, 1, -2, 0, 0), "global_tokens"},
+                                                                 {pat(4, 1, 0, -3, 0), "random_blocks"}};
+  for (const auto& [p, field] : bad) {
+    for (int kernel = 0; kernel < 2; kernel++) {
+      try {
+        kernel ? (void)qkv::attention_block_sparse(a, p, 0, 1) : qkv::attention_block_sparse_ref(a, p);
+        ADD_FAILURE() << "no error for bad " << field;
+      } catch (const qkv::Error& e) {
+        EXPECT_EQ(e.code(), qkv::ErrorCode::BadArgument);
+        EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+      }
     }
   }
 }
