@@ -19,6 +19,7 @@
 #include "formats/gguf_writer.h"
 #include "formats/hf.h"
 #include "hf_test_models.h"
+#include "test_models.h"
 #include "formats/loader.h"
 #include "formats/quantize.h"
 #include "formats/safetensors.h"
