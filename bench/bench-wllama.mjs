@@ -5,6 +5,8 @@
 //                               (types: f32, f16, q8_0, q4_0, q4_k; default all but f16)
 //                               [--runs 3] [--prompt 256] [--decode 64] [--dir build/bench-wllama]
 //                               [--simd relaxed,baseline]  (qkv's builds: relaxed SIMD, SIMD128; default both)
+//                               [--rounds 1]  (each engine measured in R rounds, engines alternating
+//                               within a round; the table gives the median and the min-max spread)
 //
 // Models: random weights of llama2.c's 110M shape (dim 768, 12 layers, 12 heads, hidden 2048,
 // vocab 32000) and, with --shapes 110m,1b, a ~0.9B shape (dim 2048, 16 layers, 32 heads, hidden
@@ -32,7 +34,7 @@ const opt = (name, def) => {
   return i >= 0 && i + 1 < args.length ? args[i + 1] : def;
 };
 for (let i = 0; i < args.length; i += 2) {
-  if (!['--shapes', '--types', '--threads', '--runs', '--prompt', '--decode', '--dir', '--simd'].includes(args[i])) {
+  if (!['--shapes', '--types', '--threads', '--runs', '--prompt', '--decode', '--dir', '--simd', '--rounds'].includes(args[i])) {
     console.error(`bench-wllama: unknown option ${args[i]} (see the header of bench/bench-wllama.mjs)`);
     process.exit(2);
   }
@@ -42,6 +44,8 @@ const types = opt('types', 'f32,q8_0,q4_0,q4_k').split(',');
 const threadList = opt('threads', '1,2').split(',').map(Number);
 const simdList = opt('simd', 'relaxed,baseline').split(',');
 for (const v of simdList) if (!['relaxed', 'baseline'].includes(v)) { console.error(`bench-wllama: --simd takes relaxed and/or baseline, got ${v}`); process.exit(2); }
+const rounds = Number(opt('rounds', '1'));
+if (!Number.isInteger(rounds) || rounds < 1 || rounds > 50) { console.error('bench-wllama: --rounds takes an integer from 1 to 50'); process.exit(2); }
 const runs = Number(opt('runs', '3')), promptLen = Number(opt('prompt', '256')), decode = Number(opt('decode', '64'));
 const dir = resolve(opt('dir', join(root, 'build', 'bench-wllama')));
 for (const s of shapes) if (!SHAPES[s]) { console.error(`bench-wllama: unknown shape ${s} (110m, 1b)`); process.exit(2); }
@@ -60,6 +64,15 @@ const ggufFor = (shape, type) => benchModel({ dir, qkvBin, shape: SHAPES[shape],
 const { server, base } = await serveBenchPage({ root, modelDir: dir, title: 'qkv vs wllama', script: '/qkv/bench/wllama-page.mjs' });
 
 // ---- run -------------------------------------------------------------------------------
+// An engine's rounds as one result: the median prefill and decode, and their [min, max].
+function summarize(list) {
+  const ok = list.filter((r) => !r.error);
+  if (ok.length === 0) return list[0];
+  const med = (v) => { const a = [...v].sort((x, y) => x - y); return a.length % 2 ? a[a.length >> 1] : (a[a.length / 2 - 1] + a[a.length / 2]) / 2; };
+  const pre = ok.map((r) => r.prefill), dec = ok.map((r) => r.decode);
+  return { ...ok[0], prefill: med(pre), decode: med(dec), prefillSpread: [Math.min(...pre), Math.max(...pre)],
+           decodeSpread: [Math.min(...dec), Math.max(...dec)], rounds: ok.length };
+}
 let seed = 7;
 const prompt = Array.from({ length: promptLen - 2 }, () => LETTERS[(seed = (seed * 1103515245 + 12345) % 2147483648) % 26]).join('');
 const rows = [];
@@ -72,7 +85,8 @@ try {
       const size = statSync(file).size;
       for (const threads of threadList) {
         const row = { shape, type, size, threads };
-        for (const engine of [...simdList.map((v) => `qkv-${v}`), 'wllama']) {
+        const samples = {};  // engine -> one result per round
+        for (let round = 0; round < rounds; round++) for (const engine of [...simdList.map((v) => `qkv-${v}`), 'wllama']) {
           // A fresh page per measurement: each engine starts from an empty heap.
           const context = await browser.newContext();
           const page = await context.newPage();
@@ -94,9 +108,11 @@ try {
             await context.close();
           }
           const r = row[engine];
+          (samples[engine] ??= []).push(r);
           console.error(`[bench-wllama] ${shape} ${type} ${threads}t ${engine}: ` +
             (r.error ? `error: ${r.error}` : `prefill ${r.prefill.toFixed(1)} tok/s (${r.promptTokens} tokens), decode ${r.decode.toFixed(1)} tok/s${r.simd ? ` [${r.simd}]` : ""}`));
         }
+        for (const [engine, list] of Object.entries(samples)) row[engine] = summarize(list);
         rows.push(row);
       }
     }
@@ -110,7 +126,8 @@ const f = (v) => (v === undefined ? '-' : v.toFixed(1));
 const ratio = (a, b) => (a && b ? (a / b).toFixed(2) + 'x' : '-');
 const mb = (n) => (n / 1048576).toFixed(0) + ' MiB';
 console.log(`\nqkv vs wllama ${rows.find((r) => r.wllama?.version)?.wllama.version ?? ''} in headless Chromium ` +
-  `(${promptLen}-token prompt, ${decode} decoded tokens, median of ${runs} runs after a warm-up)\n`);
+  `(${promptLen}-token prompt, ${decode} decoded tokens, median of ${runs} runs after a warm-up` +
+  `${rounds > 1 ? `; ${rounds} rounds, engines alternating, median (min-max) over the rounds` : ''})\n`);
 const head = simdList.map((v) => `qkv ${v}`);
 console.log(`| model | type | file | threads | ${head.map((h) => `${h} prefill`).join(' | ')} | wllama prefill | ` +
   `${head.map((h) => `ratio ${h}`).join(' | ')} | ${head.map((h) => `${h} decode`).join(' | ')} | wllama decode | ` +
@@ -119,10 +136,17 @@ console.log(`|${' --- |'.repeat(4 + 2 * (2 * simdList.length + 1))}`);
 for (const r of rows) {
   const w = r.wllama || {};
   const qs = simdList.map((v) => r[`qkv-${v}`] || {});
-  const val = (x, k) => (x.error ? 'error' : f(x[k]));
+  const val = (x, k) => (x.error ? 'error' : f(x[k]) + (rounds > 1 && x[`${k}Spread`] ? ` (${f(x[`${k}Spread`][0])}-${f(x[`${k}Spread`][1])})` : ''));
   console.log(`| ${r.shape} | ${r.type} | ${mb(r.size)}${r.wllamaSplit ? ` (wllama: ${r.wllamaSplit} split files)` : ''} | ${r.threads} | ${qs.map((q) => val(q, 'prefill')).join(' | ')} | ${val(w, 'prefill')} | ` +
     `${qs.map((q) => ratio(q.prefill, w.prefill)).join(' | ')} | ${qs.map((q) => val(q, 'decode')).join(' | ')} | ${val(w, 'decode')} | ` +
     `${qs.map((q) => ratio(q.decode, w.decode)).join(' | ')} |`);
 }
 console.log('\nratio = qkv / wllama (above 1: qkv faster). tok/s; prefill and decode per engine as described in bench/bench-wllama.mjs.');
+// Block-type prefill against qkv's own f32 prefill, same shape, threads and build (issue 35's target: >= 1.5x).
+for (const r of rows) {
+  const f32 = rows.find((o) => o.shape === r.shape && o.threads === r.threads && o.type === 'f32');
+  if (!f32 || r === f32) continue;
+  const cells = simdList.map((v) => `${v} ${ratio(r[`qkv-${v}`]?.prefill, f32[`qkv-${v}`]?.prefill)}`);
+  console.log(`prefill ${r.shape} ${r.type} / f32, ${r.threads}t: ${cells.join(', ')}`);
+}
 for (const r of rows) for (const e of [...simdList.map((v) => `qkv-${v}`), 'wllama']) if (r[e]?.error) console.log(`${r.shape} ${r.type} ${r.threads}t ${e}: ${r[e].error}`);

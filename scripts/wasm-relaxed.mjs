@@ -18,7 +18,7 @@ import { setFlagsFromString } from 'node:v8';
 // Pre-standard opcode (clang 14) -> the standard instruction's LEB128 bytes (both two bytes long).
 const REWRITES = new Map([
   [0xaf, { name: 'f32x4.fma', to: [0x85, 0x02] }],        // -> 0x105 f32x4.relaxed_madd
-  // The stand-in for the 8-bit dot product (src/kernels/qdot.cpp, rdot): same types, (v128, v128) -> v128.
+  // The stand-in for the 8-bit dot product (src/kernels/qdot/relaxed.cpp, rdot): same types, (v128, v128) -> v128.
   [0xa2, { name: 'i8x16.relaxed_swizzle', to: [0x92, 0x02] }],  // -> 0x112 i16x8.relaxed_dot_i8x16_i7x16_s
 ]);
 const STANDARD = new Set([0x105, 0x112]);

@@ -8,6 +8,7 @@
 //   sum_k w[k] x[k] ~= sum_blocks d_w * d_x * sum_k wq[k] q[k]  (+ m_w * s_x, s_x = d_x * sum_k q[k],
 //   for the types whose values have a min/offset: Q4_1, Q5_1, Q4_K, Q5_K).
 // The error against f32 is at most sum_blocks d_x / 2 * sum_k |w[k]| (the activation rounding).
+// The implementations: src/kernels/qdot/ (reference.cpp, then one file per instruction set).
 #pragma once
 #include <cstdint>
 
