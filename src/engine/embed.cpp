@@ -1,6 +1,7 @@
 // Sentence embeddings over Transformer::encode: batching, pooling, normalisation.
 #include "embed.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -27,28 +28,53 @@ std::vector<std::vector<int>> embed_tokenize(const Tokenizer& tok, const std::ve
   return ids;
 }
 
-std::vector<float> embed_ids(Transformer& model, const std::vector<std::vector<int>>& input, const EmbedOptions& o) {
-  const ModelConfig& c = model.config();
+static int embed_pass_tokens(const Transformer& model, const EmbedOptions& o) {
+  return o.max_batch_tokens > 0 ? std::min(o.max_batch_tokens, model.encode_capacity()) : model.encode_capacity();
+}
+
+std::vector<std::vector<int>> embed_prepare(const Transformer& model, const std::vector<std::vector<int>>& input,
+                                            const EmbedOptions& o) {
   if (input.empty()) fail(ErrorCode::BadArgument, "embed needs at least one text");
-  const int cap = o.max_batch_tokens > 0 ? std::min(o.max_batch_tokens, model.encode_capacity()) : model.encode_capacity();
-  const size_t limit = (size_t)std::min(model.context(), cap);
-  std::vector<std::vector<int>> cut;  // the truncated texts, when any is
-  for (size_t i = 0; i < input.size(); i++) {
-    const size_t n = input[i].size();
+  const size_t limit = (size_t)std::min(model.context(), embed_pass_tokens(model, o));
+  std::vector<std::vector<int>> texts = input;
+  for (size_t i = 0; i < texts.size(); i++) {
+    std::vector<int>& t = texts[i];
+    const size_t n = t.size();
     if (n == 0) fail(ErrorCode::BadArgument, "text " + std::to_string(i) + " has no tokens");
     if (n <= limit) continue;
     if (!o.truncate)
       fail(ErrorCode::BadArgument, "text " + std::to_string(i) + " is " + std::to_string(n) + " tokens long; this model takes at most " +
                                        std::to_string(limit) + " (split or shorten it, or truncate)");
-    if (cut.empty()) cut = input;
-    std::vector<int>& t = cut[i];
     const int last = t.back();
     t.resize(limit);
     t.back() = last;  // keep the closing token ([SEP])
   }
-  const std::vector<std::vector<int>>& texts = cut.empty() ? input : cut;
+  return texts;
+}
+
+void embed_pool(const float* h, int n, int dim, PoolKind pool, bool normalize, float* e) {
+  if (pool == PoolKind::Mean) {
+    std::vector<double> acc(dim, 0.0);
+    for (int t = 0; t < n; t++)
+      for (int d = 0; d < dim; d++) acc[d] += h[(int64_t)t * dim + d];
+    for (int d = 0; d < dim; d++) e[d] = (float)(acc[d] / n);
+  } else {
+    const int64_t r = pool == PoolKind::Cls ? 0 : n - 1;
+    std::memcpy(e, h + r * dim, sizeof(float) * dim);
+  }
+  if (normalize) {
+    double ss = 0.0;
+    for (int d = 0; d < dim; d++) ss += (double)e[d] * e[d];
+    const float inv = ss > 0.0 ? (float)(1.0 / std::sqrt(ss)) : 0.0f;
+    for (int d = 0; d < dim; d++) e[d] *= inv;
+  }
+}
+
+std::vector<float> embed_ids(Transformer& model, const std::vector<std::vector<int>>& input, const EmbedOptions& o) {
+  const int cap = embed_pass_tokens(model, o);
+  const std::vector<std::vector<int>> texts = embed_prepare(model, input, o);
   const PoolKind pool = embed_pooling(model, o);
-  const int dim = c.dim;
+  const int dim = model.config().dim;
   std::vector<float> out(texts.size() * (size_t)dim);
   std::vector<int> tokens, lens;
   for (size_t first = 0; first < texts.size();) {
@@ -67,22 +93,7 @@ std::vector<float> embed_ids(Transformer& model, const std::vector<std::vector<i
     int64_t row = 0;
     for (size_t i = first; i < last; i++) {
       const int n = lens[i - first];
-      float* e = out.data() + i * (size_t)dim;
-      if (pool == PoolKind::Mean) {
-        std::vector<double> acc(dim, 0.0);
-        for (int t = 0; t < n; t++)
-          for (int d = 0; d < dim; d++) acc[d] += h[(row + t) * dim + d];
-        for (int d = 0; d < dim; d++) e[d] = (float)(acc[d] / n);
-      } else {
-        const int64_t r = pool == PoolKind::Cls ? row : row + n - 1;
-        std::memcpy(e, h + r * dim, sizeof(float) * dim);
-      }
-      if (o.normalize) {
-        double ss = 0.0;
-        for (int d = 0; d < dim; d++) ss += (double)e[d] * e[d];
-        const float inv = ss > 0.0 ? (float)(1.0 / std::sqrt(ss)) : 0.0f;
-        for (int d = 0; d < dim; d++) e[d] *= inv;
-      }
+      embed_pool(h + row * dim, n, dim, pool, o.normalize, out.data() + i * (size_t)dim);
       row += n;
     }
     first = last;
