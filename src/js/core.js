@@ -741,7 +741,13 @@ export async function loadModelWith(env, source, options = {}) {
       handle = call(() => new mod.EncDecModel(modelBuf, runtime.threads));
       modelBuf.delete(); modelBuf = null;
       throwIfAborted(signal);
-      return new EncoderDecoderModel(mod, handle, runtime);
+      const m = new EncoderDecoderModel(mod, handle, runtime, options.device ?? 'auto');
+      if (options.device === 'webgpu') {  // relative-position biases and cross-attention have no WebGPU kernels
+        const w = { code: 'webgpu_unsupported', message: `WebGPU not used: ${m.info.device.reason}` };
+        m.warnings.push(w);
+        if (onWarning) { try { onWarning(w); } catch { /* as Model._warn */ } } else if (typeof console !== 'undefined') console.warn(`qkv: ${w.message}`);
+      }
+      return m;
     }
     handle = call(() => new mod.Model(modelBuf, runtime.threads));
     modelBuf.delete(); modelBuf = null;

@@ -23,12 +23,11 @@ import { loadShader } from './webgpu.js';
 const BufferUsage = globalThis.GPUBufferUsage ?? { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 };
 const MapMode = globalThis.GPUMapMode ?? { READ: 0x1 };
 
-/** Tokens per step (prefill chunk). */
+/** Tokens per decoder step (prefill chunk); an encoder pass takes a whole text. */
 export const MAX_CHUNK = 64;
 // The step uniform: n (tokens), pos (first position), then the step's token ids at IDS_OFFSET
 // (a storage-buffer offset must be a multiple of 256); written with one writeBuffer per step.
 const IDS_OFFSET = 256;
-const STEP_BYTES = IDS_OFFSET + 4 * MAX_CHUNK;
 const MAX_HEAD_DIM = 512;  // attention_cached.wgsl: 8 accumulator lanes x 64 threads
 
 const VECTOR_ROLES = new Set(['pos_embed', 'type_embed', 'embed_norm', 'embed_norm_b', 'final_norm', 'final_norm_b',
