@@ -11,7 +11,7 @@ using emscripten::val;
 
 namespace qkv {
 
-val embed_js(Transformer& model, const Tokenizer& tok, val texts, val options) {
+static std::vector<std::string> texts_of(val texts) {
   if (!texts.isArray()) fail(ErrorCode::BadArgument, "embed takes an array of strings");
   const unsigned n = texts["length"].as<unsigned>();
   if (n == 0) fail(ErrorCode::BadArgument, "embed needs at least one text");
@@ -22,24 +22,33 @@ val embed_js(Transformer& model, const Tokenizer& tok, val texts, val options) {
     if (!t.isString()) fail(ErrorCode::BadArgument, "embed: text " + std::to_string(i) + " is not a string");
     list.push_back(t.as<std::string>());
   }
+  return list;
+}
+
+static EmbedOptions options_of(val options) {
   EmbedOptions o;
-  if (!options.isUndefined() && !options.isNull()) {
-    val p = options["pooling"];
-    if (!p.isUndefined() && !p.isNull()) {
-      if (!p.isString()) fail(ErrorCode::BadArgument, "embed: pooling must be 'mean', 'cls' or 'last'");
-      o.pooling = parse_pooling(p.as<std::string>());
-    }
-    val norm = options["normalize"];
-    if (!norm.isUndefined() && !norm.isNull()) {
-      if (!norm.isTrue() && !norm.isFalse()) fail(ErrorCode::BadArgument, "embed: normalize must be a boolean");
-      o.normalize = norm.isTrue();
-    }
-    val trunc = options["truncate"];
-    if (!trunc.isUndefined() && !trunc.isNull()) {
-      if (!trunc.isTrue() && !trunc.isFalse()) fail(ErrorCode::BadArgument, "embed: truncate must be a boolean");
-      o.truncate = trunc.isTrue();
-    }
+  if (options.isUndefined() || options.isNull()) return o;
+  val p = options["pooling"];
+  if (!p.isUndefined() && !p.isNull()) {
+    if (!p.isString()) fail(ErrorCode::BadArgument, "embed: pooling must be 'mean', 'cls' or 'last'");
+    o.pooling = parse_pooling(p.as<std::string>());
   }
+  val norm = options["normalize"];
+  if (!norm.isUndefined() && !norm.isNull()) {
+    if (!norm.isTrue() && !norm.isFalse()) fail(ErrorCode::BadArgument, "embed: normalize must be a boolean");
+    o.normalize = norm.isTrue();
+  }
+  val trunc = options["truncate"];
+  if (!trunc.isUndefined() && !trunc.isNull()) {
+    if (!trunc.isTrue() && !trunc.isFalse()) fail(ErrorCode::BadArgument, "embed: truncate must be a boolean");
+    o.truncate = trunc.isTrue();
+  }
+  return o;
+}
+
+val embed_js(Transformer& model, const Tokenizer& tok, val texts, val options) {
+  const std::vector<std::string> list = texts_of(texts);
+  const EmbedOptions o = options_of(options);
   const std::vector<std::vector<int>> ids = embed_tokenize(tok, list);
   const std::vector<float> e = embed_ids(model, ids, o);
   std::vector<int> counts;  // tokens embedded (after any truncation)
@@ -72,6 +81,28 @@ val rerank_js(Transformer& model, const Tokenizer& tok, val query, val documents
   out.set("scores", val::global("Float32Array").new_(val(typed_memory_view(scores.size(), scores.data()))));
   out.set("tokens", val::global("Int32Array").new_(val(typed_memory_view(counts.size(), counts.data()))));
   return out;
+}
+
+val embed_prepare_js(const Transformer& model, const Tokenizer& tok, val texts, val options) {
+  const EmbedOptions o = options_of(options);
+  const std::vector<std::vector<int>> ids = embed_prepare(model, embed_tokenize(tok, texts_of(texts)), o);
+  val list = val::array();
+  for (const auto& t : ids) list.call<void>("push", val::global("Int32Array").new_(val(typed_memory_view(t.size(), t.data()))));
+  val out = val::object();
+  out.set("texts", list);
+  out.set("dim", model.config().dim);
+  out.set("pooling", std::string(pool_kind_name(embed_pooling(model, o))));
+  return out;
+}
+
+val embed_pool_js(const Transformer& model, val hidden, int n, val options) {
+  const EmbedOptions o = options_of(options);
+  const int dim = model.config().dim;
+  std::vector<float> h = emscripten::convertJSArrayToNumberVector<float>(hidden);
+  if (n < 1 || h.size() != (size_t)n * dim) fail(ErrorCode::BadArgument, "embedPool: hidden must hold n x dim values");
+  std::vector<float> e(dim);
+  embed_pool(h.data(), n, dim, embed_pooling(model, o), o.normalize, e.data());
+  return val::global("Float32Array").new_(val(typed_memory_view(e.size(), e.data())));
 }
 
 void embed_info(const ModelConfig& c, val& info) {

@@ -17,6 +17,13 @@ emscripten::val embed_js(Transformer& model, const Tokenizer& tok, emscripten::v
 // document, in order), tokens: Int32Array (each pair's token count)}.
 emscripten::val rerank_js(Transformer& model, const Tokenizer& tok, emscripten::val query, emscripten::val documents);
 
+// The texts embed_js would encode, for an encoder on WebGPU (src/js/gpu-model.js): {texts:
+// [Int32Array of each text's ids, cut as embed_js cuts them], dim, pooling}.
+emscripten::val embed_prepare_js(const Transformer& model, const Tokenizer& tok, emscripten::val texts, emscripten::val options);
+// One text's embedding (Float32Array(dim)) from its n encoder states (n x dim), pooled and
+// normalised as embed_js does (options as embed_js's).
+emscripten::val embed_pool_js(const Transformer& model, emscripten::val hidden, int n, emscripten::val options);
+
 // The model's embedding facts for Model.info(): {encoder, pooling, reranker}.
 void embed_info(const ModelConfig& c, emscripten::val& info);
 

@@ -219,6 +219,24 @@ class JsSession {
   Session s_;
 };
 
+// The shape fields Model.info() and gpuModel() share.
+static val shape_info(const ModelConfig& c) {
+  val o = val::object();
+  o.set("arch", c.arch);
+  o.set("dim", c.dim);
+  o.set("hiddenDim", c.hidden_dim);
+  o.set("layers", c.n_layers);
+  o.set("heads", c.n_heads);
+  o.set("kvHeads", c.n_kv_heads);
+  o.set("headDim", c.head_dim);
+  o.set("vocabSize", c.vocab_size);
+  o.set("contextLength", c.seq_len);
+  o.set("norm", std::string(norm_kind_name(c.norm)));
+  o.set("positional", std::string(pos_kind_name(c.pos)));
+  o.set("ffn", std::string(ffn_kind_name(c.ffn)));
+  return o;
+}
+
 class JsModel {
  public:
   JsModel(const JsBuffer& model, int threads) {
@@ -244,20 +262,8 @@ class JsModel {
 
   val info() const {
     const ModelConfig& c = model_.config;
-    val o = val::object();
-    o.set("arch", c.arch);
+    val o = shape_info(c);
     o.set("description", c.describe());
-    o.set("dim", c.dim);
-    o.set("hiddenDim", c.hidden_dim);
-    o.set("layers", c.n_layers);
-    o.set("heads", c.n_heads);
-    o.set("kvHeads", c.n_kv_heads);
-    o.set("headDim", c.head_dim);
-    o.set("vocabSize", c.vocab_size);
-    o.set("contextLength", c.seq_len);
-    o.set("norm", std::string(norm_kind_name(c.norm)));
-    o.set("positional", std::string(pos_kind_name(c.pos)));
-    o.set("ffn", std::string(ffn_kind_name(c.ffn)));
     o.set("tiedClassifier", c.tied_classifier);
     o.set("weightBytes", (double)(model_.storage ? model_.storage->size() : 0));
     o.set("threads", pool_->size());
@@ -336,17 +342,24 @@ class JsModel {
   // Sentence embeddings (bindings/embed_bindings.cpp); one encoder Transformer kept for reuse.
   val embed(val texts, val options) {
     return guard([&] {
-      if (!enc_) enc_ = std::make_unique<Transformer>(model_, 0, pool_);
-      return embed_js(*enc_, tokenizer(), texts, options);
+      return embed_js(encoder(), tokenizer(), texts, options);
     });
   }
 
   // Reranker scores (bindings/embed_bindings.cpp), on the same encoder Transformer.
   val rerank(val query, val documents) {
     return guard([&] {
-      if (!enc_) enc_ = std::make_unique<Transformer>(model_, 0, pool_);
-      return rerank_js(*enc_, tokenizer(), query, documents);
+      return rerank_js(encoder(), tokenizer(), query, documents);
     });
+  }
+
+  // Model.embed on WebGPU: the texts' ids as embed() encodes them, and the pooling of one
+  // text's encoder states (bindings/embed_bindings.cpp).
+  val embedPrepare(val texts, val options) {
+    return guard([&] { return embed_prepare_js(encoder(), tokenizer(), texts, options); });
+  }
+  val embedPool(val hidden, int n, val options) {
+    return guard([&] { return embed_pool_js(encoder(), hidden, n, options); });
   }
 
   JsSession* createSession(int context) {
@@ -372,20 +385,9 @@ class JsModel {
     return guard([&] {
       const ModelConfig& c = model_.config;
       const ModelWeights& w = model_.weights;
-      val o = val::object();
-      o.set("arch", c.arch);
-      o.set("dim", c.dim);
-      o.set("hiddenDim", c.hidden_dim);
-      o.set("layers", c.n_layers);
-      o.set("heads", c.n_heads);
-      o.set("kvHeads", c.n_kv_heads);
-      o.set("headDim", c.head_dim);
-      o.set("vocabSize", c.vocab_size);
-      o.set("norm", std::string(norm_kind_name(c.norm)));
+      val o = shape_info(c);
       o.set("normEps", c.norm_eps);
-      o.set("positional", std::string(pos_kind_name(c.pos)));
       o.set("rotDims", c.rot_dims());
-      o.set("ffn", std::string(ffn_kind_name(c.ffn)));
       o.set("causal", c.causal);
       o.set("postNorm", c.post_norm);
       o.set("embedScale", c.embed_scale);
@@ -394,18 +396,17 @@ class JsModel {
       o.set("logitSoftcap", c.logit_softcap);
       o.set("tokenTypes", c.n_token_types);
       o.set("embedNorm", w.embed_norm != nullptr);
-      val attn = val::array(), window = val::array(), local = val::array();
+      val attn = val::array(), window = val::array(), local = val::array(), rope = val::array();
       for (int l = 0; l < c.n_layers; l++) {
         attn.call<void>("push", std::string(attn_kind_name(c.attn_of(l))));
         window.call<void>("push", c.window_of(l));
         local.call<void>("push", c.local_rope(l));
+        rope.call<void>("push", c.rope_at(l));
       }
       o.set("layerAttn", attn);
       o.set("layerWindow", window);
       o.set("localRope", local);
-      int no_rope = 0;
-      for (int l = 0; l < c.n_layers; l++) no_rope += (c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves) && !c.rope_at(l);
-      o.set("layersWithoutRope", no_rope);
+      o.set("layerRope", rope);
       o.set("residualScale", c.residual_scale);
       o.set("logitScale", c.logit_scale);
       o.set("qkNormWhole", c.qk_norm_whole);
@@ -429,6 +430,9 @@ class JsModel {
       };
       mat(-1, "tok_embed", w.tok_embed);
       vec(-1, "pos_embed", w.pos_embed, c.seq_len, c.dim);
+      vec(-1, "type_embed", w.type_embed, c.n_token_types, c.dim);
+      vec(-1, "embed_norm", w.embed_norm, 1, c.dim);
+      vec(-1, "embed_norm_b", w.embed_norm_b, 1, c.dim);
       vec(-1, "final_norm", w.final_norm, 1, c.dim);
       vec(-1, "final_norm_b", w.final_norm_b, 1, c.dim);
       if (w.classifier.data != w.tok_embed.data) mat(-1, "classifier", w.classifier);
@@ -449,8 +453,8 @@ class JsModel {
         vec(l, "bo", L.bo, 1, d);
         vec(l, "attn_post_norm", L.attn_post_norm, 1, d);
         vec(l, "ffn_post_norm", L.ffn_post_norm, 1, d);
-        vec(l, "q_norm", L.q_norm, 1, hd);
-        vec(l, "k_norm", L.k_norm, 1, hd);
+        vec(l, "q_norm", L.q_norm, 1, c.qk_norm_whole ? qd : hd);  // OLMo 2: over the whole projection
+        vec(l, "k_norm", L.k_norm, 1, c.qk_norm_whole ? kvd : hd);
         vec(l, "ffn_norm", L.ffn_norm, 1, d);
         vec(l, "ffn_norm_b", L.ffn_norm_b, 1, d);
         mat(l, "w_gate", L.w_gate);
@@ -504,6 +508,11 @@ class JsModel {
   const Tokenizer& tokenizer() const {
     if (!tok_) fail(ErrorCode::BadArgument, "this model has no tokenizer: load one (options.tokenizer)");
     return *tok_;
+  }
+  // The encoder Transformer of embed(), made on first use and kept.
+  Transformer& encoder() {
+    if (!enc_) enc_ = std::make_unique<Transformer>(model_, 0, pool_);
+    return *enc_;
   }
   LoadedModel model_;
   std::unique_ptr<Tokenizer> tok_;
@@ -603,6 +612,8 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("rerank", &JsModel::rerank)
       .function("benchAttention", &JsModel::benchAttention)
       .function("gpuModel", &JsModel::gpuModel)
+      .function("embedPrepare", &JsModel::embedPrepare)
+      .function("embedPool", &JsModel::embedPool)
       .function("constrain", &JsModel::constrain)
       .function("run", &JsModel::run);
 }

@@ -69,11 +69,13 @@ export interface LoadOptions {
   /**
    * Where the model runs. 'wasm': the WASM engine. 'webgpu': the whole model on the GPU (weights
    * uploaded once as stored, KV cache on the GPU, one submit per decoded token, only the logits
-   * read back; sampling stays on the CPU); a model or option the GPU path does not implement
-   * (encoders, linear attention, ...), a missing GPU, or a GPU failure mid-generation gives
-   * WASM with a warning. 'auto' (default): WebGPU only when one decode step, timed on both at
-   * load, is faster there; info.device.reason and info.device.measured give the figures.
-   * Sessions with captureAttention on compute their feeds in WASM (the engine records the maps).
+   * read back; sampling stays on the CPU; encoders' embed() passes too, pooled in WASM); a model
+   * or option the GPU path does not implement (linear attention, sinusoidal positions: neither
+   * comes from a file qkv reads; encoder-decoder T5), a missing GPU, or a GPU failure
+   * mid-generation gives WASM with a warning. 'auto' (default): WebGPU only when one decode step
+   * (encoders: one embedding), timed on both at load, is faster there; info.device.reason and
+   * info.device.measured give the figures. Sessions with captureAttention on compute their maps
+   * on the GPU too (in WASM where the maps exceed the GPU's buffer limits).
    */
   device?: 'auto' | 'webgpu' | 'wasm';
   /**
@@ -111,9 +113,10 @@ export interface DeviceInfo {
   kvType?: 'f32' | 'f16';
   /**
    * The 'auto' measurement: milliseconds of one decode step at `position` on each backend (the
-   * GPU's with its logits read back; WASM on the model's threads), medians of a few steps.
+   * GPU's with its logits read back; WASM on the model's threads), medians of a few steps; for
+   * an encoder, of one embedding (`what`) instead.
    */
-  measured?: { position: number; webgpuMs: number; wasmMs: number };
+  measured?: { position?: number; what?: string; webgpuMs: number; wasmMs: number };
 }
 
 export interface SamplingOptions {

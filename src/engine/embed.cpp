@@ -31,7 +31,7 @@ std::vector<std::vector<int>> embed_tokenize(const Tokenizer& tok, const std::ve
 }
 
 namespace {
-int pass_capacity(Transformer& model, int max_batch_tokens) {
+int pass_capacity(const Transformer& model, int max_batch_tokens) {
   return max_batch_tokens > 0 ? std::min(max_batch_tokens, model.encode_capacity()) : model.encode_capacity();
 }
 
@@ -75,47 +75,51 @@ void head_product(const Tensor& w, const float* b, const std::vector<float>& x, 
 }
 }  // namespace
 
-std::vector<float> embed_ids(Transformer& model, const std::vector<std::vector<int>>& input, const EmbedOptions& o) {
-  const ModelConfig& c = model.config();
+std::vector<std::vector<int>> embed_prepare(const Transformer& model, const std::vector<std::vector<int>>& input,
+                                            const EmbedOptions& o) {
   if (input.empty()) fail(ErrorCode::BadArgument, "embed needs at least one text");
-  const int cap = pass_capacity(model, o.max_batch_tokens);
-  const size_t limit = (size_t)std::min(model.context(), cap);
-  std::vector<std::vector<int>> cut;  // the truncated texts, when any is
-  for (size_t i = 0; i < input.size(); i++) {
-    const size_t n = input[i].size();
+  const size_t limit = (size_t)std::min(model.context(), pass_capacity(model, o.max_batch_tokens));
+  std::vector<std::vector<int>> texts = input;
+  for (size_t i = 0; i < texts.size(); i++) {
+    std::vector<int>& t = texts[i];
+    const size_t n = t.size();
     if (n == 0) fail(ErrorCode::BadArgument, "text " + std::to_string(i) + " has no tokens");
     if (n <= limit) continue;
     if (!o.truncate)
       fail(ErrorCode::BadArgument, "text " + std::to_string(i) + " is " + std::to_string(n) + " tokens long; this model takes at most " +
                                        std::to_string(limit) + " (split or shorten it, or truncate)");
-    if (cut.empty()) cut = input;
-    std::vector<int>& t = cut[i];
     const int last = t.back();
     t.resize(limit);
     t.back() = last;  // keep the closing token ([SEP])
   }
-  const std::vector<std::vector<int>>& texts = cut.empty() ? input : cut;
+  return texts;
+}
+
+void embed_pool(const float* h, int n, int dim, PoolKind pool, bool normalize, float* e) {
+  if (pool == PoolKind::Mean) {
+    std::vector<double> acc(dim, 0.0);
+    for (int t = 0; t < n; t++)
+      for (int d = 0; d < dim; d++) acc[d] += h[(int64_t)t * dim + d];
+    for (int d = 0; d < dim; d++) e[d] = (float)(acc[d] / n);
+  } else {
+    const int64_t r = pool == PoolKind::Last ? n - 1 : 0;  // cls (and a reranker's state) is the first row
+    std::memcpy(e, h + r * dim, sizeof(float) * dim);
+  }
+  if (normalize) {
+    double ss = 0.0;
+    for (int d = 0; d < dim; d++) ss += (double)e[d] * e[d];
+    const float inv = ss > 0.0 ? (float)(1.0 / std::sqrt(ss)) : 0.0f;
+    for (int d = 0; d < dim; d++) e[d] *= inv;
+  }
+}
+
+std::vector<float> embed_ids(Transformer& model, const std::vector<std::vector<int>>& input, const EmbedOptions& o) {
+  const std::vector<std::vector<int>> texts = embed_prepare(model, input, o);
   const PoolKind pool = embed_pooling(model, o);
-  const int dim = c.dim;
+  const int dim = model.config().dim;
   std::vector<float> out(texts.size() * (size_t)dim);
-  encode_texts(model, texts, cap, [&](size_t i, const float* h) {
-    const int n = (int)texts[i].size();
-    float* e = out.data() + i * (size_t)dim;
-    if (pool == PoolKind::Mean) {
-      std::vector<double> acc(dim, 0.0);
-      for (int t = 0; t < n; t++)
-        for (int d = 0; d < dim; d++) acc[d] += h[(int64_t)t * dim + d];
-      for (int d = 0; d < dim; d++) e[d] = (float)(acc[d] / n);
-    } else {
-      const int64_t r = pool == PoolKind::Last ? n - 1 : 0;
-      std::memcpy(e, h + r * dim, sizeof(float) * dim);
-    }
-    if (o.normalize) {
-      double ss = 0.0;
-      for (int d = 0; d < dim; d++) ss += (double)e[d] * e[d];
-      const float inv = ss > 0.0 ? (float)(1.0 / std::sqrt(ss)) : 0.0f;
-      for (int d = 0; d < dim; d++) e[d] *= inv;
-    }
+  encode_texts(model, texts, pass_capacity(model, o.max_batch_tokens), [&](size_t i, const float* h) {
+    embed_pool(h, (int)texts[i].size(), dim, pool, o.normalize, out.data() + i * (size_t)dim);
   });
   return out;
 }

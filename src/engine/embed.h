@@ -32,6 +32,13 @@ PoolKind embed_pooling(const Transformer& model, const EmbedOptions& o);
 // vocabulary.
 std::vector<float> embed_ids(Transformer& model, const std::vector<std::vector<int>>& texts, const EmbedOptions& o);
 
+// The texts as embed_ids encodes them: each within the model's limit, cut (o.truncate) or
+// refused as embed_ids does. For engines that encode elsewhere (WebGPU) and pool here.
+std::vector<std::vector<int>> embed_prepare(const Transformer& model, const std::vector<std::vector<int>>& texts,
+                                            const EmbedOptions& o);
+// One text's vector (dim,) from its n encoder states h (n, dim): pooled, L2-normalised if asked.
+void embed_pool(const float* h, int n, int dim, PoolKind pool, bool normalize, float* out);
+
 // Tokenizes each text as llama.cpp does for embeddings (with the tokenizer's added tokens, special
 // tokens written in the text recognised), then embed_ids.
 std::vector<float> embed_texts(Transformer& model, const Tokenizer& tok, const std::vector<std::string>& texts,

@@ -3,7 +3,7 @@
 import { QkvError, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
 import { LOAD_KEYS, call, checkSimdOption, yieldToLoop } from './util.js';
 import { readModelSource, readSource } from './source.js';
-import { DEVICES, GPU_PRECISIONS, chooseDevice, createGpuSession } from './gpu-backend.js';
+import { DEVICES, GPU_PRECISIONS, chooseDevice, createGpuSession, embedGpu } from './gpu-backend.js';
 import { EncoderDecoderModel } from './encdec.js';
 import { constrainSampler } from './sampling.js';
 import { GENERATE_KEYS, SAMPLER_KEYS, checkNumber, generationOptions, generationStats, tokenLoop, wellFormed } from './generation.js';
@@ -126,6 +126,8 @@ export class Session {
     this._capture = false;
     this._gpu = null;  // the session on the GPU when the model runs on WebGPU (src/js/gpu-model.js)
     this._busy = false;  // a WebGPU feed is in flight
+    this._gpuFed = false;  // the last forward ran on the GPU: attention() reads _maps, not WASM's
+    this._maps = null;  // its captured attention ({queries, keys, probs (layers, heads, queries, keys)})
     this._generating = false;  // a generate()/chat() stream owns the cache (one at a time)
     this._sampler = null;  // sample()'s sampler: {key, position, sampler}, kept while a loop goes on
     /** Figures of the last generate() call. */
@@ -161,22 +163,33 @@ export class Session {
   async _feedGpu(ids, allLogits) {
     const h = this._live();
     if (this._busy) throw new QkvError('busy', 'another feed is running on this session: await it first');
+    const g = this._gpu, capture = this._capture;
+    // Maps over the GPU's buffer limits are recorded by the WASM engine (the GPU cache catches up after).
+    if (capture && !g.captureFits(h.position(), ids.length)) return this._feedWasm(() => h.feed(ids, !!allLogits));
     this._busy = true;
     try {
-      const g = this._gpu;
       const position = h.position();
       if (g.position < position) await g.feed(Array.from(h.tokens()).slice(g.position), false);
-      const logits = await g.feed(ids, allLogits);
+      const logits = await g.feed(ids, allLogits, capture);
       call(() => this._live().feedLogits(ids, logits, allLogits ? ids.length : 1));
+      this._gpuFed = true;
+      this._maps = capture ? g.captured : null;
     } catch (e) {
       const err = toQkvError(e);
       if (!this._h || !this._gpu || err.code === 'bad_argument' || err.code === 'disposed') throw err;
       this._model._gpuFailed(e);  // warns once and moves every session of the model to WASM
       if (this._gpu) this._toWasm();
-      call(() => this._h.feed(Array.from(ids), !!allLogits));
+      this._feedWasm(() => this._h.feed(Array.from(ids), !!allLogits));
     } finally {
       this._busy = false;
     }
+  }
+
+  /** A forward in WASM (which records the attention maps when capturing). */
+  _feedWasm(fn) {
+    this._gpuFed = false;
+    this._maps = null;
+    return call(fn);
   }
 
   /** Refuses a call that would change the cache under a running feed or generation. */
@@ -211,9 +224,8 @@ export class Session {
     checkIds(tokens, 'feed');
     check(tokens.length > 0, 'feed needs at least one token');
     this._checkIdle();
-    // Captured attention is recorded by the WASM engine: capturing feeds run there.
-    if (this._gpu && !this._capture) return this._feedGpu(Array.from(tokens), !!allLogits);
-    call(() => h.feed(Array.from(tokens), !!allLogits));
+    if (this._gpu) return this._feedGpu(Array.from(tokens), !!allLogits);
+    this._feedWasm(() => h.feed(Array.from(tokens), !!allLogits));
     return undefined;
   }
 
@@ -228,7 +240,7 @@ export class Session {
 
   _prefill(tokens) {
     const h = this._live();
-    if (!this._gpu || this._capture) return call(() => h.prefill(Array.from(tokens)));
+    if (!this._gpu) return this._feedWasm(() => h.prefill(Array.from(tokens)));
     const ids = Array.from(tokens), cached = h.tokens();
     let common = 0;
     while (common < ids.length && common < cached.length && ids[common] === cached[common]) common++;
@@ -295,7 +307,14 @@ export class Session {
   attention(layer, head) {
     const h = this._live();
     check(Number.isInteger(layer) && Number.isInteger(head), 'attention(layer, head) takes integers');
-    return call(() => h.attention(layer, head));
+    if (!this._gpuFed) return call(() => h.attention(layer, head));
+    // The GPU's maps, with the WASM engine's checks and messages.
+    const m = this._maps, { layers, heads } = this._model._info;
+    if (!m) throw new QkvError('bad_argument', 'no attention recorded: turn capture on, then feed tokens');
+    if (layer < 0 || layer >= layers) throw new QkvError('bad_argument', `layer ${layer} out of range (0..${layers - 1})`);
+    if (head < 0 || head >= heads) throw new QkvError('bad_argument', `head ${head} out of range (0..${heads - 1})`);
+    const per = m.queries * m.keys, at = (layer * heads + head) * per;
+    return { queries: m.queries, keys: m.keys, probs: m.probs.slice(at, at + per) };
   }
 
   /**
@@ -354,8 +373,8 @@ export class Session {
         piece: (prev, next) => call(() => model._h.piece(prev, next)),
         feed: async (next) => {
           if (h.position() >= h.context()) return false;
-          if (this._gpu && !this._capture) await this._feedGpu([next], false);
-          else call(() => h.feedOne(next));
+          if (this._gpu) await this._feedGpu([next], false);
+          else this._feedWasm(() => h.feedOne(next));
           return true;
         },
       });
@@ -513,7 +532,7 @@ export class Model {
     for (let i = 0; i < texts.length; i += batchSize) {
       throwIfAborted(signal);
       const batch = texts.slice(i, i + batchSize).map(wellFormed);
-      const r = call(() => h.embed(batch, opts));
+      const r = await this._embedBatch(h, batch, opts);
       for (let k = 0; k < batch.length; k++) out.push(r.data.slice(k * r.dim, (k + 1) * r.dim));
       for (const n of r.tokens) tokens += n;
       if (i + batchSize < texts.length) await yieldToLoop();
@@ -553,6 +572,21 @@ export class Model {
     // Highest first; equal scores keep their documents' order.
     results.sort((a, b) => b.score - a.score || a.index - b.index);
     return results.slice(0, topN);
+  }
+
+  /** One batch of embed(): on the GPU (an encoder loaded with WebGPU), else in WASM; a GPU failure warns and moves to WASM. */
+  async _embedBatch(h, batch, opts) {
+    const gpu = this._gpu;
+    if (gpu && !gpu.model.decoder) {
+      try {
+        return await embedGpu(gpu, h, batch, opts);
+      } catch (e) {
+        const err = toQkvError(e);
+        if (err.code === 'bad_argument' || !this._h) throw err;
+        this._gpuFailed(e);
+      }
+    }
+    return call(() => h.embed(batch, opts));
   }
 
   /** A new conversation with its own KV cache ({contextLength} defaults to the model's). */
@@ -635,7 +669,13 @@ export async function loadModelWith(env, source, options = {}) {
       handle = call(() => new mod.EncDecModel(modelBuf, runtime.threads));
       modelBuf.delete(); modelBuf = null;
       throwIfAborted(signal);
-      return new EncoderDecoderModel(mod, handle, runtime);
+      const m = new EncoderDecoderModel(mod, handle, runtime, options.device ?? 'auto');
+      if (options.device === 'webgpu') {  // relative-position biases and cross-attention have no WebGPU kernels
+        const w = { code: 'webgpu_unsupported', message: `WebGPU not used: ${m.info.device.reason}` };
+        m.warnings.push(w);
+        if (onWarning) { try { onWarning(w); } catch { /* as Model._warn */ } } else if (typeof console !== 'undefined') console.warn(`qkv: ${w.message}`);
+      }
+      return m;
     }
     handle = call(() => new mod.Model(modelBuf, runtime.threads));
     modelBuf.delete(); modelBuf = null;

@@ -9,8 +9,9 @@ import { inspectionView } from './inspection.js';
 /** A loaded encoder-decoder model (info.encoderDecoder is true). */
 export class EncoderDecoderModel {
   /** @internal */
-  constructor(mod, handle, runtime) {
+  constructor(mod, handle, runtime, requested = 'wasm') {
     this._mod = mod;
+    this._requested = requested;
     this._h = handle;
     this._runtime = runtime;
     this._info = call(() => handle.info());
@@ -33,7 +34,10 @@ export class EncoderDecoderModel {
     return {
       ...i,
       backend: 'wasm',
-      device: { kind: 'wasm', requested: 'wasm', reason: 'encoder-decoder models run in WASM' },
+      device: {
+        kind: 'wasm', requested: this._requested,
+        reason: 'encoder-decoder models (t5) run in WASM: their relative-position biases and cross-attention have no WebGPU kernels',
+      },
       threading: { ...this._runtime.threading, threads: i.threads },
       simdReason: this._runtime.simd.reason,
       memory: { weightBytes: i.weightBytes, kvCacheBytes: this._h.kvCacheBytes(), gpuKvCacheBytes: 0, heapBytes: this._mod.HEAPU8 ? this._mod.HEAPU8.byteLength : 0 },

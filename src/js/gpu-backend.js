@@ -20,9 +20,40 @@ export function ropeTables(handle, desc) {
   };
 }
 
-/** A GPU session for a WASM session handle (same context, same RoPE tables). */
+/** A GPU session for a WASM session handle (same context, same RoPE tables); null for encoders. */
 export function createGpuSession(gpu, handle) {
+  if (!gpu.model.decoder) return null;
   return gpu.model.createSession(handle.context(), ropeTables(handle, gpu.desc));
+}
+
+/** Texts embedded on the GPU: as handle.embed (the same ids, pooling and normalisation in WASM), {data, dim, tokens}. */
+export async function embedGpu(gpu, handle, texts, options) {
+  const plan = handle.embedPrepare(texts, options);
+  const data = new Float32Array(texts.length * plan.dim), tokens = [];
+  for (let i = 0; i < plan.texts.length; i++) {
+    const ids = Array.from(plan.texts[i]);
+    const hidden = await gpu.model.encode(ids);
+    data.set(handle.embedPool(hidden, ids.length, options), i * plan.dim);
+    tokens.push(ids.length);
+  }
+  return { data, dim: plan.dim, tokens };
+}
+
+/** Milliseconds to embed one text of up to 32 tokens on each backend (median of a few). */
+async function timeEncode(handle, gpu) {
+  const texts = ['the quick brown fox jumps over the lazy dog and runs far away into the dark green wood'];
+  const opts = { truncate: true };
+  await embedGpu(gpu, handle, texts, opts);  // compiles and warms up
+  const gpuTimes = [], wasmTimes = [];
+  for (let i = 0; i < 3; i++) {
+    let t0 = clock();
+    await embedGpu(gpu, handle, texts, opts);
+    gpuTimes.push(clock() - t0);
+    t0 = clock();
+    handle.embed(texts, opts);
+    wasmTimes.push(clock() - t0);
+  }
+  return { what: 'one embedding', webgpuMs: +median(gpuTimes).toFixed(4), wasmMs: +median(wasmTimes).toFixed(4) };
 }
 
 /**
@@ -92,6 +123,10 @@ export async function chooseDevice(handle, info, options) {
     }
     gpu = { device, desc, model: await createGpuModel(device, desc) };
     delete desc.tensors;  // views into the heap: stale once it grows
+    if (!gpu.model.decoder) {  // an encoder's passes take positions 0.. of the model's context
+      const h = handle.createSession(0);
+      try { gpu.model.setEncoderRope(ropeTables(h, desc)); } finally { h.delete(); }
+    }
   } catch (e) {
     device.destroy?.();
     return wasm(e.message, e?.code === 'unsupported' ? 'webgpu_unsupported' : 'webgpu_failed', { adapter });
@@ -100,9 +135,10 @@ export async function chooseDevice(handle, info, options) {
   if (requested === 'webgpu') return { kind: 'webgpu', reason: 'requested', gpu, ...common };
 
   try {
-    const measured = await timeDecode(handle, gpu, info);
-    const figures = `one decode step at position ${measured.position}: WebGPU ${measured.webgpuMs} ms ` +
-      `(logits read back) vs WASM ${measured.wasmMs} ms`;
+    const measured = gpu.model.decoder ? await timeDecode(handle, gpu, info) : await timeEncode(handle, gpu);
+    const figures = gpu.model.decoder
+      ? `one decode step at position ${measured.position}: WebGPU ${measured.webgpuMs} ms (logits read back) vs WASM ${measured.wasmMs} ms`
+      : `${measured.what}: WebGPU ${measured.webgpuMs} ms vs WASM ${measured.wasmMs} ms`;
     if (measured.webgpuMs < measured.wasmMs) {
       return { kind: 'webgpu', reason: `auto: WebGPU is faster (${figures})`, gpu, measured, ...common };
     }

@@ -5,12 +5,17 @@
 // WASM (JsModel.gpuModel, bindings/qkv_bindings.cpp); the RoPE tables from the session's own
 // Transformer (ropeTable), so every RoPE scaling qkv reads comes out the same.
 //
-// Per step:  gather(tok_embed) [+ pos_embed] -> x
-//   per layer: norm(x) -> xb; q, k, v = xb W^T (+ b); per-head q/k norms; RoPE on q, RoPE on k
-//   into the cache with v (rope_kv.wgsl); attention over the cache -> att; x += att Wo^T (+ b)
-//   (or x += post_norm(att Wo^T)); norm(x) -> xb; hb = act(xb Wg^T) * (xb Wu^T) (GLU) or
-//   act(xb Wu^T + b); x += hb Wd^T (+ b) (or through its post-norm)
-//   final norm of the last row (or of every row) and the classifier -> logits [soft-cap].
+// Per step:  gather(tok_embed) * embed_scale [+ token-type row 0] [+ pos_embed] [embedding LayerNorm] -> x
+//   per layer: [norm(x) -> xb]; q, k, v = in W^T (+ b) (in: xb, or x without a pre-norm);
+//   q/k RMSNorms per head or over the whole projection; RoPE on q, RoPE (or none: that layer
+//   skips it) on k into the cache with v (rope_kv.wgsl); attention over the cache -> att
+//   (attention_cached.wgsl; attention_full.wgsl where the probabilities are kept: captured
+//   maps, encoders' bidirectional attention); x += rs * [post_norm](att Wo^T + b);
+//   [x = norm(x): post-norm blocks]; [norm(x) -> xb]; hb = act(in Wg^T) * (in Wu^T) (GLU) or
+//   act(in Wu^T + b); x += rs * [post_norm](hb Wd^T + b) [x = norm(x)]. Parallel blocks
+//   (Command-R): the feed-forward reads the attention's input and its output is added first.
+//   Decoders: final norm of the last row (or of every row), classifier, logit scale, soft-cap.
+//   Encoders (encode()): final norm if any, the hidden states read back for pooling in WASM.
 import { QkvError } from './errors.js';
 import { GPU_WEIGHT_TYPES, createProducts } from './gpu-products.js';
 import { loadShader } from './webgpu.js';
@@ -18,16 +23,16 @@ import { loadShader } from './webgpu.js';
 const BufferUsage = globalThis.GPUBufferUsage ?? { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 };
 const MapMode = globalThis.GPUMapMode ?? { READ: 0x1 };
 
-/** Tokens per step (prefill chunk). */
+/** Tokens per decoder step (prefill chunk); an encoder pass takes a whole text. */
 export const MAX_CHUNK = 64;
 // The step uniform: n (tokens), pos (first position), then the step's token ids at IDS_OFFSET
 // (a storage-buffer offset must be a multiple of 256); written with one writeBuffer per step.
 const IDS_OFFSET = 256;
-const STEP_BYTES = IDS_OFFSET + 4 * MAX_CHUNK;
 const MAX_HEAD_DIM = 512;  // attention_cached.wgsl: 8 accumulator lanes x 64 threads
 
-const VECTOR_ROLES = new Set(['pos_embed', 'final_norm', 'final_norm_b', 'attn_norm', 'attn_norm_b', 'bq', 'bk', 'bv', 'bo',
-  'attn_post_norm', 'ffn_post_norm', 'q_norm', 'k_norm', 'ffn_norm', 'ffn_norm_b', 'b_up', 'b_down']);
+const VECTOR_ROLES = new Set(['pos_embed', 'type_embed', 'embed_norm', 'embed_norm_b', 'final_norm', 'final_norm_b',
+  'attn_norm', 'attn_norm_b', 'bq', 'bk', 'bv', 'bo', 'attn_post_norm', 'ffn_post_norm', 'q_norm', 'k_norm', 'ffn_norm',
+  'ffn_norm_b', 'b_up', 'b_down']);
 
 /**
  * Why this model cannot run on the GPU path, or null. Anything the kernels do not implement is
@@ -35,30 +40,23 @@ const VECTOR_ROLES = new Set(['pos_embed', 'final_norm', 'final_norm_b', 'attn_n
  * @param {object} d the description from JsModel.gpuModel()
  */
 export function gpuUnsupported(d) {
-  if (!d.causal || d.postNorm || d.tokenTypes > 0 || d.embedNorm) {
-    return `${d.arch} is an encoder (bidirectional attention, post-norm, token types): encoders run in WASM`;
-  }
+  // Neither comes from a file qkv reads: only models built through the C++ API have them.
+  if (d.positional === 'sinusoidal') return 'sinusoidal positions are not implemented on WebGPU';
   if (!['rope', 'rope-neox', 'learned', 'none'].includes(d.positional)) return `${d.positional} positions are not implemented on WebGPU`;
   if (d.layerAttn.some((a) => a !== 'softmax')) return 'linear-attention layers are not implemented on WebGPU';
-  if (!d.hasClassifier) return `${d.arch} has no language-model head`;
+  if (d.causal && !d.hasClassifier) return `${d.arch} has no language-model head`;
   if (d.headDim > MAX_HEAD_DIM) return `head_dim ${d.headDim} exceeds the WebGPU attention kernel's ${MAX_HEAD_DIM}`;
   if (d.rotDims % 2 || d.rotDims > d.headDim) return `RoPE over ${d.rotDims} of ${d.headDim} dims is not implemented on WebGPU`;
   if (d.heads % d.kvHeads) return 'query heads must be a multiple of key/value heads';
   if (!['swiglu', 'geglu', 'gelu', 'relu'].includes(d.ffn)) return `the ${d.ffn} feed-forward is not implemented on WebGPU`;
-  // Options of the newer architecture rows (Granite, OLMo 2, SmolLM3, Command-R, ...) the kernels lack.
-  if ((d.residualScale ?? 1) !== 1) return 'residual scaling (Granite, MiniCPM) is not implemented on WebGPU';
-  if ((d.logitScale ?? 1) !== 1) return 'logit scaling (Granite, MiniCPM, Command-R) is not implemented on WebGPU';
-  if (d.qkNormWhole) return 'Q/K norms over the whole projection (OLMo 2) are not implemented on WebGPU';
-  if (d.parallelFfn) return 'parallel attention and feed-forward blocks (Command-R) are not implemented on WebGPU';
-  if (d.layersWithoutRope > 0) return 'layers without RoPE (SmolLM3) are not implemented on WebGPU';
+  if (!Array.isArray(d.layerRope)) return 'this WASM build does not describe which layers take RoPE';
   if (d.experts > 0) return 'mixture-of-experts feed-forwards (Qwen3-MoE, OLMoE, Granite-MoE) are not implemented on WebGPU';
   const roles = new Set(d.tensors.map((t) => `${t.layer}:${t.role}`));
-  if (!roles.has('-1:final_norm')) return 'models without a final norm are not implemented on WebGPU';
-  for (let l = 0; l < d.layers; l++) {
-    if (!roles.has(`${l}:attn_norm`) || !roles.has(`${l}:ffn_norm`)) return 'layers without pre-norms (OLMo 2) are not implemented on WebGPU';
-  }
+  if (d.causal && !roles.has('-1:final_norm')) return 'models without a final norm are not implemented on WebGPU';
+  const normWidth = { q_norm: d.qkNormWhole ? d.heads * d.headDim : d.headDim, k_norm: d.qkNormWhole ? d.kvHeads * d.headDim : d.headDim };
   for (const t of d.tensors) {
     if (!VECTOR_ROLES.has(t.role) && !GPU_WEIGHT_TYPES.includes(t.type)) return `${t.type} weights (${t.role}) are not implemented on WebGPU`;
+    if (normWidth[t.role] && t.cols !== normWidth[t.role]) return `${t.role} has ${t.cols} values, not the ${normWidth[t.role]} the kernels read`;
   }
   return null;
 }
@@ -113,12 +111,13 @@ export async function createGpuModel(device, desc) {
   }
   if (!weights.has('-1:classifier')) weights.set('-1:classifier', weights.get('-1:tok_embed'));
 
-  const [normSrc, ropeSrc, attnSrc, eltSrc] = await Promise.all(
-    ['norm.wgsl', 'rope_kv.wgsl', 'attention_cached.wgsl', 'elementwise.wgsl'].map(loadShader));
+  const [normSrc, ropeSrc, attnSrc, fullSrc, eltSrc] = await Promise.all(
+    ['norm.wgsl', 'rope_kv.wgsl', 'attention_cached.wgsl', 'attention_full.wgsl', 'elementwise.wgsl'].map(loadShader));
   const modules = {
     norm: device.createShaderModule({ code: normSrc, label: 'norm.wgsl' }),
     rope: device.createShaderModule({ code: ropeSrc, label: 'rope_kv.wgsl' }),
     attn: device.createShaderModule({ code: attnSrc, label: 'attention_cached.wgsl' }),
+    full: device.createShaderModule({ code: fullSrc, label: 'attention_full.wgsl' }),
     elt: device.createShaderModule({ code: eltSrc, label: 'elementwise.wgsl' }),
   };
   const pipelines = new Map();
@@ -142,20 +141,22 @@ export async function createGpuModel(device, desc) {
   }
 
   const W = (layer, role) => weights.get(`${layer}:${role}`);
+  const limit = Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize);
 
   /**
-   * A session's state on the GPU: activations for MAX_CHUNK tokens, the KV cache (grown by
-   * doubling up to `context` positions) and the recorded steps.
-   * @param {number} context positions
-   * @param {{global: {cos: Float32Array, sin: Float32Array}, local?: {cos, sin}}} rope tables for every position
+   * The forward's buffers and recorded ops for steps of up to T tokens: a decoder session
+   * (T = MAX_CHUNK, KV cache over `context` positions, grown by doubling) or an encoder pass
+   * (T = context = the text's tokens, bidirectional attention over them).
    */
-  function createSession(context, rope) {
+  function createForward(context, rope, T, encoder) {
     const { dim, hiddenDim: hid, heads, kvHeads, headDim: hd, vocabSize: V, layers } = d;
-    const qd = heads * hd, kvd = kvHeads * hd, T = MAX_CHUNK;
-    const limit = Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize);
+    const qd = heads * hd, kvd = kvHeads * hd;
     if (context * kvd * 4 > limit) {
       throw new QkvError('unsupported', `a ${context}-token KV cache needs ${context * kvd * 4} bytes per layer, ` +
         `more than this GPU's ${limit}-byte buffer limit`);
+    }
+    if (encoder && heads * T * T * 4 > limit) {
+      throw new QkvError('unsupported', `attention over ${T} tokens needs ${heads * T * T * 4} bytes, more than this GPU's ${limit}-byte buffer limit`);
     }
     const mine = [];
     const make = (size, usage, label) => {
@@ -164,17 +165,18 @@ export async function createGpuModel(device, desc) {
       return b;
     };
     const st = S.STORAGE;
-    const step = make(STEP_BYTES, S.UNIFORM | S.STORAGE | S.COPY_DST, 'step');
+    const step = make(IDS_OFFSET + 4 * T, S.UNIFORM | S.STORAGE | S.COPY_DST, 'step');
     const stepOne = make(16, S.UNIFORM | S.COPY_DST, 'step-one');  // n = 1: the last-row classifier
     device.queue.writeBuffer(stepOne, 0, new Uint32Array([1, 0, 0, 0]));
-    const x = make(T * dim * 4, st, 'x');
+    const x = make(T * dim * 4, st | S.COPY_SRC, 'x');
     const xb = make(T * Math.max(dim, qd) * 4, st, 'xb');
     const q = make(T * qd * 4, st, 'q'), k = make(T * kvd * 4, st, 'k'), v = make(T * kvd * 4, st, 'v');
     const att = make(T * qd * 4, st, 'att');
     const hb = make(T * hid * 4, st, 'hb');
     const tmp = make(T * dim * 4, st, 'tmp');
-    const logits = make(T * V * 4, st | S.COPY_SRC, 'logits');
-    const read = make(T * V * 4, S.MAP_READ | S.COPY_DST, 'logits-read');
+    const logits = encoder ? null : make(T * V * 4, st | S.COPY_SRC, 'logits');
+    const read = make(T * (encoder ? dim : V) * 4, S.MAP_READ | S.COPY_DST, 'read');
+    const scores = encoder ? make(heads * T * T * 4, st, 'scores') : null;
     const table = (arr, label) => {
       const b = make(arr.byteLength, st | S.COPY_DST, label);
       device.queue.writeBuffer(b, 0, arr.buffer, arr.byteOffset, arr.byteLength);
@@ -186,87 +188,124 @@ export async function createGpuModel(device, desc) {
       sinLocal: rope.local ? table(rope.local.sin, 'rope-sin-local') : null,
     } : { cos: dummy, sin: dummy };
 
-    // Products: recorded once, bound to this session's buffers.
+    // Own kernels; bind groups made once (those over the KV cache again when it grows).
+    const op = (mod, entry, constants, bindings, dispatch) => {
+      const pipe = pipeline(mod, entry, constants);
+      const group = device.createBindGroup({
+        layout: pipe.getBindGroupLayout(0),
+        entries: bindings.map((b, i) => (b ? { binding: i, resource: b.buffer ? b : { buffer: b } } : null)).filter(Boolean),
+      });
+      return { encode(pass, n) { pass.setPipeline(pipe); pass.setBindGroup(0, group); pass.dispatchWorkgroups(...dispatch(n)); } };
+    };
+    const normK = (layer) => ({ LAYER: layer === 'layernorm' ? 1 : 0, EPS: d.normEps });
+    // y = norm(x) (LayerNorm or RMSNorm as the model's), row by row.
+    const norm = (entry, w, b, xs, ys, dispatch = (t) => [t]) => op('norm', entry,
+      { ...normK(d.norm), N: dim, HAS_B: b ? 1 : 0, RPT: 1 }, [step, w.buffer, b ? b.buffer : dummy, xs, ys], dispatch);
+    // x = norm(x) in place over rows of n (rpt rows per token). Entries whose bindings an entry
+    // point does not use must be left out (layout: 'auto').
+    const normInplace = (kind, w, b, xs, n, rpt) => {
+      const pipe = pipeline('norm', 'inplace', { ...normK(kind), N: n, HAS_B: b ? 1 : 0, RPT: rpt });
+      const group = device.createBindGroup({
+        layout: pipe.getBindGroupLayout(0),
+        entries: [[0, step], [1, w.buffer], [2, b ? b.buffer : dummy], [3, xs]].map(([binding, buf]) => ({ binding, resource: { buffer: buf } })),
+      });
+      return { encode(pass, t) { pass.setPipeline(pipe); pass.setBindGroup(0, group); pass.dispatchWorkgroups(t * rpt); } };
+    };
+    const rs = d.residualScale ?? 1;
+    const elt = (entry, consts, bindings, width) => op('elt', entry, consts, bindings, (n) => [Math.ceil(width / 64), n]);
+
+    // Products: recorded once, bound to this forward's buffers.
     const P = (o) => products.product({ maxTokens: T, step, ...o });
     const at = (b) => ({ buffer: b, offset: 0 });
     const biasOf = (w) => (w ? at(w.buffer) : undefined);
     const embed = products.gather({ weight: W(-1, 'tok_embed'), ids: { buffer: step, offset: IDS_OFFSET }, y: at(x), maxTokens: T, scale: d.embedScale, step });
     const glu = d.ffn === 'swiglu' || d.ffn === 'geglu';
-    const layerProducts = [];
+    // x += residualScale * [post_norm](src W^T + b): into x directly where nothing intervenes.
+    const residual = (w, bias, src, post) => {
+      const direct = !post && rs === 1;
+      const prod = P({ weight: w, x: at(src), y: at(direct ? x : tmp), accumulate: direct, bias: biasOf(bias) });
+      const after = post ? op('norm', 'add', { LAYER: 0, EPS: d.normEps, N: dim, HAS_B: 0, RPT: 1, SCALE: rs }, [step, post.buffer, dummy, x, tmp], (t) => [t])
+        : direct ? null : elt('axpy', { N: dim, SCALE: rs }, [step, x, tmp], dim);
+      return [prod, after].filter(Boolean);
+    };
+    const staticLayers = [];
     for (let l = 0; l < layers; l++) {
-      const post1 = !!W(l, 'attn_post_norm'), post2 = !!W(l, 'ffn_post_norm');
-      layerProducts.push({
-        q: P({ weight: W(l, 'wq'), x: at(xb), y: at(q), bias: biasOf(W(l, 'bq')) }),
-        k: P({ weight: W(l, 'wk'), x: at(xb), y: at(k), bias: biasOf(W(l, 'bk')) }),
-        v: P({ weight: W(l, 'wv'), x: at(xb), y: at(v), bias: biasOf(W(l, 'bv')) }),
-        o: P({ weight: W(l, 'wo'), x: at(att), y: at(post1 ? tmp : x), accumulate: !post1, bias: biasOf(W(l, 'bo')) }),
-        up: glu
-          ? P({ weight: W(l, 'w_gate'), glu: { up: W(l, 'w_up'), act: d.ffn === 'swiglu' ? 'silu' : 'gelu' }, x: at(xb), y: at(hb) })
-          : P({ weight: W(l, 'w_up'), x: at(xb), y: at(hb), bias: biasOf(W(l, 'b_up')) }),
-        down: P({ weight: W(l, 'w_down'), x: at(hb), y: at(post2 ? tmp : x), accumulate: !post2, bias: biasOf(W(l, 'b_down')) }),
-      });
+      const preAttn = !d.postNorm && W(l, 'attn_norm');
+      const in1 = preAttn ? xb : x;
+      const parallel = !!d.parallelFfn;
+      const preFfn = !parallel && !d.postNorm && W(l, 'ffn_norm');
+      const in2 = parallel ? in1 : preFfn ? xb : x;
+      const L = { l, preAttn, preFfn, parallel };
+      L.qkv = [
+        P({ weight: W(l, 'wq'), x: at(in1), y: at(q), bias: biasOf(W(l, 'bq')) }),
+        P({ weight: W(l, 'wk'), x: at(in1), y: at(k), bias: biasOf(W(l, 'bk')) }),
+        P({ weight: W(l, 'wv'), x: at(in1), y: at(v), bias: biasOf(W(l, 'bv')) }),
+      ];
+      // Q/K RMSNorms per head (Qwen3, Gemma 3) or over the whole projection (OLMo 2).
+      const whole = !!d.qkNormWhole;
+      L.qkNorms = [
+        W(l, 'q_norm') ? normInplace('rmsnorm', W(l, 'q_norm'), null, q, whole ? qd : hd, whole ? 1 : heads) : null,
+        W(l, 'k_norm') ? normInplace('rmsnorm', W(l, 'k_norm'), null, k, whole ? kvd : hd, whole ? 1 : kvHeads) : null,
+      ].filter(Boolean);
+      L.out = residual(W(l, 'wo'), W(l, 'bo'), att, W(l, 'attn_post_norm'));
+      L.up = glu
+        ? [P({ weight: W(l, 'w_gate'), glu: { up: W(l, 'w_up'), act: d.ffn === 'swiglu' ? 'silu' : 'gelu' }, x: at(in2), y: at(hb) })]
+        : [P({ weight: W(l, 'w_up'), x: at(in2), y: at(hb), bias: biasOf(W(l, 'b_up')) }),
+          elt('act', { N: hid, ACT: d.ffn === 'gelu' ? 0 : 1 }, [step, hb], hid)];
+      L.down = residual(W(l, 'w_down'), W(l, 'b_down'), hb, W(l, 'ffn_post_norm'));
+      L.norm1 = preAttn ? norm('main', W(l, 'attn_norm'), W(l, 'attn_norm_b'), x, xb) : null;
+      L.norm2 = preFfn ? norm('main', W(l, 'ffn_norm'), W(l, 'ffn_norm_b'), x, xb) : null;
+      // Post-norm blocks (BERT): x = norm(x + sublayer(x)).
+      L.post1 = d.postNorm && W(l, 'attn_norm') ? normInplace(d.norm, W(l, 'attn_norm'), W(l, 'attn_norm_b'), x, dim, 1) : null;
+      L.post2 = d.postNorm && W(l, 'ffn_norm') ? normInplace(d.norm, W(l, 'ffn_norm'), W(l, 'ffn_norm_b'), x, dim, 1) : null;
+      staticLayers.push(L);
     }
-    const clsAll = P({ weight: W(-1, 'classifier'), x: at(xb), y: at(logits) });
-    const clsLast = P({ weight: W(-1, 'classifier'), x: at(xb), y: at(logits), maxTokens: 1, step: stepOne });
-
-    // Own kernels: bind groups over the KV cache, rebuilt when it grows.
-    const op = (mod, entry, constants, bindings, dispatch) => {
-      const pipe = pipeline(mod, entry, constants);
-      const group = device.createBindGroup({
-        layout: pipe.getBindGroupLayout(0),
-        entries: bindings.map((b, i) => (b ? { binding: i, resource: { buffer: b } } : null)).filter(Boolean),
-      });
-      return { encode(pass, n) { pass.setPipeline(pipe); pass.setBindGroup(0, group); pass.dispatchWorkgroups(...dispatch(n)); } };
+    const fw = W(-1, 'final_norm'), fb = W(-1, 'final_norm_b');
+    const head = {
+      addPos: d.positional === 'learned' ? elt('add_pos', { N: dim }, [step, x, W(-1, 'pos_embed').buffer], dim) : null,
+      addType: W(-1, 'type_embed') ? elt('add_row', { N: dim }, [step, x, W(-1, 'type_embed').buffer], dim) : null,
+      embedNorm: W(-1, 'embed_norm') ? normInplace('layernorm', W(-1, 'embed_norm'), W(-1, 'embed_norm_b'), x, dim, 1) : null,
     };
-    const normK = { LAYER: d.norm === 'layernorm' ? 1 : 0, EPS: d.normEps };
-    const norm = (entry, w, b, xs, ys, n = dim, rpt = 1, dispatch = (t) => [t * rpt]) => op('norm', entry,
-      { ...normK, N: n, HAS_B: b ? 1 : 0, RPT: rpt }, [step, w.buffer, b ? b.buffer : dummy, xs, ys], dispatch);
-    // Entries whose bindings are unused by an entry point must be left out (layout: 'auto').
-    const normInplace = (w, xs, n, rpt) => {
-      const pipe = pipeline('norm', 'inplace', { ...normK, N: n, HAS_B: 0, RPT: rpt });
-      const group = device.createBindGroup({
-        layout: pipe.getBindGroupLayout(0),
-        entries: [[0, step], [1, w.buffer], [2, dummy], [3, xs]].map(([binding, b]) => ({ binding, resource: { buffer: b } })),
-      });
-      return { encode(pass, t) { pass.setPipeline(pipe); pass.setBindGroup(0, group); pass.dispatchWorkgroups(t * rpt); } };
+    const tail = encoder ? {
+      finalAll: fw ? normInplace(d.norm, fw, fb, x, dim, 1) : null,
+    } : {
+      finalAll: norm('main', fw, fb, x, xb),
+      finalLast: norm('last', fw, fb, x, xb, () => [1]),
+      clsAll: P({ weight: W(-1, 'classifier'), x: at(xb), y: at(logits) }),
+      clsLast: P({ weight: W(-1, 'classifier'), x: at(xb), y: at(logits), maxTokens: 1, step: stepOne }),
+      logits: (d.logitScale ?? 1) !== 1 || d.logitSoftcap > 0
+        ? op('elt', 'logits', { N: V, CAP: d.logitSoftcap, SCALE: d.logitScale ?? 1 }, [null, logits], (r) => [Math.ceil(V / 64), r]) : null,
     };
 
-    let cap = 0, K = [], Vc = [], ops = null;
-    function buildOps() {
-      const L = [];
+    // Attention and RoPE: bound to the KV cache (rebuilt when it grows); `probs` given: the
+    // attention keeps its probabilities there (captured maps, encoders).
+    let cap = 0, K = [], Vc = [], cacheOps = null;
+    const ropeOp = (l) => {
+      const local = d.localRope[l] && rope_.cosLocal;
+      return op('rope', 'main', {
+        HEADS: heads, KV_HEADS: kvHeads, HD: hd, ROT: d.rotDims,
+        MODE: !d.layerRope[l] ? 0 : d.positional === 'rope' ? 1 : d.positional === 'rope-neox' ? 2 : 0,
+      }, [step, local ? rope_.cosLocal : rope_.cos, local ? rope_.sinLocal : rope_.sin, q, k, v, K[l], Vc[l]], (n) => [heads + kvHeads, n]);
+    };
+    const fullAttn = (l, probs) => op('full', 'main', {
+      HEADS: heads, KV_HEADS: kvHeads, HD: hd, CAUSAL: encoder ? 0 : 1, WINDOW: encoder ? 0 : d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap,
+    }, [step, q, K[l], Vc[l], att, probs], (n) => [heads, n]);
+    function buildCacheOps() {
+      cacheOps = [];
       for (let l = 0; l < layers; l++) {
-        const local = d.localRope[l] && rope_.cosLocal;
-        L.push({
-          norm1: norm('main', W(l, 'attn_norm'), W(l, 'attn_norm_b'), x, xb),
-          qNorm: W(l, 'q_norm') ? normInplace(W(l, 'q_norm'), q, hd, heads) : null,
-          kNorm: W(l, 'k_norm') ? normInplace(W(l, 'k_norm'), k, hd, kvHeads) : null,
-          rope: op('rope', 'main', {
-            HEADS: heads, KV_HEADS: kvHeads, HD: hd, ROT: d.rotDims,
-            MODE: d.positional === 'rope' ? 1 : d.positional === 'rope-neox' ? 2 : 0,
-          }, [step, local ? rope_.cosLocal : rope_.cos, local ? rope_.sinLocal : rope_.sin, q, k, v, K[l], Vc[l]], (n) => [heads + kvHeads, n]),
-          attn: op('attn', 'main', {
+        cacheOps.push({
+          rope: ropeOp(l),
+          attn: encoder ? fullAttn(l, scores) : op('attn', 'main', {
             HEADS: heads, KV_HEADS: kvHeads, HD: hd, WINDOW: d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap,
           }, [step, q, K[l], Vc[l], att], (n) => [heads, n]),
-          post1: W(l, 'attn_post_norm') ? norm('add', W(l, 'attn_post_norm'), null, x, tmp) : null,
-          norm2: norm('main', W(l, 'ffn_norm'), W(l, 'ffn_norm_b'), x, xb),
-          act: glu ? null : op('elt', 'act', { N: hid, ACT: d.ffn === 'gelu' ? 0 : 1 }, [step, hb], (n) => [Math.ceil(hid / 64), n]),
-          post2: W(l, 'ffn_post_norm') ? norm('add', W(l, 'ffn_post_norm'), null, x, tmp) : null,
         });
       }
-      const fw = W(-1, 'final_norm'), fb = W(-1, 'final_norm_b');
-      ops = {
-        layers: L,
-        addPos: d.positional === 'learned' ? op('elt', 'add_pos', { N: dim }, [step, x, W(-1, 'pos_embed').buffer], (n) => [Math.ceil(dim / 64), n]) : null,
-        finalAll: norm('main', fw, fb, x, xb),
-        finalLast: norm('last', fw, fb, x, xb, dim, 1, () => [1]),
-        softcap: d.logitSoftcap > 0 ? op('elt', 'softcap', { N: V, CAP: d.logitSoftcap }, [null, logits], (rows) => [Math.ceil(V / 64), rows]) : null,
-      };
     }
 
     // Capacity grows by doubling (as the CPU cache does), copying what is cached.
     function grow(n) {
       if (n <= cap) return;
-      const next = Math.min(context, Math.max(n, 2 * cap, Math.min(context, 256)));
+      const next = encoder ? n : Math.min(context, Math.max(n, 2 * cap, Math.min(context, 256)));
       const enc = device.createCommandEncoder({ label: 'kv-grow' });
       const nk = [], nv = [];
       for (let l = 0; l < layers; l++) {
@@ -280,83 +319,53 @@ export async function createGpuModel(device, desc) {
       device.queue.submit([enc.finish()]);
       for (const b of [...K, ...Vc]) { mine.splice(mine.indexOf(b), 1); b.destroy(); }
       K = nk; Vc = nv; cap = next;
-      buildOps();
+      buildCacheOps();
     }
 
-    function encodeStep(pass, n, rows) {
+    // rows: 0 (no logits), 1 (the last token's), n (every token's); attnOps: per-layer
+    // attention replacing the cache ops' (a captured step).
+    function encodeStep(pass, n, rows, attnOps) {
       embed.encode(pass, n);
-      ops.addPos?.encode(pass, n);
+      head.addType?.encode(pass, n);
+      head.addPos?.encode(pass, n);
+      head.embedNorm?.encode(pass, n);
       for (let l = 0; l < layers; l++) {
-        const o = ops.layers[l], p = layerProducts[l];
-        o.norm1.encode(pass, n);
-        p.q.encode(pass, n); p.k.encode(pass, n); p.v.encode(pass, n);
-        o.qNorm?.encode(pass, n); o.kNorm?.encode(pass, n);
-        o.rope.encode(pass, n);
-        o.attn.encode(pass, n);
-        p.o.encode(pass, n);
-        o.post1?.encode(pass, n);
-        o.norm2.encode(pass, n);
-        p.up.encode(pass, n);
-        o.act?.encode(pass, n);
-        p.down.encode(pass, n);
-        o.post2?.encode(pass, n);
+        const L = staticLayers[l], c = cacheOps[l];
+        L.norm1?.encode(pass, n);
+        for (const o of L.qkv) o.encode(pass, n);
+        for (const o of L.qkNorms) o.encode(pass, n);
+        c.rope.encode(pass, n);
+        (attnOps ? attnOps[l] : c.attn).encode(pass, n);
+        if (!L.parallel) {
+          for (const o of L.out) o.encode(pass, n);
+          L.post1?.encode(pass, n);
+        }
+        L.norm2?.encode(pass, n);
+        for (const o of L.up) o.encode(pass, n);
+        for (const o of L.down) o.encode(pass, n);
+        if (L.parallel) for (const o of L.out) o.encode(pass, n);
+        L.post2?.encode(pass, n);
       }
-      if (rows === 1) { ops.finalLast.encode(pass, n); clsLast.encode(pass, 1); }
-      if (rows > 1) { ops.finalAll.encode(pass, n); clsAll.encode(pass, n); }
-      if (rows) ops.softcap?.encode(pass, rows);
+      if (encoder) { tail.finalAll?.encode(pass, n); return; }
+      if (rows === 1) { tail.finalLast.encode(pass, n); tail.clsLast.encode(pass, 1); }
+      if (rows > 1) { tail.finalAll.encode(pass, n); tail.clsAll.encode(pass, n); }
+      if (rows) tail.logits?.encode(pass, rows);
     }
 
-    let pos = 0, disposed = false;
     const compiled = products.ready();  // the products' pipelines compile asynchronously
-    const header = new Uint32Array(STEP_BYTES / 4);
-    grow(1);
+    const header = new Uint32Array((IDS_OFFSET + 4 * T) / 4);
+    grow(encoder ? T : 1);
     return {
-      /** Tokens held in the GPU cache. */
-      get position() { return pos; },
-      /** Bytes of GPU memory the KV cache holds now. */
-      get bytes() { return cap * kvd * 4 * 2 * layers; },
-      /** Forgets positions from n on (they are overwritten by the next feed). */
-      truncate(n) { pos = Math.min(pos, n); },
-      /**
-       * Runs `ids` at positions position.. and returns the logits: (ids.length, vocab) with
-       * allLogits, else the last token's (vocab).
-       */
-      async feed(ids, allLogits = false) {
-        if (disposed) throw new QkvError('disposed', 'the GPU session was disposed');
-        if (pos + ids.length > context) throw new QkvError('bad_argument', `feeding ${ids.length} tokens after ${pos} would pass the context of ${context}`);
-        await compiled;
-        const out = new Float32Array((allLogits ? ids.length : 1) * V);
-        for (let i = 0; i < ids.length; i += T) {
-          const n = Math.min(T, ids.length - i), last = i + n === ids.length;
-          const rows = allLogits ? n : last ? 1 : 0;
-          grow(pos + n);
-          header[0] = n; header[1] = pos;
-          for (let j = 0; j < n; j++) header[IDS_OFFSET / 4 + j] = ids[i + j];
-          device.queue.writeBuffer(step, 0, header.buffer, 0, IDS_OFFSET + 4 * n);
-          device.pushErrorScope('validation');
-          const enc = device.createCommandEncoder({ label: 'qkv-step' });
-          const pass = enc.beginComputePass({ label: 'qkv-step' });
-          encodeStep(pass, n, rows);
-          pass.end();
-          if (rows) enc.copyBufferToBuffer(logits, 0, read, 0, rows * V * 4);
-          device.queue.submit([enc.finish()]);
-          pos += n;
-          const bytes = rows * V * 4;
-          const [err] = await Promise.all([device.popErrorScope(), rows ? read.mapAsync(MapMode.READ, 0, bytes) : null]);
-          if (err) {
-            if (rows) read.unmap();
-            pos -= n;
-            throw new QkvError('internal', `WebGPU forward: ${err.message}`);
-          }
-          if (rows) {
-            out.set(new Float32Array(read.getMappedRange(0, bytes)), allLogits ? i * V : 0);
-            read.unmap();
-          }
-        }
-        return out;
+      T, step, x, logits, read, encodeStep, grow, fullAttn, compiled,
+      get cap() { return cap; },
+      /** Writes the step uniform: n tokens from position pos. */
+      writeStep(ids, pos) {
+        header[0] = ids.length; header[1] = pos;
+        header.set(ids, IDS_OFFSET / 4);
+        device.queue.writeBuffer(step, 0, header.buffer, 0, IDS_OFFSET + 4 * ids.length);
       },
+      make,
       dispose() {
-        disposed = true;
         for (const b of mine) b.destroy();
         mine.length = 0;
         K = []; Vc = [];
@@ -364,11 +373,152 @@ export async function createGpuModel(device, desc) {
     };
   }
 
+  /**
+   * A decoder session's state on the GPU: activations for MAX_CHUNK tokens, the KV cache (grown
+   * by doubling up to `context` positions) and the recorded steps.
+   * @param {number} context positions
+   * @param {{global: {cos: Float32Array, sin: Float32Array}, local?: {cos, sin}}} rope tables for every position
+   */
+  function createSession(context, rope) {
+    if (!d.causal) throw new QkvError('unsupported', `${d.arch} is an encoder: it gives embeddings (embed), not a session`);
+    const { heads, vocabSize: V, layers } = d;
+    const f = createForward(context, rope, MAX_CHUNK, false);
+    let pos = 0, disposed = false;
+
+    // A captured step: attention that writes its probabilities, (layers, heads, n, pos + n) read back.
+    function captureOps(n, p) {
+      const keys = p + n, per = heads * n * keys, stride = Math.ceil(per / 64) * 64;
+      const probs = f.make(layers * stride * 4, S.STORAGE | S.COPY_SRC, 'attention-probs');
+      const read = f.make(layers * stride * 4, S.MAP_READ | S.COPY_DST, 'attention-read');
+      const ops = [];
+      for (let l = 0; l < layers; l++) ops.push(f.fullAttn(l, { buffer: probs, offset: l * stride * 4, size: per * 4 }));
+      return { ops, probs, read, keys, stride };
+    }
+
+    return {
+      /** Tokens held in the GPU cache. */
+      get position() { return pos; },
+      /** Bytes of GPU memory the KV cache holds now. */
+      get bytes() { return f.cap * d.kvHeads * d.headDim * 4 * 2 * layers; },
+      /** Attention probabilities of the last captured feed: {queries, keys, probs (layers, heads, queries, keys)}. */
+      captured: null,
+      /** Forgets positions from n on (they are overwritten by the next feed). */
+      truncate(n) { pos = Math.min(pos, n); },
+      /** Whether the attention maps of `n` tokens fed at `at` fit this GPU's buffers (else WASM records them). */
+      captureFits(at, n) {
+        const c = Math.min(n, f.T), keys = at + n, per = heads * c * keys, stride = Math.ceil(per / 64) * 64;
+        return per * 4 <= limit && layers * stride * 4 <= device.limits.maxBufferSize && layers * heads * n * keys * 4 <= 1 << 30;
+      },
+      /**
+       * Runs `ids` at positions position.. and returns the logits: (ids.length, vocab) with
+       * allLogits, else the last token's (vocab). capture: keep the attention probabilities in
+       * `captured` (throws 'unsupported' where they exceed the GPU's buffer limits).
+       */
+      async feed(ids, allLogits = false, capture = false) {
+        if (disposed) throw new QkvError('disposed', 'the GPU session was disposed');
+        if (pos + ids.length > context) throw new QkvError('bad_argument', `feeding ${ids.length} tokens after ${pos} would pass the context of ${context}`);
+        await f.compiled;
+        const T = f.T, first = pos, keysAll = pos + ids.length;
+        const out = new Float32Array((allLogits ? ids.length : 1) * V);
+        if (capture && !this.captureFits(pos, ids.length)) throw new QkvError('unsupported', 'these attention maps exceed the GPU\'s buffer limits');
+        const maps = capture ? new Float32Array(layers * heads * ids.length * keysAll) : null;
+        this.captured = null;
+        for (let i = 0; i < ids.length; i += T) {
+          const n = Math.min(T, ids.length - i), last = i + n === ids.length;
+          const rows = allLogits ? n : last ? 1 : 0;
+          f.grow(pos + n);
+          const cap_ = capture ? captureOps(n, pos) : null;
+          f.writeStep(ids.slice(i, i + n), pos);
+          device.pushErrorScope('validation');
+          const enc = device.createCommandEncoder({ label: 'qkv-step' });
+          const pass = enc.beginComputePass({ label: 'qkv-step' });
+          f.encodeStep(pass, n, rows, cap_?.ops);
+          pass.end();
+          if (rows) enc.copyBufferToBuffer(f.logits, 0, f.read, 0, rows * V * 4);
+          if (cap_) enc.copyBufferToBuffer(cap_.probs, 0, cap_.read, 0, cap_.read.size);
+          device.queue.submit([enc.finish()]);
+          pos += n;
+          const bytes = rows * V * 4;
+          const [err] = await Promise.all([device.popErrorScope(), rows ? f.read.mapAsync(MapMode.READ, 0, bytes) : null,
+            cap_ ? cap_.read.mapAsync(MapMode.READ) : null]);
+          if (err) {
+            if (rows) f.read.unmap();
+            pos -= n;
+            throw new QkvError('internal', `WebGPU forward: ${err.message}`);
+          }
+          if (rows) {
+            out.set(new Float32Array(f.read.getMappedRange(0, bytes)), allLogits ? i * V : 0);
+            f.read.unmap();
+          }
+          if (cap_) {
+            // This chunk's rows (h, t) of pos + n keys into the call's (l, h, query, key) record.
+            const got = new Float32Array(cap_.read.getMappedRange());
+            const Q = ids.length, keys = cap_.keys;
+            for (let l = 0; l < layers; l++) {
+              for (let h = 0; h < heads; h++) {
+                for (let t = 0; t < n; t++) {
+                  const src = l * cap_.stride + (h * n + t) * keys;
+                  maps.set(got.subarray(src, src + keys), ((l * heads + h) * Q + i + t) * keysAll);
+                }
+              }
+            }
+            cap_.read.unmap();
+            cap_.probs.destroy(); cap_.read.destroy();
+          }
+        }
+        if (capture) this.captured = { queries: ids.length, keys: keysAll, first, probs: maps };
+        return out;
+      },
+      dispose() {
+        disposed = true;
+        f.dispose();
+      },
+    };
+  }
+
+  let encoderPass = null;  // the encoder's forward, sized for the longest text so far
+  /**
+   * An encoder's final hidden states for one text: Float32Array(ids.length * dim).
+   * @param {number[]} ids the text's token ids (at most the model's context)
+   */
+  async function encode(ids) {
+    if (d.causal) throw new QkvError('unsupported', `${d.arch} is a decoder: it has sessions, not encode()`);
+    const n = ids.length, T = Math.ceil(n / 64) * 64;
+    if (!encoderPass || encoderPass.T < n) {
+      encoderPass?.dispose();
+      encoderPass = null;
+      const size = Math.min(T, d.contextLength);
+      encoderPass = createForward(size, encoderRope, size, true);
+    }
+    const f = encoderPass;
+    await f.compiled;
+    f.writeStep(ids, 0);
+    device.pushErrorScope('validation');
+    const enc = device.createCommandEncoder({ label: 'qkv-encode' });
+    const pass = enc.beginComputePass({ label: 'qkv-encode' });
+    f.encodeStep(pass, n, 0, null);
+    pass.end();
+    const bytes = n * d.dim * 4;
+    enc.copyBufferToBuffer(f.x, 0, f.read, 0, bytes);
+    device.queue.submit([enc.finish()]);
+    const [err] = await Promise.all([device.popErrorScope(), f.read.mapAsync(MapMode.READ, 0, bytes)]);
+    if (err) { f.read.unmap(); throw new QkvError('internal', `WebGPU encode: ${err.message}`); }
+    const out = new Float32Array(f.read.getMappedRange(0, bytes).slice(0));
+    f.read.unmap();
+    return out;
+  }
+  let encoderRope = null;
+
   return {
     /** Bytes of weights uploaded. */
     weightBytes,
     products,
+    /** Whether this is a decoder (sessions) or an encoder (encode). */
+    decoder: !!d.causal,
     createSession,
-    dispose,
+    /** Sets the RoPE tables an encoder's passes take (positions 0.. of a text). */
+    setEncoderRope(rope) { encoderRope = rope; },
+    encode,
+    dispose() { encoderPass?.dispose(); encoderPass = null; dispose(); },
   };
 }

@@ -13,9 +13,9 @@
 // Entry points:
 //   main:    y[r] = norm(x[r]),  r < n * RPT          dispatch (n * RPT)
 //   inplace: x[r] = norm(x[r])   (Qwen3's per-head q/k norms: RPT = heads, N = head_dim)
-//   add:     x[r] += norm(y[r])  (Gemma 2's post-norms before the residual add)
+//   add:     x[r] += SCALE * norm(y[r])  (post-norms before the residual add; SCALE: Granite's residual scale)
 //   last:    y[0] = norm(x[n - 1])  (the final norm when only the last token's logits are read)
-// Overrides: N row width; EPS; LAYER 0 RMSNorm / 1 LayerNorm; HAS_B; RPT rows per token.
+// Overrides: N row width; EPS; LAYER 0 RMSNorm / 1 LayerNorm; HAS_B; RPT rows per token; SCALE (add).
 
 struct Step { n: u32, pos: u32, pad0: u32, pad1: u32 };
 
@@ -24,6 +24,7 @@ override EPS: f32 = 1e-5;
 override LAYER: u32 = 0u;
 override HAS_B: u32 = 0u;
 override RPT: u32 = 1u;
+override SCALE: f32 = 1.0;
 const WG: u32 = 64u;
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -100,7 +101,7 @@ fn add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) l
   if (r / RPT >= step.n) { return; }
   let base = r * N;
   let st = stats_y(base, lid);
-  for (var i = lid; i < N; i += WG) { x[base + i] += (y[base + i] - st.x) * st.y * w[i] + bias(i); }
+  for (var i = lid; i < N; i += WG) { x[base + i] += SCALE * ((y[base + i] - st.x) * st.y * w[i] + bias(i)); }
 }
 
 @compute @workgroup_size(WG)

@@ -69,7 +69,7 @@ for (const [name, serverOpts, mode] of [
 }
 
 // The whole model on WebGPU (Chromium's SwiftShader adapter, the flags of TOOLCHAIN.md), in the
-// page and in a Worker, and still run.c's exact text.
+// page and in a Worker, and still run.c's exact text; captured attention on the GPU as in WASM.
 test('browser: device webgpu gives the reference text in the page and in a Worker', { skip: !haveChromium && `no Chromium at ${chromiumPath}` }, async () => {
   const { result, error, errors } = await runPage({ coopCoep: true }, '&device=webgpu');
   assert.equal(error, undefined, error);
@@ -85,6 +85,10 @@ test('browser: device webgpu gives the reference text in the page and in a Worke
   assert.equal(page.again, want, 'the WebGPU session gave a different text after a break');
   assert.equal(worker.text, want, 'worker WebGPU text differs from run.c');
   assert.deepEqual(worker.warnings, []);
+  // Captured attention computed on the GPU in the page, against the WASM engine's maps.
+  assert.equal(page.capture.backend, 'webgpu');
+  assert.equal(page.capture.keys, page.capture.want);
+  assert.ok(page.capture.diff <= 1e-4, `captured attention differs from WASM by ${page.capture.diff}`);
 });
 
 // An adapter that cannot be had in the page (WebGPU disabled): 'webgpu' falls back to WASM with a

@@ -1,16 +1,18 @@
 // The whole model on WebGPU (loadModel({device: 'webgpu'}), src/js/gpu-model.js) against the WASM
 // path, its reference: on the shared llama2.c models the same greedy and seeded tokens; on the
-// random-weight GGUF test models of every decoder architecture and stored type qkv writes
+// random-weight GGUF test models of every decoder architecture row and stored type qkv writes
 // (build/qkv_test_models) the logits of a prefill over a chunk boundary and of decode steps
-// within a stated tolerance, and greedy tokens equal except at near-ties. A model stored in
-// another type than f32 is checked against WASM running its exact f32 decoding (quantize() to
-// f32): the GPU multiplies f32 activations with the weights as stored, while the WASM engine
-// quantizes the activations to 8 bits for the block types (that difference, a few percent of
-// the logits' range, is printed, not asserted). Instrumented: one
-// submit per decoded token, no CPU forward and a constant number of binding calls per token,
-// at most 4 x vocab bytes read back per token. A device lost mid-generation falls back to WASM
-// with the same text; 'auto' chooses by a measurement it reports. Runs on SwiftShader (no GPU
-// here): correctness only, no timings.
+// within a stated tolerance, greedy tokens equal except at near-ties, and the attention maps of
+// a captured feed (computed on the GPU); on the encoder test models (bert, nomic-bert) the
+// embeddings of every pooling. A model stored in another type than f32 is checked against WASM
+// running its exact f32 decoding (quantize() to f32): the GPU multiplies f32 activations with
+// the weights as stored, while the WASM engine quantizes the activations to 8 bits for the
+// block types (that difference, a few percent of the logits' range, is printed, not asserted).
+// Instrumented: one submit per decoded token, no CPU forward and a constant number of binding
+// calls per token, at most 4 x vocab bytes read back per token, no WASM forward or encoder pass
+// under captured feeds and GPU embeddings. A device lost mid-generation falls back to WASM with
+// the same text; 'auto' chooses by a measurement it reports. Runs on SwiftShader (no GPU here):
+// correctness only, no timings.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -29,19 +31,32 @@ const GGUF = [
   ['llama-spm', 'f32'], ['qwen2', 'f32 + qkv biases'], ['qwen3', 'f32 + q/k norms'], ['qwen3-yarn', 'f32, YaRN'],
   ['gemma', 'f32'], ['gemma2', 'f32, soft-caps, post-norms, windows'], ['gemma3', 'f32, local RoPE base, windows'],
   ['phi3', 'f32, fused qkv and gate/up'], ['phi3-longrope', 'f32, LongRoPE'], ['gpt2', 'f32, LayerNorm, learned positions, GELU'],
+  ['granite', 'f32, embedding/residual/attention/logit multipliers, biases'], ['minicpm', 'f32, Granite multipliers'],
+  ['olmo2', 'f32, whole-projection Q/K norms, post-norms without pre-norms'], ['command-r', 'f32, parallel blocks, LayerNorm, logit scale'],
+  ['smollm3', 'f32, layers without RoPE'], ['stablelm', 'f32, LayerNorm biases, partial rotary'], ['starcoder2', 'f32, biases everywhere, NeoX RoPE'],
+  ['exaone', 'f32, NeoX RoPE'], ['internlm2', 'f32'],
   ['llama-f16', 'f16'], ['llama-bf16', 'bf16'], ['llama-q8_0', 'q8_0'], ['llama-q4_0', 'q4_0'], ['qwen2-q4_1', 'q4_1'],
   ['gpt2-q5_0', 'q5_0'], ['qwen3-q5_1', 'q5_1'], ['llama-q4_k', 'q4_k'], ['llama-q5_k', 'q5_k + q6_k'],
 ];
 
-// Test models of rows the GPU path refuses: [model, what the reason names]
-const GPU_REFUSED_WHY = { granite: /residual scaling|logit scaling/, olmo2: /whole projection|pre-norms/, smollm3: /without RoPE/, 'command-r': /parallel|logit scaling/ };
-const GPU_REFUSED = Object.keys(GPU_REFUSED_WHY);
+// Test models whose captured attention maps are checked: plain, soft-cap and windows, local RoPE
+// and windows, a custom score scale, per-head and whole-projection Q/K norms, layers without RoPE.
+const CAPTURED = new Set(['llama-spm', 'gemma2', 'gemma3', 'granite', 'qwen3', 'olmo2', 'smollm3']);
+
+// Encoders (qkv_test_models --encoders): [model, what it has]
+const ENCODERS = [['bert', 'learned positions, token types, embedding norm, mean pooling'], ['bert-cls', 'CLS pooling'],
+  ['nomic-bert', 'RoPE, SwiGLU']];
 
 const cases = [
   { name: 'aidreams260K greedy', model: 'aidreams260K.bin', prompt: 'I dream of', opts: { temperature: 0, maxTokens: 40 } },
   { name: 'aidreams260K t=1 p=0.9 seed 42', model: 'aidreams260K.bin', prompt: 'I dream of', opts: { temperature: 1, topP: 0.9, seed: 42, maxTokens: 40 } },
   { name: 'stories260K (GQA) greedy', model: 'stories260K.bin', prompt: 'Once upon a time', opts: { temperature: 0, maxTokens: 40 } },
 ];
+
+// QKV_WEBGPU_ONLY=granite,bert: only those test models' checks, or checks named in full (a quicker
+// run while working on them).
+const only = process.env.QKV_WEBGPU_ONLY ? process.env.QKV_WEBGPU_ONLY.split(',') : null;
+const filtered = (name) => !!only && !only.some((o) => name === o || name.endsWith(`: ${o}`));
 
 function maxRel(a, b) {
   let scale = 0, diff = 0;
@@ -59,7 +74,7 @@ async function tokensOf(model, prompt, opts) {
 
 /** Counts submits and mapped bytes on every device, and calls into the Embind classes. */
 function instrument(mod) {
-  const counts = { submits: 0, mappedBytes: 0, calls: 0, forwards: 0 };
+  const counts = { submits: 0, mappedBytes: 0, calls: 0, forwards: 0, embeds: 0 };
   const submit = GPUQueue.prototype.submit;
   GPUQueue.prototype.submit = function (b) { counts.submits++; return submit.call(this, b); };
   const range_ = GPUBuffer.prototype.getMappedRange;
@@ -75,6 +90,7 @@ function instrument(mod) {
       cls.prototype[name] = function (...args) {
         counts.calls++;
         if (name === 'feed' || name === 'feedOne' || name === 'prefill') counts.forwards++;
+        if (name === 'embed') counts.embeds++;
         return f.apply(this, args);
       };
     }
@@ -89,6 +105,7 @@ async function child() {
   const tokenizer = join(models, 'aidreams-tok512.bin');
   const load = (src, extra) => loadModel(typeof src === 'string' && !src.includes('/') ? join(models, src) : src, { tokenizer, threads: 1, gpu, ...extra });
   const run = async (name, fn) => {
+    if (filtered(name)) return;
     const r = { name };
     try { Object.assign(r, await fn()); } catch (e) { r.error = `${e?.code ?? ''} ${e?.stack ?? e}`; }
     emit(r);
@@ -137,9 +154,12 @@ async function child() {
     sw.feed(ids.slice(0, 141), { allLogits: true });
     let logits = 0;
     for (const i of [0, 63, 64, 65, 127, 128, 140]) logits = Math.max(logits, maxRel(sg.logits(i), sw.logits(i)));
-    // Captured feeds run in WASM (the engine records the maps); the GPU cache catches up after.
+    // Captured feeds run on the GPU too (attention_full.wgsl keeps the probabilities).
+    const counts = instrument(g._mod);
     sg.captureAttention = true; sw.captureAttention = true;
+    const f0 = counts.forwards;
     await sg.feed(ids.slice(141, 145));
+    const capturedForwards = counts.forwards - f0;
     sw.feed(ids.slice(141, 145));
     logits = Math.max(logits, maxRel(sg.logits(), sw.logits()));
     let probs = 0, keys = 0;
@@ -158,7 +178,25 @@ async function child() {
     const computed = await sg.prefill([...ids.slice(0, 100), 5, 6]);
     sw.prefill([...ids.slice(0, 100), 5, 6]);
     logits = Math.max(logits, maxRel(sg.logits(), sw.logits()));
-    const r = { logits, probs, keys, computed, backend: sg.backend };
+    // A captured feed over two chunks (64 + 6 queries): rows placed as the WASM engine places them.
+    const cg = g.createSession(), cw = w.createSession();
+    cg.captureAttention = true; cw.captureAttention = true;
+    await cg.feed(ids.slice(0, 70));
+    cw.feed(ids.slice(0, 70));
+    let chunked = 0;
+    for (let l = 0; l < g.info.layers; l++) {
+      for (let h = 0; h < g.info.heads; h++) {
+        const a = cg.attention(l, h), b = cw.attention(l, h);
+        if (a.queries !== b.queries || a.keys !== b.keys) chunked = Infinity;
+        for (let i = 0; i < a.probs.length; i++) chunked = Math.max(chunked, Math.abs(a.probs[i] - b.probs[i]));
+      }
+    }
+    // After a feed without capture, no maps (as the WASM engine says).
+    cg.captureAttention = false;
+    await cg.feed([3]);
+    let after = null;
+    try { cg.attention(0, 0); } catch (e) { after = `${e.code}: ${e.message}`; }
+    const r = { logits, probs, keys, computed, backend: sg.backend, capturedForwards, chunked, after };
     g.dispose(); w.dispose();
     return r;
   });
@@ -167,16 +205,6 @@ async function child() {
     mkdirSync(outDir, { recursive: true });
     const made = spawnSync(maker, [outDir, models], { encoding: 'utf8' });
     if (made.status !== 0) emit({ name: 'test models', error: made.stderr });
-    // Architecture rows whose options the GPU kernels lack: refused by name, run in WASM.
-    for (const name of GPU_REFUSED) {
-      await run(`refused: ${name}`, async () => {
-        const warnings = [];
-        const g = await load(join(outDir, `${name}.gguf`), { device: 'webgpu', onWarning: (x) => warnings.push(x) });
-        const r = { kind: g.info.device.kind, reason: g.info.device.reason, warnings };
-        g.dispose();
-        return r;
-      });
-    }
     for (const [name, types] of GGUF) {
       await run(`gguf: ${name}`, async () => {
         const path = join(outDir, `${name}.gguf`);
@@ -211,11 +239,82 @@ async function child() {
           await sg.feed([tw]);
           sw.feed([tw]);
         }
-        const r = { types, prefill, decode, same, nearTie, stored, backend: sg.backend, warnings, reason: g.info.device.reason };
+        // Captured attention of a two-token feed on the GPU against the WASM engine's maps.
+        let probs = null, keys = 0, capturedForwards = null;
+        if (CAPTURED.has(name)) {
+          const counts = instrument(g._mod);
+          sg.captureAttention = true; sw.captureAttention = true;
+          const f0 = counts.forwards;
+          await sg.feed([ids[1], ids[2]]);
+          capturedForwards = counts.forwards - f0;
+          sw.feed([ids[1], ids[2]]);
+          decode = Math.max(decode, maxRel(sg.logits(), sw.logits()));
+          probs = 0;
+          for (let l = 0; l < g.info.layers; l++) {
+            for (let h = 0; h < g.info.heads; h++) {
+              const a = sg.attention(l, h), b = sw.attention(l, h);
+              keys = a.keys;
+              if (a.probs.length !== b.probs.length) probs = Infinity;
+              for (let i = 0; i < a.probs.length; i++) probs = Math.max(probs, Math.abs(a.probs[i] - b.probs[i]));
+            }
+          }
+        }
+        const r = { types, prefill, decode, same, nearTie, stored, probs, keys, capturedForwards, backend: sg.backend, warnings, reason: g.info.device.reason };
         g.dispose(); w.dispose();
         return r;
       });
     }
+  }
+
+  if (existsSync(maker)) {
+    const encDir = join(outDir, 'encoders');
+    mkdirSync(encDir, { recursive: true });
+    const made = spawnSync(maker, ['--encoders', encDir], { encoding: 'utf8' });
+    if (made.status !== 0) emit({ name: 'encoder models', error: made.stderr });
+    const texts = ['hello world', 'The quick brown fox jumps over the lazy dog.', 'a',
+      Array.from({ length: 13 }, (_, i) => `word${i % 7} and more`).join(' ')];  // over 64 tokens
+    const tooLong = Array.from({ length: 40 }, (_, i) => `word${i % 7} and more`).join(' ');  // over the context of 128
+    for (const [name] of ENCODERS) {
+      await run(`encoder: ${name}`, async () => {
+        const path = join(encDir, `${name}.gguf`);
+        const warnings = [];
+        const g = await loadModel(path, { threads: 1, gpu, device: 'webgpu', onWarning: (x) => warnings.push(x) });
+        const w = await loadModel(path, { threads: 1, device: 'wasm' });
+        const counts = instrument(g._mod);
+        let diff = 0, wasmEmbeds = 0;
+        const poolings = [];
+        for (const opts of [{}, { pooling: 'cls', normalize: false }, { pooling: 'last' }, { pooling: 'mean', normalize: false }]) {
+          const e0 = counts.embeds;
+          const a = await g.embed(texts, opts);
+          wasmEmbeds += counts.embeds - e0;
+          const b = await w.embed(texts, opts);
+          for (let i = 0; i < texts.length; i++) diff = Math.max(diff, maxRel(a[i], b[i]));
+          poolings.push(opts.pooling ?? 'default');
+        }
+        // truncate: the engine's cut (first tokens and the closing [SEP]) on both paths.
+        const a = await g.embed([tooLong], { truncate: true }), b = await w.embed([tooLong], { truncate: true });
+        diff = Math.max(diff, maxRel(a[0], b[0]));
+        const r = {
+          diff, poolings, backend: g.info.backend, warnings, reason: g.info.device.reason, wasmEmbeds,
+          tokens: g.lastEmbedding.tokens, wasmTokens: w.lastEmbedding.tokens,
+        };
+        g.dispose(); w.dispose();
+        return r;
+      });
+    }
+    await run('encoder-decoder: t5', async () => {
+      const warnings = [];
+      const m = await loadModel(join(outDir, 't5.gguf'), { threads: 1, gpu, device: 'webgpu', onWarning: (x) => warnings.push(x) });
+      const r = { device: m.info.device, warnings };
+      m.dispose();
+      return r;
+    });
+    await run('encoder auto: bert', async () => {
+      const m = await loadModel(join(encDir, 'bert.gguf'), { threads: 1, gpu, device: 'auto' });
+      const r = { device: m.info.device, backend: m.info.backend, dim: (await m.embed('hello'))[0].length };
+      m.dispose();
+      return r;
+    });
   }
 
   await run('device lost mid-generation falls back to WASM', async () => {
@@ -274,7 +373,7 @@ if (process.argv.includes('--child')) {
       (e) => e.code === 'bad_argument' && /device must be one of/.test(e.message));
   });
 
-  test('the whole model on WebGPU (SwiftShader)', { timeout: 600000 }, async (t) => {
+  test('the whole model on WebGPU (SwiftShader)', { timeout: 1200000 }, async (t) => {
     if (skipReason) { t.skip(skipReason); return; }
     const { code, lines, stderr } = await runGpuChild(fileURLToPath(import.meta.url));
     assert.equal(code, 0, `child exited ${code}\n${stderr}`);
@@ -286,7 +385,7 @@ if (process.argv.includes('--child')) {
       return r;
     };
     for (const c of cases) {
-      await t.test(`same tokens as WASM: ${c.name}`, () => {
+      await t.test(`same tokens as WASM: ${c.name}`, { skip: filtered(`tokens: ${c.name}`) }, () => {
         const r = get(`tokens: ${c.name}`);
         assert.equal(r.backend, 'webgpu');
         assert.equal(r.sessionBackend, 'webgpu');
@@ -298,7 +397,7 @@ if (process.argv.includes('--child')) {
         t.diagnostic(`${c.name}: ${r.gpuTokens.length} tokens identical`);
       });
     }
-    await t.test('one submit, no CPU forward, logits-only readback per decoded token', () => {
+    await t.test('one submit, no CPU forward, logits-only readback per decoded token', { skip: filtered('instrumented decode') }, () => {
       const r = get('instrumented decode');
       assert.equal(r.submitsPerToken, 1);
       assert.equal(r.cpuForwards, 0, 'no token went through the WASM forward');
@@ -306,18 +405,21 @@ if (process.argv.includes('--child')) {
       assert.ok(r.callsPerToken < r.layers, `${r.callsPerToken} binding calls per token: per-layer work on the CPU?`);
       t.diagnostic(`per token: ${r.submitsPerToken} submit, ${r.bytesPerToken} bytes read back, ${r.callsPerToken} binding calls (${r.layers} layers)`);
     });
-    await t.test('logits and attention maps match WASM', () => {
+    await t.test('logits and attention maps match WASM', { skip: filtered('logits over a chunk boundary, prefill reuse, captured attention') }, () => {
       const r = get('logits over a chunk boundary, prefill reuse, captured attention');
       t.diagnostic(`max relative logit difference ${r.logits.toExponential(2)}, max probability difference ${r.probs.toExponential(2)} over ${r.keys} keys`);
       assert.ok(r.logits <= TOL, `logits differ by ${r.logits}`);
       assert.ok(r.probs <= TOL, `attention probabilities differ by ${r.probs}`);
       assert.equal(r.keys, 145);
+      assert.equal(r.capturedForwards, 0, 'the captured feed ran on the GPU');
+      assert.ok(r.chunked <= TOL, `maps of a two-chunk captured feed differ by ${r.chunked}`);
+      assert.match(r.after, /^bad_argument: no attention recorded/);
       assert.equal(r.computed, 2, 'prefill reuses the cached prefix');
       assert.equal(r.backend, 'webgpu');
     });
     const haveModels = existsSync(maker);
     for (const [name, types] of GGUF) {
-      await t.test(`${name} (${types}): logits against WASM`, { skip: haveModels ? false : `${maker} is not built` }, () => {
+      await t.test(`${name} (${types}): logits against WASM`, { skip: !haveModels ? `${maker} is not built` : filtered(`gguf: ${name}`) }, () => {
         const r = get(`gguf: ${name}`);
         const tol = TOL;
         assert.equal(r.backend, 'webgpu', r.reason);
@@ -328,18 +430,41 @@ if (process.argv.includes('--child')) {
         assert.ok(r.prefill <= tol, `prefill logits differ by ${r.prefill}`);
         assert.ok(r.decode <= tol, `decode logits differ by ${r.decode}`);
         if (r.nearTie) assert.ok(r.nearTie.gap <= 2 * tol, `greedy choice differs at step ${r.nearTie.step} by ${r.nearTie.gap} of the range`);
+        if (CAPTURED.has(name)) {
+          assert.equal(r.keys, 72, 'captured maps span every cached key');
+          assert.ok(r.probs <= tol, `captured attention probabilities differ by ${r.probs}`);
+          assert.equal(r.capturedForwards, 0, 'the captured feed ran on the GPU, not in WASM');
+        }
       });
     }
-    for (const name of GPU_REFUSED) {
-      await t.test(`${name}: options the GPU lacks are refused by name, the model runs in WASM`, { skip: haveModels ? false : `${maker} is not built` }, () => {
-        const r = get(`refused: ${name}`);
-        assert.equal(r.kind, 'wasm');
-        assert.match(r.reason, GPU_REFUSED_WHY[name]);
-        assert.equal(r.warnings.length, 1);
-        assert.equal(r.warnings[0].code, 'webgpu_unsupported');
+    for (const [name, what] of ENCODERS) {
+      await t.test(`encoder ${name} (${what}): embeddings on the GPU against WASM`, { skip: !haveModels ? `${maker} is not built` : filtered(`encoder: ${name}`) }, () => {
+        const r = get(`encoder: ${name}`);
+        assert.equal(r.backend, 'webgpu', r.reason);
+        assert.deepEqual(r.warnings, []);
+        assert.equal(r.wasmEmbeds, 0, 'no text was embedded by the WASM encoder');
+        assert.deepEqual(r.tokens, r.wasmTokens);
+        t.diagnostic(`${name}: max relative embedding difference ${r.diff.toExponential(2)} over poolings ${r.poolings.join(', ')}`);
+        assert.ok(r.diff <= TOL, `embeddings differ by ${r.diff}`);
       });
     }
-    await t.test('a lost device falls back to WASM, same tokens', () => {
+    await t.test("t5 with 'webgpu': WASM, with the reason and a warning", { skip: !haveModels ? `${maker} is not built` : filtered('encoder-decoder: t5') }, () => {
+      const r = get('encoder-decoder: t5');
+      assert.equal(r.device.kind, 'wasm');
+      assert.equal(r.device.requested, 'webgpu');
+      assert.match(r.device.reason, /relative-position biases and cross-attention/);
+      assert.deepEqual(r.warnings.map((w) => w.code), ['webgpu_unsupported']);
+    });
+    await t.test("encoder 'auto': one embedding timed on each backend", { skip: !haveModels ? `${maker} is not built` : filtered('encoder auto: bert') }, () => {
+      const r = get('encoder auto: bert');
+      const m = r.device.measured;
+      assert.ok(m && m.what === 'one embedding' && m.webgpuMs > 0 && m.wasmMs > 0, JSON.stringify(r.device));
+      assert.equal(r.backend, m.webgpuMs < m.wasmMs ? 'webgpu' : 'wasm');
+      assert.match(r.device.reason, /^auto: (WebGPU|WASM) is faster \(one embedding/);
+      assert.equal(r.dim, 64);
+      t.diagnostic(r.device.reason);
+    });
+    await t.test('a lost device falls back to WASM, same tokens', { skip: filtered('device lost mid-generation falls back to WASM') }, () => {
       const r = get('device lost mid-generation falls back to WASM');
       assert.deepEqual(r.got, r.want);
       assert.equal(r.backend, 'wasm');
@@ -348,7 +473,7 @@ if (process.argv.includes('--child')) {
       assert.equal(r.warnings[0].code, 'webgpu_failed');
       assert.match(r.reason, /WebGPU failed/);
     });
-    await t.test("'auto' reports a measured choice", () => {
+    await t.test("'auto' reports a measured choice", { skip: filtered('auto measures and reports its choice') }, () => {
       const r = get('auto measures and reports its choice');
       const m = r.device.measured;
       assert.ok(m && m.webgpuMs > 0 && m.wasmMs > 0, JSON.stringify(r.device));
@@ -357,13 +482,13 @@ if (process.argv.includes('--child')) {
       assert.ok(r.text.length > 0);
       t.diagnostic(r.device.reason);
     });
-    await t.test("gpuPrecision 'f16': f32 and a warning", () => {
+    await t.test("gpuPrecision 'f16': f32 and a warning", { skip: filtered("gpuPrecision 'f16'") }, () => {
       const r = get("gpuPrecision 'f16'");
       assert.equal(r.device.kind, 'webgpu');
       assert.equal(r.device.kvType, 'f32');
       assert.deepEqual(r.warnings.map((w) => w.code), ['webgpu_f16_unavailable']);
     });
-    await t.test("'webgpu' without an adapter: WASM and a typed warning", () => {
+    await t.test("'webgpu' without an adapter: WASM and a typed warning", { skip: filtered('webgpu without an adapter falls back with a warning') }, () => {
       const r = get('webgpu without an adapter falls back with a warning');
       assert.equal(r.device.kind, 'wasm');
       assert.equal(r.warnings.length, 1);

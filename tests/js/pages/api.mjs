@@ -25,8 +25,30 @@ async function inPage() {
   for await (const _ of m.generate('I dream of', { ...opts, seed: 7 })) break;
   const again = await m.complete('I dream of', opts);
   const info = m.info;
+  const capture = device === 'webgpu' ? await captureAgainstWasm(m) : null;
   m.dispose();
-  return { text: items.join(''), items: items.length, again, info, progress: progress.at(-1), progressCalls: progress.length };
+  return { text: items.join(''), items: items.length, again, info, capture, progress: progress.at(-1), progressCalls: progress.length };
+}
+
+// Attention maps captured on this model's backend against the WASM engine's: the largest difference.
+async function captureAgainstWasm(m) {
+  const w = await loadModel(model, { tokenizer, device: 'wasm' });
+  const ids = m.tokenize('I dream of a big dog');
+  const sm = m.createSession(), sw = w.createSession();
+  sm.captureAttention = true; sw.captureAttention = true;
+  await sm.feed(ids);
+  sw.feed(ids);
+  let diff = 0, keys = 0;
+  for (let l = 0; l < m.info.layers; l++) {
+    for (let h = 0; h < m.info.heads; h++) {
+      const a = sm.attention(l, h), b = sw.attention(l, h);
+      keys = a.keys;
+      for (let i = 0; i < b.probs.length; i++) diff = Math.max(diff, Math.abs(a.probs[i] - b.probs[i]));
+    }
+  }
+  const backend = sm.backend;
+  w.dispose();
+  return { diff, keys, want: ids.length, backend };
 }
 
 async function inWorker() {
