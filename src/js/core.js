@@ -236,9 +236,10 @@ export class Session {
 
   /**
    * A feed through the GPU, falling back to WASM (with a warning) if the GPU fails. Tokens fed
-   * on the CPU meanwhile (captured feeds) enter the GPU cache first.
+   * on the CPU meanwhile (captured feeds) enter the GPU cache first. `sampling`: the generation
+   * options whose sampler will read these logits (the GPU may then read back its top candidates only).
    */
-  async _feedGpu(ids, allLogits) {
+  async _feedGpu(ids, allLogits, sampling = null) {
     const h = this._live();
     if (this._busy) throw new QkvError('busy', 'another feed is running on this session: await it first');
     this._busy = true;
@@ -246,7 +247,7 @@ export class Session {
       const g = this._gpu;
       const position = h.position();
       if (g.position < position) await g.feed(Array.from(h.tokens()).slice(g.position), false);
-      const logits = await g.feed(ids, allLogits);
+      const logits = await g.feed(ids, allLogits, sampling);
       call(() => this._live().feedLogits(ids, logits, allLogits ? ids.length : 1));
     } catch (e) {
       const err = toQkvError(e);
@@ -306,7 +307,7 @@ export class Session {
     return this._prefill(tokens);
   }
 
-  _prefill(tokens) {
+  _prefill(tokens, sampling = null) {
     const h = this._live();
     if (!this._gpu || this._capture) return call(() => h.prefill(Array.from(tokens)));
     const ids = Array.from(tokens), cached = h.tokens();
@@ -315,7 +316,7 @@ export class Session {
     if (common === ids.length) common--;  // recompute the last token for its logits
     call(() => h.truncate(common));
     this._gpu.truncate(common);
-    return this._feedGpu(ids.slice(common), false).then(() => ids.length - common);
+    return this._feedGpu(ids.slice(common), false, sampling).then(() => ids.length - common);
   }
 
   /** Logits of the last token fed, or of the i-th token of an allLogits feed: Float32Array(vocabSize). */
@@ -426,7 +427,7 @@ export class Session {
     const stops = new StopMatcher(opts.stop);
     try {
       let t0 = now();
-      const computed = await this._prefill(ids);
+      const computed = await this._prefill(ids, opts);
       stats.reusedTokens = ids.length - computed;
       stats.prefillMs = now() - t0;
       let prev = ids[ids.length - 1];
@@ -453,7 +454,7 @@ export class Session {
           stats.finishReason = 'context';
           break;
         }
-        if (this._gpu && !this._capture) await this._feedGpu([next], false);
+        if (this._gpu && !this._capture) await this._feedGpu([next], false, opts);
         else call(() => h.feedOne(next));
         stats.decodeMs = now() - t0;
         yield withLogprobs({ token: next, text: emit }, lp);
@@ -466,7 +467,20 @@ export class Session {
     } finally {
       sampler.delete();
       if (signal?.aborted) stats.finishReason = 'aborted';
+      await this._wholeLogits();
     }
+  }
+
+  /** After a generation that read back only top candidates: the last token's whole logits row, for logits(). */
+  async _wholeLogits() {
+    const g = this._gpu, h = this._h;
+    if (!g?.partial || !h) return;
+    try {
+      const row = await g.lastLogits();
+      const last = h.tokens().at(-1);
+      h.truncate(h.position() - 1);
+      h.feedLogits([last], row, 1);
+    } catch { /* a failed GPU: the next feed moves the session to WASM */ }
   }
 
   /**

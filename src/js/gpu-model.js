@@ -13,6 +13,7 @@
 //   final norm of the last row (or of every row) and the classifier -> logits [soft-cap].
 import { QkvError } from './errors.js';
 import { GPU_WEIGHT_TYPES, createProducts } from './gpu-products.js';
+import { TOPK_MAX, candidateLogits, createTopK, gpuCandidates } from './gpu-topk.js';
 import { loadShader } from './webgpu.js';
 
 const BufferUsage = globalThis.GPUBufferUsage ?? { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 };
@@ -20,11 +21,14 @@ const MapMode = globalThis.GPUMapMode ?? { READ: 0x1 };
 
 /** Tokens per step (prefill chunk). */
 export const MAX_CHUNK = 64;
-// The step uniform: n (tokens), pos (first position), then the step's token ids at IDS_OFFSET
+// The step uniform: n (tokens), pos (first position), k (top-k candidates, gpu-topk.js), s
+// (attention splits, attention_split.wgsl), then the step's token ids at IDS_OFFSET
 // (a storage-buffer offset must be a multiple of 256); written with one writeBuffer per step.
 const IDS_OFFSET = 256;
 const STEP_BYTES = IDS_OFFSET + 4 * MAX_CHUNK;
 const MAX_HEAD_DIM = 512;  // attention_cached.wgsl: 8 accumulator lanes x 64 threads
+// Split-K decode attention (attention_split.wgsl): a split per KEYS_PER_SPLIT keys, at most MAX_SPLITS.
+const KEYS_PER_SPLIT = 64, MAX_SPLITS = 64;
 
 const VECTOR_ROLES = new Set(['pos_embed', 'final_norm', 'final_norm_b', 'attn_norm', 'attn_norm_b', 'bq', 'bk', 'bv', 'bo',
   'attn_post_norm', 'ffn_post_norm', 'q_norm', 'k_norm', 'ffn_norm', 'ffn_norm_b', 'b_up', 'b_down']);
@@ -112,13 +116,14 @@ export async function createGpuModel(device, desc) {
   }
   if (!weights.has('-1:classifier')) weights.set('-1:classifier', weights.get('-1:tok_embed'));
 
-  const [normSrc, ropeSrc, attnSrc, eltSrc] = await Promise.all(
-    ['norm.wgsl', 'rope_kv.wgsl', 'attention_cached.wgsl', 'elementwise.wgsl'].map(loadShader));
+  const [normSrc, ropeSrc, attnSrc, eltSrc, splitSrc] = await Promise.all(
+    ['norm.wgsl', 'rope_kv.wgsl', 'attention_cached.wgsl', 'elementwise.wgsl', 'attention_split.wgsl'].map(loadShader));
   const modules = {
     norm: device.createShaderModule({ code: normSrc, label: 'norm.wgsl' }),
     rope: device.createShaderModule({ code: ropeSrc, label: 'rope_kv.wgsl' }),
     attn: device.createShaderModule({ code: attnSrc, label: 'attention_cached.wgsl' }),
     elt: device.createShaderModule({ code: eltSrc, label: 'elementwise.wgsl' }),
+    split: device.createShaderModule({ code: splitSrc, label: 'attention_split.wgsl' }),
   };
   const pipelines = new Map();
   function pipeline(mod, entryPoint, constants) {
@@ -171,9 +176,12 @@ export async function createGpuModel(device, desc) {
     const q = make(T * qd * 4, st, 'q'), k = make(T * kvd * 4, st, 'k'), v = make(T * kvd * 4, st, 'v');
     const att = make(T * qd * 4, st, 'att');
     const hb = make(T * hid * 4, st, 'hb');
+    const attnPart = make(heads * MAX_SPLITS * (hd + 2) * 4, st, 'attn-splits');
     const tmp = make(T * dim * 4, st, 'tmp');
     const logits = make(T * V * 4, st | S.COPY_SRC, 'logits');
     const read = make(T * V * 4, S.MAP_READ | S.COPY_DST, 'logits-read');
+    const topk = createTopK(device, { logits, vocab: V, step });
+    const candRead = topk ? make(TOPK_MAX * 8, S.MAP_READ | S.COPY_DST, 'topk-read') : null;
     const table = (arr, label) => {
       const b = make(arr.byteLength, st | S.COPY_DST, label);
       device.queue.writeBuffer(b, 0, arr.buffer, arr.byteOffset, arr.byteLength);
@@ -191,22 +199,27 @@ export async function createGpuModel(device, desc) {
     const biasOf = (w) => (w ? at(w.buffer) : undefined);
     const embed = products.gather({ weight: W(-1, 'tok_embed'), ids: { buffer: step, offset: IDS_OFFSET }, y: at(x), maxTokens: T, scale: d.embedScale, step });
     const glu = d.ffn === 'swiglu' || d.ffn === 'geglu';
+    // Decode folds RMSNorm into the products that read it (matvec.wgsl NORM); prefill keeps norm.wgsl.
+    const fuseNorm = d.norm !== 'layernorm';
+    const normOf = (w) => (fuseNorm ? { weight: at(w.buffer), eps: d.normEps, x: at(x) } : undefined);
     const layerProducts = [];
     for (let l = 0; l < layers; l++) {
       const post1 = !!W(l, 'attn_post_norm'), post2 = !!W(l, 'ffn_post_norm');
+      const n1 = normOf(W(l, 'attn_norm')), n2 = normOf(W(l, 'ffn_norm'));
       layerProducts.push({
-        q: P({ weight: W(l, 'wq'), x: at(xb), y: at(q), bias: biasOf(W(l, 'bq')) }),
-        k: P({ weight: W(l, 'wk'), x: at(xb), y: at(k), bias: biasOf(W(l, 'bk')) }),
-        v: P({ weight: W(l, 'wv'), x: at(xb), y: at(v), bias: biasOf(W(l, 'bv')) }),
+        q: P({ weight: W(l, 'wq'), x: at(xb), y: at(q), bias: biasOf(W(l, 'bq')), norm: n1 }),
+        k: P({ weight: W(l, 'wk'), x: at(xb), y: at(k), bias: biasOf(W(l, 'bk')), norm: n1 }),
+        v: P({ weight: W(l, 'wv'), x: at(xb), y: at(v), bias: biasOf(W(l, 'bv')), norm: n1 }),
         o: P({ weight: W(l, 'wo'), x: at(att), y: at(post1 ? tmp : x), accumulate: !post1, bias: biasOf(W(l, 'bo')) }),
         up: glu
-          ? P({ weight: W(l, 'w_gate'), glu: { up: W(l, 'w_up'), act: d.ffn === 'swiglu' ? 'silu' : 'gelu' }, x: at(xb), y: at(hb) })
-          : P({ weight: W(l, 'w_up'), x: at(xb), y: at(hb), bias: biasOf(W(l, 'b_up')) }),
+          ? P({ weight: W(l, 'w_gate'), glu: { up: W(l, 'w_up'), act: d.ffn === 'swiglu' ? 'silu' : 'gelu' }, x: at(xb), y: at(hb), norm: n2 })
+          : P({ weight: W(l, 'w_up'), x: at(xb), y: at(hb), bias: biasOf(W(l, 'b_up')), norm: n2 }),
         down: P({ weight: W(l, 'w_down'), x: at(hb), y: at(post2 ? tmp : x), accumulate: !post2, bias: biasOf(W(l, 'b_down')) }),
       });
     }
     const clsAll = P({ weight: W(-1, 'classifier'), x: at(xb), y: at(logits) });
     const clsLast = P({ weight: W(-1, 'classifier'), x: at(xb), y: at(logits), maxTokens: 1, step: stepOne });
+    const clsDecode = fuseNorm ? P({ weight: W(-1, 'classifier'), x: at(xb), y: at(logits), maxTokens: 1, step: stepOne, norm: normOf(W(-1, 'final_norm')) }) : null;
 
     // Own kernels: bind groups over the KV cache, rebuilt when it grows.
     const op = (mod, entry, constants, bindings, dispatch) => {
@@ -230,7 +243,14 @@ export async function createGpuModel(device, desc) {
       return { encode(pass, t) { pass.setPipeline(pipe); pass.setBindGroup(0, group); pass.dispatchWorkgroups(t * rpt); } };
     };
 
-    let cap = 0, K = [], Vc = [], ops = null;
+    let cap = 0, K = [], Vc = [], ops = null, splits = 1;
+    const splitOps = (l) => {
+      const c = { HEADS: heads, KV_HEADS: kvHeads, HD: hd, WINDOW: d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap };
+      return {
+        attnPartial: op('split', 'partial', c, [step, q, K[l], Vc[l], attnPart], () => [heads, splits]),
+        attnReduce: op('split', 'reduce_splits', c, [step, null, null, null, attnPart, att], () => [heads]),
+      };
+    };
     function buildOps() {
       const L = [];
       for (let l = 0; l < layers; l++) {
@@ -246,6 +266,7 @@ export async function createGpuModel(device, desc) {
           attn: op('attn', 'main', {
             HEADS: heads, KV_HEADS: kvHeads, HD: hd, WINDOW: d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap,
           }, [step, q, K[l], Vc[l], att], (n) => [heads, n]),
+          ...splitOps(l),
           post1: W(l, 'attn_post_norm') ? norm('add', W(l, 'attn_post_norm'), null, x, tmp) : null,
           norm2: norm('main', W(l, 'ffn_norm'), W(l, 'ffn_norm_b'), x, xb),
           act: glu ? null : op('elt', 'act', { N: hid, ACT: d.ffn === 'gelu' ? 0 : 1 }, [step, hb], (n) => [Math.ceil(hid / 64), n]),
@@ -283,30 +304,42 @@ export async function createGpuModel(device, desc) {
     }
 
     function encodeStep(pass, n, rows) {
+      const fused = fuseNorm && n === 1;
       embed.encode(pass, n);
       ops.addPos?.encode(pass, n);
       for (let l = 0; l < layers; l++) {
         const o = ops.layers[l], p = layerProducts[l];
-        o.norm1.encode(pass, n);
+        if (!fused) o.norm1.encode(pass, n);
         p.q.encode(pass, n); p.k.encode(pass, n); p.v.encode(pass, n);
         o.qNorm?.encode(pass, n); o.kNorm?.encode(pass, n);
         o.rope.encode(pass, n);
-        o.attn.encode(pass, n);
+        if (n === 1 && splits > 1) { o.attnPartial.encode(pass, n); o.attnReduce.encode(pass, n); } else o.attn.encode(pass, n);
         p.o.encode(pass, n);
         o.post1?.encode(pass, n);
-        o.norm2.encode(pass, n);
+        if (!fused) o.norm2.encode(pass, n);
         p.up.encode(pass, n);
         o.act?.encode(pass, n);
         p.down.encode(pass, n);
         o.post2?.encode(pass, n);
       }
-      if (rows === 1) { ops.finalLast.encode(pass, n); clsLast.encode(pass, 1); }
+      if (rows === 1 && fused) clsDecode.encode(pass, 1);
+      else if (rows === 1) { ops.finalLast.encode(pass, n); clsLast.encode(pass, 1); }
       if (rows > 1) { ops.finalAll.encode(pass, n); clsAll.encode(pass, n); }
       if (rows) ops.softcap?.encode(pass, rows);
     }
 
-    let pos = 0, disposed = false;
-    const compiled = products.ready();  // the products' pipelines compile asynchronously
+    let pos = 0, disposed = false, partial = false;
+    const compiled = Promise.all([products.ready(), topk?.ready]);  // pipelines compile asynchronously
+    // Row 0 of the logits buffer (the last step's last token), read back whole.
+    async function readRow() {
+      const enc = device.createCommandEncoder({ label: 'qkv-logits' });
+      enc.copyBufferToBuffer(logits, 0, read, 0, V * 4);
+      device.queue.submit([enc.finish()]);
+      await read.mapAsync(MapMode.READ, 0, V * 4);
+      const row = new Float32Array(read.getMappedRange(0, V * 4).slice(0));
+      read.unmap();
+      return row;
+    }
     const header = new Uint32Array(STEP_BYTES / 4);
     grow(1);
     return {
@@ -314,40 +347,57 @@ export async function createGpuModel(device, desc) {
       get position() { return pos; },
       /** Bytes of GPU memory the KV cache holds now. */
       get bytes() { return cap * kvd * 4 * 2 * layers; },
+      /** Whether the last feed's logits were rebuilt from the GPU's top candidates (see feed). */
+      get partial() { return partial; },
+      /** The last feed's logits of its last token, read back whole. */
+      lastLogits() { return readRow().then((row) => { partial = false; return row; }); },
       /** Forgets positions from n on (they are overwritten by the next feed). */
       truncate(n) { pos = Math.min(pos, n); },
       /**
        * Runs `ids` at positions position.. and returns the logits: (ids.length, vocab) with
-       * allLogits, else the last token's (vocab).
+       * allLogits, else the last token's (vocab). With `sampling` (generation options) that let
+       * the sampler draw from the top candidates alone (gpu-topk.js), only those are read back
+       * and the row holds -Infinity elsewhere (`partial`).
        */
-      async feed(ids, allLogits = false) {
+      async feed(ids, allLogits = false, sampling = null) {
         if (disposed) throw new QkvError('disposed', 'the GPU session was disposed');
         if (pos + ids.length > context) throw new QkvError('bad_argument', `feeding ${ids.length} tokens after ${pos} would pass the context of ${context}`);
         await compiled;
         const out = new Float32Array((allLogits ? ids.length : 1) * V);
+        const K = allLogits || !topk ? 0 : gpuCandidates(sampling, V);
+        partial = false;
         for (let i = 0; i < ids.length; i += T) {
           const n = Math.min(T, ids.length - i), last = i + n === ids.length;
           const rows = allLogits ? n : last ? 1 : 0;
           grow(pos + n);
-          header[0] = n; header[1] = pos;
+          const cand = rows === 1 && K > 0;
+          splits = n === 1 ? Math.min(MAX_SPLITS, Math.ceil((pos + 1) / KEYS_PER_SPLIT)) : 1;
+          header[0] = n; header[1] = pos; header[2] = cand ? K : 0; header[3] = splits;
           for (let j = 0; j < n; j++) header[IDS_OFFSET / 4 + j] = ids[i + j];
           device.queue.writeBuffer(step, 0, header.buffer, 0, IDS_OFFSET + 4 * n);
           device.pushErrorScope('validation');
           const enc = device.createCommandEncoder({ label: 'qkv-step' });
           const pass = enc.beginComputePass({ label: 'qkv-step' });
           encodeStep(pass, n, rows);
+          if (cand) topk.encode(pass);
           pass.end();
-          if (rows) enc.copyBufferToBuffer(logits, 0, read, 0, rows * V * 4);
+          const [src, dst, bytes] = cand ? [topk.out, candRead, K * 8] : [logits, read, rows * V * 4];
+          if (rows) enc.copyBufferToBuffer(src, 0, dst, 0, bytes);
           device.queue.submit([enc.finish()]);
           pos += n;
-          const bytes = rows * V * 4;
-          const [err] = await Promise.all([device.popErrorScope(), rows ? read.mapAsync(MapMode.READ, 0, bytes) : null]);
+          const [err] = await Promise.all([device.popErrorScope(), rows ? dst.mapAsync(MapMode.READ, 0, bytes) : null]);
           if (err) {
-            if (rows) read.unmap();
+            if (rows) dst.unmap();
             pos -= n;
             throw new QkvError('internal', `WebGPU forward: ${err.message}`);
           }
-          if (rows) {
+          if (cand) {
+            const pairs = new Uint32Array(candRead.getMappedRange(0, bytes).slice(0));
+            candRead.unmap();
+            const row = candidateLogits(pairs, V, sampling);
+            out.set(row ?? await readRow());  // null: a token outside the candidates could matter
+            partial = !!row && K < V;
+          } else if (rows) {
             out.set(new Float32Array(read.getMappedRange(0, bytes)), allLogits ? i * V : 0);
             read.unmap();
           }
@@ -356,6 +406,7 @@ export async function createGpuModel(device, desc) {
       },
       dispose() {
         disposed = true;
+        topk?.dispose();
         for (const b of mine) b.destroy();
         mine.length = 0;
         K = []; Vc = [];
