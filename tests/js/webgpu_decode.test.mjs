@@ -43,8 +43,8 @@ function referenceTop(row, K) {
 async function child() {
   const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
   const run = async (name, fn) => {
-    const r = { name };
-    try { Object.assign(r, await fn()); } catch (e) { r.error = `${e?.code ?? ''} ${e?.stack ?? e}`; }
+    const r = { name }, t0 = performance.now();
+    try { Object.assign(r, await fn(), { ms: Math.round(performance.now() - t0) }); } catch (e) { r.error = `${e?.code ?? ''} ${e?.stack ?? e}`; }
     emit(r);
   };
   const gpu = await dawnGpu();
@@ -57,7 +57,7 @@ async function child() {
     const bad = [];
     let checked = 0;
     // One pipeline per vocabulary (a constant of the kernel); k is per step.
-    for (const [V, Ks] of [[7, [1, 7]], [600, [1, 40]], [2049, [1, 256]], [70001, [56, 256]]]) {
+    for (const [V, Ks] of [[7, [1, 7]], [600, [1, 40]], [2049, [1, 256]], [20011, [40]]]) {
       const logits = device.createBuffer({ size: V * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
       const step = device.createBuffer({ size: 16, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
       const read = device.createBuffer({ size: 256 * 8, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
@@ -125,16 +125,17 @@ async function child() {
     return { same, fallback, refused, differ };
   });
 
+  // One model pair for the model-level parts: on SwiftShader compiling the pipelines is the cost.
+  const tokenizer = join(models, 'aidreams-tok512.bin');
+  const load = (device) => loadModel(join(models, 'stories260K.bin'), { tokenizer, threads: 1, gpu, device });
+  const g = await load('webgpu'), w = await load('wasm');
   await run('generate on WebGPU with top-k readback', async () => {
-    const tokenizer = join(models, 'aidreams-tok512.bin');
-    const load = (device) => loadModel(join(models, 'stories260K.bin'), { tokenizer, threads: 1, gpu, device });
-    const g = await load('webgpu'), w = await load('wasm');
     const sizes = [];
     const range = GPUBuffer.prototype.getMappedRange;
     GPUBuffer.prototype.getMappedRange = function (...a) { const r = range.apply(this, a); sizes.push(r.byteLength); return r; };
     const out = [];
     for (const o of [{ temperature: 0 }, { temperature: 1, topK: 40, seed: 7 }, { temperature: 0.8, topK: 5, topP: 0.9, seed: 3 }]) {
-      const opts = { maxTokens: 40, ...o };
+      const opts = { maxTokens: 24, ...o };
       const tokens = async (m) => {
         const s = m.createSession(), t = [];
         for await (const x of s.generate('Once upon a time', opts)) if (x.token >= 0) t.push(x.token);
@@ -152,13 +153,9 @@ async function child() {
       a.s.dispose(); b.s.dispose();
     }
     GPUBuffer.prototype.getMappedRange = range;
-    g.dispose(); w.dispose();
     return { runs: out, TOPK_MAX };
   });
   await run('split-K decode attention against WASM', async () => {
-    const tokenizer = join(models, 'aidreams-tok512.bin');
-    const load = (device) => loadModel(join(models, 'stories260K.bin'), { tokenizer, threads: 1, gpu, device });
-    const g = await load('webgpu'), w = await load('wasm');
     const counts = { dispatches: 0 };
     const dispatch = GPUComputePassEncoder.prototype.dispatchWorkgroups;
     GPUComputePassEncoder.prototype.dispatchWorkgroups = function (...a) { counts.dispatches++; return dispatch.apply(this, a); };
@@ -185,9 +182,10 @@ async function child() {
     await decode(258);
     GPUComputePassEncoder.prototype.dispatchWorkgroups = dispatch;
     const r = { steps, layers: g.info.layers, backend: sg.backend };
-    g.dispose(); w.dispose();
+    sg.dispose(); sw.dispose();
     return r;
   });
+  g.dispose(); w.dispose();
   process.exit(0);  // Dawn keeps the event loop alive otherwise
 }
 
@@ -227,7 +225,7 @@ if (process.argv.includes('--child')) {
     await t.test('top-k kernel: the sorted candidates, ties by id, NaN as -inf', () => {
       const r = get('topk kernel');
       assert.deepEqual(r.bad, []);
-      assert.equal(r.checked, 32);
+      assert.equal(r.checked, 28);
     });
     await t.test('a row rebuilt from candidates draws the full row\'s token (WASM sampler)', () => {
       const r = get('rebuilt rows draw what full rows draw');
@@ -240,7 +238,7 @@ if (process.argv.includes('--child')) {
       const r = get('generate on WebGPU with top-k readback');
       for (const run of r.runs) {
         assert.equal(run.backend, 'webgpu');
-        assert.ok(run.wasm.length >= 20, `only ${run.wasm.length} tokens`);
+        assert.ok(run.wasm.length >= 16, `only ${run.wasm.length} tokens`);
         assert.deepEqual(run.gpu, run.wasm, JSON.stringify(run.o));
         assert.ok(run.K >= 1 && run.K < run.vocab);
         // Every map is K pairs, but one: the whole row once the generation ends (for logits()).
