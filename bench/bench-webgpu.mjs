@@ -9,6 +9,8 @@
 //   node bench/bench-webgpu.mjs [--shapes 110m,1b] [--types f32,f16,q8_0,q4_0,q4_k] [--threads 2]
 //                               [--prompt 128] [--decode 32] [--dir build/bench-webgpu] [--quick]
 // Models: bench/bench-models.mjs (random weights; needs the native CLI build/qkv to write them).
+// QKV_BENCH_REAL_GPU=1: use the machine's GPU through Dawn/Vulkan, never SwiftShader (fails
+// rather than falling back when there is none). See docs/webgpu-kernels.md for a device run.
 // --quick: one tiny shape (dim 64, 2 layers) in f32 and q8_0 that runs on SwiftShader in seconds.
 // In Node without a GPU it re-runs itself on SwiftShader (VK_ICD_FILENAMES); SwiftShader is a CPU
 // emulation: its figures check that the code runs and say nothing about GPU speed (the table
@@ -104,7 +106,17 @@ async function measure(file, device) {
     t0 = performance.now();
     for (let i = 0; i < decodeLen; i++) await s.feed([ids[(i * 13) % promptLen]]);
     const decode = decodeLen / ((performance.now() - t0) / 1000);
-    return { prefill, decode, weightBytes: info.memory.weightBytes, adapter: info.device.adapter };
+    // generate() greedy: on WebGPU only the top candidate is read back per token (gpu-topk.js).
+    let generate;
+    try {
+      const g = model.createSession();
+      for await (const _ of g.generate('Once upon a time', { temperature: 0, maxTokens: decodeLen, stopTokens: [] })) { /* consume */ }
+      const st = g.lastGeneration;
+      generate = st.generatedTokens / (st.decodeMs / 1000);
+    } catch (e) {
+      console.error(`[bench-webgpu] generate: ${e.message}`);
+    }
+    return { prefill, decode, generate, weightBytes: info.memory.weightBytes, adapter: info.device.adapter };
   } finally {
     model.dispose();
   }
@@ -113,9 +125,10 @@ async function measure(file, device) {
 const bw = await copyBandwidth();
 const soft = /swiftshader/i.test(bw.adapter.architecture + bw.adapter.description);
 console.log(`GPU: ${bw.adapter.vendor} ${bw.adapter.architecture} ${bw.adapter.description}; copy bandwidth ${(bw.bytesPerS / 1e9).toFixed(1)} GB/s`);
+if (soft && process.env.QKV_BENCH_REAL_GPU) { console.error('bench-webgpu: QKV_BENCH_REAL_GPU is set but the adapter is SwiftShader'); process.exit(1); }
 if (soft) console.log('SwiftShader (a CPU emulation of a GPU): the figures below check that the path runs; they are not GPU speeds.');
-console.log(`\n| shape | type | weights | WebGPU prefill tok/s | WebGPU decode tok/s | decode % of bandwidth | WASM ${threads}t prefill | WASM ${threads}t decode | prefill x | decode x |`);
-console.log('|---|---|---|---|---|---|---|---|---|---|');
+console.log(`\n| shape | type | weights | WebGPU prefill tok/s | WebGPU decode tok/s | decode % of bandwidth | WebGPU generate tok/s (greedy, top-k readback) | WASM ${threads}t prefill | WASM ${threads}t decode | prefill x | decode x |`);
+console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const shape of shapes) {
   for (const type of types) {
     if (shape === '1b' && type === 'f32') continue;  // 3.5 GB: over a wasm32 heap
@@ -123,12 +136,12 @@ for (const shape of shapes) {
     const g = await measure(file, 'webgpu');
     const w = await measure(file, 'wasm');
     const fmt = (v) => (v === undefined ? '-' : v.toFixed(1));
-    if (g.error || w.error) { console.log(`| ${shape} | ${type} | | ${g.error ?? ''} | | | ${w.error ?? ''} | | | |`); continue; }
+    if (g.error || w.error) { console.log(`| ${shape} | ${type} | | ${g.error ?? ''} | | | | ${w.error ?? ''} | | | |`); continue; }
     // Per decoded token the GPU reads every weight once (these models tie the classifier to the
     // embedding table, which is then read in full).
     const perToken = g.weightBytes;
     const pct = (100 * g.decode * perToken) / bw.bytesPerS;
-    console.log(`| ${shape} | ${type} | ${(perToken / 1048576).toFixed(perToken < 104857600 ? 2 : 0)} MiB | ${fmt(g.prefill)} | ${fmt(g.decode)} | ${pct.toFixed(1)}% | ` +
+    console.log(`| ${shape} | ${type} | ${(perToken / 1048576).toFixed(perToken < 104857600 ? 2 : 0)} MiB | ${fmt(g.prefill)} | ${fmt(g.decode)} | ${pct.toFixed(1)}% | ${fmt(g.generate)} | ` +
       `${fmt(w.prefill)} | ${fmt(w.decode)} | ${(g.prefill / w.prefill).toFixed(2)} | ${(g.decode / w.decode).toFixed(2)} |`);
   }
 }

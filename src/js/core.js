@@ -158,9 +158,10 @@ export class Session {
 
   /**
    * A feed through the GPU, falling back to WASM (with a warning) if the GPU fails. Tokens fed
-   * on the CPU meanwhile (captured feeds) enter the GPU cache first.
+   * on the CPU meanwhile (captured feeds) enter the GPU cache first. `sampling`: the generation
+   * options whose sampler will read these logits (the GPU may then read back its top candidates only).
    */
-  async _feedGpu(ids, allLogits) {
+  async _feedGpu(ids, allLogits, sampling = null) {
     const h = this._live();
     if (this._busy) throw new QkvError('busy', 'another feed is running on this session: await it first');
     const g = this._gpu, capture = this._capture;
@@ -170,7 +171,7 @@ export class Session {
     try {
       const position = h.position();
       if (g.position < position) await g.feed(Array.from(h.tokens()).slice(g.position), false);
-      const logits = await g.feed(ids, allLogits, capture);
+      const logits = await g.feed(ids, allLogits, capture, sampling);
       call(() => this._live().feedLogits(ids, logits, allLogits ? ids.length : 1));
       this._gpuFed = true;
       this._maps = capture ? g.captured : null;
@@ -238,7 +239,7 @@ export class Session {
     return this._prefill(tokens);
   }
 
-  _prefill(tokens) {
+  _prefill(tokens, sampling = null) {
     const h = this._live();
     if (!this._gpu) return this._feedWasm(() => h.prefill(Array.from(tokens)));
     const ids = Array.from(tokens), cached = h.tokens();
@@ -247,7 +248,7 @@ export class Session {
     if (common === ids.length) common--;  // recompute the last token for its logits
     call(() => h.truncate(common));
     this._gpu.truncate(common);
-    return this._feedGpu(ids.slice(common), false).then(() => ids.length - common);
+    return this._feedGpu(ids.slice(common), false, sampling).then(() => ids.length - common);
   }
 
   /** Logits of the last token fed, or of the i-th token of an allLogits feed: Float32Array(vocabSize). */
@@ -363,7 +364,7 @@ export class Session {
     try { constrainSampler(model, sampler, opts); } catch (e) { sampler.delete(); throw e; }
     try {
       yield* tokenLoop(opts, stats, stopTokens, {
-        prefill: async () => ids.length - await this._prefill(ids),
+        prefill: async () => ids.length - await this._prefill(ids, opts),
         first: ids[ids.length - 1],
         live: () => this._live(),
         step: () => {
@@ -373,14 +374,27 @@ export class Session {
         piece: (prev, next) => call(() => model._h.piece(prev, next)),
         feed: async (next) => {
           if (h.position() >= h.context()) return false;
-          if (this._gpu) await this._feedGpu([next], false);
+          if (this._gpu) await this._feedGpu([next], false, opts);
           else this._feedWasm(() => h.feedOne(next));
           return true;
         },
       });
     } finally {
       sampler.delete();
+      await this._wholeLogits();
     }
+  }
+
+  /** After a generation that read back only top candidates: the last token's whole logits row, for logits(). */
+  async _wholeLogits() {
+    const g = this._gpu, h = this._h;
+    if (!g?.partial || !h) return;
+    try {
+      const row = await g.lastLogits();
+      const last = h.tokens().at(-1);
+      h.truncate(h.position() - 1);
+      h.feedLogits([last], row, 1);
+    } catch { /* a failed GPU: the next feed moves the session to WASM */ }
   }
 
   /**

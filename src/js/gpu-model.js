@@ -18,6 +18,7 @@
 //   Encoders (encode()): final norm if any, the hidden states read back for pooling in WASM.
 import { QkvError } from './errors.js';
 import { GPU_WEIGHT_TYPES, createProducts } from './gpu-products.js';
+import { TOPK_MAX, candidateLogits, createTopK, gpuCandidates } from './gpu-topk.js';
 import { loadShader } from './webgpu.js';
 
 const BufferUsage = globalThis.GPUBufferUsage ?? { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 };
@@ -25,10 +26,13 @@ const MapMode = globalThis.GPUMapMode ?? { READ: 0x1 };
 
 /** Tokens per decoder step (prefill chunk); an encoder pass takes a whole text. */
 export const MAX_CHUNK = 64;
-// The step uniform: n (tokens), pos (first position), then the step's token ids at IDS_OFFSET
+// The step uniform: n (tokens), pos (first position), k (top-k candidates, gpu-topk.js), s
+// (attention splits, attention_split.wgsl), then the step's token ids at IDS_OFFSET
 // (a storage-buffer offset must be a multiple of 256); written with one writeBuffer per step.
 const IDS_OFFSET = 256;
 const MAX_HEAD_DIM = 512;  // attention_cached.wgsl: 8 accumulator lanes x 64 threads
+// Split-K decode attention (attention_split.wgsl): a split per KEYS_PER_SPLIT keys, at most MAX_SPLITS.
+const KEYS_PER_SPLIT = 64, MAX_SPLITS = 64;
 
 const VECTOR_ROLES = new Set(['pos_embed', 'type_embed', 'embed_norm', 'embed_norm_b', 'final_norm', 'final_norm_b',
   'attn_norm', 'attn_norm_b', 'bq', 'bk', 'bv', 'bo', 'attn_post_norm', 'ffn_post_norm', 'q_norm', 'k_norm', 'ffn_norm',
@@ -111,14 +115,15 @@ export async function createGpuModel(device, desc) {
   }
   if (!weights.has('-1:classifier')) weights.set('-1:classifier', weights.get('-1:tok_embed'));
 
-  const [normSrc, ropeSrc, attnSrc, fullSrc, eltSrc] = await Promise.all(
-    ['norm.wgsl', 'rope_kv.wgsl', 'attention_cached.wgsl', 'attention_full.wgsl', 'elementwise.wgsl'].map(loadShader));
+  const [normSrc, ropeSrc, attnSrc, fullSrc, eltSrc, splitSrc] = await Promise.all(
+    ['norm.wgsl', 'rope_kv.wgsl', 'attention_cached.wgsl', 'attention_full.wgsl', 'elementwise.wgsl', 'attention_split.wgsl'].map(loadShader));
   const modules = {
     norm: device.createShaderModule({ code: normSrc, label: 'norm.wgsl' }),
     rope: device.createShaderModule({ code: ropeSrc, label: 'rope_kv.wgsl' }),
     attn: device.createShaderModule({ code: attnSrc, label: 'attention_cached.wgsl' }),
     full: device.createShaderModule({ code: fullSrc, label: 'attention_full.wgsl' }),
     elt: device.createShaderModule({ code: eltSrc, label: 'elementwise.wgsl' }),
+    split: device.createShaderModule({ code: splitSrc, label: 'attention_split.wgsl' }),
   };
   const pipelines = new Map();
   function pipeline(mod, entryPoint, constants) {
@@ -174,8 +179,11 @@ export async function createGpuModel(device, desc) {
     const att = make(T * qd * 4, st, 'att');
     const hb = make(T * hid * 4, st, 'hb');
     const tmp = make(T * dim * 4, st, 'tmp');
+    const attnPart = encoder ? null : make(heads * MAX_SPLITS * (hd + 2) * 4, st, 'attn-splits');
     const logits = encoder ? null : make(T * V * 4, st | S.COPY_SRC, 'logits');
     const read = make(T * (encoder ? dim : V) * 4, S.MAP_READ | S.COPY_DST, 'read');
+    const topk = encoder ? null : createTopK(device, { logits, vocab: V, step });
+    const candRead = topk ? make(TOPK_MAX * 8, S.MAP_READ | S.COPY_DST, 'topk-read') : null;
     const scores = encoder ? make(heads * T * T * 4, st, 'scores') : null;
     const table = (arr, label) => {
       const b = make(arr.byteLength, st | S.COPY_DST, label);
@@ -220,6 +228,10 @@ export async function createGpuModel(device, desc) {
     const biasOf = (w) => (w ? at(w.buffer) : undefined);
     const embed = products.gather({ weight: W(-1, 'tok_embed'), ids: { buffer: step, offset: IDS_OFFSET }, y: at(x), maxTokens: T, scale: d.embedScale, step });
     const glu = d.ffn === 'swiglu' || d.ffn === 'geglu';
+    // Decode folds a pre-norm (RMSNorm) into the products that read it (matvec.wgsl NORM): they
+    // read x and normalise on the fly; prefill and LayerNorm models keep norm.wgsl.
+    const fuseNorm = !encoder && d.norm !== 'layernorm';
+    const normOf = (w, b) => (fuseNorm && w && !b ? { weight: at(w.buffer), eps: d.normEps, x: at(x) } : undefined);
     // x += residualScale * [post_norm](src W^T + b): into x directly where nothing intervenes.
     const residual = (w, bias, src, post) => {
       const direct = !post && rs === 1;
@@ -235,11 +247,13 @@ export async function createGpuModel(device, desc) {
       const parallel = !!d.parallelFfn;
       const preFfn = !parallel && !d.postNorm && W(l, 'ffn_norm');
       const in2 = parallel ? in1 : preFfn ? xb : x;
-      const L = { l, preAttn, preFfn, parallel };
+      const n1 = preAttn ? normOf(W(l, 'attn_norm'), W(l, 'attn_norm_b')) : undefined;
+      const n2 = parallel ? n1 : preFfn ? normOf(W(l, 'ffn_norm'), W(l, 'ffn_norm_b')) : undefined;
+      const L = { l, preAttn, preFfn, parallel, fuse1: !!n1, fuse2: !!n2 };
       L.qkv = [
-        P({ weight: W(l, 'wq'), x: at(in1), y: at(q), bias: biasOf(W(l, 'bq')) }),
-        P({ weight: W(l, 'wk'), x: at(in1), y: at(k), bias: biasOf(W(l, 'bk')) }),
-        P({ weight: W(l, 'wv'), x: at(in1), y: at(v), bias: biasOf(W(l, 'bv')) }),
+        P({ weight: W(l, 'wq'), x: at(in1), y: at(q), bias: biasOf(W(l, 'bq')), norm: n1 }),
+        P({ weight: W(l, 'wk'), x: at(in1), y: at(k), bias: biasOf(W(l, 'bk')), norm: n1 }),
+        P({ weight: W(l, 'wv'), x: at(in1), y: at(v), bias: biasOf(W(l, 'bv')), norm: n1 }),
       ];
       // Q/K RMSNorms per head (Qwen3, Gemma 3) or over the whole projection (OLMo 2).
       const whole = !!d.qkNormWhole;
@@ -249,8 +263,8 @@ export async function createGpuModel(device, desc) {
       ].filter(Boolean);
       L.out = residual(W(l, 'wo'), W(l, 'bo'), att, W(l, 'attn_post_norm'));
       L.up = glu
-        ? [P({ weight: W(l, 'w_gate'), glu: { up: W(l, 'w_up'), act: d.ffn === 'swiglu' ? 'silu' : 'gelu' }, x: at(in2), y: at(hb) })]
-        : [P({ weight: W(l, 'w_up'), x: at(in2), y: at(hb), bias: biasOf(W(l, 'b_up')) }),
+        ? [P({ weight: W(l, 'w_gate'), glu: { up: W(l, 'w_up'), act: d.ffn === 'swiglu' ? 'silu' : 'gelu' }, x: at(in2), y: at(hb), norm: n2 })]
+        : [P({ weight: W(l, 'w_up'), x: at(in2), y: at(hb), bias: biasOf(W(l, 'b_up')), norm: n2 }),
           elt('act', { N: hid, ACT: d.ffn === 'gelu' ? 0 : 1 }, [step, hb], hid)];
       L.down = residual(W(l, 'w_down'), W(l, 'b_down'), hb, W(l, 'ffn_post_norm'));
       L.norm1 = preAttn ? norm('main', W(l, 'attn_norm'), W(l, 'attn_norm_b'), x, xb) : null;
@@ -273,13 +287,21 @@ export async function createGpuModel(device, desc) {
       finalLast: norm('last', fw, fb, x, xb, () => [1]),
       clsAll: P({ weight: W(-1, 'classifier'), x: at(xb), y: at(logits) }),
       clsLast: P({ weight: W(-1, 'classifier'), x: at(xb), y: at(logits), maxTokens: 1, step: stepOne }),
+      clsDecode: normOf(fw, fb) ? P({ weight: W(-1, 'classifier'), x: at(xb), y: at(logits), maxTokens: 1, step: stepOne, norm: normOf(fw, fb) }) : null,
       logits: (d.logitScale ?? 1) !== 1 || d.logitSoftcap > 0
         ? op('elt', 'logits', { N: V, CAP: d.logitSoftcap, SCALE: d.logitScale ?? 1 }, [null, logits], (r) => [Math.ceil(V / 64), r]) : null,
     };
 
     // Attention and RoPE: bound to the KV cache (rebuilt when it grows); `probs` given: the
     // attention keeps its probabilities there (captured maps, encoders).
-    let cap = 0, K = [], Vc = [], cacheOps = null;
+    let cap = 0, K = [], Vc = [], cacheOps = null, splits = 1;
+    const splitOps = (l) => {
+      const c = { HEADS: heads, KV_HEADS: kvHeads, HD: hd, WINDOW: d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap };
+      return {
+        attnPartial: op('split', 'partial', c, [step, q, K[l], Vc[l], attnPart], () => [heads, splits]),
+        attnReduce: op('split', 'reduce_splits', c, [step, null, null, null, attnPart, att], () => [heads]),
+      };
+    };
     const ropeOp = (l) => {
       const local = d.localRope[l] && rope_.cosLocal;
       return op('rope', 'main', {
@@ -298,6 +320,7 @@ export async function createGpuModel(device, desc) {
           attn: encoder ? fullAttn(l, scores) : op('attn', 'main', {
             HEADS: heads, KV_HEADS: kvHeads, HD: hd, WINDOW: d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap,
           }, [step, q, K[l], Vc[l], att], (n) => [heads, n]),
+          ...(encoder ? {} : splitOps(l)),
         });
       }
     }
@@ -325,47 +348,54 @@ export async function createGpuModel(device, desc) {
     // rows: 0 (no logits), 1 (the last token's), n (every token's); attnOps: per-layer
     // attention replacing the cache ops' (a captured step).
     function encodeStep(pass, n, rows, attnOps) {
+      const fused = fuseNorm && n === 1;
       embed.encode(pass, n);
       head.addType?.encode(pass, n);
       head.addPos?.encode(pass, n);
       head.embedNorm?.encode(pass, n);
       for (let l = 0; l < layers; l++) {
         const L = staticLayers[l], c = cacheOps[l];
-        L.norm1?.encode(pass, n);
+        if (!(fused && L.fuse1)) L.norm1?.encode(pass, n);
         for (const o of L.qkv) o.encode(pass, n);
         for (const o of L.qkNorms) o.encode(pass, n);
         c.rope.encode(pass, n);
-        (attnOps ? attnOps[l] : c.attn).encode(pass, n);
+        if (attnOps) attnOps[l].encode(pass, n);
+        else if (n === 1 && splits > 1 && c.attnPartial) { c.attnPartial.encode(pass, n); c.attnReduce.encode(pass, n); }
+        else c.attn.encode(pass, n);
         if (!L.parallel) {
           for (const o of L.out) o.encode(pass, n);
           L.post1?.encode(pass, n);
         }
-        L.norm2?.encode(pass, n);
+        if (!(fused && L.fuse2)) L.norm2?.encode(pass, n);
         for (const o of L.up) o.encode(pass, n);
         for (const o of L.down) o.encode(pass, n);
         if (L.parallel) for (const o of L.out) o.encode(pass, n);
         L.post2?.encode(pass, n);
       }
       if (encoder) { tail.finalAll?.encode(pass, n); return; }
-      if (rows === 1) { tail.finalLast.encode(pass, n); tail.clsLast.encode(pass, 1); }
+      if (rows === 1 && fused && tail.clsDecode) tail.clsDecode.encode(pass, 1);
+      else if (rows === 1) { tail.finalLast.encode(pass, n); tail.clsLast.encode(pass, 1); }
       if (rows > 1) { tail.finalAll.encode(pass, n); tail.clsAll.encode(pass, n); }
       if (rows) tail.logits?.encode(pass, rows);
     }
 
-    const compiled = products.ready();  // the products' pipelines compile asynchronously
+    const compiled = Promise.all([products.ready(), topk?.ready]);  // pipelines compile asynchronously
     const header = new Uint32Array((IDS_OFFSET + 4 * T) / 4);
     grow(encoder ? T : 1);
     return {
-      T, step, x, logits, read, encodeStep, grow, fullAttn, compiled,
+      T, step, x, logits, read, topk, candRead, encodeStep, grow, fullAttn, compiled,
       get cap() { return cap; },
-      /** Writes the step uniform: n tokens from position pos. */
-      writeStep(ids, pos) {
-        header[0] = ids.length; header[1] = pos;
+      /** Writes the step uniform: n tokens from position pos; k top-k candidates to select (0: none). */
+      writeStep(ids, pos, k = 0) {
+        // Decode attention splits its keys past KEYS_PER_SPLIT of them (attention_split.wgsl).
+        splits = !encoder && ids.length === 1 ? Math.min(MAX_SPLITS, Math.ceil((pos + 1) / KEYS_PER_SPLIT)) : 1;
+        header[0] = ids.length; header[1] = pos; header[2] = k; header[3] = splits;
         header.set(ids, IDS_OFFSET / 4);
         device.queue.writeBuffer(step, 0, header.buffer, 0, IDS_OFFSET + 4 * ids.length);
       },
       make,
       dispose() {
+        topk?.dispose();
         for (const b of mine) b.destroy();
         mine.length = 0;
         K = []; Vc = [];
@@ -383,7 +413,17 @@ export async function createGpuModel(device, desc) {
     if (!d.causal) throw new QkvError('unsupported', `${d.arch} is an encoder: it gives embeddings (embed), not a session`);
     const { heads, vocabSize: V, layers } = d;
     const f = createForward(context, rope, MAX_CHUNK, false);
-    let pos = 0, disposed = false;
+    let pos = 0, disposed = false, partial = false;
+    // Row 0 of the logits buffer (the last step's last token), read back whole.
+    async function readRow() {
+      const enc = device.createCommandEncoder({ label: 'qkv-logits' });
+      enc.copyBufferToBuffer(f.logits, 0, f.read, 0, V * 4);
+      device.queue.submit([enc.finish()]);
+      await f.read.mapAsync(MapMode.READ, 0, V * 4);
+      const row = new Float32Array(f.read.getMappedRange(0, V * 4).slice(0));
+      f.read.unmap();
+      return row;
+    }
 
     // A captured step: attention that writes its probabilities, (layers, heads, n, pos + n) read back.
     function captureOps(n, p) {
@@ -402,6 +442,10 @@ export async function createGpuModel(device, desc) {
       get bytes() { return f.cap * d.kvHeads * d.headDim * 4 * 2 * layers; },
       /** Attention probabilities of the last captured feed: {queries, keys, probs (layers, heads, queries, keys)}. */
       captured: null,
+      /** Whether the last feed's logits were rebuilt from the GPU's top candidates (see feed). */
+      get partial() { return partial; },
+      /** The last feed's logits of its last token, read back whole. */
+      lastLogits() { return readRow().then((row) => { partial = false; return row; }); },
       /** Forgets positions from n on (they are overwritten by the next feed). */
       truncate(n) { pos = Math.min(pos, n); },
       /** Whether the attention maps of `n` tokens fed at `at` fit this GPU's buffers (else WASM records them). */
@@ -412,9 +456,11 @@ export async function createGpuModel(device, desc) {
       /**
        * Runs `ids` at positions position.. and returns the logits: (ids.length, vocab) with
        * allLogits, else the last token's (vocab). capture: keep the attention probabilities in
-       * `captured` (throws 'unsupported' where they exceed the GPU's buffer limits).
+       * `captured` (throws 'unsupported' where they exceed the GPU's buffer limits). With
+       * `sampling` (generation options) that let the sampler draw from the top candidates alone
+       * (gpu-topk.js), only those are read back and the row holds -Infinity elsewhere (`partial`).
        */
-      async feed(ids, allLogits = false, capture = false) {
+      async feed(ids, allLogits = false, capture = false, sampling = null) {
         if (disposed) throw new QkvError('disposed', 'the GPU session was disposed');
         if (pos + ids.length > context) throw new QkvError('bad_argument', `feeding ${ids.length} tokens after ${pos} would pass the context of ${context}`);
         await f.compiled;
@@ -423,30 +469,40 @@ export async function createGpuModel(device, desc) {
         if (capture && !this.captureFits(pos, ids.length)) throw new QkvError('unsupported', 'these attention maps exceed the GPU\'s buffer limits');
         const maps = capture ? new Float32Array(layers * heads * ids.length * keysAll) : null;
         this.captured = null;
+        const Kc = allLogits || !f.topk ? 0 : gpuCandidates(sampling, V);
+        partial = false;
         for (let i = 0; i < ids.length; i += T) {
           const n = Math.min(T, ids.length - i), last = i + n === ids.length;
           const rows = allLogits ? n : last ? 1 : 0;
           f.grow(pos + n);
           const cap_ = capture ? captureOps(n, pos) : null;
-          f.writeStep(ids.slice(i, i + n), pos);
+          const cand = rows === 1 && Kc > 0;
+          f.writeStep(ids.slice(i, i + n), pos, cand ? Kc : 0);
           device.pushErrorScope('validation');
           const enc = device.createCommandEncoder({ label: 'qkv-step' });
           const pass = enc.beginComputePass({ label: 'qkv-step' });
           f.encodeStep(pass, n, rows, cap_?.ops);
+          if (cand) f.topk.encode(pass);
           pass.end();
-          if (rows) enc.copyBufferToBuffer(f.logits, 0, f.read, 0, rows * V * 4);
+          const [src, dst, bytes] = cand ? [f.topk.out, f.candRead, Kc * 8] : [f.logits, f.read, rows * V * 4];
+          if (rows) enc.copyBufferToBuffer(src, 0, dst, 0, bytes);
           if (cap_) enc.copyBufferToBuffer(cap_.probs, 0, cap_.read, 0, cap_.read.size);
           device.queue.submit([enc.finish()]);
           pos += n;
-          const bytes = rows * V * 4;
-          const [err] = await Promise.all([device.popErrorScope(), rows ? f.read.mapAsync(MapMode.READ, 0, bytes) : null,
+          const [err] = await Promise.all([device.popErrorScope(), rows ? dst.mapAsync(MapMode.READ, 0, bytes) : null,
             cap_ ? cap_.read.mapAsync(MapMode.READ) : null]);
           if (err) {
-            if (rows) f.read.unmap();
+            if (rows) dst.unmap();
             pos -= n;
             throw new QkvError('internal', `WebGPU forward: ${err.message}`);
           }
-          if (rows) {
+          if (cand) {
+            const pairs = new Uint32Array(f.candRead.getMappedRange(0, bytes).slice(0));
+            f.candRead.unmap();
+            const row = candidateLogits(pairs, V, sampling);
+            out.set(row ?? await readRow());  // null: a token outside the candidates could matter
+            partial = !!row && Kc < V;
+          } else if (rows) {
             out.set(new Float32Array(f.read.getMappedRange(0, bytes)), allLogits ? i * V : 0);
             f.read.unmap();
           }

@@ -17,7 +17,7 @@
 //
 //   Products.product({weight, x: {buffer, offset=0}, y: {buffer, offset=0}, maxTokens,
 //                     accumulate=false, bias /*{buffer, offset}|undefined*/, glu /*{up: GpuWeight, act:'silu'|'gelu'}|undefined*/,
-//                     step /*GPUBuffer*/}) -> ProductOp
+//                     step /*GPUBuffer*/, norm /*{weight: {buffer, offset}, eps, x: {buffer, offset}}|undefined*/}) -> ProductOp
 //     // All activations f32. x: [tokens][cols], y: [tokens][rows], token-major; offsets in bytes,
 //     // multiples of 256 (minStorageBufferOffsetAlignment). x, y and bias must be distinct buffers
 //     // (WebGPU forbids a buffer bound read-only and read-write in one dispatch).
@@ -25,6 +25,9 @@
 //     // with glu: y[t][r] = (accumulate ? y[t][r] : 0) + act(gate x + bias)[t][r] * (up x)[t][r]
 //     //   (weight = gate; up of the same type and shape; the bias, if any, is the gate's, added
 //     //   before the activation; 'gelu' = tanh approximation as in src/kernels)
+//     // with norm (RMSNorm folded into decode): for n == 1 the product reads norm.x (the raw
+//     //   activations) and multiplies RMSNorm(norm.x) * norm.weight, computed on the fly; for n > 1
+//     //   it reads x as usual, which the caller fills with the norm (norm.wgsl) before it.
 //     // step: a uniform buffer owned by the caller; its first u32 (byte offset 0) is the number of tokens n
 //     //   of the current step. The caller writes it once per step; products only bind it.
 //     // Pipelines and bind groups are created here, once, never per step.
@@ -93,7 +96,7 @@ function chooseMatmul(limits, glu, grid) {
   throw new QkvError('unsupported', 'the device\'s workgroup limits are below WebGPU\'s defaults');
 }
 const GATHER_WG = 64;
-const PARAMS_BYTES = 32;
+const PARAMS_BYTES = 48;
 const ACTS = { silu: 1, gelu: 2 };
 const FLAG_ACCUM = 1, FLAG_BIAS = 2;  // products.wgsl
 
@@ -119,7 +122,8 @@ function deviceState(device) {
   const productLayout = device.createBindGroupLayout({
     label: 'qkv products',
     entries: [storage(0, 'uniform'), storage(1, 'uniform'), storage(2, 'read-only-storage'), storage(3, 'read-only-storage'),
-      storage(4, 'read-only-storage'), storage(5, 'storage'), storage(6, 'read-only-storage'), storage(7, 'read-only-storage')],
+      storage(4, 'read-only-storage'), storage(5, 'storage'), storage(6, 'read-only-storage'), storage(7, 'read-only-storage'),
+      storage(8, 'read-only-storage')],
   });
   const gatherLayout = device.createBindGroupLayout({
     label: 'qkv gather',
@@ -279,7 +283,7 @@ export function createProducts(device, options = {}) {
 
   function product(args) {
     checkLive();
-    const { weight, maxTokens, accumulate = false, bias, glu, step } = args ?? {};
+    const { weight, maxTokens, accumulate = false, bias, glu, step, norm } = args ?? {};
     checkWeight(weight, 'product: weight');
     if (!isInt(maxTokens) || maxTokens < 1) throw bad('product: maxTokens must be an integer >= 1');
     checkStep(step, 'product');
@@ -288,6 +292,14 @@ export function createProducts(device, options = {}) {
     checkFits(y, 4 * maxTokens * weight.rows, 'product: y');
     const b = bias ? checkRef(bias, 'product: bias') : null;
     if (b) checkFits(b, 4 * weight.rows, 'product: bias');
+    let nx = null, nw = null;
+    if (norm) {
+      nx = checkRef(norm.x, 'product: norm.x');
+      nw = checkRef(norm.weight, 'product: norm.weight');
+      checkFits(nx, 4 * weight.cols, 'product: norm.x');
+      checkFits(nw, 4 * weight.cols, 'product: norm.weight');
+      if (typeof norm.eps !== 'number' || !(norm.eps >= 0)) throw bad('product: norm.eps must be a number >= 0');
+    }
     let act = 0, up = null;
     if (glu) {
       act = ACTS[glu.act];
@@ -299,30 +311,35 @@ export function createProducts(device, options = {}) {
       }
     }
     const flags = (accumulate ? FLAG_ACCUM : 0) | (b ? FLAG_BIAS : 0);
-    const mvConsts = { WG: MV.wg, R: MV.r, RED: MV.r * MV.wg * (act ? 2 : 1), ACT: act };
+    const mvConsts = { WG: MV.wg, R: MV.r, RED: MV.wg * (MV.r * (act ? 2 : 1) + (norm ? 1 : 0)), ACT: act, NORM: norm ? 1 : 0 };
     const mm = chooseMatmul(limits, !!act, options.prefillGrid);
     const mmConsts = { WG: mm.wg, GR: mm.gr, TR: mm.tile, TT: mm.tile, US: act ? mm.tile * 9 : 1, ACT: act };
     const units = Math.ceil(weight.cols / 32);
     const parts = weight.parts.map((part, i) => {
       const mvGrid = grid(Math.ceil(part.rows / MV.r));
       const mmGrid = grid(Math.ceil(part.rows / mm.tile));
-      const words = (gx) => new Uint32Array([part.rows, weight.cols, part.firstRow, weight.rowBytes, units, weight.rows, gx, flags]);
-      const entries = (pb) => [
+      const words = (gx) => {
+        const w = new Uint32Array([part.rows, weight.cols, part.firstRow, weight.rowBytes, units, weight.rows, gx, flags, 0, 0, 0, 0]);
+        new Float32Array(w.buffer)[8] = norm ? norm.eps : 0;
+        return w;
+      };
+      const entries = (pb, xr) => [
         { binding: 0, resource: { buffer: pb } },
         { binding: 1, resource: { buffer: step } },
         { binding: 2, resource: { buffer: part.buffer } },
         { binding: 3, resource: { buffer: (up ?? weight).parts[i].buffer } },
-        { binding: 4, resource: { buffer: x.buffer, offset: x.offset } },
+        { binding: 4, resource: { buffer: xr.buffer, offset: xr.offset } },
         { binding: 5, resource: { buffer: y.buffer, offset: y.offset } },
         { binding: 6, resource: b ? { buffer: b.buffer, offset: b.offset } : { buffer: dummy } },
-        { binding: 7, resource: { buffer: x.buffer, offset: x.offset } },
+        { binding: 7, resource: { buffer: xr.buffer, offset: xr.offset } },
+        { binding: 8, resource: nw ? { buffer: nw.buffer, offset: nw.offset } : { buffer: dummy } },
       ];
       const mvParams = paramsBuffer(words(mvGrid[0]), 'qkv matvec params');
       const mmParams = paramsBuffer(words(mmGrid[0]), 'qkv matmul params');
       return {
         mvGrid, mmGrid,
-        mvGroup: device.createBindGroup({ layout: productLayout, entries: entries(mvParams) }),
-        mmGroup: maxTokens > 1 ? device.createBindGroup({ layout: productLayout, entries: entries(mmParams) }) : null,
+        mvGroup: device.createBindGroup({ layout: productLayout, entries: entries(mvParams, nx ?? x) }),
+        mmGroup: maxTokens > 1 ? device.createBindGroup({ layout: productLayout, entries: entries(mmParams, x) }) : null,
       };
     });
     let mvPipe = null, mmPipe = null;

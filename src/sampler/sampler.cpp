@@ -253,9 +253,15 @@ int Sampler::draw(float* logits, int best) {
   // logits (or an all -inf row) is the greedy limit, so it gives the greedy answer.
   if (!std::isfinite(logits[best] / opt_.temperature)) return best;
   for (int i = 0; i < vocab_; i++) logits[i] /= opt_.temperature;
+  if (opt_.top_k > 0 || opt_.min_p > 0.0f) {
+    // Weights exp(l - max) left unnormalized (sample_filtered sums what it keeps), so the draw
+    // depends only on the kept tokens' logits: the WebGPU path reads back only the top ones.
+    const float mx = logits[best];
+    for (int i = 0; i < vocab_; i++) logits[i] = std::exp(logits[i] - mx);
+    return sample_filtered(logits, rng_f32(&state_));
+  }
   softmax_ref(logits, vocab_);  // run.c's exact order of operations
   const float coin = rng_f32(&state_);
-  if (opt_.top_k > 0 || opt_.min_p > 0.0f) return sample_filtered(logits, coin);
   if (opt_.top_p <= 0.0f || opt_.top_p >= 1.0f) return sample_mult(logits, vocab_, coin);
   return sample_topp(logits, coin);
 }

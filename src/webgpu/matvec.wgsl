@@ -5,10 +5,13 @@
 // A workgroup of WG threads computes R consecutive rows: the threads stride over the rows'
 // 32-value units (consecutive threads read consecutive blocks: coalesced u32 loads), each unit
 // of x is read once for the R rows, then a workgroup-memory tree reduction per row.
+// With NORM the input is RMSNorm(x) * nw, folded in: W (x * nw) is accumulated together with
+// sum x^2 from the same loads, and the rows scaled by 1 / sqrt(mean x^2 + eps) before the
+// epilogue, so the norm costs no dispatch of its own (decode only: prefill keeps norm.wgsl).
 // Dispatch: row groups ceil(rows / R) as (gx, gy) with gx <= maxComputeWorkgroupsPerDimension.
 // Constants (prepended): R rows per workgroup; WG a power of two.
 
-var<workgroup> red: array<f32, RED>;  // RED = R * WG * (2 with GLU, else 1)
+var<workgroup> red: array<f32, RED>;  // RED = WG * (R * (2 with GLU, else 1) + NORM)
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -17,8 +20,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (r0 >= p.rows) { return; }
   var acc: array<f32, R>;
   var accu: array<f32, R>;
+  var ss = 0.0;
   for (var u = lid; u < p.units; u += WG) {
-    let xv = x_unit(0u, u, p.cols);
+    var xv = x_unit(0u, u, p.cols);
+    if (NORM != 0u) {
+      let g = nw_unit(u, p.cols);
+      for (var i = 0u; i < 8u; i++) {
+        ss += dot(xv[i], xv[i]);
+        xv[i] *= g[i];
+      }
+    }
     for (var r = 0u; r < R; r++) {
       let row = min(r0 + r, p.rows - 1u);  // rows past the end repeat the last one, unstored
       load_unit(row * p.row_bytes, u, p.cols, false);
@@ -33,10 +44,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
     }
   }
+  let rows_red = select(R, 2u * R, ACT != 0u);
   for (var r = 0u; r < R; r++) {
     red[r * WG + lid] = acc[r];
     if (ACT != 0u) { red[(R + r) * WG + lid] = accu[r]; }
   }
+  if (NORM != 0u) { red[rows_red * WG + lid] = ss; }
   workgroupBarrier();
   for (var s = WG / 2u; s > 0u; s >>= 1u) {
     if (lid < s) {
@@ -45,8 +58,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
   }
   if (lid < R && r0 + lid < p.rows) {
+    var inv = 1.0;
+    if (NORM != 0u) { inv = 1.0 / sqrt(red[rows_red * WG] / f32(p.cols) + p.eps); }
     var u = 0.0;
-    if (ACT != 0u) { u = red[(R + lid) * WG]; }
-    store(0u, r0 + lid, red[lid * WG], u);
+    if (ACT != 0u) { u = red[(R + lid) * WG] * inv; }
+    store(0u, r0 + lid, red[lid * WG] * inv, u);
   }
 }

@@ -3,8 +3,9 @@
 // (src/js/gpu-products.js) prepends the variant constants and weights.wgsl.
 //
 // Variant constants (prepended): WG threads; ACT (0: plain product, 1: GLU with silu, 2: GLU
-// with gelu-tanh; the up weight is U). Accumulate and bias are runtime flags (uniform branches
-// in the epilogue only), so they cost no extra pipelines.
+// with gelu-tanh; the up weight is U); NORM (matvec only: x is RMSNorm-ed with weight nw on the
+// fly). Accumulate and bias are runtime flags (uniform branches in the epilogue only), so they
+// cost no extra pipelines.
 //
 // Bindings (group 0):
 //   0 params uniform Params (one weight part: a buffer of whole rows)
@@ -15,6 +16,7 @@
 //   5 y      storage rw    array<f32> (n, y_stride) token-major; this part writes columns
 //                                      row0 .. row0 + rows
 //   6 bias   storage read  array<f32> (y_stride,)  (a dummy without FLAG_BIAS)
+//   8 nw     storage read  array<f32> (cols,)      RMSNorm weight (NORM; else a dummy)
 
 struct Params {
   rows: u32,       // rows of this part
@@ -25,6 +27,7 @@ struct Params {
   y_stride: u32,   // rows of the whole weight (y's row length)
   gx: u32,         // workgroups along x of the dispatch (row groups = x + y * gx)
   flags: u32,      // FLAG_ACCUM | FLAG_BIAS
+  eps: f32,        // RMSNorm epsilon (NORM)
 };
 
 const FLAG_ACCUM: u32 = 1u;  // y += product instead of y = product
@@ -40,6 +43,7 @@ struct Step {
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 @group(0) @binding(6) var<storage, read> bias: array<f32>;
 @group(0) @binding(7) var<storage, read> x4: array<vec4<f32>>;
+@group(0) @binding(8) var<storage, read> nw: array<f32>;
 
 fn silu(v: f32) -> f32 { return v / (1.0 + exp(-v)); }
 
@@ -87,4 +91,16 @@ fn x_unit(t: u32, u: u32, cols: u32) -> array<vec4<f32>, 8> {
     for (var i = 0u; i < 8u; i++) { xv[i] = x_vec4(t, 32u * u + 4u * i, cols); }
   }
   return xv;
+}
+
+// The RMSNorm weight's 32 values of unit u (zero past cols).
+fn nw_unit(u: u32, cols: u32) -> array<vec4<f32>, 8> {
+  var v: array<vec4<f32>, 8>;
+  for (var i = 0u; i < 8u; i++) {
+    for (var k = 0u; k < 4u; k++) {
+      let c = 32u * u + 4u * i + k;
+      if (c < cols) { v[i][k] = nw[c]; }
+    }
+  }
+  return v;
 }

@@ -11,7 +11,8 @@
 // of a thread, a 6-level workgroup reduction): the rounding error is below 40 * 2^-24 * sum |w x|
 // = 2.4e-6 * sum |w x|, so 1e-5 leaves a 4x margin yet fails on any wrong value or bit.
 // GLU adds the error of act(g) * u propagated from those of g and u (|silu'|, |gelu'| <= 1.13),
-// and 1e-5 relative for the shader's exp/tanh.
+// and 1e-5 relative for the shader's exp/tanh. RMSNorm folded into decode (NORM) adds 1e-5 of
+// |W xn| for the f32 mean square and its root.
 //
 // Like tests/js/webgpu.test.mjs the GPU work runs in a child process (Dawn on SwiftShader).
 import { fileURLToPath } from 'node:url';
@@ -38,6 +39,8 @@ function rng(seed) {
 // only the weight read differs, and that is tested in decode GLU for every type). Pipelines are
 // what costs time on SwiftShader, so each is compiled for a reason.
 const PREFILL_GLU = ['f16', 'q5_0', 'q4_k'];
+// Types whose decode is also tested with RMSNorm folded in (the norm code is the same for every type).
+const NORM_TYPES = ['f32', 'q4_0', 'q6_k'];
 
 /**
  * Every type x {n = 1, 3, 17, 67} x odd shapes (37 rows: not a multiple of any row tile), half
@@ -60,6 +63,8 @@ function productCases() {
     if (PREFILL_GLU.includes(type)) variants.push({ n: 67, glu: a2, bias: true }, { n: 3, glu: a2, accumulate: true });
     if (type === 'q4_k') variants.push({ n: 67, grid: 16 });
     if (type === 'q8_0') variants.push({ n: 33, grid: 8, accumulate: true });
+    // RMSNorm folded into decode (matvec NORM): plain, and with bias, GLU and accumulate.
+    if (NORM_TYPES.includes(type)) variants.push({ n: 1, norm: true }, { n: 1, norm: true, glu: a2, bias: true, accumulate: true });
     variants.forEach((v, vi) => {
       const cols = colsList[(vi + ti) % 2 === 0 || v.n === 67 ? 0 : 1];
       const rows = v.n === 1 && vi === 0 ? 301 : 37;
@@ -67,7 +72,7 @@ function productCases() {
       cases.push({
         type, rows, cols, grid: 4, ...v, split, random: type === 'bf16' || (b > 1 ? vi % 2 === 0 : vi % 3 === 0),
         seed: 1000 + ti * 100 + vi,
-        name: `${type} ${rows}x${cols} n=${v.n}${v.accumulate ? ' acc' : ''}${v.bias ? ' bias' : ''}${v.glu ? ` glu-${v.glu}` : ''}${split ? ' split' : ''}${v.grid ? ` tile ${4 * v.grid}` : ''}`,
+        name: `${type} ${rows}x${cols} n=${v.n}${v.accumulate ? ' acc' : ''}${v.bias ? ' bias' : ''}${v.glu ? ` glu-${v.glu}` : ''}${v.norm ? ' rmsnorm' : ''}${split ? ' split' : ''}${v.grid ? ` tile ${4 * v.grid}` : ''}`,
       });
     });
   });
@@ -181,10 +186,21 @@ async function child() {
       const xb = makeBuf(X_OFF + x.byteLength, x, undefined, X_OFF);
       const yb = makeBuf(Y_OFF + y0.byteLength, y0, undefined, Y_OFF);
       const bb = c.bias ? makeBuf(bias.byteLength, bias) : null;
+      // With norm the product reads x raw and normalizes it: xn = x / sqrt(mean x^2 + eps) * nw.
+      const EPS = 1e-5, nwv = c.norm ? randomFloats(cols, r, 2) : null;
+      const nb = c.norm ? makeBuf(nwv.byteLength, nwv) : null;
+      let xs = x;
+      if (c.norm) {
+        let ss = 0;
+        for (let k = 0; k < cols; k++) ss += x[k] * x[k];
+        const inv = 1 / Math.sqrt(ss / cols + EPS);
+        xs = Array.from(x, (v, k) => v * inv * nwv[k]);
+      }
       const op = products.product({
         weight, x: { buffer: xb, offset: X_OFF }, y: { buffer: yb, offset: Y_OFF }, maxTokens: n,
         accumulate: !!c.accumulate, bias: bb ? { buffer: bb, offset: 0 } : undefined,
         glu: c.glu ? { up, act: c.glu } : undefined, step,
+        norm: c.norm ? { weight: { buffer: nb, offset: 0 }, eps: EPS, x: { buffer: xb, offset: X_OFF } } : undefined,
       });
       const t0 = performance.now();
       await run(op, n);
@@ -198,10 +214,11 @@ async function child() {
         for (let i = 0; i < rows; i++) {
           let g = 0, ga = 0, u = 0, ua = 0;
           for (let k = 0; k < cols; k++) {
-            const xv = x[t * cols + k], wv = w[i * cols + k];
+            const xv = xs[t * cols + k], wv = w[i * cols + k];
             g += wv * xv; ga += Math.abs(wv * xv);
             if (uVals) { const uv = uVals[i * cols + k]; u += uv * xv; ua += Math.abs(uv * xv); }
           }
+          if (c.norm) { ga += Math.abs(g); ua += Math.abs(u); }  // + REL |g|: the f32 mean square and its root
           if (c.bias) { g += bias[i]; ga += Math.abs(bias[i]); }
           let ref = g, tol = REL * ga;
           if (c.glu) {
@@ -218,7 +235,7 @@ async function child() {
       res.worst = worst;  // max |gpu - ref| / tolerance: must be <= 1
       if (worst > 1) res.detail = `at y[${Math.floor(worstAt / rows)}][${worstAt % rows}]: got ${got[worstAt]}`;
       weight.destroy(); up?.destroy();
-      xb.destroy(); yb.destroy(); bb?.destroy();
+      xb.destroy(); yb.destroy(); bb?.destroy(); nb?.destroy();
       products.dispose();
     } catch (e) {
       res.error = `${e?.code ?? ''} ${e?.stack ?? e}`;

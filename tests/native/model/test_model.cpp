@@ -421,7 +421,12 @@ TEST(SamplerTest, TopPAndMinPExcludeTheTail) {
 int reference_draw(std::vector<float> logits, float temperature, float top_p, int top_k, uint64_t seed) {
   const int n = (int)logits.size();
   for (float& x : logits) x /= temperature;
-  qkv::softmax_ref(logits.data(), n);
+  if (top_k > 0) {  // the filtering sampler's weights: exp(l - max), not normalized
+    const float mx = *std::max_element(logits.begin(), logits.end());
+    for (float& x : logits) x = std::exp(x - mx);
+  } else {
+    qkv::softmax_ref(logits.data(), n);
+  }
   const float coin = qkv::rng_f32(&seed);
   std::vector<std::pair<float, int>> cand;
   const float cutoff = top_k > 0 ? 0.0f : (1.0f - top_p) / (n - 1);
