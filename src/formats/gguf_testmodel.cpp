@@ -231,7 +231,7 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
   const bool gpt2 = A == "gpt2", qwen2 = A == "qwen2", qwen3 = A == "qwen3" || qwen3moe, phi3 = A == "phi3", gemma2 = A == "gemma2",
              gemma3 = A == "gemma3", gemma = A == "gemma" || gemma2 || gemma3, post_norms = gemma2 || gemma3,
              head_norms = qwen3 || gemma3, granite = A == "granite" || granitemoe, olmo2 = A == "olmo2",
-             stablelm = A == "stablelm", starcoder2 = A == "starcoder2", smollm3 = A == "smollm3", minicpm = A == "minicpm", command_r = A == "command-r",
+             stablelm = A == "stablelm", starcoder2 = A == "starcoder2", smollm3 = A == "smollm3", minicpm = A == "minicpm", cohere2 = A == "cohere2", command_r = A == "command-r" || cohere2,
              llama_like = A == "exaone" || A == "internlm2" || minicpm || smollm3 || granite, norm_bias = gpt2 || stablelm || starcoder2,
              all_bias = gpt2 || starcoder2;
   if (A != "llama" && !gpt2 && !qwen2 && !qwen3 && !phi3 && !gemma && !granite && !olmo2 && !stablelm && !starcoder2 && !llama_like && !command_r && !moe) fail(ErrorCode::BadArgument, "no test model for architecture '" + A + "'");
@@ -316,6 +316,7 @@ std::vector<uint8_t> write_test_model(const TestModelSpec& s) {
     w.add_f32(key("logit_scale"), 0.5f);
   }
   if (command_r) w.add_f32(key("logit_scale"), 1.6f);  // (multiplies the logits)
+  if (cohere2) w.add_u32(key("attention.sliding_window"), s.sliding_window > 0 ? s.sliding_window : 8);
   // Expert width: Qwen3-MoE's from its own key, unlike its dense feed_forward_length.
   const uint64_t he = qwen3moe ? h / 2 : h;
   if (moe) {

@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
         {"olmoe", spec("olmoe", "gpt-2", true, 76)},
         {"granitemoe", spec("granitemoe", "gpt-2", true, 77)},
         {"qwen3moe-q8_0", spec("qwen3moe", "qwen2", true, 78), QType::Q8_0},
+        {"cohere2", spec("cohere2", "gpt-2", true, 79)},
         // One model per further pre-tokenizer kind (tests/js/pretokenizers_wllama.test.mjs).
         {"pre-deepseek-llm", spec("llama", "deepseek-llm", true, 50)},
         {"pre-deepseek-coder", spec("llama", "deepseek-coder", true, 51)},
@@ -278,6 +279,7 @@ int main(int argc, char** argv) {
     cases[41].spec.kv_heads = cases[41].spec.heads;  // OLMoE: its Q and K norms span n_embd both
     cases[43].spec.experts = 4;  // Q8_0 Qwen3-MoE: 4 experts, 3 per token
     cases[43].spec.experts_used = 3;
+    cases[44].spec.layers = 4;  // Cohere 2: layers 0-2 local (window 8, RoPE), layer 3 global without RoPE
     std::string list = "[";
     for (const Case& c : cases) {
       std::vector<uint8_t> bytes = write_test_model(c.spec);
