@@ -1,5 +1,5 @@
 // GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3,
-// minicpm, exaone, internlm2, command-r; mixture of experts qwen3moe, olmoe, granitemoe;
+// minicpm, exaone, internlm2, command-r, cohere2; mixture of experts qwen3moe, olmoe, granitemoe;
 // encoders bert, nomic-bert: kArchs),
 // weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, kept as stored
 // (a fused QKV or gate+up matrix becomes row views). Tokenizers: SentencePiece and byte-level BPE.
@@ -56,6 +56,10 @@ struct ArchRow {
   // Mixture-of-experts feed-forwards (ffn_gate_inp, ffn_{gate,up,down}_exps): 1 takes the chosen
   // experts' probabilities as they are (OLMoE), 2 renormalises them to sum 1 (Qwen3-MoE, Granite-MoE).
   int moe = 0;
+  // Cohere 2: sliding-window layers (three of each attention.sliding_window_pattern, 4) with RoPE,
+  // the others global without RoPE; attention.sliding_window and logit_scale required; the
+  // classifier is always the token embedding.
+  bool swa_global_nope = false;
 };
 const ArchRow kArchs[] = {
     {"llama", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false},
@@ -123,6 +127,10 @@ const ArchRow kArchs[] = {
      false, 0, false, true, false, false, 0, false, 1},
     {"granitemoe", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f,
      false, 1, false, false, true, false, 0, false, 2},
+    // Cohere 2 (Command R7B): Command-R's parallel blocks on one LayerNorm with interleaved local
+    // (RoPE, sliding window) and global (no RoPE) layers.
+    {"cohere2", NormKind::LayerNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f,
+     false, 0, false, false, false, false, 0, true, 0, true},
 };
 
 const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
@@ -170,7 +178,7 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
 }
 }  // namespace
 
-const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3, minicpm, exaone, internlm2, command-r, qwen3moe, olmoe, granitemoe, bert, nomic-bert"; }
+const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3, minicpm, exaone, internlm2, command-r, qwen3moe, olmoe, granitemoe, cohere2, bert, nomic-bert"; }
 
 namespace {
 // The encoder half of the loader: BERT's tensor names (attn_output_norm and layer_output_norm
@@ -388,6 +396,29 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     const double s = g.get_float(key("logit_scale"));
     if (!(s >= 0.0 && s < 1e6)) bad(key("logit_scale") + " = " + std::to_string(s) + " is out of range");
     if (s > 0.0) c.logit_scale = (float)s;
+  }
+  if (row->swa_global_nope) {
+    for (const char* k : {"attention.sliding_window", "logit_scale"})
+      if (!g.find(key(k))) bad("key " + key(k) + " is missing (this architecture needs it)");
+    const int window = gguf_int(g.get_int(key("attention.sliding_window")), key("attention.sliding_window"));
+    if (window <= 0) bad(key("attention.sliding_window") + " = " + std::to_string(window) + " must be positive");
+    const GgufValue* pv = g.find(key("attention.sliding_window_pattern"));
+    if (pv && pv->kind == GgufKind::ARRAY)
+      fail(ErrorCode::Unsupported, "GGUF: " + key("attention.sliding_window_pattern") + " as a per-layer array is not supported");
+    const int period = gguf_int(g.get_int_or(key("attention.sliding_window_pattern"), 4), key("attention.sliding_window_pattern"));
+    if (period < 1 || period > c.n_layers + 1)
+      bad(key("attention.sliding_window_pattern") + " = " + std::to_string(period) + " is out of range");
+    c.layer_window.assign(c.n_layers, 0);
+    c.layer_rope.assign(c.n_layers, 0);
+    for (int l = 0; l < c.n_layers; l++)
+      if (l % period < period - 1) c.layer_window[l] = window, c.layer_rope[l] = 1;
+    if (g.find(key("rope.freq_base_swa"))) {  // the local layers' base, where the file sets one
+      const double b = g.get_float(key("rope.freq_base_swa"));
+      if (!(b > 0.0 && b < 1e12)) bad(key("rope.freq_base_swa") + " must be positive");
+      c.rope_theta_local = (float)b;
+      c.rope_freq_scale_local = c.rope_freq_scale;
+    }
+    c.tied_classifier = true;
   }
   if (row->moe) {
     // As llama.cpp reads them: expert_count and expert_used_count required; Qwen3-MoE's experts
