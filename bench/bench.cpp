@@ -184,9 +184,7 @@ struct CpuCheck {
 CpuCheck cpu_check(qkv::ThreadPool& pool) {
   const int iters = 1000000;
   auto one = [&] { g_sink = spin_compute(iters); };
-  auto all = [&] {
-    pool.parallel_for(pool.size(), 1, [&](int, int, int) { g_sink = spin_compute(iters); });
-  };
+  auto all = [&] { pool.parallel_for(pool.size(), 1, [&](int, int, int) { g_sink = spin_compute(iters); }); };
   CpuCheck c;
   double t1 = best_time(one, 5, 0.0);
   c.peak_gflops = 2.0 * kSpinChains * qkv::kLanes * (double)iters / t1 * 1e-9;
@@ -348,7 +346,8 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "--no-f32") {
       o.f32 = false;
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: qkv_bench [--quick] [--threads N] [--model PATH]... [--types f16,q8_0,q4_0,q4_k] [--no-f32]\n");
+      std::printf(
+          "usage: qkv_bench [--quick] [--threads N] [--model PATH]... [--types f16,q8_0,q4_0,q4_k] [--no-f32]\n");
       std::exit(0);
     } else {
       qkv::fail(qkv::ErrorCode::BadArgument,
@@ -371,8 +370,12 @@ void bench_kernels(const Options& opt, const std::vector<std::shared_ptr<qkv::Th
     const int n = 768;
     for (int d : ds) {
       std::vector<float> W = random_floats((size_t)d * n, 11 + d, 0.05f), x = random_floats(n, 7), y(d);
-      double t = best_time([&] { qkv::matvec_f32_simd(y.data(), W.data(), x.data(), n, 0, d); g_sink = y[0]; },
-                           5, kMin);
+      double t = best_time(
+          [&] {
+            qkv::matvec_f32_simd(y.data(), W.data(), x.data(), n, 0, d);
+            g_sink = y[0];
+          },
+          5, kMin);
       double flops = 2.0 * d * n, bytes = 4.0 * d * n;
       std::printf("  %-12s %10s %10.1f %10.1f\n", (std::to_string(d) + "x" + std::to_string(n)).c_str(),
                   time_str(t).c_str(), flops / t * 1e-9, bytes / t * 1e-9);
@@ -409,8 +412,9 @@ void bench_kernels(const Options& opt, const std::vector<std::shared_ptr<qkv::Th
     }
   }
 
-  section("kernels: stored-type matmul, 1 thread (block types: activations quantized once per call, "
-          "included; f16: decoded in registers)");
+  section(
+      "kernels: stored-type matmul, 1 thread (block types: activations quantized once per call, "
+      "included; f16: decoded in registers)");
   std::printf("  %-6s %-12s %4s %10s %10s %10s\n", "type", "d x n", "T", "time", "GFLOP/s", "GB/s(W)");
   {
     const int n = 768, d = 2048;
@@ -426,7 +430,8 @@ void bench_kernels(const Options& opt, const std::vector<std::shared_ptr<qkv::Th
         double t = best_time(
             [&] {
               if (qkv::qtype_int_dot(type)) {
-                for (int i = 0; i < T; i++) qkv::quantize_act_q8_simd(X.data() + (size_t)i * n, xq.data() + (size_t)i * n / 32, n);
+                for (int i = 0; i < T; i++)
+                  qkv::quantize_act_q8_simd(X.data() + (size_t)i * n, xq.data() + (size_t)i * n / 32, n);
                 qkv::matmul_q8_simd(type, Y.data(), d, xq.data(), W.data(), T, n, 0, d, finite);
               } else {
                 qkv::matmul_q_simd(type, Y.data(), d, X.data(), n, W.data(), T, n, 0, d, scratch.data());
@@ -577,7 +582,9 @@ int run(int argc, char** argv) {
     if (pools.back()->size() > 1)
       std::printf("  cpu check   %d threads of pure compute run at %.0f%% of linear speed-up%s\n", pools.back()->size(),
                   100.0 * cc.efficiency,
-                  (cc.efficiency < 0.85 || cc.efficiency > 1.15) ? "  WARNING: cores shared with other load; multi-thread figures unreliable" : "");
+                  (cc.efficiency < 0.85 || cc.efficiency > 1.15)
+                      ? "  WARNING: cores shared with other load; multi-thread figures unreliable"
+                      : "");
   }
 
   // 2. Bandwidth.
@@ -631,7 +638,8 @@ int run(int argc, char** argv) {
     // matrices take the type, norms stay f32).
     std::vector<std::string> pieces;
     for (int i = 0; i < m.config.vocab_size; i++) pieces.push_back("<t" + std::to_string(i) + ">");
-    qkv::Tokenizer tok = qkv::Tokenizer::from_spm_pieces(pieces, std::vector<float>(pieces.size(), 0.0f), {}, 1, 2, 0, true);
+    qkv::Tokenizer tok =
+        qkv::Tokenizer::from_spm_pieces(pieces, std::vector<float>(pieces.size(), 0.0f), {}, 1, 2, 0, true);
     for (const std::string& type : opt.types) {
       if (type == "q4_k") {  // the GGUF writer has no K-quant output: quantized in memory
         t0 = now_s();
@@ -650,7 +658,9 @@ int run(int argc, char** argv) {
     CpuCheck cc = cpu_check(*pools.back());
     std::printf("\n  cpu check at the end: %d threads at %.0f%% of linear speed-up%s\n", pools.back()->size(),
                 100.0 * cc.efficiency,
-                (cc.efficiency < 0.85 || cc.efficiency > 1.15) ? "  WARNING: cores shared with other load; multi-thread figures unreliable" : "");
+                (cc.efficiency < 0.85 || cc.efficiency > 1.15)
+                    ? "  WARNING: cores shared with other load; multi-thread figures unreliable"
+                    : "");
   }
   std::printf("\n  total bench time %.1f s\n", now_s() - t_start);
   return 0;

@@ -85,7 +85,8 @@ static Figures run(const std::shared_ptr<TokenTrie>& trie, const std::string& gb
     if (ok.empty()) break;
     int pick = ok[rng() % ok.size()];
     // Prefer continuing over ending (an end stops the run early); short tokens, as models write.
-    for (int tries = 0; tries < 8 && (trie->bytes(pick).size() > 4 || trie->bytes(pick).empty()); tries++) pick = ok[rng() % ok.size()];
+    for (int tries = 0; tries < 8 && (trie->bytes(pick).size() > 4 || trie->bytes(pick).empty()); tries++)
+      pick = ok[rng() % ok.size()];
     if (trie->bytes(pick).empty()) break;
     const double t2 = now_ms();
     m.accept_token(pick);
@@ -132,20 +133,23 @@ int main(int argc, char** argv) {
     const std::vector<std::pair<const char*, std::string>> grammars = {
         {"JSON schema (object, strings, array, enum)", json_schema_to_gbnf(schema)},
         {"any JSON object (json_object)", json_object_gbnf()},
-        {"GBNF: arithmetic expressions", "root ::= expr\nexpr ::= term ([-+*/] term)*\nterm ::= [0-9]+ | \"(\" expr \")\" | [a-z]+\n"},
+        {"GBNF: arithmetic expressions",
+         "root ::= expr\nexpr ::= term ([-+*/] term)*\nterm ::= [0-9]+ | \"(\" expr \")\" | [a-z]+\n"},
     };
     std::printf("qkv_grammar_bench: %d steps per run, masks over the whole vocabulary, %s\n", steps, simd_arch_name());
-    std::printf("token trie build: 32000 tokens %.1f ms, 151936 tokens %.1f ms (once per model)\n", trie32_ms, trie152_ms);
+    std::printf("token trie build: 32000 tokens %.1f ms, 151936 tokens %.1f ms (once per model)\n", trie32_ms,
+                trie152_ms);
     const double step1 = decode_step_ms(1, 16);
     const double stepn = threads > 1 ? decode_step_ms(threads, 16) : step1;
     std::printf("110M-shape f32 decode step: %.2f ms (1 thread), %.2f ms (%d threads)\n\n", step1, stepn, threads);
     const double step = std::min(step1, stepn);  // the faster decode step: the stricter comparison
-    std::printf("%-44s %7s %9s %9s %8s %7s %12s\n", "grammar", "vocab", "mean ms", "max ms", "states", "steps", "% of a step");
+    std::printf("%-44s %7s %9s %9s %8s %7s %12s\n", "grammar", "vocab", "mean ms", "max ms", "states", "steps",
+                "% of a step");
     for (const auto& g : grammars) {
       for (auto& v : {std::make_pair(32000, trie32), std::make_pair(151936, trie152)}) {
         Figures f = run(v.second, g.second, steps, 11);
-        std::printf("%-44s %7d %9.3f %9.3f %8zu %7d %11.1f%%\n", g.first, v.first, f.mean_ms, f.max_ms, f.states, f.steps,
-                    100.0 * f.mean_ms / step);
+        std::printf("%-44s %7d %9.3f %9.3f %8zu %7d %11.1f%%\n", g.first, v.first, f.mean_ms, f.max_ms, f.states,
+                    f.steps, 100.0 * f.mean_ms / step);
       }
     }
   } catch (const Error& e) {

@@ -29,26 +29,37 @@ struct Case {
   Kind kind;
   qkv::QType type;  // the stored type of Quant cases
   const char* type_name;
-  int d, n, T;  // attention: d = cached positions, n = heads x head_dim, T = layers
+  int d, n, T;   // attention: d = cached positions, n = heads x head_dim, T = layers
   int tile = 0;  // F32: the tile height to keep (matmul_f32_force_tile_rows), 0 for the build's choice
 };
 
 const Case kCases[] = {
-    {Kind::Quant, qkv::QType::Q8_0, "q8_0", 2048, 768, 1}, {Kind::Quant, qkv::QType::Q8_0, "q8_0", 32768, 768, 1},
+    {Kind::Quant, qkv::QType::Q8_0, "q8_0", 2048, 768, 1},
+    {Kind::Quant, qkv::QType::Q8_0, "q8_0", 32768, 768, 1},
     {Kind::Quant, qkv::QType::Q8_0, "q8_0", 2048, 768, 64},
-    {Kind::Quant, qkv::QType::Q4_0, "q4_0", 2048, 768, 1}, {Kind::Quant, qkv::QType::Q4_0, "q4_0", 32768, 768, 1},
+    {Kind::Quant, qkv::QType::Q4_0, "q4_0", 2048, 768, 1},
+    {Kind::Quant, qkv::QType::Q4_0, "q4_0", 32768, 768, 1},
     {Kind::Quant, qkv::QType::Q4_0, "q4_0", 2048, 768, 64},
-    {Kind::Quant, qkv::QType::Q4_K, "q4_k", 2048, 768, 1}, {Kind::Quant, qkv::QType::Q4_K, "q4_k", 32768, 768, 1},
+    {Kind::Quant, qkv::QType::Q4_K, "q4_k", 2048, 768, 1},
+    {Kind::Quant, qkv::QType::Q4_K, "q4_k", 32768, 768, 1},
     {Kind::Quant, qkv::QType::Q4_K, "q4_k", 2048, 768, 64},
-    {Kind::Quant, qkv::QType::Q6_K, "q6_k", 2048, 768, 1}, {Kind::Quant, qkv::QType::Q6_K, "q6_k", 32768, 768, 1},
+    {Kind::Quant, qkv::QType::Q6_K, "q6_k", 2048, 768, 1},
+    {Kind::Quant, qkv::QType::Q6_K, "q6_k", 32768, 768, 1},
     {Kind::Quant, qkv::QType::Q6_K, "q6_k", 2048, 768, 64},
-    {Kind::Quant, qkv::QType::Q8_0, "q8_0-dram", 131072, 2048, 1}, {Kind::Quant, qkv::QType::Q4_0, "q4_0-dram", 131072, 2048, 1},
-    {Kind::Quant, qkv::QType::Q4_K, "q4_k-dram", 131072, 2048, 1}, {Kind::Quant, qkv::QType::Q6_K, "q6_k-dram", 131072, 2048, 1},
-    {Kind::Layers, qkv::QType::Q4_0, "q4_0-layers", 2048, 5632, 4}, {Kind::Layers, qkv::QType::Q8_0, "q8_0-layers", 2048, 5632, 4},
-    {Kind::F32, qkv::QType::F32, "f32", 2048, 768, 64}, {Kind::F32, qkv::QType::F32, "f32", 768, 2048, 64},
-    {Kind::F32, qkv::QType::F32, "f32-r4", 2048, 768, 64, 4}, {Kind::F32, qkv::QType::F32, "f32-r4", 768, 2048, 64, 4},
-    {Kind::F32, qkv::QType::F32, "f32-r6", 2048, 768, 64, 6}, {Kind::F32, qkv::QType::F32, "f32-r6", 768, 2048, 64, 6},
-    {Kind::Attention, qkv::QType::F32, "attn-1l", 320, 768, 1}, {Kind::Attention, qkv::QType::F32, "attn-12l", 320, 768, 12},
+    {Kind::Quant, qkv::QType::Q8_0, "q8_0-dram", 131072, 2048, 1},
+    {Kind::Quant, qkv::QType::Q4_0, "q4_0-dram", 131072, 2048, 1},
+    {Kind::Quant, qkv::QType::Q4_K, "q4_k-dram", 131072, 2048, 1},
+    {Kind::Quant, qkv::QType::Q6_K, "q6_k-dram", 131072, 2048, 1},
+    {Kind::Layers, qkv::QType::Q4_0, "q4_0-layers", 2048, 5632, 4},
+    {Kind::Layers, qkv::QType::Q8_0, "q8_0-layers", 2048, 5632, 4},
+    {Kind::F32, qkv::QType::F32, "f32", 2048, 768, 64},
+    {Kind::F32, qkv::QType::F32, "f32", 768, 2048, 64},
+    {Kind::F32, qkv::QType::F32, "f32-r4", 2048, 768, 64, 4},
+    {Kind::F32, qkv::QType::F32, "f32-r4", 768, 2048, 64, 4},
+    {Kind::F32, qkv::QType::F32, "f32-r6", 2048, 768, 64, 6},
+    {Kind::F32, qkv::QType::F32, "f32-r6", 768, 2048, 64, 6},
+    {Kind::Attention, qkv::QType::F32, "attn-1l", 320, 768, 1},
+    {Kind::Attention, qkv::QType::F32, "attn-12l", 320, 768, 12},
 };
 constexpr int kHeadDim = 64;
 constexpr int kNumCases = sizeof kCases / sizeof kCases[0];
@@ -154,7 +165,11 @@ std::vector<uint8_t> stored_matrix(qkv::QType t, int rows, int cols, std::mt1993
 double run_layers(const Case& k) {
   std::mt19937 rng(4);
   std::normal_distribution<float> nd(0.0f, 0.05f);
-  struct M { int rows, cols; std::vector<uint8_t> w; bool finite; };
+  struct M {
+    int rows, cols;
+    std::vector<uint8_t> w;
+    bool finite;
+  };
   std::vector<M> ms;
   for (int l = 0; l < k.T; l++) {
     for (int i = 0; i < 4; i++) ms.push_back({k.d, k.d, {}, false});
@@ -207,16 +222,18 @@ double run_case(int c) {
   for (float& v : X) v = 20.0f * nd(rng);
   std::vector<qkv::BlockQ8A> xq((size_t)k.T * k.n / 32);
   const bool finite = qkv::qdot_scales_finite(k.type, W.data(), k.d, k.n);  // as the loader checks
-  if (qkv::qtype_k_super(k.type) && qkv::qdot_k_super_blocks()) {  // as ProductInput multiplies them
+  if (qkv::qtype_k_super(k.type) && qkv::qdot_k_super_blocks()) {           // as ProductInput multiplies them
     std::vector<qkv::BlockQ8K> xk((size_t)k.T * k.n / 256);
     return time_best([&] {
-      for (int i = 0; i < k.T; i++) qkv::quantize_act_q8k_simd(X.data() + (size_t)i * k.n, xk.data() + (size_t)i * k.n / 256, k.n);
+      for (int i = 0; i < k.T; i++)
+        qkv::quantize_act_q8k_simd(X.data() + (size_t)i * k.n, xk.data() + (size_t)i * k.n / 256, k.n);
       qkv::matmul_q8k_simd(k.type, Y.data(), k.d, xk.data(), W.data(), k.T, k.n, 0, k.d);
       g_sink = Y[0];
     });
   }
   auto once = [&] {
-    for (int i = 0; i < k.T; i++) qkv::quantize_act_q8_simd(X.data() + (size_t)i * k.n, xq.data() + (size_t)i * k.n / 32, k.n);
+    for (int i = 0; i < k.T; i++)
+      qkv::quantize_act_q8_simd(X.data() + (size_t)i * k.n, xq.data() + (size_t)i * k.n / 32, k.n);
     qkv::matmul_q8_simd(k.type, Y.data(), k.d, xq.data(), W.data(), k.T, k.n, 0, k.d, finite);
     g_sink = Y[0];
   };

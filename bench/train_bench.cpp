@@ -125,8 +125,9 @@ int main(int argc, char** argv) {
     if (s > 0 && tf < fwd_best) fwd_best = tf;
   }
   const double tok = (double)batch * seq;
-  printf("training step: %.3f s (forward %.3f s) | %.0f tokens/s | %.1f GFLOP/s = %.0f%% of the FMA peak (wall clock)\n",
-         best, fwd_best, tok / best, flops / best / 1e9, 100.0 * flops / best / 1e9 / peak.wall_gflops);
+  printf(
+      "training step: %.3f s (forward %.3f s) | %.0f tokens/s | %.1f GFLOP/s = %.0f%% of the FMA peak (wall clock)\n",
+      best, fwd_best, tok / best, flops / best / 1e9, 100.0 * flops / best / 1e9 / peak.wall_gflops);
   printf("               %.3f CPU-s | %.1f GFLOP per CPU-second = %.0f%% of the per-core FMA peak\n", cpu_best,
          flops / cpu_best / 1e9, 100.0 * flops / cpu_best / 1e9 / peak.cpu_gflops);
   printf("(FLOPs counted: 3x the forward's matmul and causal-attention multiply-adds x2; best of %d steps)\n", steps);

@@ -146,7 +146,8 @@ inline SamplerOptions sampler_options(val o) {
   s.logprobs = (int)num("logprobs", -1);
   val bias = o["logitBias"];  // {tokenId: bias}, as OpenAI's logit_bias
   if (!bias.isUndefined() && !bias.isNull()) {
-    if (bias.typeOf().as<std::string>() != "object") fail(ErrorCode::BadArgument, "option logitBias must be an object {token id: bias}");
+    if (bias.typeOf().as<std::string>() != "object")
+      fail(ErrorCode::BadArgument, "option logitBias must be an object {token id: bias}");
     val keys = val::global("Object").call<val>("keys", bias);
     const unsigned n = keys["length"].as<unsigned>();
     for (unsigned i = 0; i < n; i++) {

@@ -87,7 +87,8 @@ val embed_prepare_js(const Transformer& model, const Tokenizer& tok, val texts, 
   const EmbedOptions o = options_of(options);
   const std::vector<std::vector<int>> ids = embed_prepare(model, embed_tokenize(tok, texts_of(texts)), o);
   val list = val::array();
-  for (const auto& t : ids) list.call<void>("push", val::global("Int32Array").new_(val(typed_memory_view(t.size(), t.data()))));
+  for (const auto& t : ids)
+    list.call<void>("push", val::global("Int32Array").new_(val(typed_memory_view(t.size(), t.data()))));
   val out = val::object();
   out.set("texts", list);
   out.set("dim", model.config().dim);

@@ -8,9 +8,9 @@
 namespace qkv {
 
 // texts: a JS array of strings; options: {pooling: 'mean' | 'cls' | 'last' (default: the
-// model's), normalize: boolean (default true), truncate: boolean (default false)}. Returns {data: Float32Array (n * dim), dim,
-// tokens: Int32Array (each text's token count)}. Throws qkv::Error (the caller's guard turns it
-// into a JS Error with a code).
+// model's), normalize: boolean (default true), truncate: boolean (default false)}. Returns {data: Float32Array (n *
+// dim), dim, tokens: Int32Array (each text's token count)}. Throws qkv::Error (the caller's guard turns it into a JS
+// Error with a code).
 emscripten::val embed_js(Transformer& model, const Tokenizer& tok, emscripten::val texts, emscripten::val options);
 
 // query: a string; documents: a JS array of strings. Returns {scores: Float32Array (one per
@@ -19,7 +19,8 @@ emscripten::val rerank_js(Transformer& model, const Tokenizer& tok, emscripten::
 
 // The texts embed_js would encode, for an encoder on WebGPU (src/js/gpu-model.js): {texts:
 // [Int32Array of each text's ids, cut as embed_js cuts them], dim, pooling}.
-emscripten::val embed_prepare_js(const Transformer& model, const Tokenizer& tok, emscripten::val texts, emscripten::val options);
+emscripten::val embed_prepare_js(const Transformer& model, const Tokenizer& tok, emscripten::val texts,
+                                 emscripten::val options);
 // One text's embedding (Float32Array(dim)) from its n encoder states (n x dim), pooled and
 // normalised as embed_js does (options as embed_js's).
 emscripten::val embed_pool_js(const Transformer& model, emscripten::val hidden, int n, emscripten::val options);

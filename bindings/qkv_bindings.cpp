@@ -62,12 +62,9 @@ class JsRunArgs {
   RunArgs a_;
 };
 
-
 class JsSampler {
  public:
-  JsSampler(int vocab, val opts) {
-    s_ = std::make_unique<Sampler>(vocab, sampler_options(opts));
-  }
+  JsSampler(int vocab, val opts) { s_ = std::make_unique<Sampler>(vocab, sampler_options(opts)); }
   Sampler& get() { return *s_; }
   // The last sample's log-probabilities (options.logprobs >= 0): {logprob, top: [[id, logprob], ...]}.
   val lastLogprobs() const {
@@ -272,7 +269,10 @@ class JsModel {
     o.set("eosId", tok_ ? tok_->eos_id() : 2);
     o.set("eogIds", int_array(tok_ ? tok_->eog_ids() : std::vector<int>()));
     o.set("addBos", tok_ ? tok_->add_bos() : true);
-    o.set("tokenizer", std::string(!tok_ ? "none" : tok_->is_bpe() ? "bpe" : tok_->is_wordpiece() ? "wordpiece" : "sentencepiece"));
+    o.set("tokenizer", std::string(!tok_                  ? "none"
+                                   : tok_->is_bpe()       ? "bpe"
+                                   : tok_->is_wordpiece() ? "wordpiece"
+                                                          : "sentencepiece"));
     embed_info(c, o);
     const ChatTemplate& ct = chat_;
     o.set("chatFormat", std::string(chat_format_name(ct.format)));
@@ -307,10 +307,11 @@ class JsModel {
       const unsigned n = messages["length"].as<unsigned>();
       for (unsigned i = 0; i < n; i++) {
         val m = messages[i];
-        if (m.typeOf().as<std::string>() != "object" || m.isNull() || m["role"].typeOf().as<std::string>() != "string" ||
-            m["content"].typeOf().as<std::string>() != "string" ||
+        if (m.typeOf().as<std::string>() != "object" || m.isNull() ||
+            m["role"].typeOf().as<std::string>() != "string" || m["content"].typeOf().as<std::string>() != "string" ||
             (!m["fields"].isUndefined() && m["fields"].typeOf().as<std::string>() != "string"))
-          fail(ErrorCode::BadArgument, "chat message " + std::to_string(i) + " must be {role: string, content: string}");
+          fail(ErrorCode::BadArgument,
+               "chat message " + std::to_string(i) + " must be {role: string, content: string}");
         msgs.push_back({m["role"].as<std::string>(), m["content"].as<std::string>(),
                         m["fields"].isUndefined() ? std::string() : m["fields"].as<std::string>()});
       }
@@ -341,16 +342,12 @@ class JsModel {
 
   // Sentence embeddings (bindings/embed_bindings.cpp); one encoder Transformer kept for reuse.
   val embed(val texts, val options) {
-    return guard([&] {
-      return embed_js(encoder(), tokenizer(), texts, options);
-    });
+    return guard([&] { return embed_js(encoder(), tokenizer(), texts, options); });
   }
 
   // Reranker scores (bindings/embed_bindings.cpp), on the same encoder Transformer.
   val rerank(val query, val documents) {
-    return guard([&] {
-      return rerank_js(encoder(), tokenizer(), query, documents);
-    });
+    return guard([&] { return rerank_js(encoder(), tokenizer(), query, documents); });
   }
 
   // Model.embed on WebGPU: the texts' ids as embed() encodes them, and the pooling of one
@@ -526,7 +523,9 @@ std::string simd_arch() { return simd_arch_name(); }
 std::string usage() { return run_usage(); }
 std::string qtypes() { return qtype_names(); }
 std::string version() { return QKV_VERSION; }
-std::string did_you_mean_js(std::string word, val known) { return did_you_mean(word, vecFromJSArray<std::string>(known)); }
+std::string did_you_mean_js(std::string word, val known) {
+  return did_you_mean(word, vecFromJSArray<std::string>(known));
+}
 std::string unknown_option(std::string flag, val known) {
   return unknown_option_message(flag, vecFromJSArray<std::string>(known));
 }
@@ -547,7 +546,8 @@ std::string inspect_run(std::string cmd, const JsBuffer& model, val tok, std::st
   return guard([&] {
     std::shared_ptr<const Blob> tb;
     if (!tok.isNull() && !tok.isUndefined()) tb = tok.as<JsBuffer*>(allow_raw_pointers())->blob();
-    return cmd == "info" ? model_info_json(model.model_blob(), tb.get()) : tokenize_lines(model.model_blob(), tb.get(), text);
+    return cmd == "info" ? model_info_json(model.model_blob(), tb.get())
+                         : tokenize_lines(model.model_blob(), tb.get(), text);
   });
 }
 
@@ -564,8 +564,12 @@ EMSCRIPTEN_BINDINGS(qkv) {
   function("inspectNeedsTokenizer", &inspect_needs_tokenizer);
   function("inspect", &inspect_run);
   function("benchAttention", &bench_attention_threads);
-  class_<JsBuffer>("Buffer").constructor<double>().function("view", &JsBuffer::view).function("size", &JsBuffer::size)
-      .function("addPart", &JsBuffer::addPart).function("setName", &JsBuffer::setName);
+  class_<JsBuffer>("Buffer")
+      .constructor<double>()
+      .function("view", &JsBuffer::view)
+      .function("size", &JsBuffer::size)
+      .function("addPart", &JsBuffer::addPart)
+      .function("setName", &JsBuffer::setName);
   class_<JsRunArgs>("RunArgs")
       .class_function("parse", &JsRunArgs::parse, allow_raw_pointers())
       .function("modelPath", &JsRunArgs::modelPath)
@@ -579,7 +583,9 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("setGrammar", &JsRunArgs::setGrammar)
       .function("setJsonSchema", &JsRunArgs::setJsonSchema);
   function("jsonSchemaToGrammar", &json_schema_to_grammar);
-  class_<JsSampler>("Sampler").constructor(&construct<JsSampler, int, val>, allow_raw_pointers()).function("lastLogprobs", &JsSampler::lastLogprobs);
+  class_<JsSampler>("Sampler")
+      .constructor(&construct<JsSampler, int, val>, allow_raw_pointers())
+      .function("lastLogprobs", &JsSampler::lastLogprobs);
   class_<JsSession>("Session")
       .function("prefill", &JsSession::prefill)
       .function("feed", &JsSession::feed)

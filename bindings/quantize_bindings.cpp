@@ -143,7 +143,8 @@ std::string quantize_summary_of(val argv, val report) {
     const QuantizeArgs q = parse_quantize_args(vecFromJSArray<std::string>(argv));
     const bool hf = report["fromHuggingFace"].as<bool>();
     return quantize_summary(q, report["fromGguf"].as<bool>(), (uint64_t)report["inBytes"].as<double>(),
-                            (uint64_t)report["outBytes"].as<double>(), tensors_of(report), hf ? "Hugging Face" : nullptr);
+                            (uint64_t)report["outBytes"].as<double>(), tensors_of(report),
+                            hf ? "Hugging Face" : nullptr);
   });
 }
 
@@ -171,10 +172,13 @@ val perplexity_of(val model, val tok, std::string text, int context, int threads
   return guard([&] {
     if (threads < 0 || threads > 256) fail(ErrorCode::BadArgument, "threads must be 0 (auto) .. 256");
     auto blob = model_of(model);
-    Transformer m(load_model(blob), context, std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads()));
+    Transformer m(load_model(blob), context,
+                  std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads()));
     std::unique_ptr<Tokenizer> t = embedded_tokenizer(blob);
     if (!t) {
-      if (tok.isNull() || tok.isUndefined()) fail(ErrorCode::BadArgument, "a llama2.c checkpoint needs its tokenizer (-z TOKENIZER in the CLIs, options.tokenizer in JS)");
+      if (tok.isNull() || tok.isUndefined())
+        fail(ErrorCode::BadArgument,
+             "a llama2.c checkpoint needs its tokenizer (-z TOKENIZER in the CLIs, options.tokenizer in JS)");
       auto tb = borrow(tok, "the tokenizer");
       t = std::make_unique<Tokenizer>(Tokenizer::from_llama2c(tb->data(), tb->size(), m.config().vocab_size));
     }

@@ -16,9 +16,9 @@
 
 using namespace emscripten;
 using namespace qkv;
+using qkv_js::construct;
 using qkv_js::guard;
 using qkv_js::throw_js;
-using qkv_js::construct;
 
 namespace {
 
@@ -106,7 +106,8 @@ class JsTrainer {
       LoadedModel base = load_model(mb);
       if (!tok) tok = embedded_tokenizer(mb);
       if (!tok) fail(ErrorCode::BadTokenizer, "this model file has no tokenizer: pass one (a tokenizer GGUF)");
-      check_memory(base.config, c.model.seq_len > 0 ? std::min(c.model.seq_len, base.config.seq_len) : base.config.seq_len);
+      check_memory(base.config,
+                   c.model.seq_len > 0 ? std::min(c.model.seq_len, base.config.seq_len) : base.config.seq_len);
       t_ = std::make_unique<Trainer>(c, text, std::move(tok), &base, pool);
     } else {
       ModelConfig mc = c.model;

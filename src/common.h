@@ -24,10 +24,10 @@ class Error : public std::runtime_error {
 [[noreturn]] void fail(ErrorCode code, const std::string& msg);
 
 // Hot-path invariant: cheap check that throws Internal instead of corrupting memory.
-#define QKV_CHECK(cond, msg)                                                                   \
-  do {                                                                                         \
-    if (!(cond)) ::qkv::fail(::qkv::ErrorCode::Internal, std::string("internal check failed: ") + \
-                                                             (msg) + " (" #cond ")");          \
+#define QKV_CHECK(cond, msg)                                                                                    \
+  do {                                                                                                          \
+    if (!(cond))                                                                                                \
+      ::qkv::fail(::qkv::ErrorCode::Internal, std::string("internal check failed: ") + (msg) + " (" #cond ")"); \
   } while (0)
 
 // a * b with overflow detection (sizes derived from untrusted headers).

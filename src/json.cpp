@@ -37,7 +37,10 @@ class Reader {
     uint32_t v = 0;
     for (int k = 0; k < 4; k++) {
       const char c = s_[i_++];
-      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      const int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
       if (d < 0) bad("bad \\u escape");
       v = v * 16 + (uint32_t)d;
     }
@@ -58,7 +61,9 @@ class Reader {
       if (i_ >= s_.size()) bad("unterminated escape");
       const char e = s_[i_++];
       switch (e) {
-        case '"': case '\\': case '/': o += e; break;
+        case '"':
+        case '\\':
+        case '/': o += e; break;
         case 'b': o += '\b'; break;
         case 'f': o += '\f'; break;
         case 'n': o += '\n'; break;
@@ -165,7 +170,9 @@ class Reader {
 
 }  // namespace
 
-Json parse_json(const std::string& text, const char* what, ErrorCode code) { return Reader(text, what, code).document(); }
+Json parse_json(const std::string& text, const char* what, ErrorCode code) {
+  return Reader(text, what, code).document();
+}
 
 std::string json_text(const Json& v) {
   switch (v.k) {

@@ -41,7 +41,8 @@ int ThreadPool::hardware_threads() {
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads < 1) fail(ErrorCode::BadArgument, "thread count must be at least 1");
-  if (n_threads > 256) fail(ErrorCode::BadArgument, "thread count " + std::to_string(n_threads) + " is absurd (max 256)");
+  if (n_threads > 256)
+    fail(ErrorCode::BadArgument, "thread count " + std::to_string(n_threads) + " is absurd (max 256)");
   if (!kHaveThreads) n_threads = 1;
   n_threads_ = n_threads;
   for (int i = 1; i < n_threads_; i++) threads_.emplace_back([this, i] { worker(i); });

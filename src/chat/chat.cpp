@@ -41,13 +41,14 @@ std::string render_jinja(const ChatTemplate& t, const std::vector<ChatMessage>& 
   std::string o = render_jinja_chat(t.jinja, in);
   const std::string &b = t.bos_token, &e = t.eos_token;
   if (t.add_bos && !b.empty() && o.compare(0, b.size(), b) == 0) o.erase(0, b.size());
-  if (t.add_eos && !e.empty() && o.size() >= e.size() && o.compare(o.size() - e.size(), e.size(), e) == 0) o.erase(o.size() - e.size());
+  if (t.add_eos && !e.empty() && o.size() >= e.size() && o.compare(o.size() - e.size(), e.size(), e) == 0)
+    o.erase(o.size() - e.size());
   return o;
 }
 }  // namespace
 
-ChatTemplate detect_chat_template(const std::string& j, const std::string& bos_token, const std::string& eos_token, bool add_bos,
-                                  bool add_eos) {
+ChatTemplate detect_chat_template(const std::string& j, const std::string& bos_token, const std::string& eos_token,
+                                  bool add_bos, bool add_eos) {
   ChatTemplate t = detect_chat_format(j);
   t.format_known = !t.guessed;
   t.jinja = j;
@@ -58,8 +59,10 @@ ChatTemplate detect_chat_template(const std::string& j, const std::string& bos_t
   if (!j.empty()) {
     try {  // a template that runs, and whose output carries every message's text
       const std::string o = render_jinja(t, {{"user", "Hi7"}, {"assistant", "Hello8."}, {"user", "Bye9"}}, true);
-      t.jinja_ok = o.find("Hi7") != std::string::npos && o.find("Hello8.") != std::string::npos && o.find("Bye9") != std::string::npos;
-      if (!t.jinja_ok) t.fallback_reason = "chat template: its output for a test conversation leaves out the messages' text";
+      t.jinja_ok = o.find("Hi7") != std::string::npos && o.find("Hello8.") != std::string::npos &&
+                   o.find("Bye9") != std::string::npos;
+      if (!t.jinja_ok)
+        t.fallback_reason = "chat template: its output for a test conversation leaves out the messages' text";
     } catch (const Error& e) {
       t.jinja_ok = false;
       t.fallback_reason = std::string(e.what()) + " (" + error_code_name(e.code()) + ")";
@@ -72,7 +75,8 @@ ChatTemplate detect_chat_template(const std::string& j, const std::string& bos_t
 ChatTemplate chat_template_of(const Tokenizer* tok) {
   if (!tok) return detect_chat_template("");
   auto text = [&](int id) { return id >= 0 && id < tok->vocab_size() ? tok->piece(id) : std::string(); };
-  return detect_chat_template(tok->chat_template(), text(tok->bos_id()), text(tok->eos_id()), tok->add_bos(), tok->add_eos());
+  return detect_chat_template(tok->chat_template(), text(tok->bos_id()), text(tok->eos_id()), tok->add_bos(),
+                              tok->add_eos());
 }
 
 ChatTemplate detect_chat_format(const std::string& j) {
@@ -117,8 +121,11 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
     }
   }
   if (extras)
-    fail(ErrorCode::Unsupported, t.jinja.empty() ? "chat: tools, template variables, message fields and the 'tool' role need the model's chat template, and it has none"
-                                                 : "chat: tools, template variables, message fields and the 'tool' role need the model's own chat template, which qkv cannot run (it renders this model's chat format by hand)");
+    fail(
+        ErrorCode::Unsupported,
+        t.jinja.empty()
+            ? "chat: tools, template variables, message fields and the 'tool' role need the model's chat template, and it has none"
+            : "chat: tools, template variables, message fields and the 'tool' role need the model's own chat template, which qkv cannot run (it renders this model's chat format by hand)");
   std::string o;
   switch (t.format) {
     case ChatFormat::ChatML:

@@ -41,8 +41,8 @@ struct ChatTemplate {
 
 // Recognizes the format and probes the Jinja subset on the template; an empty template, or an
 // unknown one the subset cannot run, gives ChatML with guessed = true.
-ChatTemplate detect_chat_template(const std::string& jinja, const std::string& bos_token = "", const std::string& eos_token = "",
-                                  bool add_bos = false, bool add_eos = false);
+ChatTemplate detect_chat_template(const std::string& jinja, const std::string& bos_token = "",
+                                  const std::string& eos_token = "", bool add_bos = false, bool add_eos = false);
 // The model's chat template with its BOS/EOS texts and flags (tok may be null: no template).
 ChatTemplate chat_template_of(const Tokenizer* tok);
 // The format alone, from the template's markers (no probe; guessed = not recognized).

@@ -32,7 +32,8 @@ Value from_json(const Json& j, const std::string& what, int depth) {
         if (errno == 0 && end && *end == 0 && t != "-") return Value::integer(v);
       }
       const double f = std::strtod(t.c_str(), &end);
-      if (!end || *end != 0 || t.empty() || t == "-") fail(ErrorCode::BadArgument, what + ": invalid JSON (a malformed number '" + t + "')");
+      if (!end || *end != 0 || t.empty() || t == "-")
+        fail(ErrorCode::BadArgument, what + ": invalid JSON (a malformed number '" + t + "')");
       return Value::real(f);
     }
     case Json::Arr: {
@@ -81,7 +82,8 @@ std::string render_jinja_chat(const std::string& tmpl, const JinjaChatInput& in)
       const Value f = read_json(m.fields_json, what);
       if (f.k != Value::K::Dict) fail(ErrorCode::BadArgument, what + ": its fields must be a JSON object");
       for (const auto& kv : *f.d) {
-        if (kv.first == "role" || kv.first == "content") fail(ErrorCode::BadArgument, what + ": role and content are not extra fields");
+        if (kv.first == "role" || kv.first == "content")
+          fail(ErrorCode::BadArgument, what + ": role and content are not extra fields");
         d.put(kv.first, kv.second);
       }
     }
@@ -98,7 +100,9 @@ std::string render_jinja_chat(const std::string& tmpl, const JinjaChatInput& in)
     if (vars.k != Value::K::Dict) fail(ErrorCode::BadArgument, "chat template variables must be a JSON object");
     for (const auto& kv : *vars.d) {
       if (g.count(kv.first))
-        fail(ErrorCode::BadArgument, "chat template variable '" + kv.first + "' is set by qkv itself (messages, add_generation_prompt, bos_token, eos_token and the functions)");
+        fail(ErrorCode::BadArgument,
+             "chat template variable '" + kv.first +
+                 "' is set by qkv itself (messages, add_generation_prompt, bos_token, eos_token and the functions)");
       g[kv.first] = kv.second;
     }
   }

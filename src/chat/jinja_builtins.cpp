@@ -58,14 +58,19 @@ std::string percent_format(const std::string& fmt, const std::vector<Value>& arg
       const int64_t w = width.empty() ? 0 : std::stoll(width);
       int64_t n = 0;
       for (unsigned char ch : piece) n += (ch & 0xc0) != 0x80;
-      if (n < w) piece = flags.find('-') != std::string::npos ? piece + std::string((size_t)(w - n), ' ') : std::string((size_t)(w - n), ' ') + piece;
+      if (n < w)
+        piece = flags.find('-') != std::string::npos ? piece + std::string((size_t)(w - n), ' ')
+                                                     : std::string((size_t)(w - n), ' ') + piece;
     } else {
       if (!x.number()) bad_template(std::string("format: %") + c + " needs a number, not " + brief(x));
       const std::string spec = "%" + flags + width + (has_prec ? "." + prec : "");
       char buf[10100];
       if (std::strchr("dixXo", c)) {
-        if (x.k == Value::K::Float && !std::isfinite(x.f)) bad_template("format: cannot convert " + brief(x) + " to an integer");
-        const long long n = x.k == Value::K::Float ? (long long)std::trunc(x.f) : x.k == Value::K::Bool ? (long long)x.b : (long long)x.i;
+        if (x.k == Value::K::Float && !std::isfinite(x.f))
+          bad_template("format: cannot convert " + brief(x) + " to an integer");
+        const long long n = x.k == Value::K::Float  ? (long long)std::trunc(x.f)
+                            : x.k == Value::K::Bool ? (long long)x.b
+                                                    : (long long)x.i;
         std::snprintf(buf, sizeof buf, (spec + "ll" + (c == 'i' ? 'd' : c)).c_str(), n);
       } else {
         std::snprintf(buf, sizeof buf, (spec + c).c_str(), x.num());
@@ -92,7 +97,8 @@ Value Renderer::call(const Expr& e) {
   const std::vector<Value> a = args(e);
   if (f == "raise_exception") {
     // The template's own verdict on the conversation (roles that do not alternate, ...): the caller's error.
-    fail(ErrorCode::BadArgument, "chat template: " + (a.empty() ? std::string("raise_exception()") : message_text(a[0])));
+    fail(ErrorCode::BadArgument,
+         "chat template: " + (a.empty() ? std::string("raise_exception()") : message_text(a[0])));
   }
   if (f == "namespace") {
     Value ns = Value::dict();
@@ -114,7 +120,8 @@ Value Renderer::call(const Expr& e) {
     if (a.size() == 3) step = as_int(a[2], "range");
     if (step == 0) bad_template("range with a step of 0");
     // Its length, charged before anything is made (a long range is refused without building it).
-    const long double len = step > 0 ? (hi > lo ? ((long double)hi - lo + step - 1) / step : 0) : (lo > hi ? ((long double)lo - hi - step - 1) / -step : 0);
+    const long double len = step > 0 ? (hi > lo ? ((long double)hi - lo + step - 1) / step : 0)
+                                     : (lo > hi ? ((long double)lo - hi - step - 1) / -step : 0);
     if (len > 1000000) too_much("range is too long");
     charge(kItemCost * (uint64_t)len);
     List l;
@@ -172,8 +179,10 @@ List Renderer::items_of(const Value& v, const char* f) {
     charge(kItemCost * v.l->size());
     return *v.l;
   }
-  if (v.k == Value::K::Dict) for (const auto& kv : *v.d) l.push_back(key_value(kv));
-  else if (v.k == Value::K::Str) for (const std::string& c : chars(v.s)) l.push_back(Value::str(c));
+  if (v.k == Value::K::Dict)
+    for (const auto& kv : *v.d) l.push_back(key_value(kv));
+  else if (v.k == Value::K::Str)
+    for (const std::string& c : chars(v.s)) l.push_back(Value::str(c));
   else if (v.defined() && v.k != Value::K::None) bad_template(std::string("the filter '") + f + "' over " + brief(v));
   charge(kItemCost * l.size());
   return l;
@@ -192,7 +201,8 @@ Value Renderer::attribute(const Value& item, const std::string& path) {
     const size_t q = path.find('.', p);
     const std::string part = path.substr(p, q == std::string::npos ? std::string::npos : q - p);
     const Value* next = cur.get(part);
-    if (!next && cur.k == Value::K::List && !part.empty() && part.find_first_not_of("0123456789") == std::string::npos && part.size() < 10) {
+    if (!next && cur.k == Value::K::List && !part.empty() &&
+        part.find_first_not_of("0123456789") == std::string::npos && part.size() < 10) {
       const size_t i = std::stoul(part);
       next = i < cur.l->size() ? &(*cur.l)[i] : nullptr;
     }
@@ -213,7 +223,8 @@ Value Renderer::apply_filter(const std::string& f, const Value& v, const std::ve
   std::string r;
   // Each filter reads only what it needs: no input is printed whole unless the filter prints it.
   if (f == "trim") return Value::str(strip(to_text(v), a.empty() ? ws() : as_str(a[0], "trim"), true, true));
-  if ((f == "length" || f == "count" || f == "last") && v.lazy) bad_template("a generator has no " + std::string(f == "last" ? "last item" : "length") + ": add | list");
+  if ((f == "length" || f == "count" || f == "last") && v.lazy)
+    bad_template("a generator has no " + std::string(f == "last" ? "last item" : "length") + ": add | list");
   if (f == "length" || f == "count") {
     if (v.k == Value::K::Str) return Value::integer(code_points(v.s));
     if (v.k == Value::K::List) return Value::integer((int64_t)v.l->size());
@@ -317,7 +328,8 @@ Value Renderer::apply_filter(const std::string& f, const Value& v, const std::ve
   if (f == "indent") {  // Jinja 3's: every line but the first (unless first=true); blank lines only if blank=true
     only_kw("indent", kw, {"width", "first", "blank"});
     const std::string ind = indent_text(arg(a, kw, 0, "width", Value::integer(4)));
-    const bool first = truthy(arg(a, kw, 1, "first", Value::boolean(false))), blank = truthy(arg(a, kw, 2, "blank", Value::boolean(false)));
+    const bool first = truthy(arg(a, kw, 1, "first", Value::boolean(false))),
+               blank = truthy(arg(a, kw, 2, "blank", Value::boolean(false)));
     const std::vector<std::string> lines = split_lines(to_text(v) + "\n");
     for (size_t i = 0; i < lines.size(); i++) {
       if (i) r += "\n";
@@ -345,7 +357,10 @@ Value Renderer::apply_filter(const std::string& f, const Value& v, const std::ve
       bool dup = false;
       for (const Value& y : seen) {
         charge(8);
-        if (equal(k, y)) { dup = true; break; }
+        if (equal(k, y)) {
+          dup = true;
+          break;
+        }
       }
       if (!dup) seen.push_back(k), out.push_back(x);
     }
@@ -388,7 +403,8 @@ Value Renderer::apply_filter(const std::string& f, const Value& v, const std::ve
   }
   if (f == "items") {
     List l;
-    if (v.k == Value::K::Dict) for (const auto& kv : *v.d) l.push_back(pair(key_value(kv), kv.second));
+    if (v.k == Value::K::Dict)
+      for (const auto& kv : *v.d) l.push_back(pair(key_value(kv), kv.second));
     else if (v.defined()) bad_template("items of " + brief(v));
     return lazy(Value::list(std::move(l)));
   }
@@ -429,7 +445,8 @@ Value Renderer::apply_filter(const std::string& f, const Value& v, const std::ve
     if (l.empty()) return Value();
     size_t best = 0;
     for (size_t i = 1; i < l.size(); i++) {
-      const Value x = name.empty() ? l[i] : attribute(l[i], name), b = name.empty() ? l[best] : attribute(l[best], name);
+      const Value x = name.empty() ? l[i] : attribute(l[i], name),
+                  b = name.empty() ? l[best] : attribute(l[best], name);
       if (f == "min" ? sort_less(x, b, cs) : sort_less(b, x, cs)) best = i;
     }
     return l[best];
@@ -438,7 +455,8 @@ Value Renderer::apply_filter(const std::string& f, const Value& v, const std::ve
     only_kw("sum", kw, {"attribute", "start"});
     const Value at = arg(a, kw, 0, "attribute");
     Value total = arg(a, kw, 1, "start", Value::integer(0));
-    for (const Value& x : items_of(v, "sum")) total = arith("+", total, at.defined() && at.k != Value::K::None ? attribute(x, to_text(at)) : x);
+    for (const Value& x : items_of(v, "sum"))
+      total = arith("+", total, at.defined() && at.k != Value::K::None ? attribute(x, to_text(at)) : x);
     return total;
   }
   if (f == "center") {
@@ -450,7 +468,8 @@ Value Renderer::apply_filter(const std::string& f, const Value& v, const std::ve
     const int64_t pad = w - n, left = pad / 2 + (pad & w & 1);  // Python's str.center
     return Value::str(std::string((size_t)left, ' ') + s + std::string((size_t)(pad - left), ' '));
   }
-  if (f == "wordcount") {  // runs of word characters (\w): letters, digits, _; symbols, punctuation and emoji end a word
+  if (f ==
+      "wordcount") {  // runs of word characters (\w): letters, digits, _; symbols, punctuation and emoji end a word
     const std::string t = to_text(v);
     int64_t n = 0;
     bool in = false;
@@ -462,9 +481,9 @@ Value Renderer::apply_filter(const std::string& f, const Value& v, const std::ve
         for (size_t k = 1; k < len; k++) cp = cp << 6 | ((unsigned char)t[i + k] & 0x3f);
       }
       const bool w = cp < 0x80 ? (std::isalnum((int)cp) || cp == '_')
-                               : !((cp >= 0x80 && cp <= 0xbf && cp != 0xaa && cp != 0xb5 && cp != 0xba) || cp == 0xd7 || cp == 0xf7 ||
-                                   (cp >= 0x2000 && cp <= 0x2bff) || (cp >= 0x3000 && cp <= 0x303f) || (cp >= 0x1f000 && cp <= 0x1faff) ||
-                                   (cp >= 0xfe00 && cp <= 0xfe0f));
+                               : !((cp >= 0x80 && cp <= 0xbf && cp != 0xaa && cp != 0xb5 && cp != 0xba) || cp == 0xd7 ||
+                                   cp == 0xf7 || (cp >= 0x2000 && cp <= 0x2bff) || (cp >= 0x3000 && cp <= 0x303f) ||
+                                   (cp >= 0x1f000 && cp <= 0x1faff) || (cp >= 0xfe00 && cp <= 0xfe0f));
       n += w && !in;
       in = w;
       i += len;
@@ -482,7 +501,8 @@ Value Renderer::apply_filter(const std::string& f, const Value& v, const std::ve
       if ((int64_t)cur.size() == n) out.push_back(Value::list(std::move(cur))), cur.clear();
     }
     if (!cur.empty()) {
-      if (fill.defined()) while ((int64_t)cur.size() < n) cur.push_back(fill);
+      if (fill.defined())
+        while ((int64_t)cur.size() < n) cur.push_back(fill);
       out.push_back(Value::list(std::move(cur)));
     }
     return lazy(Value::list(std::move(out)));
@@ -496,11 +516,13 @@ Value Renderer::apply_filter(const std::string& f, const Value& v, const std::ve
     only_kw("round", kw, {"precision", "method"});
     const int64_t prec = as_int(arg(a, kw, 0, "precision", Value::integer(0)), "round");
     const std::string how = as_str(arg(a, kw, 1, "method", Value::str("common")), "round");
-    if (how != "common" && how != "ceil" && how != "floor") bad_template("round: method must be 'common', 'ceil' or 'floor'");
+    if (how != "common" && how != "ceil" && how != "floor")
+      bad_template("round: method must be 'common', 'ceil' or 'floor'");
     if (!v.number()) bad_template("round of " + brief(v));
     if (prec < 0 || prec > 15) unsupported("round with a precision outside 0..15");
-    if (how == "common" && v.k != Value::K::Float) return Value::integer(as_int(v, "round"));  // an int rounds to itself
-    if (how == "common") {  // correctly rounded to prec decimals, ties to even, as CPython's
+    if (how == "common" && v.k != Value::K::Float)
+      return Value::integer(as_int(v, "round"));  // an int rounds to itself
+    if (how == "common") {                        // correctly rounded to prec decimals, ties to even, as CPython's
       char buf[400];
       std::snprintf(buf, sizeof buf, "%.*f", (int)prec, v.f);
       return Value::real(std::strtod(buf, nullptr));

@@ -51,7 +51,8 @@ std::vector<Piece> cut(const std::string& src) {
   };
   while (pos <= src.size()) {
     size_t open = src.find('{', pos);
-    while (open != std::string::npos && open + 1 < src.size() && src[open + 1] != '{' && src[open + 1] != '%' && src[open + 1] != '#')
+    while (open != std::string::npos && open + 1 < src.size() && src[open + 1] != '{' && src[open + 1] != '%' &&
+           src[open + 1] != '#')
       open = src.find('{', open + 1);
     if (open == std::string::npos || open + 1 >= src.size()) {
       add_text(src.substr(pos));
@@ -82,7 +83,8 @@ std::vector<Piece> cut(const std::string& src) {
     size_t body_end = end;
     const bool rstrip_ctl = body_end > inner && src[body_end - 1] == '-';
     if (rstrip_ctl) body_end--;
-    if (kind != '#') out.push_back({kind == '{' ? Piece::T::Expr : Piece::T::Stmt, src.substr(inner, body_end - inner), open});
+    if (kind != '#')
+      out.push_back({kind == '{' ? Piece::T::Expr : Piece::T::Stmt, src.substr(inner, body_end - inner), open});
     pos = end + 2;
     strip_next = rstrip_ctl;
     trim_next = !rstrip_ctl && kind != '{';
@@ -110,7 +112,9 @@ static size_t unescape(const std::string& s, size_t j, std::string* v) {
   switch (e) {
     case '\n': return j + 1;
     case '\r': return j + 1 + (j + 2 < s.size() && s[j + 2] == '\n');
-    case '\\': case '\'': case '"': *v += e; return j + 1;
+    case '\\':
+    case '\'':
+    case '"': *v += e; return j + 1;
     case 'a': *v += '\a'; return j + 1;
     case 'b': *v += '\b'; return j + 1;
     case 'f': *v += '\f'; return j + 1;
@@ -149,7 +153,10 @@ std::vector<Tok> lex(const std::string& s) {
   size_t i = 0;
   while (i < s.size()) {
     const char c = s[i];
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') { i++; continue; }
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      i++;
+      continue;
+    }
     if (std::isalpha((unsigned char)c) || c == '_') {
       size_t j = i;
       while (j < s.size() && (std::isalnum((unsigned char)s[j]) || s[j] == '_')) j++;
@@ -196,8 +203,8 @@ std::vector<Tok> lex(const std::string& s) {
       out.push_back({Tok::T::Str, std::move(v)});
       i = j + 1;
     } else {
-      static const char* const ops[] = {"==", "!=", "<=", ">=", "//", "**", "(", ")", "[", "]", "{", "}", ".", ",", ":",
-                                        "|", "~", "+", "-", "*", "/", "%", "<", ">", "="};
+      static const char* const ops[] = {"==", "!=", "<=", ">=", "//", "**", "(", ")", "[", "]", "{", "}", ".",
+                                        ",",  ":",  "|",  "~",  "+",  "-",  "*", "/", "%", "<", ">", "="};
       bool found = false;
       for (const char* op : ops) {
         const size_t n = std::char_traits<char>::length(op);

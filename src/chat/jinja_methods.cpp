@@ -26,7 +26,9 @@ std::vector<std::string> Renderer::split_lines(const std::string& s) {
     if (c == '\n' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e)) len = 1;
     else if (c == '\r') len = i + 1 < s.size() && s[i + 1] == '\n' ? 2 : 1;
     else if (c == 0xc2 && i + 1 < s.size() && (unsigned char)s[i + 1] == 0x85) len = 2;
-    else if (c == 0xe2 && i + 2 < s.size() && (unsigned char)s[i + 1] == 0x80 && ((unsigned char)s[i + 2] == 0xa8 || (unsigned char)s[i + 2] == 0xa9)) len = 3;
+    else if (c == 0xe2 && i + 2 < s.size() && (unsigned char)s[i + 1] == 0x80 &&
+             ((unsigned char)s[i + 2] == 0xa8 || (unsigned char)s[i + 2] == 0xa9))
+      len = 3;
     if (len == 0) {
       i++;
       continue;
@@ -127,10 +129,12 @@ Value Renderer::method(const Expr& e) {
     if (a.empty() && recase(m, s, &r)) return Value::str(std::move(r));
     if ((m == "startswith" || m == "endswith") && a.size() == 1 && a[0].k != Value::K::List) {
       const std::string x = arg_str(0, m.c_str());
-      const bool r = x.size() <= s.size() && (m == "startswith" ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0);
+      const bool r = x.size() <= s.size() && (m == "startswith" ? s.compare(0, x.size(), x) == 0
+                                                                : s.compare(s.size() - x.size(), x.size(), x) == 0);
       return Value::boolean(r);
     }
-    if (m == "replace" && a.size() >= 2) return Value::str(replace_all(s, arg_str(0, "replace"), arg_str(1, "replace")));
+    if (m == "replace" && a.size() >= 2)
+      return Value::str(replace_all(s, arg_str(0, "replace"), arg_str(1, "replace")));
 
     if (m == "split") {
       List parts;
@@ -188,7 +192,8 @@ Value Renderer::method(const Expr& e) {
     }
   }
   // What Hugging Face's ImmutableSandboxedEnvironment refuses: the methods that change a list or dict.
-  static const char* const mutating[] = {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear", "update", "setdefault", "popitem"};
+  static const char* const mutating[] = {"append", "extend", "insert", "pop",        "remove", "reverse",
+                                         "sort",   "clear",  "update", "setdefault", "popitem"};
   if (obj.k == Value::K::List || obj.k == Value::K::Dict)
     for (const char* x : mutating)
       if (m == x) bad_template("the sandbox forbids changing " + brief(obj) + " with ." + m + "()");
@@ -235,12 +240,15 @@ int is_py_space(int c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x
 bool Renderer::str_method(const std::string& s, const std::string& m, const std::vector<Value>& a, Value* out) {
   auto text = [&](size_t i) { return as_str(a.at(i), m.c_str()); };
   // Python indexes a str by character: a byte offset counted in code points.
-  auto at = [&](size_t byte) { return Value::integer(byte == std::string::npos ? -1 : code_points(s.substr(0, byte))); };
+  auto at = [&](size_t byte) {
+    return Value::integer(byte == std::string::npos ? -1 : code_points(s.substr(0, byte)));
+  };
   if ((m == "startswith" || m == "endswith") && a.size() == 1 && a[0].k == Value::K::List) {  // a tuple of prefixes
     bool any = false;
     for (const Value& x : *a[0].l) {
       const std::string t = as_str(x, m.c_str());
-      any = any || (t.size() <= s.size() && (m == "startswith" ? s.compare(0, t.size(), t) == 0 : s.compare(s.size() - t.size(), t.size(), t) == 0));
+      any = any || (t.size() <= s.size() && (m == "startswith" ? s.compare(0, t.size(), t) == 0
+                                                               : s.compare(s.size() - t.size(), t.size(), t) == 0));
     }
     *out = Value::boolean(any);
     return true;
@@ -290,7 +298,8 @@ bool Renderer::str_method(const std::string& s, const std::string& m, const std:
           break;
         }
         const size_t b = s.find_last_of(ws(), end);
-        parts.push_back(Value::str(s.substr(b == std::string::npos ? 0 : b + 1, b == std::string::npos ? end + 1 : end - b)));
+        parts.push_back(
+            Value::str(s.substr(b == std::string::npos ? 0 : b + 1, b == std::string::npos ? end + 1 : end - b)));
         max--;
         end = b == std::string::npos ? b : s.find_last_not_of(ws(), b);
       }
@@ -312,10 +321,12 @@ bool Renderer::str_method(const std::string& s, const std::string& m, const std:
     *out = Value::list(std::move(parts));
     return true;
   }
-  if (a.empty() && (m == "isdigit" || m == "isdecimal" || m == "isnumeric" || m == "isalpha" || m == "isalnum" || m == "isspace")) {
-    int (*cls)(int) = m == "isalpha" ? +[](int c) { return (int)std::isalpha(c); }
+  if (a.empty() &&
+      (m == "isdigit" || m == "isdecimal" || m == "isnumeric" || m == "isalpha" || m == "isalnum" || m == "isspace")) {
+    int (*cls)(int) = m == "isalpha"   ? +[](int c) { return (int)std::isalpha(c); }
                       : m == "isalnum" ? +[](int c) { return (int)std::isalnum(c); }
-                      : m == "isspace" ? is_py_space : +[](int c) { return (int)std::isdigit(c); };
+                      : m == "isspace" ? is_py_space
+                                       : +[](int c) { return (int)std::isdigit(c); };
     *out = Value::boolean(all_of(s, cls));
     return true;
   }
@@ -330,7 +341,8 @@ bool Renderer::str_method(const std::string& s, const std::string& m, const std:
   }
   if (a.empty() && m == "swapcase") {
     std::string r = s;
-    for (char& c : r) c = std::isupper((unsigned char)c) ? (char)std::tolower((unsigned char)c) : (char)std::toupper((unsigned char)c);
+    for (char& c : r)
+      c = std::isupper((unsigned char)c) ? (char)std::tolower((unsigned char)c) : (char)std::toupper((unsigned char)c);
     *out = Value::str(std::move(r));
     return true;
   }
@@ -345,7 +357,8 @@ bool Renderer::str_method(const std::string& s, const std::string& m, const std:
       for (const std::string& c : chars(a[0].s)) r += (r.empty() ? "" : s) + c;
     } else {
       for (size_t i = 0; i < items.size(); i++) {
-        if (items[i].k != Value::K::Str) bad_template("str.join: item " + std::to_string(i) + " is " + brief(items[i]) + ", not a string");
+        if (items[i].k != Value::K::Str)
+          bad_template("str.join: item " + std::to_string(i) + " is " + brief(items[i]) + ", not a string");
         if (i) r += s;
         r += items[i].s;
         if (r.size() > kMaxOutput) too_much("a string grows too long");
@@ -354,7 +367,8 @@ bool Renderer::str_method(const std::string& s, const std::string& m, const std:
     *out = Value::str(std::move(r));
     return true;
   }
-  if ((m == "ljust" || m == "rjust" || m == "center" || m == "zfill") && (a.size() == 1 || (a.size() == 2 && m != "zfill"))) {
+  if ((m == "ljust" || m == "rjust" || m == "center" || m == "zfill") &&
+      (a.size() == 1 || (a.size() == 2 && m != "zfill"))) {
     const int64_t w = as_int(a[0], m.c_str());
     if (w > 10000) too_much(m + "'s width is more than 10000");
     const std::string fill = m == "zfill" ? "0" : a.size() == 2 ? text(1) : " ";
@@ -382,7 +396,8 @@ bool Renderer::str_method(const std::string& s, const std::string& m, const std:
     const size_t p = m == "partition" ? find_text(s, sep) : s.rfind(sep);
     List l;
     if (p == std::string::npos) {
-      l = m == "partition" ? List{Value::str(s), Value::str(""), Value::str("")} : List{Value::str(""), Value::str(""), Value::str(s)};
+      l = m == "partition" ? List{Value::str(s), Value::str(""), Value::str("")}
+                           : List{Value::str(""), Value::str(""), Value::str(s)};
     } else {
       l = {Value::str(s.substr(0, p)), Value::str(sep), Value::str(s.substr(p + sep.size()))};
     }
@@ -392,7 +407,8 @@ bool Renderer::str_method(const std::string& s, const std::string& m, const std:
   }
   if ((m == "removeprefix" || m == "removesuffix") && a.size() == 1) {
     const std::string t = text(0);
-    const bool has = t.size() <= s.size() && (m == "removeprefix" ? s.compare(0, t.size(), t) == 0 : s.compare(s.size() - t.size(), t.size(), t) == 0);
+    const bool has = t.size() <= s.size() && (m == "removeprefix" ? s.compare(0, t.size(), t) == 0
+                                                                  : s.compare(s.size() - t.size(), t.size(), t) == 0);
     *out = Value::str(!has ? s : m == "removeprefix" ? s.substr(t.size()) : s.substr(0, s.size() - t.size()));
     return true;
   }

@@ -24,7 +24,9 @@ int height_of(const Expr* c) { return c ? c->h : 0; }
 void grow(Expr* e, const Expr* c) {
   if (height_of(c) + 1 > e->h) {
     e->h = height_of(c) + 1;
-    if (e->h > kMaxExprHeight) too_much("an expression more than " + std::to_string(kMaxExprHeight) + " levels deep (a chain of attributes, filters or operators)");
+    if (e->h > kMaxExprHeight)
+      too_much("an expression more than " + std::to_string(kMaxExprHeight) +
+               " levels deep (a chain of attributes, filters or operators)");
   }
 }
 void adopt(Expr* e, ExprP c) {
@@ -361,7 +363,8 @@ bool mentions(const Expr* e, const std::string& n) {
 bool mentions(const Body& b, const std::string& n) {
   for (const auto& s : b) {
     if (s->t == Stmt::T::Macro) continue;
-    if (mentions(s->e.get(), n) || mentions(s->filter.get(), n) || mentions(s->body, n) || mentions(s->else_body, n)) return true;
+    if (mentions(s->e.get(), n) || mentions(s->filter.get(), n) || mentions(s->body, n) || mentions(s->else_body, n))
+      return true;
     for (const auto& arm : s->arms)
       if (mentions(arm.first.get(), n) || mentions(arm.second, n)) return true;
     for (const auto& pr : s->params)

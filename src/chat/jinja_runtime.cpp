@@ -59,9 +59,11 @@ void Renderer::assign(const std::vector<std::string>& target, Value v) {
     return;
   }
   Value ns = lookup(target[0]);
-  if (ns.k != Value::K::Dict || !ns.is_ns) bad_template("cannot set an attribute of '" + target[0] + "', which is not a namespace");
+  if (ns.k != Value::K::Dict || !ns.is_ns)
+    bad_template("cannot set an attribute of '" + target[0] + "', which is not a namespace");
   if (v.has_ns)
-    bad_template("a namespace cannot hold a namespace or a macro defined inside a block (" + target[0] + "." + target[1] + ")");
+    bad_template("a namespace cannot hold a namespace or a macro defined inside a block (" + target[0] + "." +
+                 target[1] + ")");
   ns.put(target[1], std::move(v));
 }
 
@@ -103,7 +105,7 @@ Value Renderer::call_macro(const Value& f, const Expr& e, const Stmt* caller_bod
   }
   if (f.closure)
     for (const Scope& sc : f.closure->scopes) scopes_.push_back(sc);
-  if (m.t == Stmt::T::CallBlock) local["caller"] = Value();  // a caller body has no caller of its own
+  if (m.t == Stmt::T::CallBlock) local["caller"] = Value();   // a caller body has no caller of its own
   if (m.t == Stmt::T::Macro && f.closure) local[m.text] = f;  // its own name (not in the closure: no cycle)
   scopes_.push_back(std::move(local));
   for (const auto& pr : m.params) {
@@ -148,7 +150,8 @@ void Renderer::exec(const Stmt& s) {
         }
       break;
     case Stmt::T::Set: assign(s.vars, eval(*s.e)); break;
-    case Stmt::T::Break: case Stmt::T::Continue: jump_ = s.t; break;
+    case Stmt::T::Break:
+    case Stmt::T::Continue: jump_ = s.t; break;
     case Stmt::T::SetBlock: assign(s.vars, made(Value::str(capture(s.body)))); break;
     case Stmt::T::FilterBlock: {
       scopes_.emplace_back();  // what the body sets stays inside it, as in Jinja2
@@ -173,7 +176,8 @@ void Renderer::exec(const Stmt& s) {
         // be a cycle, and chains of them would nest without bound.
         auto c = std::make_shared<Closure>(Closure{{scopes_.begin() + 1, scopes_.end()}});
         for (const auto& sc : c->scopes)
-          for (const auto& kv : sc) charge(16 + kv.first.size() + (kv.second.k == Value::K::Str ? kv.second.s.size() : 0));
+          for (const auto& kv : sc)
+            charge(16 + kv.first.size() + (kv.second.k == Value::K::Str ? kv.second.s.size() : 0));
         f.closure = std::move(c);
         f.has_ns = true;
       }
@@ -191,9 +195,12 @@ void Renderer::exec(const Stmt& s) {
       const Value it = eval(*s.e);
       List items;
       if (it.k == Value::K::List) items = *it.l, charge_items(items);
-      else if (it.k == Value::K::Dict) for (const auto& kv : *it.d) items.push_back(key_value(kv));
-      else if (it.k == Value::K::Str) for (char c : it.s) items.push_back(Value::str(std::string(1, c)));
-      else if (it.defined() && it.k != Value::K::None) bad_template("a for loop over " + brief(it) + ", which is not a list");
+      else if (it.k == Value::K::Dict)
+        for (const auto& kv : *it.d) items.push_back(key_value(kv));
+      else if (it.k == Value::K::Str)
+        for (char c : it.s) items.push_back(Value::str(std::string(1, c)));
+      else if (it.defined() && it.k != Value::K::None)
+        bad_template("a for loop over " + brief(it) + ", which is not a list");
       scopes_.emplace_back();
       if (s.filter) {  // the filter sees each item under the loop's names
         List kept;
@@ -207,9 +214,12 @@ void Renderer::exec(const Stmt& s) {
       for (int64_t k = 0; k < n; k++) {
         scopes_.back().clear();  // as in Jinja, what one pass sets is gone in the next
         bind(s.vars, items[(size_t)k]);
-        Value loop = Value::dict({{"index", Value::integer(k + 1)}, {"index0", Value::integer(k)},
-                                  {"first", Value::boolean(k == 0)}, {"last", Value::boolean(k == n - 1)},
-                                  {"length", Value::integer(n)}, {"revindex", Value::integer(n - k)},
+        Value loop = Value::dict({{"index", Value::integer(k + 1)},
+                                  {"index0", Value::integer(k)},
+                                  {"first", Value::boolean(k == 0)},
+                                  {"last", Value::boolean(k == n - 1)},
+                                  {"length", Value::integer(n)},
+                                  {"revindex", Value::integer(n - k)},
                                   {"revindex0", Value::integer(n - k - 1)},
                                   {"previtem", k > 0 ? items[(size_t)k - 1] : Value()},
                                   {"nextitem", k + 1 < n ? items[(size_t)k + 1] : Value()}});
@@ -265,8 +275,7 @@ Value Renderer::arith(const std::string& op, const Value& a, const Value& b) {
     for (int64_t k = 0; k < b.i; k++) r += a.s;
     return Value::str(std::move(r));
   }
-  if (!a.number() || !b.number())
-    bad_template("cannot apply '" + op + "' to " + brief(a) + " and " + brief(b));
+  if (!a.number() || !b.number()) bad_template("cannot apply '" + op + "' to " + brief(a) + " and " + brief(b));
   const bool ints = a.k != Value::K::Float && b.k != Value::K::Float;
   if (op == "/") {
     if (b.num() == 0) bad_template("division by zero");
@@ -276,8 +285,10 @@ Value Renderer::arith(const std::string& op, const Value& a, const Value& b) {
     const int64_t x = a.k == Value::K::Int ? a.i : a.b, y = b.k == Value::K::Int ? b.i : b.b;
     int64_t r = 0;
     // Python's integers do not overflow; past 64 bits this is an error, not a wrapped value.
-    const bool over = op == "+" ? __builtin_add_overflow(x, y, &r) : op == "-" ? __builtin_sub_overflow(x, y, &r)
-                    : op == "*" ? __builtin_mul_overflow(x, y, &r) : (x == INT64_MIN && y == -1);
+    const bool over = op == "+"   ? __builtin_add_overflow(x, y, &r)
+                      : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                      : op == "*" ? __builtin_mul_overflow(x, y, &r)
+                                  : (x == INT64_MIN && y == -1);
     if (over) bad_template("integer overflow in " + std::to_string(x) + " " + op + " " + std::to_string(y));
     if (op == "+" || op == "-" || op == "*") return Value::integer(r);
     if (y == 0) bad_template("division by zero");
@@ -334,7 +345,9 @@ Value Renderer::index(const Expr& e) {
   if (o.k == Value::K::List || o.k == Value::K::Str) {
     if (!k.number()) return Value();
     const std::vector<size_t> at = o.k == Value::K::Str ? char_starts(o.s) : std::vector<size_t>();
-    const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size() : at.empty() ? (int64_t)o.s.size() : (int64_t)at.size() - 1;
+    const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size()
+                      : at.empty()          ? (int64_t)o.s.size()
+                                            : (int64_t)at.size() - 1;
     int64_t i = as_int(k, "an index");
     if (i < 0) i += n;
     if (i < 0 || i >= n) return Value();
@@ -364,7 +377,9 @@ Value Renderer::slice(const Expr& e) {
   if (o.lazy) return Value();
   if (o.k != Value::K::List && o.k != Value::K::Str) bad_template("slicing " + brief(o));
   const std::vector<size_t> at = o.k == Value::K::Str ? char_starts(o.s) : std::vector<size_t>();
-  const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size() : at.empty() ? (int64_t)o.s.size() : (int64_t)at.size() - 1;
+  const int64_t n = o.k == Value::K::List ? (int64_t)o.l->size()
+                    : at.empty()          ? (int64_t)o.s.size()
+                                          : (int64_t)at.size() - 1;
   const int64_t step = e.a[3] ? as_int(eval(*e.a[3]), "a slice step") : 1;
   if (step == 0) bad_template("a slice step of 0");
   auto bound = [&](const ExprP& x, int64_t dflt) {
@@ -431,7 +446,8 @@ Value Renderer::eval(const Expr& e) {
       Value d = Value::dict();
       for (size_t i = 0; i + 1 < e.a.size(); i += 2) {
         const Value k = eval(*e.a[i]);
-        if (k.k == Value::K::Int || k.k == Value::K::Bool) d.put(std::to_string(k.k == Value::K::Int ? k.i : (int64_t)k.b), eval(*e.a[i + 1]), true);
+        if (k.k == Value::K::Int || k.k == Value::K::Bool)
+          d.put(std::to_string(k.k == Value::K::Int ? k.i : (int64_t)k.b), eval(*e.a[i + 1]), true);
         else d.put(as_str(k, "a dict key"), eval(*e.a[i + 1]));
       }
       return d;

@@ -75,7 +75,8 @@ class Renderer {
   static std::vector<std::string> split_lines(const std::string& s);
   static std::string strip(const std::string& s, const std::string& chars, bool left, bool right);
   // Python's str.replace (count < 0: every occurrence; an empty `from` matches between characters).
-  static std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count = -1);
+  static std::string replace_all(const std::string& s, const std::string& from, const std::string& to,
+                                 int64_t count = -1);
   static std::string title(const std::string& s, bool all_words);
   static std::string lower(std::string s);
   // The case changes Jinja has both as string methods and as filters (upper, lower, title,
@@ -134,7 +135,7 @@ class Renderer {
   Value eval(const Expr& e);
 
   std::vector<std::map<std::string, Value>> scopes_;
-  std::vector<Frame*> frames_;  // macro calls in progress, innermost last
+  std::vector<Frame*> frames_;    // macro calls in progress, innermost last
   Stmt::T jump_ = Stmt::T::Text;  // Break or Continue while one unwinds to its loop, else Text
   uint64_t frame_serial_ = 0;
   int nest_ = 0;

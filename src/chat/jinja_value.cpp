@@ -40,7 +40,10 @@ void Value::put(const std::string& key, Value v, bool int_key) {
   hold(v);
   charge(d->size());
   for (Entry& e : *d)
-    if (e.int_key == int_key && e.first == key) { e.second = std::move(v); return; }
+    if (e.int_key == int_key && e.first == key) {
+      e.second = std::move(v);
+      return;
+    }
   d->emplace_back(key, std::move(v), int_key);
 }
 
@@ -52,11 +55,14 @@ Value pair(Value a, Value b) {
 }
 
 // A dict key as a value (what iterating a dict, keys() and items() give).
-Value key_value(const Entry& e) { return e.int_key ? Value::integer(std::strtoll(e.first.c_str(), nullptr, 10)) : Value::str(e.first); }
+Value key_value(const Entry& e) {
+  return e.int_key ? Value::integer(std::strtoll(e.first.c_str(), nullptr, 10)) : Value::str(e.first);
+}
 
 bool truthy(const Value& v) {
   switch (v.k) {
-    case Value::K::Undef: case Value::K::None: return false;
+    case Value::K::Undef:
+    case Value::K::None: return false;
     case Value::K::Bool: return v.b;
     case Value::K::Int: return v.i != 0;
     case Value::K::Float: return v.f != 0;
@@ -157,9 +163,12 @@ void repr_str(std::string& o, const std::string& s) {
 // (the text is then cut short and the caller decides what that means).
 bool dump(std::string& o, const Value& v, const Style& st, int level) {
   charge(8 + (v.k == Value::K::Str ? v.s.size() : 0));
-  if (v.lazy) bad_template("a generator (what map, select, reject, unique, batch, reverse and items give) cannot be printed or dumped: add | list");
+  if (v.lazy)
+    bad_template(
+        "a generator (what map, select, reject, unique, batch, reverse and items give) cannot be printed or dumped: add | list");
   switch (v.k) {
-    case Value::K::Undef: case Value::K::None: o += st.json ? "null" : "None"; break;
+    case Value::K::Undef:
+    case Value::K::None: o += st.json ? "null" : "None"; break;
     case Value::K::Bool: o += st.json ? (v.b ? "true" : "false") : (v.b ? "True" : "False"); break;
     case Value::K::Int: o += std::to_string(v.i); break;
     case Value::K::Float: o += float_text(v.f, st.json); break;
@@ -168,7 +177,8 @@ bool dump(std::string& o, const Value& v, const Style& st, int level) {
       else repr_str(o, v.s);
       break;
     case Value::K::Func: o += v.macro ? "<Macro '" + v.s + "'>" : "<function " + v.s + ">"; break;
-    case Value::K::List: case Value::K::Dict: {
+    case Value::K::List:
+    case Value::K::Dict: {
       const bool list = v.k == Value::K::List;
       const size_t n = list ? v.l->size() : v.d->size();
       std::vector<const Entry*> order;  // a dict's entries, sorted by key for sort_keys
@@ -177,7 +187,8 @@ bool dump(std::string& o, const Value& v, const Style& st, int level) {
         if (st.sort) {
           charge(16 * n);
           std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
-            if (a->int_key && b->int_key) return std::strtoll(a->first.c_str(), nullptr, 10) < std::strtoll(b->first.c_str(), nullptr, 10);
+            if (a->int_key && b->int_key)
+              return std::strtoll(a->first.c_str(), nullptr, 10) < std::strtoll(b->first.c_str(), nullptr, 10);
             return a->first < b->first;
           });
         }
@@ -259,10 +270,9 @@ bool equal(const Value& a, const Value& b) {
   if (a.number() && b.number()) return a.num() == b.num();
   if (a.k != b.k) return false;
   switch (a.k) {
-    case Value::K::Undef: case Value::K::None: return true;
-    case Value::K::Str:
-      charge(std::min(a.s.size(), b.s.size()));
-      return a.s == b.s;
+    case Value::K::Undef:
+    case Value::K::None: return true;
+    case Value::K::Str: charge(std::min(a.s.size(), b.s.size())); return a.s == b.s;
     case Value::K::Func: return a.s == b.s && a.macro == b.macro;
     case Value::K::List:
       if (a.l == b.l) return true;

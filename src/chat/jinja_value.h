@@ -10,12 +10,13 @@
 
 namespace qkv::jinja {
 
-constexpr size_t kMaxOutput = 16u << 20;    // bytes of rendered text (and of any one string or printed value)
-constexpr uint64_t kMaxWork = 1u << 28;      // evaluated nodes x 64, bytes of strings and list items made, items walked x 16
-constexpr int kMaxDepth = 64;                // brackets inside one another in a tag, and nested blocks
-constexpr int kMaxExprHeight = 128;          // an expression tree's height: chains (a.b.c, x|f|g, 1+1+1) count too
-constexpr int kMaxValueDepth = 64;           // lists and dicts inside one another
-constexpr int kMaxRenderDepth = 256;         // statements and expressions being evaluated at once (macros recurse)
+constexpr size_t kMaxOutput = 16u << 20;  // bytes of rendered text (and of any one string or printed value)
+constexpr uint64_t kMaxWork =
+    1u << 28;                         // evaluated nodes x 64, bytes of strings and list items made, items walked x 16
+constexpr int kMaxDepth = 64;         // brackets inside one another in a tag, and nested blocks
+constexpr int kMaxExprHeight = 128;   // an expression tree's height: chains (a.b.c, x|f|g, 1+1+1) count too
+constexpr int kMaxValueDepth = 64;    // lists and dicts inside one another
+constexpr int kMaxRenderDepth = 256;  // statements and expressions being evaluated at once (macros recurse)
 
 // A template that is malformed or misuses a value: the model's template is at fault.
 [[noreturn]] inline void bad_template(const std::string& what) { fail(ErrorCode::BadModel, "chat template: " + what); }
@@ -38,7 +39,8 @@ inline thread_local uint64_t g_work = 0;
 
 inline void charge(uint64_t units) {
   g_work += units;
-  if (g_work > kMaxWork) too_much("rendering takes too much work (the budget is " + std::to_string(kMaxWork >> 20) + "M units)");
+  if (g_work > kMaxWork)
+    too_much("rendering takes too much work (the budget is " + std::to_string(kMaxWork >> 20) + "M units)");
 }
 
 // ---- values --------------------------------------------------------------------------------
@@ -56,7 +58,7 @@ struct Value {
   bool is_ns = false;  // a namespace() (its attributes can be set); beside b, where it adds no bytes to a Value
   int64_t i = 0;
   double f = 0;
-  std::string s;  // Str; Func: its name
+  std::string s;                // Str; Func: its name
   const Stmt* macro = nullptr;  // Func: a template's macro (or a call block's body, for caller); null for a built-in
   std::shared_ptr<const Closure> closure;  // Func: a macro defined inside a block: the names there
   std::shared_ptr<List> l;
@@ -74,11 +76,35 @@ struct Value {
   // only itself, and cannot be printed or dumped (Jinja2 prints its address) until | list.
   bool lazy = false;
 
-  static Value none() { Value v; v.k = K::None; return v; }
-  static Value boolean(bool x) { Value v; v.k = K::Bool; v.b = x; return v; }
-  static Value integer(int64_t x) { Value v; v.k = K::Int; v.i = x; return v; }
-  static Value real(double x) { Value v; v.k = K::Float; v.f = x; return v; }
-  static Value str(std::string x) { Value v; v.k = K::Str; v.s = std::move(x); return v; }
+  static Value none() {
+    Value v;
+    v.k = K::None;
+    return v;
+  }
+  static Value boolean(bool x) {
+    Value v;
+    v.k = K::Bool;
+    v.b = x;
+    return v;
+  }
+  static Value integer(int64_t x) {
+    Value v;
+    v.k = K::Int;
+    v.i = x;
+    return v;
+  }
+  static Value real(double x) {
+    Value v;
+    v.k = K::Float;
+    v.f = x;
+    return v;
+  }
+  static Value str(std::string x) {
+    Value v;
+    v.k = K::Str;
+    v.s = std::move(x);
+    return v;
+  }
   static Value list(List x = {}) {
     Value v;
     v.k = K::List;
@@ -88,7 +114,13 @@ struct Value {
     return v;
   }
   static Value dict(Dict x = {});
-  static Value func(std::string name, const Stmt* macro = nullptr) { Value v; v.k = K::Func; v.s = std::move(name); v.macro = macro; return v; }
+  static Value func(std::string name, const Stmt* macro = nullptr) {
+    Value v;
+    v.k = K::Func;
+    v.s = std::move(name);
+    v.macro = macro;
+    return v;
+  }
 
   bool defined() const { return k != K::Undef; }
   bool number() const { return k == K::Int || k == K::Float || k == K::Bool; }
@@ -139,7 +171,7 @@ std::string float_text(double f, bool json = false);
 // Hugging Face's tojson options; printing stops once the text passes `limit` bytes.
 struct Style {
   bool json = false, ascii = false, sort = false, pretty = false;
-  std::string ind;  // pretty: one level's indent
+  std::string ind;                       // pretty: one level's indent
   std::string isep = ", ", ksep = ": ";  // json: between items, between a key and its value
   size_t limit = kMaxOutput;
 };
@@ -198,6 +230,8 @@ class Finder {
   std::vector<size_t> fail_;
 };
 
-inline size_t find_text(const std::string& hay, const std::string& needle, size_t from = 0) { return Finder(needle).find(hay, from); }
+inline size_t find_text(const std::string& hay, const std::string& needle, size_t from = 0) {
+  return Finder(needle).find(hay, from);
+}
 
 }  // namespace qkv::jinja

@@ -91,9 +91,12 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
   if (args.empty() || args[0].empty() || args[0][0] == '-') bad("missing MODEL path");
   a.model_path = args[0];
   long long seed = 0;
-  static const std::vector<std::string> valued = {"-z", "-i", "-n", "-t", "-p", "-s", "-k", "--min-p",
-                                                  "--repeat-penalty", "--threads", "--ctx", "--chat", "--system", "--grammar", "--json-schema",
-                                                  "-o", "--type", "--text"};
+  static const std::vector<std::string> valued = {"-z",        "-i",        "-n",
+                                                  "-t",        "-p",        "-s",
+                                                  "-k",        "--min-p",   "--repeat-penalty",
+                                                  "--threads", "--ctx",     "--chat",
+                                                  "--system",  "--grammar", "--json-schema",
+                                                  "-o",        "--type",    "--text"};
   static const std::vector<std::string> switches = {"--allow-requantize"};
   for (size_t i = 1; i < args.size(); i += 2) {
     const std::string& f = args[i];

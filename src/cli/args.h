@@ -11,9 +11,9 @@ struct RunArgs {
   std::string model_path;
   std::string tokenizer_path = "tokenizer.bin";
   RunOptions run;
-  int threads = 0;  // 0 = all hardware threads
-  int context = 0;  // 0 = the model's
-  std::string logits_out;  // `qkv logits` / `qkv convert`: the output file (-o)
+  int threads = 0;                  // 0 = all hardware threads
+  int context = 0;                  // 0 = the model's
+  std::string logits_out;           // `qkv logits` / `qkv convert`: the output file (-o)
   std::string weight_type = "f32";  // `qkv convert --type`, `qkv quantize --type`
   std::string text_path;            // `qkv quantize --text`: measure perplexity before and after
   bool allow_requantize = false;    // `qkv quantize --allow-requantize`: accept an already-quantized input

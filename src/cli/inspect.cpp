@@ -44,7 +44,8 @@ std::unique_ptr<Tokenizer> tokenizer_of(const std::shared_ptr<const Blob>& model
 }  // namespace
 
 InspectArgs parse_inspect_args(const std::string& cmd, const std::vector<std::string>& args) {
-  const std::string usage = cmd == "tokenize" ? "usage: qkv tokenize MODEL [-z TOKENIZER] TEXT" : "usage: qkv info MODEL [-z TOKENIZER]";
+  const std::string usage =
+      cmd == "tokenize" ? "usage: qkv tokenize MODEL [-z TOKENIZER] TEXT" : "usage: qkv info MODEL [-z TOKENIZER]";
   InspectArgs a;
   bool have_text = false, options_done = false;
   for (size_t i = 0; i < args.size(); i++) {
@@ -70,7 +71,9 @@ InspectArgs parse_inspect_args(const std::string& cmd, const std::vector<std::st
   return a;
 }
 
-bool needs_separate_tokenizer(const Blob& model) { return !looks_like_gguf(model.data(), model.size()) && !as_hf_files(&model); }
+bool needs_separate_tokenizer(const Blob& model) {
+  return !looks_like_gguf(model.data(), model.size()) && !as_hf_files(&model);
+}
 
 std::string model_info_json(const std::shared_ptr<const Blob>& model, const Blob* tok) {
   const bool gguf = looks_like_gguf(model->data(), model->size());
@@ -80,7 +83,9 @@ std::string model_info_json(const std::shared_ptr<const Blob>& model, const Blob
   else c = load_model(model).config;
   std::unique_ptr<Tokenizer> t = tokenizer_of(model, tok, c.vocab_size);
   std::string o = "{\n";
-  auto field = [&](const char* k, const std::string& v) { o += std::string(o.size() > 2 ? ",\n" : "") + "  \"" + k + "\": " + v; };
+  auto field = [&](const char* k, const std::string& v) {
+    o += std::string(o.size() > 2 ? ",\n" : "") + "  \"" + k + "\": " + v;
+  };
   auto str = [&](const char* k, const std::string& v) { field(k, json_string(v)); };
   auto num = [&](const char* k, long long v) { field(k, std::to_string(v)); };
   str("format", gguf ? "gguf" : as_hf_files(model.get()) ? "huggingface" : "llama2.c");
@@ -100,7 +105,11 @@ std::string model_info_json(const std::shared_ptr<const Blob>& model, const Blob
   str("ffn", ffn_kind_name(c.ffn));
   field("tiedClassifier", c.tied_classifier ? "true" : "false");
   num("fileBytes", (long long)input_bytes(*model));
-  str("tokenizer", !t ? "none" : t->is_bpe() ? "bpe" : t->is_wordpiece() ? "wordpiece" : t->is_unigram() ? "unigram" : "sentencepiece");
+  str("tokenizer", !t                  ? "none"
+                   : t->is_bpe()       ? "bpe"
+                   : t->is_wordpiece() ? "wordpiece"
+                   : t->is_unigram()   ? "unigram"
+                                       : "sentencepiece");
   if (t) {
     num("bosId", t->bos_id());
     num("eosId", t->eos_id());

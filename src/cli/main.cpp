@@ -29,21 +29,22 @@
 using namespace qkv;
 
 static int usage(FILE* f) {
-  fprintf(f, "qkv %s: a Transformer inference engine\n\nCommands:\n"
-             "  qkv run MODEL [options]          generate text (llama2.c run.c flags)\n"
-             "  qkv info MODEL [-z TOK]          model architecture and sizes, as JSON\n"
-             "  qkv tokenize MODEL [-z TOK] TEXT token ids and pieces of TEXT, one per line\n"
-             "  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt's logits\n"
-             "  qkv convert MODEL.bin -z TOK.bin -o OUT.gguf [--type TYPE]\n"
-             "                                   llama2.c checkpoint to GGUF (default f32)\n"
-             "  qkv quantize IN OUT.gguf --type TYPE [-z TOK.bin] [--text FILE] [--ctx N] [--allow-requantize]\n"
-             "                                   F32/F16 GGUF or llama2.c checkpoint to a quantized GGUF\n"
-             "                                   TYPE: %s\n"
-             "  qkv perplexity MODEL FILE [-z TOK.bin] [--ctx N] [--threads N]\n"
-             "                                   perplexity on a text, in windows of N tokens\n"
-             "  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n"
-             "                                   one JSON array (the text's embedding) per line\n"
-             "  qkv --version                    print the version\n%s\n%s",
+  fprintf(f,
+          "qkv %s: a Transformer inference engine\n\nCommands:\n"
+          "  qkv run MODEL [options]          generate text (llama2.c run.c flags)\n"
+          "  qkv info MODEL [-z TOK]          model architecture and sizes, as JSON\n"
+          "  qkv tokenize MODEL [-z TOK] TEXT token ids and pieces of TEXT, one per line\n"
+          "  qkv logits MODEL -z TOK -i TEXT -o OUT.f32   write the prompt's logits\n"
+          "  qkv convert MODEL.bin -z TOK.bin -o OUT.gguf [--type TYPE]\n"
+          "                                   llama2.c checkpoint to GGUF (default f32)\n"
+          "  qkv quantize IN OUT.gguf --type TYPE [-z TOK.bin] [--text FILE] [--ctx N] [--allow-requantize]\n"
+          "                                   F32/F16 GGUF or llama2.c checkpoint to a quantized GGUF\n"
+          "                                   TYPE: %s\n"
+          "  qkv perplexity MODEL FILE [-z TOK.bin] [--ctx N] [--threads N]\n"
+          "                                   perplexity on a text, in windows of N tokens\n"
+          "  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n"
+          "                                   one JSON array (the text's embedding) per line\n"
+          "  qkv --version                    print the version\n%s\n%s",
           QKV_VERSION, qtype_names(), train_usage(), run_usage());
   return f == stderr ? 1 : 0;
 }
@@ -70,8 +71,8 @@ static Loaded load(const RunArgs& a) {
 static void print_stats(const RunStats& st, int threads) {
   const double pre = st.prefill_ms > 0 ? st.prompt_tokens / (st.prefill_ms / 1000.0) : 0;
   const double dec = st.decode_ms > 0 ? st.generated_tokens / (st.decode_ms / 1000.0) : 0;
-  fprintf(stderr, "prefill: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s | %d threads, %s\n",
-          st.prompt_tokens, pre, st.generated_tokens, dec, threads, simd_arch_name());
+  fprintf(stderr, "prefill: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s | %d threads, %s\n", st.prompt_tokens,
+          pre, st.generated_tokens, dec, threads, simd_arch_name());
 }
 
 // Encoder-decoder models (t5 GGUF): -i is the source; the target is printed.
@@ -202,7 +203,10 @@ static int cmd_quantize(const std::vector<std::string>& args) {
     });
     if (!f.flush()) fail(ErrorCode::Io, "cannot write " + q.out_path);
   }
-  fputs(quantize_summary(q, from_gguf, input_bytes(*in), out_bytes, tensors, as_hf_files(in.get()) ? "Hugging Face" : nullptr).c_str(), stdout);
+  fputs(quantize_summary(q, from_gguf, input_bytes(*in), out_bytes, tensors,
+                         as_hf_files(in.get()) ? "Hugging Face" : nullptr)
+            .c_str(),
+        stdout);
   if (!text.empty()) {
     PerplexityStats before = measure(gguf, a, text, "before ");
     PerplexityStats after = measure(map_file(q.out_path), a, text, "after ");
@@ -232,14 +236,16 @@ static int cmd_embed(const std::vector<std::string>& args) {
       texts.insert(texts.end(), args.begin() + i + 1, args.end());  // TEXTs that start with '-'
       break;
     } else if (a.size() > 2 && a[0] == '-' && a[1] == '-') {  // a misspelt flag is not a text to embed
-      fail(ErrorCode::BadArgument, unknown_option_message(a, {"--pooling", "--no-normalize", "--truncate", "--threads"}));
+      fail(ErrorCode::BadArgument,
+           unknown_option_message(a, {"--pooling", "--no-normalize", "--truncate", "--threads"}));
     } else if (flags.empty() && texts.empty() && !a.empty() && a[0] != '-') {
       flags.push_back(a);  // MODEL
     } else {
       texts.push_back(a);
     }
   }
-  if (flags.empty() || flags[0][0] == '-') fail(ErrorCode::BadArgument, "embed needs MODEL (usage: qkv embed MODEL TEXT...)");
+  if (flags.empty() || flags[0][0] == '-')
+    fail(ErrorCode::BadArgument, "embed needs MODEL (usage: qkv embed MODEL TEXT...)");
   if (texts.empty()) fail(ErrorCode::BadArgument, "embed needs at least one TEXT");
   Loaded l = load(parse_run_args(flags));
   const std::vector<float> e = embed_texts(*l.model, *l.tok, texts, o);
@@ -303,8 +309,9 @@ int main(int argc, char** argv) {
     if (cmd == "perplexity") return cmd_perplexity(args);
     if (cmd == "embed") return cmd_embed(args);
     fprintf(stderr, "qkv: unknown command '%s'%s\n\n", cmd.c_str(),
-            did_you_mean(cmd, {"run", "info", "tokenize", "logits", "convert", "quantize", "perplexity", "embed", "train",
-                               "train-tokenizer"}).c_str());
+            did_you_mean(cmd, {"run", "info", "tokenize", "logits", "convert", "quantize", "perplexity", "embed",
+                               "train", "train-tokenizer"})
+                .c_str());
     return usage(stderr);
   } catch (const Error& e) {
     fprintf(stderr, "qkv: error [%s]: %s\n", error_code_name(e.code()), e.what());

@@ -26,7 +26,8 @@ QuantizeArgs parse_quantize_args(const std::vector<std::string>& args);
 
 // The GGUF to re-encode: `in` itself, or a llama2.c checkpoint (with the tokenizer bytes `tok`)
 // converted to an f32 GGUF in memory. `name` goes into general.name.
-std::shared_ptr<const Blob> quantize_input(const std::shared_ptr<const Blob>& in, const Blob* tok, const std::string& name);
+std::shared_ptr<const Blob> quantize_input(const std::shared_ptr<const Blob>& in, const Blob* tok,
+                                           const std::string& name);
 
 // Refuses (BadArgument) to re-encode a GGUF whose weight matrices are already of a block type to
 // another block type, unless `allow` (--allow-requantize): a second rounding costs more quality
@@ -35,9 +36,9 @@ void check_requantize(const GgufFile& in, QType to, bool allow);
 
 // "IN (GGUF, 1.2 MiB) -> OUT (q8_0, 300 KiB): 3.70x smaller\ntensors: ...\n  name: note\n..."
 std::string quantize_summary(const QuantizeArgs& a, bool from_gguf, uint64_t in_bytes, uint64_t out_bytes,
-                             const std::vector<QuantizedTensor>& tensors,
-                             const char* format = nullptr);
+                             const std::vector<QuantizedTensor>& tensors, const char* format = nullptr);
 // "perplexity on FILE (N tokens predicted): before X, after Y (+Z%)\n"
-std::string perplexity_change(const std::string& text_path, const PerplexityStats& before, const PerplexityStats& after);
+std::string perplexity_change(const std::string& text_path, const PerplexityStats& before,
+                              const PerplexityStats& after);
 
 }  // namespace qkv

@@ -29,7 +29,8 @@ static std::string slurp(const std::string& path) {
 }
 
 int cmd_train(const std::vector<std::string>& args) {
-  if (args.empty() || args[0].empty() || args[0][0] == '-') fail(ErrorCode::BadArgument, "usage: qkv train CONFIG [key=value ...]");
+  if (args.empty() || args[0].empty() || args[0][0] == '-')
+    fail(ErrorCode::BadArgument, "usage: qkv train CONFIG [key=value ...]");
   const std::string text = slurp(args[0]);
   const std::vector<std::string> overrides(args.begin() + 1, args.end());
   if (is_encdec_train_config(text, overrides)) {  // arch = encdec: the encoder-decoder trainer
@@ -80,8 +81,10 @@ int cmd_train_tokenizer(const std::vector<std::string>& args) {
   f.write(reinterpret_cast<const char*>(bytes.data()), (std::streamsize)bytes.size());
   if (!f) fail(ErrorCode::Io, "cannot write " + out);
   const size_t n_tok = bpe_tokenizer(v).encode(text, false, false).size();
-  fprintf(stderr, "learned %d pieces (%d characters, %d merges) in %.1f s; %zu bytes -> %zu tokens (%.2f bytes/token); wrote %s\n",
-          (int)v.pieces.size(), v.n_chars, v.n_merges, secs, text.size(), n_tok, (double)text.size() / n_tok, out.c_str());
+  fprintf(
+      stderr,
+      "learned %d pieces (%d characters, %d merges) in %.1f s; %zu bytes -> %zu tokens (%.2f bytes/token); wrote %s\n",
+      (int)v.pieces.size(), v.n_chars, v.n_merges, secs, text.size(), n_tok, (double)text.size() / n_tok, out.c_str());
   return 0;
 }
 

@@ -86,8 +86,9 @@ std::vector<std::vector<int>> embed_prepare(const Transformer& model, const std:
     if (n == 0) fail(ErrorCode::BadArgument, "text " + std::to_string(i) + " has no tokens");
     if (n <= limit) continue;
     if (!o.truncate)
-      fail(ErrorCode::BadArgument, "text " + std::to_string(i) + " is " + std::to_string(n) + " tokens long; this model takes at most " +
-                                       std::to_string(limit) + " (split or shorten it, or truncate)");
+      fail(ErrorCode::BadArgument, "text " + std::to_string(i) + " is " + std::to_string(n) +
+                                       " tokens long; this model takes at most " + std::to_string(limit) +
+                                       " (split or shorten it, or truncate)");
     const int last = t.back();
     t.resize(limit);
     t.back() = last;  // keep the closing token ([SEP])
@@ -151,8 +152,9 @@ std::vector<float> rerank_ids(Transformer& model, const std::vector<std::vector<
   for (size_t i = 0; i < pairs.size(); i++) {
     if (pairs[i].empty()) fail(ErrorCode::BadArgument, "document " + std::to_string(i) + ": the pair has no tokens");
     if (pairs[i].size() > limit)
-      fail(ErrorCode::BadArgument, "document " + std::to_string(i) + " with the query is " + std::to_string(pairs[i].size()) +
-                                       " tokens long; this model takes at most " + std::to_string(limit));
+      fail(ErrorCode::BadArgument, "document " + std::to_string(i) + " with the query is " +
+                                       std::to_string(pairs[i].size()) + " tokens long; this model takes at most " +
+                                       std::to_string(limit));
   }
   std::vector<float> scores(pairs.size());
   std::vector<float> x((size_t)c.dim), y;

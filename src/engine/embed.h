@@ -14,7 +14,7 @@ struct EmbedOptions {
   // Cls: the first token's; Last: the last token's. None: the model's own (GGUF *.pooling_type),
   // mean when it names none.
   PoolKind pooling = PoolKind::None;
-  bool normalize = true;  // divide each vector by its L2 norm
+  bool normalize = true;     // divide each vector by its L2 norm
   int max_batch_tokens = 0;  // tokens per encoder pass (0 = the model's encode_capacity())
   // A text longer than the model takes: an error naming it (false), or cut to its first
   // tokens plus its last one (the [SEP] a BERT tokenizer adds) (true).

@@ -32,8 +32,9 @@ RunStats run_encdec_generate(EncoderDecoder& model, const Tokenizer& tok, const 
   if (steps <= 0 || steps > model.context()) steps = model.context();
   const std::vector<int> src = encdec_source_ids(tok, opt.prompt);
   if ((int)src.size() > model.context())
-    fail(ErrorCode::BadArgument, "the source is " + std::to_string(src.size()) + " tokens, longer than the context of " +
-                                     std::to_string(model.context()) + " tokens; shorten it");
+    fail(ErrorCode::BadArgument, "the source is " + std::to_string(src.size()) +
+                                     " tokens, longer than the context of " + std::to_string(model.context()) +
+                                     " tokens; shorten it");
   RunStats st;
   st.prompt_tokens = (int)src.size();
   const double t0 = now_ms();

@@ -30,8 +30,7 @@ std::string runc_printable(const std::string& piece) {
 }
 
 RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions& opt,
-                      const std::function<void(const std::string&)>& emit,
-                      const std::function<bool()>& should_stop) {
+                      const std::function<void(const std::string&)>& emit, const std::function<bool()>& should_stop) {
   const ModelConfig& c = model.config();
   if (tok.vocab_size() != c.vocab_size)
     fail(ErrorCode::BadArgument, "tokenizer vocabulary (" + std::to_string(tok.vocab_size()) +
@@ -60,10 +59,12 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
                                      " tokens, longer than the context of " + std::to_string(model.context()) +
                                      " tokens; shorten it");
   if (prompt.empty())
-    fail(ErrorCode::BadArgument, "the prompt is empty and this model's tokenizer adds no BOS token: give a prompt (-i)");
+    fail(ErrorCode::BadArgument,
+         "the prompt is empty and this model's tokenizer adds no BOS token: give a prompt (-i)");
   RunStats st;
   if (opt.chat) {  // -n counts the reply: a rendered chat prompt is long and its length is not the user's to know
-    steps = opt.steps <= 0 ? model.context() : (int)std::min<int64_t>(model.context(), (int64_t)prompt.size() - 1 + opt.steps);
+    steps = opt.steps <= 0 ? model.context()
+                           : (int)std::min<int64_t>(model.context(), (int64_t)prompt.size() - 1 + opt.steps);
     if (chat_template_of(&tok).guessed)
       st.notes.push_back("this model has no chat template qkv recognizes; using ChatML");
   }
@@ -113,10 +114,11 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
   }
   st.decode_ms = now_ms() - t1;
   if (st.generated_tokens == 0)
-    st.notes.push_back(opt.chat ? "nothing was generated: the chat prompt (" + std::to_string(prompt.size()) +
-                                      " tokens) fills the context of " + std::to_string(model.context()) + " tokens"
-                                : "nothing was generated: -n " + std::to_string(steps) + " counts the prompt's " +
-                                      std::to_string(prompt.size()) + " tokens too (as llama2.c's run.c does); raise -n");
+    st.notes.push_back(opt.chat
+                           ? "nothing was generated: the chat prompt (" + std::to_string(prompt.size()) +
+                                 " tokens) fills the context of " + std::to_string(model.context()) + " tokens"
+                           : "nothing was generated: -n " + std::to_string(steps) + " counts the prompt's " +
+                                 std::to_string(prompt.size()) + " tokens too (as llama2.c's run.c does); raise -n");
   return st;
 }
 

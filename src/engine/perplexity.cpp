@@ -22,12 +22,14 @@ double token_nll(const float* logits, int vocab, int target) {
 PerplexityStats perplexity(Transformer& model, const std::vector<int>& ids, int ctx,
                            const std::function<void(const PerplexityStats&, const PerplexityStats&)>& progress) {
   const int vocab = model.config().vocab_size;
-  if (ids.size() < 2) fail(ErrorCode::BadArgument, "perplexity needs at least 2 tokens, the text has " + std::to_string(ids.size()));
+  if (ids.size() < 2)
+    fail(ErrorCode::BadArgument, "perplexity needs at least 2 tokens, the text has " + std::to_string(ids.size()));
   if (ctx < 2 || ctx > model.context())
-    fail(ErrorCode::BadArgument, "perplexity window " + std::to_string(ctx) + " must be 2.." + std::to_string(model.context()) +
-                                     " (the model's context)");
+    fail(ErrorCode::BadArgument, "perplexity window " + std::to_string(ctx) + " must be 2.." +
+                                     std::to_string(model.context()) + " (the model's context)");
   for (int id : ids)
-    if (id < 0 || id >= vocab) fail(ErrorCode::BadArgument, "token id " + std::to_string(id) + " is outside the vocabulary");
+    if (id < 0 || id >= vocab)
+      fail(ErrorCode::BadArgument, "token id " + std::to_string(id) + " is outside the vocabulary");
   PerplexityStats total;
   const int64_t n = (int64_t)ids.size();
   for (int64_t start = 0; start + 1 < n; start += ctx) {

@@ -24,7 +24,8 @@ double token_nll(const float* logits, int vocab, int target);
 // ctx: window length, 2..model.context(). progress (optional) runs after each window with the
 // window's own stats and the running totals. Throws BadArgument for fewer than 2 tokens or a
 // bad ctx, BadModel for a token id outside the vocabulary.
-PerplexityStats perplexity(Transformer& model, const std::vector<int>& ids, int ctx,
-                           const std::function<void(const PerplexityStats& window, const PerplexityStats& total)>& progress = nullptr);
+PerplexityStats perplexity(
+    Transformer& model, const std::vector<int>& ids, int ctx,
+    const std::function<void(const PerplexityStats& window, const PerplexityStats& total)>& progress = nullptr);
 
 }  // namespace qkv

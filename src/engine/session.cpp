@@ -39,7 +39,8 @@ void Session::feed(const int* ids, int n, bool all_logits) {
 
 void Session::feed_logits(const int* ids, int n, const float* logits, int rows) {
   check_feed(n);
-  if (rows != 1 && rows != n) fail(ErrorCode::BadArgument, "feed_logits takes the logits of the last token or of all of them");
+  if (rows != 1 && rows != n)
+    fail(ErrorCode::BadArgument, "feed_logits takes the logits of the last token or of all of them");
   const size_t len = (size_t)rows * config().vocab_size;
   ext_logits_.assign(logits, logits + len);
   ext_ = true;
@@ -55,7 +56,8 @@ const float* Session::logits_at(int i) const {
     return ext_ ? ext_logits_.data() : t_.logits();
   }
   if (i < 0 || i >= fed_all_)
-    fail(ErrorCode::BadArgument, "logits index " + std::to_string(i) + " out of range (0.." + std::to_string(fed_all_ - 1) + ")");
+    fail(ErrorCode::BadArgument,
+         "logits index " + std::to_string(i) + " out of range (0.." + std::to_string(fed_all_ - 1) + ")");
   return (ext_ ? ext_logits_.data() : t_.logits()) + (size_t)i * config().vocab_size;
 }
 
@@ -71,8 +73,8 @@ int Session::prefill(const std::vector<int>& ids) {
 
 void Session::truncate(int n) {
   if (n < 0 || n > position())
-    fail(ErrorCode::BadArgument, "cannot truncate to " + std::to_string(n) + " tokens: the session holds " +
-                                     std::to_string(position()));
+    fail(ErrorCode::BadArgument,
+         "cannot truncate to " + std::to_string(n) + " tokens: the session holds " + std::to_string(position()));
   if (n < position()) has_logits_ = false;
   tokens_.resize(n);
   cpu_pos_ = std::min(cpu_pos_, n);
@@ -88,12 +90,13 @@ int Session::sample(Sampler& s) {
 
 std::vector<float> Session::attention(int layer, int head) const {
   const ModelConfig& c = config();
-  if (t_.attention().empty())
-    fail(ErrorCode::BadArgument, "no attention recorded: turn capture on, then feed tokens");
+  if (t_.attention().empty()) fail(ErrorCode::BadArgument, "no attention recorded: turn capture on, then feed tokens");
   if (layer < 0 || layer >= c.n_layers)
-    fail(ErrorCode::BadArgument, "layer " + std::to_string(layer) + " out of range (0.." + std::to_string(c.n_layers - 1) + ")");
+    fail(ErrorCode::BadArgument,
+         "layer " + std::to_string(layer) + " out of range (0.." + std::to_string(c.n_layers - 1) + ")");
   if (head < 0 || head >= c.n_heads)
-    fail(ErrorCode::BadArgument, "head " + std::to_string(head) + " out of range (0.." + std::to_string(c.n_heads - 1) + ")");
+    fail(ErrorCode::BadArgument,
+         "head " + std::to_string(head) + " out of range (0.." + std::to_string(c.n_heads - 1) + ")");
   const size_t per = (size_t)t_.attention_queries() * t_.attention_keys();
   const float* p = t_.attention().data() + ((size_t)layer * c.n_heads + head) * per;
   return std::vector<float>(p, p + per);

@@ -56,10 +56,10 @@ class Session {
   std::vector<int> tokens_;
   std::vector<float> work_;
   bool has_logits_ = false;
-  int fed_ = 0, fed_all_ = 0;  // tokens in the last feed; how many of them have logits
-  int cpu_pos_ = 0;            // tokens_[0..cpu_pos_) are in the CPU KV cache
+  int fed_ = 0, fed_all_ = 0;      // tokens in the last feed; how many of them have logits
+  int cpu_pos_ = 0;                // tokens_[0..cpu_pos_) are in the CPU KV cache
   std::vector<float> ext_logits_;  // logits of a feed_logits() feed
-  bool ext_ = false;              // the last feed's logits are ext_logits_
+  bool ext_ = false;               // the last feed's logits are ext_logits_
   void check_feed(int n) const;
   void record_feed(const int* ids, int n, bool all_logits);
 };

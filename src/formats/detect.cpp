@@ -114,14 +114,17 @@ std::string describe_format(FileFormat f) {
 }
 
 std::string not_a_model_message(FileFormat f) {
-  if (f == FileFormat::Empty) return "the model file is empty (0 bytes); expected a GGUF model or a llama2.c checkpoint";
-  std::string m = "the file looks like " + describe_format(f) + ", not a model (expected GGUF or a llama2.c checkpoint)";
+  if (f == FileFormat::Empty)
+    return "the model file is empty (0 bytes); expected a GGUF model or a llama2.c checkpoint";
+  std::string m =
+      "the file looks like " + describe_format(f) + ", not a model (expected GGUF or a llama2.c checkpoint)";
   switch (f) {
     case FileFormat::Llama2cTokenizer: return m + "; pass a tokenizer with -z (options.tokenizer in JS)";
     case FileFormat::GitLfsPointer: return m + "; fetch the real file (git lfs pull)";
     case FileFormat::Html: return m + "; the download may have returned an error page";
     case FileFormat::Safetensors:
-      return m + "; load the checkpoint's directory (config.json, tokenizer.json and the safetensors; in JS all its files) instead";
+      return m +
+             "; load the checkpoint's directory (config.json, tokenizer.json and the safetensors; in JS all its files) instead";
     case FileFormat::Zip: return m + "; convert it to GGUF first (llama.cpp's convert_hf_to_gguf.py)";
     default: return m;
   }

@@ -9,15 +9,15 @@ namespace qkv {
 
 enum class FileFormat {
   Empty,
-  Gguf,               // "GGUF" magic
-  Safetensors,        // u64 header length + a JSON object
-  Llama2cTokenizer,   // llama2.c tokenizer.bin: max_token_length, then (score, len, bytes)...
-  Zip,                // PK\3\4: a PyTorch .pt/.pth or any zip archive
-  GitLfsPointer,      // "version https://git-lfs..." text standing in for the real file
-  Html,               // a web page (a download that returned an error page)
-  Text,               // UTF-8 text without NULs
-  TooShort,           // 1..3 bytes: too short to say
-  Binary,             // anything else: a llama2.c checkpoint has no magic, so it may be one
+  Gguf,              // "GGUF" magic
+  Safetensors,       // u64 header length + a JSON object
+  Llama2cTokenizer,  // llama2.c tokenizer.bin: max_token_length, then (score, len, bytes)...
+  Zip,               // PK\3\4: a PyTorch .pt/.pth or any zip archive
+  GitLfsPointer,     // "version https://git-lfs..." text standing in for the real file
+  Html,              // a web page (a download that returned an error page)
+  Text,              // UTF-8 text without NULs
+  TooShort,          // 1..3 bytes: too short to say
+  Binary,            // anything else: a llama2.c checkpoint has no magic, so it may be one
 };
 
 FileFormat detect_format(const uint8_t* data, uint64_t size);

@@ -95,8 +95,9 @@ std::shared_ptr<const Blob> map_model_file(const std::string& path) {
   if (!split_name(path, &no, &count) || count == 1) return map_file(path);
   const std::string stem = path.substr(0, path.size() - std::string("-00001-of-00001.gguf").size());
   auto part = [&](int k) { return stem + gguf_split_suffix(k, count); };
-  if (no != 1) fail(ErrorCode::Io, path + " is part " + std::to_string(no) + " of " + std::to_string(count) +
-                                       " of a split model: pass the first, " + part(1));
+  if (no != 1)
+    fail(ErrorCode::Io, path + " is part " + std::to_string(no) + " of " + std::to_string(count) +
+                            " of a split model: pass the first, " + part(1));
   std::vector<std::shared_ptr<const Blob>> parts;
   for (int k = 1; k <= count; k++) parts.push_back(map_file(part(k)));
   return std::make_shared<SplitBlob>(std::move(parts));

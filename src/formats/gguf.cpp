@@ -23,8 +23,9 @@ class Reader {
   uint64_t pos() const { return off_; }
   uint64_t left() const { return n_ - off_; }
   void need(uint64_t k, const char* what) {
-    if (k > left()) bad(std::string("the file is truncated inside ") + what + " (at byte " + std::to_string(off_) + " of " +
-                            std::to_string(n_) + ")");
+    if (k > left())
+      bad(std::string("the file is truncated inside ") + what + " (at byte " + std::to_string(off_) + " of " +
+          std::to_string(n_) + ")");
   }
   template <class T>
   T read(const char* what) {
@@ -43,7 +44,9 @@ class Reader {
   }
   std::string str(const char* what) {
     uint64_t len = read<uint64_t>(what);
-    if (len > left()) bad(std::string("the length of ") + what + " (" + std::to_string(len) + ") runs past the end of the file; the file is truncated or corrupt");
+    if (len > left())
+      bad(std::string("the length of ") + what + " (" + std::to_string(len) +
+          ") runs past the end of the file; the file is truncated or corrupt");
     std::string s(reinterpret_cast<const char*>(p_ + off_), len);
     off_ += len;
     return s;
@@ -59,10 +62,17 @@ constexpr uint64_t kMaxNestedArrays = 1u << 16;
 
 uint64_t scalar_size(GgufKind k) {
   switch (k) {
-    case GgufKind::U8: case GgufKind::I8: case GgufKind::BOOL: return 1;
-    case GgufKind::U16: case GgufKind::I16: return 2;
-    case GgufKind::U32: case GgufKind::I32: case GgufKind::F32: return 4;
-    case GgufKind::U64: case GgufKind::I64: case GgufKind::F64: return 8;
+    case GgufKind::U8:
+    case GgufKind::I8:
+    case GgufKind::BOOL: return 1;
+    case GgufKind::U16:
+    case GgufKind::I16: return 2;
+    case GgufKind::U32:
+    case GgufKind::I32:
+    case GgufKind::F32: return 4;
+    case GgufKind::U64:
+    case GgufKind::I64:
+    case GgufKind::F64: return 8;
     default: return 0;
   }
 }
@@ -71,13 +81,25 @@ GgufValue read_value(Reader& r, GgufKind kind, const std::string& key, int depth
   GgufValue v;
   v.kind = kind;
   switch (kind) {
-    case GgufKind::U8: v.u = r.read<uint8_t>(key.c_str()); v.i = (int64_t)v.u; break;
+    case GgufKind::U8:
+      v.u = r.read<uint8_t>(key.c_str());
+      v.i = (int64_t)v.u;
+      break;
     case GgufKind::I8: v.i = r.read<int8_t>(key.c_str()); break;
-    case GgufKind::U16: v.u = r.read<uint16_t>(key.c_str()); v.i = (int64_t)v.u; break;
+    case GgufKind::U16:
+      v.u = r.read<uint16_t>(key.c_str());
+      v.i = (int64_t)v.u;
+      break;
     case GgufKind::I16: v.i = r.read<int16_t>(key.c_str()); break;
-    case GgufKind::U32: v.u = r.read<uint32_t>(key.c_str()); v.i = (int64_t)v.u; break;
+    case GgufKind::U32:
+      v.u = r.read<uint32_t>(key.c_str());
+      v.i = (int64_t)v.u;
+      break;
     case GgufKind::I32: v.i = r.read<int32_t>(key.c_str()); break;
-    case GgufKind::U64: v.u = r.read<uint64_t>(key.c_str()); v.i = (int64_t)v.u; break;
+    case GgufKind::U64:
+      v.u = r.read<uint64_t>(key.c_str());
+      v.i = (int64_t)v.u;
+      break;
     case GgufKind::I64: v.i = r.read<int64_t>(key.c_str()); break;
     case GgufKind::F32: v.f = r.read<float>(key.c_str()); break;
     case GgufKind::F64: v.f = r.read<double>(key.c_str()); break;
@@ -98,17 +120,22 @@ GgufValue read_value(Reader& r, GgufKind kind, const std::string& key, int depth
       // Each element takes at least one byte (strings: 8), so the file bounds the count.
       uint64_t min_each = v.elem == GgufKind::STRING ? 8 : v.elem == GgufKind::ARRAY ? 12 : scalar_size(v.elem);
       if (count > r.left() / std::max<uint64_t>(min_each, 1))
-        bad("key " + key + " claims " + std::to_string(count) + " array elements, more than the file holds; the file is truncated or corrupt");
+        bad("key " + key + " claims " + std::to_string(count) +
+            " array elements, more than the file holds; the file is truncated or corrupt");
       if (v.elem == GgufKind::ARRAY) {
         // Each held as a value (~150 bytes): bounded, as no model needs many.
-        if (count > kMaxNestedArrays) bad("key " + key + " has " + std::to_string(count) + " arrays in an array (at most " + std::to_string(kMaxNestedArrays) + ")");
+        if (count > kMaxNestedArrays)
+          bad("key " + key + " has " + std::to_string(count) + " arrays in an array (at most " +
+              std::to_string(kMaxNestedArrays) + ")");
         v.arr.reserve(count);
         for (uint64_t i = 0; i < count; i++) v.arr.push_back(read_value(r, v.elem, key, depth + 1));
       } else if (v.elem == GgufKind::STRING) {
         v.ends.reserve(count);
         for (uint64_t i = 0; i < count; i++) {
           const uint64_t len = r.read<uint64_t>(key.c_str());
-          if (len > r.left()) bad("the length of a string in " + key + " (" + std::to_string(len) + ") runs past the end of the file; the file is truncated or corrupt");
+          if (len > r.left())
+            bad("the length of a string in " + key + " (" + std::to_string(len) +
+                ") runs past the end of the file; the file is truncated or corrupt");
           v.chars.append(reinterpret_cast<const char*>(r.bytes(len, key.c_str())), len);
           v.ends.push_back(v.chars.size());
         }
@@ -128,10 +155,12 @@ GgufValue read_value(Reader& r, GgufKind kind, const std::string& key, int depth
 }  // namespace
 
 bool ggml_type_layout(uint32_t type, uint32_t* block, uint32_t* bytes) {
-  struct L { uint32_t t, b, s; };
-  static const L table[] = {{0, 1, 4}, {1, 1, 2}, {30, 1, 2}, {2, 32, 18}, {3, 32, 20}, {6, 32, 22}, {7, 32, 24},
-                            {8, 32, 34}, {9, 32, 36}, {10, 256, 84}, {11, 256, 110}, {12, 256, 144},
-                            {13, 256, 176}, {14, 256, 210}, {15, 256, 292}};
+  struct L {
+    uint32_t t, b, s;
+  };
+  static const L table[] = {{0, 1, 4},      {1, 1, 2},      {30, 1, 2},     {2, 32, 18},    {3, 32, 20},
+                            {6, 32, 22},    {7, 32, 24},    {8, 32, 34},    {9, 32, 36},    {10, 256, 84},
+                            {11, 256, 110}, {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292}};
   for (const L& l : table)
     if (l.t == type) {
       *block = l.b;
@@ -143,9 +172,21 @@ bool ggml_type_layout(uint32_t type, uint32_t* block, uint32_t* bytes) {
 
 const char* ggml_type_name(uint32_t type) {
   switch (type) {
-    case 0: return "F32"; case 1: return "F16"; case 30: return "BF16"; case 2: return "Q4_0"; case 3: return "Q4_1";
-    case 6: return "Q5_0"; case 7: return "Q5_1"; case 8: return "Q8_0"; case 9: return "Q8_1"; case 10: return "Q2_K";
-    case 11: return "Q3_K"; case 12: return "Q4_K"; case 13: return "Q5_K"; case 14: return "Q6_K"; case 15: return "Q8_K";
+    case 0: return "F32";
+    case 1: return "F16";
+    case 30: return "BF16";
+    case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 6: return "Q5_0";
+    case 7: return "Q5_1";
+    case 8: return "Q8_0";
+    case 9: return "Q8_1";
+    case 10: return "Q2_K";
+    case 11: return "Q3_K";
+    case 12: return "Q4_K";
+    case 13: return "Q5_K";
+    case 14: return "Q6_K";
+    case 15: return "Q8_K";
     default: return "unknown";
   }
 }
@@ -186,8 +227,15 @@ uint32_t ggml_of_qtype(QType t) {
 
 bool GgufValue::is_int() const {
   switch (kind) {
-    case GgufKind::U8: case GgufKind::I8: case GgufKind::U16: case GgufKind::I16: case GgufKind::U32:
-    case GgufKind::I32: case GgufKind::U64: case GgufKind::I64: case GgufKind::BOOL: return true;
+    case GgufKind::U8:
+    case GgufKind::I8:
+    case GgufKind::U16:
+    case GgufKind::I16:
+    case GgufKind::U32:
+    case GgufKind::I32:
+    case GgufKind::U64:
+    case GgufKind::I64:
+    case GgufKind::BOOL: return true;
     default: return false;
   }
 }
@@ -219,13 +267,26 @@ GgufValue GgufValue::at(size_t i) const {
     return x;
   };
   switch (elem) {
-    case GgufKind::U8: case GgufKind::BOOL: v.u = get(uint8_t()); v.i = (int64_t)v.u; break;
+    case GgufKind::U8:
+    case GgufKind::BOOL:
+      v.u = get(uint8_t());
+      v.i = (int64_t)v.u;
+      break;
     case GgufKind::I8: v.i = get(int8_t()); break;
-    case GgufKind::U16: v.u = get(uint16_t()); v.i = (int64_t)v.u; break;
+    case GgufKind::U16:
+      v.u = get(uint16_t());
+      v.i = (int64_t)v.u;
+      break;
     case GgufKind::I16: v.i = get(int16_t()); break;
-    case GgufKind::U32: v.u = get(uint32_t()); v.i = (int64_t)v.u; break;
+    case GgufKind::U32:
+      v.u = get(uint32_t());
+      v.i = (int64_t)v.u;
+      break;
     case GgufKind::I32: v.i = get(int32_t()); break;
-    case GgufKind::U64: v.u = get(uint64_t()); v.i = (int64_t)v.u; break;
+    case GgufKind::U64:
+      v.u = get(uint64_t());
+      v.i = (int64_t)v.u;
+      break;
     case GgufKind::I64: v.i = get(int64_t()); break;
     case GgufKind::F32: v.f = get(float()); break;
     case GgufKind::F64: v.f = get(double()); break;
@@ -347,15 +408,20 @@ GgufFile GgufFile::parse_one(std::shared_ptr<const Blob> blob) {
   if (!looks_like_gguf(blob->data(), blob->size())) bad("not a GGUF file (bad magic)");
   r.read<uint32_t>("the magic");
   g.version_ = r.read<uint32_t>("the version");
-  if (g.version_ == 1) fail(ErrorCode::Unsupported, "GGUF version 1 is not supported (only 2 and 3); re-convert the model");
+  if (g.version_ == 1)
+    fail(ErrorCode::Unsupported, "GGUF version 1 is not supported (only 2 and 3); re-convert the model");
   if (g.version_ < 2 || g.version_ > 3)
     fail(ErrorCode::Unsupported, "GGUF version " + std::to_string(g.version_) + " is not supported (only 2 and 3)");
   const uint64_t n_tensors = r.read<uint64_t>("the tensor count");
   const uint64_t n_kv = r.read<uint64_t>("the metadata count");
-  if (n_kv > r.left() / 13) bad("metadata count " + std::to_string(n_kv) + " is more than the file can hold; the file is truncated or corrupt");
+  if (n_kv > r.left() / 13)
+    bad("metadata count " + std::to_string(n_kv) + " is more than the file can hold; the file is truncated or corrupt");
   // Each key is held as a map node with a value (~250 bytes): bounded, as models have tens.
-  if (n_kv > kMaxKeys) bad("metadata count " + std::to_string(n_kv) + " is more than " + std::to_string(kMaxKeys) + " keys");
-  if (n_tensors > r.left() / 28) bad("tensor count " + std::to_string(n_tensors) + " is more than the file can hold; the file is truncated or corrupt");
+  if (n_kv > kMaxKeys)
+    bad("metadata count " + std::to_string(n_kv) + " is more than " + std::to_string(kMaxKeys) + " keys");
+  if (n_tensors > r.left() / 28)
+    bad("tensor count " + std::to_string(n_tensors) +
+        " is more than the file can hold; the file is truncated or corrupt");
   for (uint64_t i = 0; i < n_kv; i++) {
     std::string key = r.str("a metadata key");
     uint32_t kind = r.read<uint32_t>(key.c_str());
@@ -391,7 +457,8 @@ GgufFile GgufFile::parse_one(std::shared_ptr<const Blob> blob) {
     t.bytes = elems / block * bytes;
     t.offset = r.read<uint64_t>(t.name.c_str());
     if (t.offset % g.alignment_ != 0)
-      bad("tensor " + t.name + " data offset " + std::to_string(t.offset) + " is not aligned to " + std::to_string(g.alignment_));
+      bad("tensor " + t.name + " data offset " + std::to_string(t.offset) + " is not aligned to " +
+          std::to_string(g.alignment_));
     if (!g.by_name_.emplace(t.name, g.tensors_.size()).second) bad("tensor " + t.name + " appears twice");
     g.tensors_.push_back(std::move(t));
   }

@@ -13,8 +13,21 @@ namespace qkv {
 
 // Tensor element types as GGUF numbers them.
 enum class GgmlType : uint32_t {
-  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15, BF16 = 30,
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  BF16 = 30,
 };
 // Elements per block and bytes per block; false for a type number qkv does not know.
 bool ggml_type_layout(uint32_t type, uint32_t* block, uint32_t* bytes);
@@ -24,8 +37,19 @@ bool qtype_of_ggml(uint32_t ggml_type, QType* out);
 uint32_t ggml_of_qtype(QType t);
 
 enum class GgufKind : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STRING = 8, ARRAY = 9,
-  U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 
 struct GgufValue {
@@ -63,10 +87,10 @@ struct GgufTensorInfo {
   uint32_t type = 0;
   uint64_t offset = 0;  // from the start of the data section (of its part's)
   uint64_t bytes = 0;
-  uint32_t part = 0;    // which file of a split model holds it
+  uint32_t part = 0;  // which file of a split model holds it
   uint64_t elements() const;
   // Shapes as llama.cpp reads them: trailing dimensions of 1 are the same tensor ([n, 1] = [n]).
-  size_t rank() const;                 // dims without trailing 1s (at least 1)
+  size_t rank() const;  // dims without trailing 1s (at least 1)
   uint64_t dim(size_t i) const { return i < dims.size() ? dims[i] : 1; }
 };
 

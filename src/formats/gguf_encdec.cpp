@@ -10,7 +10,8 @@ namespace {
 [[noreturn]] void bad(const std::string& m) { fail(ErrorCode::BadModel, "GGUF: " + m); }
 
 // A (rows, cols) matrix of any supported type, or a (cols,) f32 vector (gguf_weight).
-Tensor weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t cols, bool required = true, bool vec = false) {
+Tensor weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t cols, bool required = true,
+              bool vec = false) {
   return gguf_weight(g, name, rows, cols, required, vec, "it must be F32");
 }
 const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
@@ -50,7 +51,8 @@ EncDecModelData load_gguf_encdec(const GgufFile& g) {
   c.norm = NormKind::RMSNorm;
   c.norm_eps = (float)g.get_float_or(key("attention.layer_norm_rms_epsilon"), 1e-6);
   c.pos = PosKind::RelativeBucket;
-  c.rel_buckets = gguf_int(g.get_int_or(key("attention.relative_buckets_count"), 32), key("attention.relative_buckets_count"));
+  c.rel_buckets =
+      gguf_int(g.get_int_or(key("attention.relative_buckets_count"), 32), key("attention.relative_buckets_count"));
   c.rel_max_distance = 128;  // not stored; llama.cpp and every T5 checkpoint use 128
   c.causal = false;
   c.ffn = g.find_tensor("enc.blk.0.ffn_gate.weight") ? FfnKind::GeGLU : FfnKind::ReLU;
@@ -64,7 +66,8 @@ EncDecModelData load_gguf_encdec(const GgufFile& g) {
                                   ? gguf_int(g.get_int(key("decoder_start_token_id")), key("decoder_start_token_id"))
                                   : 0;
   if (m.encdec.decoder_start_id >= c.vocab_size)
-    bad(key("decoder_start_token_id") + " = " + std::to_string(m.encdec.decoder_start_id) + " is outside the vocabulary");
+    bad(key("decoder_start_token_id") + " = " + std::to_string(m.encdec.decoder_start_id) +
+        " is outside the vocabulary");
 
   m.storage = g.blob();
   EncDecWeights& w = m.weights;
@@ -98,7 +101,8 @@ EncDecModelData load_gguf_encdec(const GgufFile& g) {
     }
     L.ffn_norm = vec(g, p + "ffn_norm.weight", d);
     if (c.ffn == FfnKind::GeGLU) L.w_gate = weight(g, p + "ffn_gate.weight", h, d);
-    else if (g.find_tensor(p + "ffn_gate.weight")) bad("tensor " + p + "ffn_gate.weight is present but enc.blk.0 has none");
+    else if (g.find_tensor(p + "ffn_gate.weight"))
+      bad("tensor " + p + "ffn_gate.weight is present but enc.blk.0 has none");
     L.w_up = weight(g, p + "ffn_up.weight", h, d);
     L.w_down = weight(g, p + "ffn_down.weight", d, h);
     return L;
@@ -113,13 +117,15 @@ EncDecModelData load_gguf_encdec(const GgufFile& g) {
 
 Tokenizer load_gguf_unigram(const GgufFile& g) {
   const GgufValue& tv = g.get("tokenizer.ggml.tokens");
-  if (tv.kind != GgufKind::ARRAY || tv.elem != GgufKind::STRING) bad("tokenizer.ggml.tokens must be an array of strings");
+  if (tv.kind != GgufKind::ARRAY || tv.elem != GgufKind::STRING)
+    bad("tokenizer.ggml.tokens must be an array of strings");
   std::vector<std::string> pieces;
   for (size_t i = 0; i < tv.size(); i++) pieces.push_back(tv.str_at(i));
   const size_t n = pieces.size();
   std::vector<float> scores(n, 0.0f);
   if (const GgufValue* s = g.find("tokenizer.ggml.scores")) {
-    if (s->kind != GgufKind::ARRAY || s->size() != n || !(n == 0 || s->elems_int() || s->elem == GgufKind::F32 || s->elem == GgufKind::F64))
+    if (s->kind != GgufKind::ARRAY || s->size() != n ||
+        !(n == 0 || s->elems_int() || s->elem == GgufKind::F32 || s->elem == GgufKind::F64))
       bad("tokenizer.ggml.scores must have one score per token");
     for (size_t i = 0; i < n; i++) scores[i] = (float)s->num_at(i);
   }
@@ -136,14 +142,16 @@ Tokenizer load_gguf_unigram(const GgufFile& g) {
     charsmap.assign(cm->raw.begin(), cm->raw.end());  // u8 or i8: the bytes as they are
   }
   // llama.cpp's defaults for t5: EOS 1, UNK 2, no BOS; EOS appended.
-  const int eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", 1, n), unk = gguf_token_id(g, "tokenizer.ggml.unknown_token_id", 2, n);
+  const int eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", 1, n),
+            unk = gguf_token_id(g, "tokenizer.ggml.unknown_token_id", 2, n);
   const int bos = gguf_token_id(g, "tokenizer.ggml.bos_token_id", -1, n);
   if (unk < 0) bad("tokenizer.ggml.unknown_token_id is outside the vocabulary; a unigram tokenizer needs one");
-  Tokenizer t = Tokenizer::from_unigram(std::move(pieces), std::move(scores), std::move(types), unk,
-                                        gguf_flag(g, "tokenizer.ggml.add_space_prefix", true),
-                                        gguf_flag(g, "tokenizer.ggml.remove_extra_whitespaces", false), std::move(charsmap));
-  t.set_specials(bos, eos, gguf_flag(g, "tokenizer.ggml.add_bos_token", false) && bos >= 0, gguf_flag(g, "tokenizer.ggml.add_eos_token", true),
-                 {});
+  Tokenizer t =
+      Tokenizer::from_unigram(std::move(pieces), std::move(scores), std::move(types), unk,
+                              gguf_flag(g, "tokenizer.ggml.add_space_prefix", true),
+                              gguf_flag(g, "tokenizer.ggml.remove_extra_whitespaces", false), std::move(charsmap));
+  t.set_specials(bos, eos, gguf_flag(g, "tokenizer.ggml.add_bos_token", false) && bos >= 0,
+                 gguf_flag(g, "tokenizer.ggml.add_eos_token", true), {});
   return t;
 }
 

@@ -1,8 +1,8 @@
-// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3,
-// minicpm, exaone, internlm2, command-r, cohere2; mixture of experts qwen3moe, olmoe, granitemoe;
-// encoders bert, nomic-bert: kArchs),
-// weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K, kept as stored
-// (a fused QKV or gate+up matrix becomes row views). Tokenizers: SentencePiece and byte-level BPE.
+// GGUF architectures as rows of the layer-options table (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3,
+// granite, olmo2, stablelm, starcoder2, smollm3, minicpm, exaone, internlm2, command-r, cohere2; mixture of experts
+// qwen3moe, olmoe, granitemoe; encoders bert, nomic-bert: kArchs), weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q4_K, Q5_K or Q6_K, kept as stored (a fused QKV or gate+up matrix becomes row views). Tokenizers: SentencePiece
+// and byte-level BPE.
 #include "gguf_model.h"
 
 #include <cctype>
@@ -28,19 +28,19 @@ struct ArchRow {
   NormKind norm;
   PosKind pos;
   FfnKind ffn;
-  bool qkv_bias;   // attn_q/k/v.bias
-  bool qk_norm;    // attn_q_norm / attn_k_norm (per head, before RoPE)
-  bool fused_qkv;  // attn_qkv (rows q, then k, then v)
-  bool all_bias;   // every linear layer and norm has a bias (GPT-2)
-  bool fused_up;   // ffn_up holds the gate rows, then the up rows (Phi-3)
-  bool embed_sqrt_dim;  // token embeddings scaled by sqrt(dim) (Gemma)
+  bool qkv_bias;            // attn_q/k/v.bias
+  bool qk_norm;             // attn_q_norm / attn_k_norm (per head, before RoPE)
+  bool fused_qkv;           // attn_qkv (rows q, then k, then v)
+  bool all_bias;            // every linear layer and norm has a bias (GPT-2)
+  bool fused_up;            // ffn_up holds the gate rows, then the up rows (Phi-3)
+  bool embed_sqrt_dim;      // token embeddings scaled by sqrt(dim) (Gemma)
   bool post_norms = false;  // RMSNorms of the attention and feed-forward outputs before their residual adds
   // Sliding-window layers: l % p < p - 1 (llama.cpp's swa pattern; 0 = none): 2 puts the window on
   // the even layers (Gemma 2), 6 on five layers of each six (Gemma 3).
   int swa_pattern = 0;
-  bool softcaps = false;      // attention scores and logits soft-capped, llama.cpp's defaults 50 and 30 (Gemma 2)
+  bool softcaps = false;       // attention scores and logits soft-capped, llama.cpp's defaults 50 and 30 (Gemma 2)
   float swa_rope_base = 0.0f;  // > 0: the sliding-window layers' RoPE base, unscaled (Gemma 3: 10000)
-  bool encoder = false;  // BERT layout: bidirectional, post-norm, embedding norm, no LM head
+  bool encoder = false;        // BERT layout: bidirectional, post-norm, embedding norm, no LM head
   // Granite: embedding, residual, attention-score and logit multipliers from the *.embedding_scale,
   // *.residual_scale, *.attention.scale and *.logit_scale keys (1); MiniCPM: the same but for the
   // attention scale, every key required (2).
@@ -49,7 +49,7 @@ struct ArchRow {
   bool qk_norm_whole = false;  // attn_q_norm / attn_k_norm span the whole projection, not one head (OLMo 2)
   bool opt_attn_bias = false;  // attn_q/k/v/output.bias where the file has them (Granite, StableLM)
   bool norm_bias = false;      // LayerNorm biases on attn_norm, ffn_norm and output_norm (StableLM)
-  int nope_step = 0;           // > 0: layers l with (l + 1) % nope_step == 0 take no RoPE (SmolLM3: 4, llama.cpp's rule)
+  int nope_step = 0;  // > 0: layers l with (l + 1) % nope_step == 0 take no RoPE (SmolLM3: 4, llama.cpp's rule)
   // Command-R: parallel attention and feed-forward on one LayerNorm (no ffn_norm), logits times
   // *.logit_scale.
   bool parallel = false;
@@ -74,63 +74,209 @@ const ArchRow kArchs[] = {
     // Gemma 2: Gemma plus RMSNorms of the attention and feed-forward outputs before their residual
     // adds, attention scores and logits soft-capped (cap * tanh(x / cap)), and a sliding window
     // on the even layers (llama.cpp's swa pattern for gemma2).
-    {"gemma2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, false, false, false, false, true, true, 2, true},
+    {"gemma2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, false, false, false, false, true, true, 2,
+     true},
     // Gemma 3: Gemma 2's post-norms, plus per-head RMSNorms of Q and K before RoPE (as Qwen3), no
     // soft-caps, and a sliding window on five layers of each six (0-4, 6-10, ...), which take RoPE
     // base 10000 unscaled; the others take rope.freq_base and rope.scaling. Without a
     // sliding_window key every layer is global (llama.cpp's rule).
-    {"gemma3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, true, false, false, false, true, true, 6, false, 10000.0f},
+    {"gemma3", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::GeGLU, false, true, false, false, false, true, true, 6,
+     false, 10000.0f},
     // Encoders (llama.cpp's names): BERT with learned positions and GELU; Nomic BERT with a fused
     // QKV, RoPE (NeoX halves) and SwiGLU.
-    {"bert", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, true, false, false, false, false, false, false, 0, false, 0.0f, true},
-    {"nomic-bert", NormKind::LayerNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, true, false, false, false, false, 0, false, 0.0f, true},
+    {"bert", NormKind::LayerNorm, PosKind::Learned, FfnKind::GELU, true, false, false, false, false, false, false, 0,
+     false, 0.0f, true},
+    {"nomic-bert", NormKind::LayerNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, true, false, false, false,
+     false, 0, false, 0.0f, true},
     // Granite (3.x dense): Llama plus four multipliers (see granite_scales); RoPE off when
     // rope.scaling.finetuned is false, as llama.cpp reads it.
-    {"granite", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f, false,
-     1, false, false, true},
+    {"granite", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false,
+     false, 0, false, 0.0f, false, 1, false, false, true},
     // MiniCPM (1, 2): Granite's multipliers (llama.cpp runs it through its Granite graph).
-    {"minicpm", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f, false,
-     2, false, false, true},
+    {"minicpm", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false,
+     false, 0, false, 0.0f, false, 2, false, false, true},
     // EXAONE 3: Llama with NeoX RoPE; InternLM 2: Llama (its fused wqkv split by the converter).
     // Both take attention biases where the file has them.
-    {"exaone", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f, false,
-     0, false, false, true},
-    {"internlm2", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f, false,
-     0, false, false, true},
+    {"exaone", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, false, false, false, false, false,
+     0, false, 0.0f, false, 0, false, false, true},
+    {"internlm2", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false,
+     false, 0, false, 0.0f, false, 0, false, false, true},
     // OLMo 2: no pre-norms; RMSNorms of Q and K over the whole projection before RoPE (NeoX halves),
     // and of the attention and feed-forward outputs before their residual adds.
-    {"olmo2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false, false, true, 0, false, 0.0f, false,
-     0, true, true},
+    {"olmo2", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false, false, true, 0,
+     false, 0.0f, false, 0, true, true},
     // StableLM (2 1.6B, 3B, Zephyr): LayerNorms with biases, partial rotary (rope.dimension_count,
     // NeoX halves), optional Q/K/V biases. StableLM 2 12B's per-head Q/K norms and parallel
     // residual are refused by name.
-    {"stablelm", NormKind::LayerNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f, false,
-     0, false, false, true, true},
+    {"stablelm",
+     NormKind::LayerNorm,
+     PosKind::RopeHalves,
+     FfnKind::SwiGLU,
+     false,
+     false,
+     false,
+     false,
+     false,
+     false,
+     false,
+     0,
+     false,
+     0.0f,
+     false,
+     0,
+     false,
+     false,
+     true,
+     true},
     // StarCoder 2: GPT-2's biases everywhere (LayerNorms, Q/K/V apart, output, non-gated GELU
     // feed-forward) with RoPE (NeoX halves) instead of learned positions.
     {"starcoder2", NormKind::LayerNorm, PosKind::RopeHalves, FfnKind::GELU, false, false, false, true, false, false},
     // SmolLM3: Llama with every fourth layer (3, 7, ...) attending without RoPE.
-    {"smollm3", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f, false,
-     0, false, false, false, false, 4},
+    {"smollm3",
+     NormKind::RMSNorm,
+     PosKind::RopeAdjacent,
+     FfnKind::SwiGLU,
+     false,
+     false,
+     false,
+     false,
+     false,
+     false,
+     false,
+     0,
+     false,
+     0.0f,
+     false,
+     0,
+     false,
+     false,
+     false,
+     false,
+     4},
     // Command-R (Cohere's Command-R 35B, Aya 23): LayerNorms without biases, adjacent-pair RoPE,
     // one norm feeding attention and feed-forward in parallel, logits times command-r.logit_scale.
     // Command-R+'s per-head Q/K norms are refused by name.
-    {"command-r", NormKind::LayerNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f,
-     false, 0, false, false, true, false, 0, true},
+    {"command-r",
+     NormKind::LayerNorm,
+     PosKind::RopeAdjacent,
+     FfnKind::SwiGLU,
+     false,
+     false,
+     false,
+     false,
+     false,
+     false,
+     false,
+     0,
+     false,
+     0.0f,
+     false,
+     0,
+     false,
+     false,
+     true,
+     false,
+     0,
+     true},
     // Mixture of experts, as llama.cpp's build_moe_ffn runs them: router softmax, top
     // expert_used_count of expert_count, SwiGLU experts. Qwen3-MoE: Qwen3's attention, expert
     // width expert_feed_forward_length; OLMoE: Q/K RMSNorms over the whole projection, NeoX RoPE;
     // Granite-MoE: Granite's multipliers (its shared-expert variant is refused by name).
-    {"qwen3moe", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false, false, false, 0, false, 0.0f,
-     false, 0, false, false, false, false, 0, false, 2},
-    {"olmoe", NormKind::RMSNorm, PosKind::RopeHalves, FfnKind::SwiGLU, false, true, false, false, false, false, false, 0, false, 0.0f,
-     false, 0, false, true, false, false, 0, false, 1},
-    {"granitemoe", NormKind::RMSNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f,
-     false, 1, false, false, true, false, 0, false, 2},
+    {"qwen3moe",
+     NormKind::RMSNorm,
+     PosKind::RopeHalves,
+     FfnKind::SwiGLU,
+     false,
+     true,
+     false,
+     false,
+     false,
+     false,
+     false,
+     0,
+     false,
+     0.0f,
+     false,
+     0,
+     false,
+     false,
+     false,
+     false,
+     0,
+     false,
+     2},
+    {"olmoe",
+     NormKind::RMSNorm,
+     PosKind::RopeHalves,
+     FfnKind::SwiGLU,
+     false,
+     true,
+     false,
+     false,
+     false,
+     false,
+     false,
+     0,
+     false,
+     0.0f,
+     false,
+     0,
+     false,
+     true,
+     false,
+     false,
+     0,
+     false,
+     1},
+    {"granitemoe",
+     NormKind::RMSNorm,
+     PosKind::RopeAdjacent,
+     FfnKind::SwiGLU,
+     false,
+     false,
+     false,
+     false,
+     false,
+     false,
+     false,
+     0,
+     false,
+     0.0f,
+     false,
+     1,
+     false,
+     false,
+     true,
+     false,
+     0,
+     false,
+     2},
     // Cohere 2 (Command R7B): Command-R's parallel blocks on one LayerNorm with interleaved local
     // (RoPE, sliding window) and global (no RoPE) layers.
-    {"cohere2", NormKind::LayerNorm, PosKind::RopeAdjacent, FfnKind::SwiGLU, false, false, false, false, false, false, false, 0, false, 0.0f,
-     false, 0, false, false, false, false, 0, true, 0, true},
+    {"cohere2",
+     NormKind::LayerNorm,
+     PosKind::RopeAdjacent,
+     FfnKind::SwiGLU,
+     false,
+     false,
+     false,
+     false,
+     false,
+     false,
+     false,
+     0,
+     false,
+     0.0f,
+     false,
+     0,
+     false,
+     false,
+     false,
+     false,
+     0,
+     true,
+     0,
+     true},
 };
 
 const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
@@ -141,7 +287,8 @@ const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool req
 const float* f32_table(const GgufFile& g, const std::string& name, int64_t rows, int64_t cols) {
   const Tensor t = weight(g, name, rows, cols);
   if (t.type != DType::F32)
-    fail(ErrorCode::Unsupported, "GGUF: tensor " + name + " is " + ggml_type_name(ggml_of_qtype(t.type)) + "; it must be F32");
+    fail(ErrorCode::Unsupported,
+         "GGUF: tensor " + name + " is " + ggml_type_name(ggml_of_qtype(t.type)) + "; it must be F32");
   return t.f32();
 }
 
@@ -153,8 +300,8 @@ Tensor experts(const GgufFile& g, const std::string& name, int64_t n_experts, in
   if (t->rank() != 3 || (int64_t)t->dim(0) != cols || (int64_t)t->dim(1) != rows || (int64_t)t->dim(2) != n_experts) {
     std::string got;
     for (uint64_t d : t->dims) got += (got.empty() ? "" : " x ") + std::to_string(d);
-    bad("tensor " + name + " has shape [" + got + "], expected [" + std::to_string(cols) + " x " + std::to_string(rows) +
-        " x " + std::to_string(n_experts) + "]");
+    bad("tensor " + name + " has shape [" + got + "], expected [" + std::to_string(cols) + " x " +
+        std::to_string(rows) + " x " + std::to_string(n_experts) + "]");
   }
   DType type;
   if (!qtype_of_ggml(t->type, &type))
@@ -178,7 +325,9 @@ Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
 }
 }  // namespace
 
-const char* gguf_supported_archs() { return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3, minicpm, exaone, internlm2, command-r, qwen3moe, olmoe, granitemoe, cohere2, bert, nomic-bert"; }
+const char* gguf_supported_archs() {
+  return "llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3, granite, olmo2, stablelm, starcoder2, smollm3, minicpm, exaone, internlm2, command-r, qwen3moe, olmoe, granitemoe, cohere2, bert, nomic-bert";
+}
 
 namespace {
 // The encoder half of the loader: BERT's tensor names (attn_output_norm and layer_output_norm
@@ -238,7 +387,9 @@ void load_encoder_weights(const GgufFile& g, const ArchRow& row, LoadedModel& m)
     r.out = gguf_weight(g, "cls.output.weight", n, d, true, false, "");
     r.out_b = vec(g, "cls.output.bias", n, false);
   }
-  if (!r.cls && !r.out) fail(ErrorCode::BadModel, "GGUF: pooling_type 4 (rank) needs a classification head (cls.weight or cls.output.weight)");
+  if (!r.cls && !r.out)
+    fail(ErrorCode::BadModel,
+         "GGUF: pooling_type 4 (rank) needs a classification head (cls.weight or cls.output.weight)");
 }
 }  // namespace
 
@@ -273,11 +424,13 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   for (const ArchRow& r : kArchs)
     if (arch == r.name) row = &r;
   if (!row && gguf_is_encdec(g))
-    fail(ErrorCode::Unsupported, "GGUF architecture '" + arch +
-                                     "' is an encoder-decoder model, which this operation does not take (it takes decoder-only "
-                                     "models); generate with it through `qkv run` or loadModel()");
+    fail(ErrorCode::Unsupported,
+         "GGUF architecture '" + arch +
+             "' is an encoder-decoder model, which this operation does not take (it takes decoder-only "
+             "models); generate with it through `qkv run` or loadModel()");
   if (!row)
-    fail(ErrorCode::Unsupported, "GGUF architecture '" + arch + "' is not supported; supported: " + gguf_supported_archs());
+    fail(ErrorCode::Unsupported,
+         "GGUF architecture '" + arch + "' is not supported; supported: " + gguf_supported_archs());
   auto key = [&](const char* k) { return arch + "." + k; };
   ModelConfig c;
   c.arch = arch;
@@ -294,7 +447,8 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       fail(ErrorCode::Unsupported, "GGUF: " + key("attention.value_length") + " differs from the key length");
   } else {
     if (c.dim % c.n_heads != 0)
-      bad(key("embedding_length") + " = " + std::to_string(c.dim) + " is not divisible by head_count = " + std::to_string(c.n_heads));
+      bad(key("embedding_length") + " = " + std::to_string(c.dim) +
+          " is not divisible by head_count = " + std::to_string(c.n_heads));
     c.head_dim = c.dim / c.n_heads;
   }
   c.norm = row->norm;
@@ -315,7 +469,8 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       const GgufValue* s = g.find(key("rope.scaling.type"));
       const std::string type = !s ? "linear" : s->kind == GgufKind::STRING ? s->s : "?";
       if (type != "none" && type != "linear" && type != "yarn" && type != "longrope")
-        fail(ErrorCode::Unsupported, "GGUF: rope scaling '" + type + "' is not supported (linear, yarn, longrope and none are)");
+        fail(ErrorCode::Unsupported,
+             "GGUF: rope scaling '" + type + "' is not supported (linear, yarn, longrope and none are)");
       if (type != "none" && g.find(key("rope.scaling.factor"))) {
         const double f = g.get_float(key("rope.scaling.factor"));
         if (!(f > 0.0 && f < 1e6)) bad(key("rope.scaling.factor") + " = " + std::to_string(f) + " must be positive");
@@ -325,17 +480,22 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     }
     if (g.find(key("rope.scaling.attn_factor"))) {
       const double a = g.get_float(key("rope.scaling.attn_factor"));
-      if (!(a > 0.0 && a < 1e3)) bad(key("rope.scaling.attn_factor") + " = " + std::to_string(a) + " must be in (0, 1000)");
+      if (!(a > 0.0 && a < 1e3))
+        bad(key("rope.scaling.attn_factor") + " = " + std::to_string(a) + " must be in (0, 1000)");
       c.rope_attn_factor = (float)a;
     }
     if (g.find(key("rope.scaling.original_context_length")))
-      c.rope_orig_context = gguf_int(g.get_int(key("rope.scaling.original_context_length")), key("rope.scaling.original_context_length"));
+      c.rope_orig_context =
+          gguf_int(g.get_int(key("rope.scaling.original_context_length")), key("rope.scaling.original_context_length"));
   }
   // RoPE factor tensors other than the ones read below change RoPE in ways qkv does not know:
   // refused by name, not ignored.
   for (const GgufTensorInfo& t : g.tensors())
-    if (t.name.find("rope_factors") != std::string::npos && t.name != "rope_factors_long.weight" && t.name != "rope_factors_short.weight")
-      fail(ErrorCode::Unsupported, "GGUF: tensor " + t.name + " (RoPE factors) is not supported; rope_freqs.weight and rope_factors_long/short.weight are");
+    if (t.name.find("rope_factors") != std::string::npos && t.name != "rope_factors_long.weight" &&
+        t.name != "rope_factors_short.weight")
+      fail(ErrorCode::Unsupported,
+           "GGUF: tensor " + t.name +
+               " (RoPE factors) is not supported; rope_freqs.weight and rope_factors_long/short.weight are");
   const GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
   if (!emb || emb->rank() > 2) bad("tensor token_embd.weight is missing or not 2-D");
   c.vocab_size = gguf_int((int64_t)emb->dim(1), "the vocabulary size (token_embd.weight)");
@@ -373,7 +533,8 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   if (row->swa_pattern > 0) {
     // Gemma 2 falls back to a 4096 window; Gemma 3 without the key has none (every layer global)
     // and then caps its logits if the file says so, as llama.cpp does.
-    const int window = gguf_int(g.get_int_or(key("attention.sliding_window"), row->softcaps ? 4096 : 0), key("attention.sliding_window"));
+    const int window = gguf_int(g.get_int_or(key("attention.sliding_window"), row->softcaps ? 4096 : 0),
+                                key("attention.sliding_window"));
     if (window > 0) {
       c.layer_window.assign(c.n_layers, 0);
       for (int l = 0; l < c.n_layers; l++)
@@ -387,7 +548,8 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     }
     // llama.cpp scales the 27B models' queries by 1/sqrt(dim / heads) (their query_pre_attn_scalar),
     // the others by 1/sqrt(head_dim); it tells a 27B model by its layer count (Gemma 2: 46, Gemma 3: 62).
-    if (c.n_layers == (row->swa_pattern == 2 ? 46 : 62)) c.attn_scale = 1.0f / std::sqrt((float)c.dim / (float)c.n_heads);
+    if (c.n_layers == (row->swa_pattern == 2 ? 46 : 62))
+      c.attn_scale = 1.0f / std::sqrt((float)c.dim / (float)c.n_heads);
   }
   if (row->granite_scales) apply_granite_scales(g, key, row->granite_scales == 2, c);
   c.qk_norm_whole = row->qk_norm_whole;
@@ -404,8 +566,10 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     if (window <= 0) bad(key("attention.sliding_window") + " = " + std::to_string(window) + " must be positive");
     const GgufValue* pv = g.find(key("attention.sliding_window_pattern"));
     if (pv && pv->kind == GgufKind::ARRAY)
-      fail(ErrorCode::Unsupported, "GGUF: " + key("attention.sliding_window_pattern") + " as a per-layer array is not supported");
-    const int period = gguf_int(g.get_int_or(key("attention.sliding_window_pattern"), 4), key("attention.sliding_window_pattern"));
+      fail(ErrorCode::Unsupported,
+           "GGUF: " + key("attention.sliding_window_pattern") + " as a per-layer array is not supported");
+    const int period =
+        gguf_int(g.get_int_or(key("attention.sliding_window_pattern"), 4), key("attention.sliding_window_pattern"));
     if (period < 1 || period > c.n_layers + 1)
       bad(key("attention.sliding_window_pattern") + " = " + std::to_string(period) + " is out of range");
     c.layer_window.assign(c.n_layers, 0);
@@ -428,19 +592,23 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       if (!g.find(key(k))) bad("key " + key(k) + " is missing (a mixture-of-experts model needs it)");
     c.n_experts = gguf_int(g.get_int(key("expert_count")), key("expert_count"));
     c.n_experts_used = gguf_int(g.get_int(key("expert_used_count")), key("expert_used_count"));
-    if (c.n_experts <= 0 || c.n_experts > 512) bad(key("expert_count") + " = " + std::to_string(c.n_experts) + " (must be 1..512)");
+    if (c.n_experts <= 0 || c.n_experts > 512)
+      bad(key("expert_count") + " = " + std::to_string(c.n_experts) + " (must be 1..512)");
     if (c.n_experts_used <= 0 || c.n_experts_used > c.n_experts)
-      bad(key("expert_used_count") + " = " + std::to_string(c.n_experts_used) + " (must be 1.." + std::to_string(c.n_experts) + ")");
+      bad(key("expert_used_count") + " = " + std::to_string(c.n_experts_used) + " (must be 1.." +
+          std::to_string(c.n_experts) + ")");
     if (arch == "qwen3moe")
       c.hidden_dim = g.find(key("expert_feed_forward_length"))
                          ? gguf_int(g.get_int(key("expert_feed_forward_length")), key("expert_feed_forward_length"))
                          : c.hidden_dim / c.n_experts_used;
     c.expert_norm_topk = row->moe == 2;
     if (g.get_int_or(key("expert_shared_feed_forward_length"), 0) != 0)
-      fail(ErrorCode::Unsupported, "GGUF: " + key("expert_shared_feed_forward_length") + " (a shared expert, Granite-MoE shared) is not supported");
+      fail(ErrorCode::Unsupported, "GGUF: " + key("expert_shared_feed_forward_length") +
+                                       " (a shared expert, Granite-MoE shared) is not supported");
     const GgufValue* gating = g.find(key("expert_gating_func"));
     if (gating && g.get_int(key("expert_gating_func")) != 1)  // llama.cpp: 1 softmax, 2 sigmoid
-      fail(ErrorCode::Unsupported, "GGUF: " + key("expert_gating_func") + " = " + std::to_string(g.get_int(key("expert_gating_func"))) +
+      fail(ErrorCode::Unsupported, "GGUF: " + key("expert_gating_func") + " = " +
+                                       std::to_string(g.get_int(key("expert_gating_func"))) +
                                        " is not supported (1, softmax, is)");
   }
   if (row->nope_step > 0) {
@@ -467,7 +635,8 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     const float* f = vec(g, name, c.rot_dims() / 2);
     for (int i = 0; i < c.rot_dims() / 2; i++)
       if (!(f[i] > 0.0f && f[i] < 1e30f))
-        bad(std::string("tensor ") + name + " holds " + std::to_string(f[i]) + " at " + std::to_string(i) + "; factors must be positive");
+        bad(std::string("tensor ") + name + " holds " + std::to_string(f[i]) + " at " + std::to_string(i) +
+            "; factors must be positive");
     return f;
   };
   w.rope_factors = rope_divisors("rope_freqs.weight");
@@ -514,20 +683,26 @@ LoadedModel load_gguf_model(const GgufFile& g) {
       }
       L.bo = vec(g, p + "attn_output.bias", d, false);
       for (const char* t : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
-        if (g.find_tensor(p + t)) fail(ErrorCode::Unsupported, "GGUF: tensor " + p + t + " (a feed-forward bias in a gated feed-forward) is not supported");
+        if (g.find_tensor(p + t))
+          fail(ErrorCode::Unsupported,
+               "GGUF: tensor " + p + t + " (a feed-forward bias in a gated feed-forward) is not supported");
     }
     if (row->norm_bias) {  // StableLM 2 12B's layout
       if (!row->qk_norm && g.find_tensor(p + "attn_q_norm.weight"))
-        fail(ErrorCode::Unsupported, "GGUF: tensor " + p + "attn_q_norm.weight (per-head LayerNorms of Q and K, StableLM 2 12B) is not supported");
+        fail(ErrorCode::Unsupported,
+             "GGUF: tensor " + p +
+                 "attn_q_norm.weight (per-head LayerNorms of Q and K, StableLM 2 12B) is not supported");
       if (!g.find_tensor(p + "ffn_norm.weight"))
-        fail(ErrorCode::Unsupported, "GGUF: " + arch + " without " + p + "ffn_norm.weight (a parallel residual, StableLM 2 12B) is not supported");
+        fail(ErrorCode::Unsupported, "GGUF: " + arch + " without " + p +
+                                         "ffn_norm.weight (a parallel residual, StableLM 2 12B) is not supported");
     }
     if (row->post_norms) {
       L.attn_post_norm = vec(g, p + "post_attention_norm.weight", d);
       L.ffn_post_norm = vec(g, p + "post_ffw_norm.weight", d);
     }
     if (row->parallel && (g.find_tensor(p + "attn_q_norm.weight") || g.find_tensor(p + "attn_k_norm.weight")))
-      fail(ErrorCode::Unsupported, "GGUF: tensor " + p + "attn_q_norm.weight (per-head LayerNorms of Q and K, Command-R+) is not supported");
+      fail(ErrorCode::Unsupported,
+           "GGUF: tensor " + p + "attn_q_norm.weight (per-head LayerNorms of Q and K, Command-R+) is not supported");
     if (!row->no_pre_norms && !row->parallel) L.ffn_norm = vec(g, p + "ffn_norm.weight", d);
     if (b || row->norm_bias) L.ffn_norm_b = vec(g, p + "ffn_norm.bias", d);
     if (row->moe) {
@@ -572,8 +747,10 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
   const std::string model = g.get_string("tokenizer.ggml.model");
   if (model == "t5") return load_gguf_unigram(g);
   if (model != "llama" && model != "gpt2" && model != "bert")
-    fail(ErrorCode::Unsupported, "GGUF tokenizer '" + model +
-                                     "' is not supported; supported: llama (SentencePiece), gpt2 (byte-level BPE), bert (WordPiece), t5 (Unigram)");
+    fail(
+        ErrorCode::Unsupported,
+        "GGUF tokenizer '" + model +
+            "' is not supported; supported: llama (SentencePiece), gpt2 (byte-level BPE), bert (WordPiece), t5 (Unigram)");
   std::vector<std::string> pieces = string_array(g, "tokenizer.ggml.tokens");
   const size_t n = pieces.size();
   std::vector<int> types;
@@ -584,7 +761,8 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
   }
   if (model == "bert") {  // llama.cpp's defaults: [CLS] 101 (as BOS), [SEP] 102, [UNK] 100
     auto id_or = [&](int def) { return def < (int)n ? def : -1; };
-    const int cls = gguf_token_id(g, "tokenizer.ggml.bos_token_id", gguf_token_id(g, "tokenizer.ggml.cls_token_id", id_or(101), n), n);
+    const int cls = gguf_token_id(g, "tokenizer.ggml.bos_token_id",
+                                  gguf_token_id(g, "tokenizer.ggml.cls_token_id", id_or(101), n), n);
     const int sep = gguf_token_id(g, "tokenizer.ggml.seperator_token_id", id_or(102), n);
     const int unk = gguf_token_id(g, "tokenizer.ggml.unknown_token_id", id_or(100), n);
     return Tokenizer::from_wordpiece(std::move(pieces), std::move(types), cls, sep, unk,
@@ -595,37 +773,44 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
     const std::string pre = g.find("tokenizer.ggml.pre") ? g.get_string("tokenizer.ggml.pre") : std::string("default");
     const PreTokenizer kind = pre_tokenizer_from_name(pre);
     const std::vector<std::string> merges = string_array(g, "tokenizer.ggml.merges");
-    Tokenizer t = Tokenizer::from_bpe(std::move(pieces), std::move(types), merges, kind, pre_tokenizer_ignores_merges(kind));
-    const int bos = gguf_token_id(g, "tokenizer.ggml.bos_token_id", -1, n), eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", -1, n);
-    const int eot = gguf_token_id(g, "tokenizer.ggml.eot_token_id", -1, n), eom = gguf_token_id(g, "tokenizer.ggml.eom_token_id", -1, n);
+    Tokenizer t =
+        Tokenizer::from_bpe(std::move(pieces), std::move(types), merges, kind, pre_tokenizer_ignores_merges(kind));
+    const int bos = gguf_token_id(g, "tokenizer.ggml.bos_token_id", -1, n),
+              eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", -1, n);
+    const int eot = gguf_token_id(g, "tokenizer.ggml.eot_token_id", -1, n),
+              eom = gguf_token_id(g, "tokenizer.ggml.eom_token_id", -1, n);
     const bool add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token", pre_tokenizer_adds_bos(kind)) && bos >= 0;
     t.set_specials(bos, eos, add_bos, gguf_flag(g, "tokenizer.ggml.add_eos_token", false), {eot, eom});
     return t;
   }
   std::vector<float> scores(n, 0.0f);
   if (const GgufValue* s = g.find("tokenizer.ggml.scores")) {
-    if (s->kind != GgufKind::ARRAY || s->size() != n || !(n == 0 || s->elems_int() || s->elem == GgufKind::F32 || s->elem == GgufKind::F64))
+    if (s->kind != GgufKind::ARRAY || s->size() != n ||
+        !(n == 0 || s->elems_int() || s->elem == GgufKind::F32 || s->elem == GgufKind::F64))
       bad("tokenizer.ggml.scores must have one score per token");
     for (size_t i = 0; i < n; i++) scores[i] = (float)s->num_at(i);
   }
-  const int bos = gguf_token_id(g, "tokenizer.ggml.bos_token_id", 1, n), eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", 2, n);
+  const int bos = gguf_token_id(g, "tokenizer.ggml.bos_token_id", 1, n),
+            eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", 2, n);
   const int unk = gguf_token_id(g, "tokenizer.ggml.unknown_token_id", 0, n);
   if (bos < 0 || eos < 0) bad("tokenizer.ggml.bos_token_id / eos_token_id are outside the vocabulary");
   Tokenizer t = Tokenizer::from_spm_pieces(std::move(pieces), std::move(scores), std::move(types), bos, eos, unk,
                                            gguf_flag(g, "tokenizer.ggml.add_space_prefix", true));
   const int eot = gguf_token_id(g, "tokenizer.ggml.eot_token_id", -1, n);
-  t.set_specials(bos, eos, gguf_flag(g, "tokenizer.ggml.add_bos_token", true), gguf_flag(g, "tokenizer.ggml.add_eos_token", false), {eot});
+  t.set_specials(bos, eos, gguf_flag(g, "tokenizer.ggml.add_bos_token", true),
+                 gguf_flag(g, "tokenizer.ggml.add_eos_token", false), {eot});
   // llama.cpp strips the whitespace after Phi-3's special tokens (it goes by the model's name),
   // except after <unk>, <s> and <|endoftext|>.
-  std::string name = g.find("general.name") && g.get("general.name").kind == GgufKind::STRING ? g.get_string("general.name") : "";
+  std::string name =
+      g.find("general.name") && g.get("general.name").kind == GgufKind::STRING ? g.get_string("general.name") : "";
   for (char& ch : name) ch = (char)std::tolower((unsigned char)ch);
   if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
     std::vector<int> rstrip;
     for (int id = 0; id < t.vocab_size(); id++) {
       const int ty = t.token_type(id);
       const std::string& p = t.piece(id);
-      if ((ty == kTokControl || ty == kTokUserDefined || ty == kTokUnknown || p == "</s>") && p != "<unk>" && p != "<s>" &&
-          p != "<|endoftext|>")
+      if ((ty == kTokControl || ty == kTokUserDefined || ty == kTokUnknown || p == "</s>") && p != "<unk>" &&
+          p != "<s>" && p != "<|endoftext|>")
         rstrip.push_back(id);
     }
     t.set_rstrip(std::move(rstrip));

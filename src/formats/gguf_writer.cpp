@@ -21,30 +21,65 @@ void put_str(std::vector<uint8_t>& o, const std::string& s) {
 }
 }  // namespace
 
-void GgufWriter::add_string(const std::string& k, const std::string& v) { put_str(kv_, k); put<uint32_t>(kv_, 8); put_str(kv_, v); n_kv_++; }
-void GgufWriter::add_u32(const std::string& k, uint32_t v) { put_str(kv_, k); put<uint32_t>(kv_, 4); put(kv_, v); n_kv_++; }
-void GgufWriter::add_i32(const std::string& k, int32_t v) { put_str(kv_, k); put<uint32_t>(kv_, 5); put(kv_, v); n_kv_++; }
-void GgufWriter::add_f32(const std::string& k, float v) { put_str(kv_, k); put<uint32_t>(kv_, 6); put(kv_, v); n_kv_++; }
-void GgufWriter::add_bool(const std::string& k, bool v) { put_str(kv_, k); put<uint32_t>(kv_, 7); put<uint8_t>(kv_, v); n_kv_++; }
+void GgufWriter::add_string(const std::string& k, const std::string& v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 8);
+  put_str(kv_, v);
+  n_kv_++;
+}
+void GgufWriter::add_u32(const std::string& k, uint32_t v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 4);
+  put(kv_, v);
+  n_kv_++;
+}
+void GgufWriter::add_i32(const std::string& k, int32_t v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 5);
+  put(kv_, v);
+  n_kv_++;
+}
+void GgufWriter::add_f32(const std::string& k, float v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 6);
+  put(kv_, v);
+  n_kv_++;
+}
+void GgufWriter::add_bool(const std::string& k, bool v) {
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 7);
+  put<uint8_t>(kv_, v);
+  n_kv_++;
+}
 void GgufWriter::add_strings(const std::string& k, const std::vector<std::string>& v) {
-  put_str(kv_, k); put<uint32_t>(kv_, 9); put<uint32_t>(kv_, 8); put<uint64_t>(kv_, v.size());
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 9);
+  put<uint32_t>(kv_, 8);
+  put<uint64_t>(kv_, v.size());
   for (const auto& s : v) put_str(kv_, s);
   n_kv_++;
 }
 void GgufWriter::add_f32s(const std::string& k, const std::vector<float>& v) {
-  put_str(kv_, k); put<uint32_t>(kv_, 9); put<uint32_t>(kv_, 6); put<uint64_t>(kv_, v.size());
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 9);
+  put<uint32_t>(kv_, 6);
+  put<uint64_t>(kv_, v.size());
   for (float x : v) put(kv_, x);
   n_kv_++;
 }
 void GgufWriter::add_i32s(const std::string& k, const std::vector<int32_t>& v) {
-  put_str(kv_, k); put<uint32_t>(kv_, 9); put<uint32_t>(kv_, 5); put<uint64_t>(kv_, v.size());
+  put_str(kv_, k);
+  put<uint32_t>(kv_, 9);
+  put<uint32_t>(kv_, 5);
+  put<uint64_t>(kv_, v.size());
   for (int32_t x : v) put(kv_, x);
   n_kv_++;
 }
 
 static void put_value(std::vector<uint8_t>& o, const GgufValue& v) {
   switch (v.kind) {
-    case GgufKind::U8: case GgufKind::BOOL: put<uint8_t>(o, (uint8_t)v.u); break;
+    case GgufKind::U8:
+    case GgufKind::BOOL: put<uint8_t>(o, (uint8_t)v.u); break;
     case GgufKind::I8: put<int8_t>(o, (int8_t)v.i); break;
     case GgufKind::U16: put<uint16_t>(o, (uint16_t)v.u); break;
     case GgufKind::I16: put<int16_t>(o, (int16_t)v.i); break;
@@ -58,8 +93,10 @@ static void put_value(std::vector<uint8_t>& o, const GgufValue& v) {
     case GgufKind::ARRAY:
       put<uint32_t>(o, (uint32_t)v.elem);
       put<uint64_t>(o, v.size());
-      if (v.elem == GgufKind::ARRAY) for (const GgufValue& e : v.arr) put_value(o, e);
-      else if (v.elem == GgufKind::STRING) for (size_t i = 0; i < v.size(); i++) put_str(o, v.str_at(i));
+      if (v.elem == GgufKind::ARRAY)
+        for (const GgufValue& e : v.arr) put_value(o, e);
+      else if (v.elem == GgufKind::STRING)
+        for (size_t i = 0; i < v.size(); i++) put_str(o, v.str_at(i));
       else o.insert(o.end(), v.raw.begin(), v.raw.end());
       break;
   }
@@ -81,7 +118,10 @@ void encode_row(QType type, const float* src, uint8_t* dst, int cols) {
   switch (type) {
     case QType::F32: std::memcpy(dst, src, rb); break;
     case QType::F16:
-      for (int i = 0; i < cols; i++) { uint16_t h = f32_to_f16(src[i]); std::memcpy(dst + 2 * i, &h, 2); }
+      for (int i = 0; i < cols; i++) {
+        uint16_t h = f32_to_f16(src[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
       break;
     case QType::BF16:
       for (int i = 0; i < cols; i++) {  // round to nearest even

@@ -30,8 +30,8 @@ const Blob* HfFiles::find(const std::string& name) const {
   for (const auto& f : files_) {
     const std::string& n = f.first;
     if (n == name) return f.second.get();
-    if (n.size() > name.size() && n[n.size() - name.size() - 1] == '/' && n.compare(n.size() - name.size(), name.size(), name) == 0 &&
-        (!best || n.size() < best_len)) {
+    if (n.size() > name.size() && n[n.size() - name.size() - 1] == '/' &&
+        n.compare(n.size() - name.size(), name.size(), name) == 0 && (!best || n.size() < best_len)) {
       best = f.second.get();
       best_len = n.size();
     }
@@ -92,7 +92,8 @@ double num(const Json& c, const char* k, double def, bool required = false) {
 }
 uint32_t count(const Json& c, const char* k, double def, bool required = false) {
   const double d = num(c, k, def, required);
-  if (!(d >= 0 && d <= (double)(1 << 30)) || d != std::floor(d)) bad(std::string("config.json: ") + k + " = " + std::to_string(d) + " is not a count");
+  if (!(d >= 0 && d <= (double)(1 << 30)) || d != std::floor(d))
+    bad(std::string("config.json: ") + k + " = " + std::to_string(d) + " is not a count");
   return (uint32_t)d;
 }
 
@@ -101,22 +102,35 @@ struct Family {
   const char* arch;  // GGUF architecture
 };
 const Family kFamilies[] = {
-    {"llama", "llama"}, {"mistral", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"}, {"gemma", "gemma"},
+    {"llama", "llama"},   {"mistral", "llama"}, {"qwen2", "qwen2"},        {"qwen3", "qwen3"}, {"gemma", "gemma"},
     {"gemma2", "gemma2"}, {"gemma3", "gemma3"}, {"gemma3_text", "gemma3"}, {"bert", "bert"},
 };
 
 // HF name (prefix removed) -> GGUF name, per family; "" to skip, "?" for unknown.
 std::string gguf_name(const std::string& arch, const std::string& n) {
   static const std::map<std::string, std::string> kDecoder = {
-      {"self_attn.q_proj", "attn_q"}, {"self_attn.k_proj", "attn_k"}, {"self_attn.v_proj", "attn_v"},
-      {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"}, {"self_attn.k_norm", "attn_k_norm"},
-      {"input_layernorm", "attn_norm"}, {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"}, {"mlp.down_proj", "ffn_down"},
-      {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
+      {"self_attn.q_proj", "attn_q"},
+      {"self_attn.k_proj", "attn_k"},
+      {"self_attn.v_proj", "attn_v"},
+      {"self_attn.o_proj", "attn_output"},
+      {"self_attn.q_norm", "attn_q_norm"},
+      {"self_attn.k_norm", "attn_k_norm"},
+      {"input_layernorm", "attn_norm"},
+      {"mlp.gate_proj", "ffn_gate"},
+      {"mlp.up_proj", "ffn_up"},
+      {"mlp.down_proj", "ffn_down"},
+      {"pre_feedforward_layernorm", "ffn_norm"},
+      {"post_feedforward_layernorm", "post_ffw_norm"},
   };
   static const std::map<std::string, std::string> kBert = {
-      {"attention.self.query", "attn_q"}, {"attention.self.key", "attn_k"}, {"attention.self.value", "attn_v"},
-      {"attention.output.dense", "attn_output"}, {"attention.output.LayerNorm", "attn_output_norm"},
-      {"intermediate.dense", "ffn_up"}, {"output.dense", "ffn_down"}, {"output.LayerNorm", "layer_output_norm"},
+      {"attention.self.query", "attn_q"},
+      {"attention.self.key", "attn_k"},
+      {"attention.self.value", "attn_v"},
+      {"attention.output.dense", "attn_output"},
+      {"attention.output.LayerNorm", "attn_output_norm"},
+      {"intermediate.dense", "ffn_up"},
+      {"output.dense", "ffn_down"},
+      {"output.LayerNorm", "layer_output_norm"},
   };
   const bool bert = arch == "bert";
   const size_t dot = n.rfind('.');
@@ -155,9 +169,11 @@ std::string gguf_name(const std::string& arch, const std::string& n) {
 // Llama 3's rope_scaling (rope_type llama3) as the converter writes it: rope_freqs.weight, one
 // divisor per frequency.
 std::vector<float> llama3_rope_factors(const Json& rs, double base, int head_dim) {
-  const double factor = num(rs, "factor", 8.0), lo = num(rs, "low_freq_factor", 1.0), hi = num(rs, "high_freq_factor", 4.0);
+  const double factor = num(rs, "factor", 8.0), lo = num(rs, "low_freq_factor", 1.0),
+               hi = num(rs, "high_freq_factor", 4.0);
   const double old_ctx = num(rs, "original_max_position_embeddings", 8192.0);
-  if (!(factor > 0 && lo > 0 && hi > lo && old_ctx > 0)) bad("config.json: rope_scaling (llama3) has out-of-range values");
+  if (!(factor > 0 && lo > 0 && hi > lo && old_ctx > 0))
+    bad("config.json: rope_scaling (llama3) has out-of-range values");
   const double lo_wl = old_ctx / lo, hi_wl = old_ctx / hi;
   std::vector<float> out;
   for (int i = 0; i < head_dim; i += 2) {
@@ -219,9 +235,10 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
   for (const Family& f : kFamilies)
     if (model_type == f.model_type) arch = f.arch;
   if (arch.empty())
-    fail(ErrorCode::Unsupported, "Hugging Face model_type '" + model_type +
-                                     "' is not supported; supported: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, bert "
-                                     "(convert others with llama.cpp's convert_hf_to_gguf.py)");
+    fail(ErrorCode::Unsupported,
+         "Hugging Face model_type '" + model_type +
+             "' is not supported; supported: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, bert "
+             "(convert others with llama.cpp's convert_hf_to_gguf.py)");
   const bool bert = arch == "bert", gemma = arch.compare(0, 5, "gemma") == 0;
 
   // The tensors: one file, or the shards the index names.
@@ -239,7 +256,8 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
   if (files->find("model.safetensors")) {
     add_file("model.safetensors");
   } else if (files->find("model.safetensors.index.json")) {
-    const Json idx = parse_json(files->text("model.safetensors.index.json"), "model.safetensors.index.json", ErrorCode::BadModel);
+    const Json idx =
+        parse_json(files->text("model.safetensors.index.json"), "model.safetensors.index.json", ErrorCode::BadModel);
     const Json* wm = idx.k == Json::Obj ? idx.get("weight_map") : nullptr;
     if (!wm || wm->k != Json::Obj) bad("model.safetensors.index.json has no weight_map object");
     std::set<std::string> shards;
@@ -250,10 +268,12 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
     }
     for (const std::string& s : shards) add_file(s);
     for (const auto& kv : wm->obj) {
-      if (file_of[kv.first] != kv.second.s) bad("model.safetensors.index.json places " + kv.first + " in " + kv.second.s + ", which does not hold it");
+      if (file_of[kv.first] != kv.second.s)
+        bad("model.safetensors.index.json places " + kv.first + " in " + kv.second.s + ", which does not hold it");
     }
   } else {
-    fail(ErrorCode::Io, "Hugging Face checkpoint: no model.safetensors or model.safetensors.index.json among the files");
+    fail(ErrorCode::Io,
+         "Hugging Face checkpoint: no model.safetensors or model.safetensors.index.json among the files");
   }
 
   GgufWriter w;
@@ -282,10 +302,13 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
   if (bert) {
     w.add_f32(key("attention.layer_norm_epsilon"), (float)num(cfg, "layer_norm_eps", 1e-12));
     w.add_bool(key("attention.causal"), false);
-    const Json pool = files->find("1_Pooling/config.json")
-                          ? parse_json(files->text("1_Pooling/config.json"), "1_Pooling/config.json", ErrorCode::BadModel)
-                          : Json();
-    auto on = [&](const char* k) { const Json* v = pool.k == Json::Obj ? pool.get(k) : nullptr; return v && v->k == Json::Bool && v->b; };
+    const Json pool = files->find("1_Pooling/config.json") ? parse_json(files->text("1_Pooling/config.json"),
+                                                                        "1_Pooling/config.json", ErrorCode::BadModel)
+                                                           : Json();
+    auto on = [&](const char* k) {
+      const Json* v = pool.k == Json::Obj ? pool.get(k) : nullptr;
+      return v && v->k == Json::Bool && v->b;
+    };
     if (on("pooling_mode_mean_tokens")) w.add_u32(key("pooling_type"), 1);
     else if (on("pooling_mode_cls_token")) w.add_u32(key("pooling_type"), 2);
     else if (on("pooling_mode_lasttoken")) w.add_u32(key("pooling_type"), 3);
@@ -308,7 +331,8 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
     } else if (type == "llama3" && arch == "llama") {
       rope_freqs = llama3_rope_factors(*rs, num(cfg, "rope_theta", 10000.0), (int)head_dim);
     } else if (type != "default") {
-      fail(ErrorCode::Unsupported, "Hugging Face config.json: rope_scaling type '" + type + "' is not supported (linear, yarn, llama3 are)");
+      fail(ErrorCode::Unsupported,
+           "Hugging Face config.json: rope_scaling type '" + type + "' is not supported (linear, yarn, llama3 are)");
     }
   }
   if (arch == "gemma2") {
@@ -320,7 +344,8 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
   if ((arch == "gemma2" || arch == "gemma3") && cfg.get("sliding_window") && cfg.get("sliding_window")->k == Json::Num)
     w.add_u32(key("attention.sliding_window"), count(cfg, "sliding_window", 0));
   const size_t n_tokens = add_hf_tokenizer(w, *files);
-  if (const std::string ct = files->text("chat_template.jinja"); !ct.empty()) w.add_string("tokenizer.chat_template", ct);
+  if (const std::string ct = files->text("chat_template.jinja"); !ct.empty())
+    w.add_string("tokenizer.chat_template", ct);
 
   // Tensors, renamed; the ones the converter changes are copied here.
   auto storage = std::make_shared<HfStorage>(blob);
@@ -341,20 +366,26 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
     if (bert && (n.compare(0, 4, "cls.") == 0)) continue;  // the masked-LM head
     const std::string g = gguf_name(arch, n);
     if (g.empty()) continue;
-    if (g == "?") fail(ErrorCode::Unsupported, "Hugging Face checkpoint: tensor " + kv.first + " has no place in a " + model_type + " model");
-    // Biases the GGUF rows of these families do not read (Llama's attention_bias / mlp_bias, Qwen 3's): refused, not ignored.
+    if (g == "?")
+      fail(ErrorCode::Unsupported,
+           "Hugging Face checkpoint: tensor " + kv.first + " has no place in a " + model_type + " model");
+    // Biases the GGUF rows of these families do not read (Llama's attention_bias / mlp_bias, Qwen 3's): refused, not
+    // ignored.
     if (!bert && arch != "qwen2" && g.size() > 5 && g.compare(g.size() - 5, 5, ".bias") == 0)
-      fail(ErrorCode::Unsupported, "Hugging Face checkpoint: tensor " + kv.first + " (a bias " + model_type + " models do not have) is not supported");
+      fail(ErrorCode::Unsupported, "Hugging Face checkpoint: tensor " + kv.first + " (a bias " + model_type +
+                                       " models do not have) is not supported");
     const SafetensorsTensor& t = kv.second;
     if (!t.supported)
-      fail(ErrorCode::Unsupported, "Hugging Face checkpoint: tensor " + kv.first + " is " + t.dtype + "; qkv runs F32, F16 and BF16 weights");
+      fail(ErrorCode::Unsupported,
+           "Hugging Face checkpoint: tensor " + kv.first + " is " + t.dtype + "; qkv runs F32, F16 and BF16 weights");
     if (t.shape.empty() || t.shape.size() > 2) bad("tensor " + kv.first + " is not 1-D or 2-D");
     GgufTensorInfo info;
     info.name = g;
     for (size_t i = t.shape.size(); i-- > 0;) info.dims.push_back(t.shape[i]);
     const bool vec = t.shape.size() == 1, table = g == "position_embd.weight" || g == "token_types.weight";
     const bool norm_shift = gemma && vec && g.size() > 11 && g.compare(g.size() - 11, 11, "norm.weight") == 0;
-    const bool permute = arch == "llama" && (g.find(".attn_q.") != std::string::npos || g.find(".attn_k.") != std::string::npos);
+    const bool permute =
+        arch == "llama" && (g.find(".attn_q.") != std::string::npos || g.find(".attn_k.") != std::string::npos);
     const uint8_t* data = t.data;
     QType type = t.type;
     if (vec || table || norm_shift) {  // F32 copy (+1 for Gemma's norms)
@@ -367,20 +398,24 @@ GgufFile hf_as_gguf(std::shared_ptr<const Blob> blob) {
     }
     if (permute) {  // rows h*hd + j*hd/2 + i -> h*hd + 2i + j (convert_hf_to_gguf's permute)
       const uint32_t nh = g.find(".attn_q.") != std::string::npos ? heads : kv_heads;
-      const uint64_t rows = t.shape[0], row_bytes = vec ? qtype_row_bytes(type, 1) : qtype_row_bytes(type, (int)t.shape[1]);
-      if (rows % (2ull * nh) != 0) bad("tensor " + kv.first + " has " + std::to_string(rows) + " rows, not a multiple of 2 x its heads");
+      const uint64_t rows = t.shape[0],
+                     row_bytes = vec ? qtype_row_bytes(type, 1) : qtype_row_bytes(type, (int)t.shape[1]);
+      if (rows % (2ull * nh) != 0)
+        bad("tensor " + kv.first + " has " + std::to_string(rows) + " rows, not a multiple of 2 x its heads");
       const uint64_t half = rows / nh / 2;
       std::vector<uint8_t> buf(rows * row_bytes);
       for (uint64_t h = 0; h < nh; h++)
         for (uint64_t j = 0; j < 2; j++)
           for (uint64_t i = 0; i < half; i++)
-            std::memcpy(buf.data() + (h * 2 * half + 2 * i + j) * row_bytes, data + (h * 2 * half + j * half + i) * row_bytes, row_bytes);
+            std::memcpy(buf.data() + (h * 2 * half + 2 * i + j) * row_bytes,
+                        data + (h * 2 * half + j * half + i) * row_bytes, row_bytes);
       storage->owned.push_back(std::move(buf));
       data = storage->owned.back().data();
     }
     // Gemma's embedding has rows past the tokenizer's vocabulary: the converter drops them
     // (here: a view of the first rows).
-    if (gemma && g == "token_embd.weight" && info.dims.size() == 2 && info.dims[1] > n_tokens && n_tokens > 0) info.dims[1] = n_tokens;
+    if (gemma && g == "token_embd.weight" && info.dims.size() == 2 && info.dims[1] > n_tokens && n_tokens > 0)
+      info.dims[1] = n_tokens;
     info.type = ggml_of_qtype(type);
     info.bytes = info.elements() * (type == QType::F32 ? 4 : 2);
     infos.push_back(std::move(info));
@@ -433,9 +468,12 @@ std::shared_ptr<const Blob> map_hf_directory(const std::string& dir) {
     closedir(d);
     std::sort(names.begin(), names.end());
     for (const std::string& n : names) {
-      auto ends = [&](const char* s) { return n.size() >= std::strlen(s) && n.compare(n.size() - std::strlen(s), std::string::npos, s) == 0; };
+      auto ends = [&](const char* s) {
+        return n.size() >= std::strlen(s) && n.compare(n.size() - std::strlen(s), std::string::npos, s) == 0;
+      };
       // Mistral's consolidated.safetensors repeats the weights in another layout: not read.
-      if ((ends(".json") || ends(".safetensors") || n == "chat_template.jinja") && n.compare(0, 12, "consolidated") != 0)
+      if ((ends(".json") || ends(".safetensors") || n == "chat_template.jinja") &&
+          n.compare(0, 12, "consolidated") != 0)
         files.emplace_back(sub + n, map_file(dir + "/" + sub + n));
     }
   };

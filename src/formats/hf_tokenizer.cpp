@@ -61,7 +61,8 @@ std::string normalize_regex(const std::string& r) {
     }
     out += r[i];
   }
-  const std::string hf = "(?i:'s|'t|'re|'ve|'m|'ll|'d)", ll = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
+  const std::string hf = "(?i:'s|'t|'re|'ve|'m|'ll|'d)",
+                    ll = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
   for (size_t p; (p = out.find(hf)) != std::string::npos;) out.replace(p, hf.size(), ll);
   return out;
 }
@@ -137,7 +138,8 @@ void spm_chain(const Json* p, bool* marker, bool* prefix) {
   } else if (t == "Metaspace") {
     *marker = true;
     const std::string scheme = str(p, "prepend_scheme");
-    if (scheme == "always" || scheme == "first" || (scheme.empty() && flag(p, "add_prefix_space", true))) *prefix = true;
+    if (scheme == "always" || scheme == "first" || (scheme.empty() && flag(p, "add_prefix_space", true)))
+      *prefix = true;
   } else if (!t.empty() && t != "NFC" && t != "NFKC" && t != "Strip" && t != "ByteFallback" && t != "Fuse") {
     unsupported("normalizer or pre-tokenizer " + t + " is not supported with a SentencePiece-style BPE model");
   }
@@ -148,7 +150,12 @@ std::vector<uint8_t> base64(const std::string& s) {
   uint32_t acc = 0;
   int bits = 0;
   for (char c : s) {
-    int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : c == '/' ? 63 : -1;
+    int v = c >= 'A' && c <= 'Z'   ? c - 'A'
+            : c >= 'a' && c <= 'z' ? c - 'a' + 26
+            : c >= '0' && c <= '9' ? c - '0' + 52
+            : c == '+'             ? 62
+            : c == '/'             ? 63
+                                   : -1;
     if (c == '=') break;
     if (v < 0) bad("precompiled_charsmap is not base64");
     acc = (acc << 6) | (uint32_t)v;
@@ -171,11 +178,12 @@ std::string token_text(const Json* v) {
 }  // namespace
 
 size_t add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
-  if (!files.find("tokenizer.json")) fail(ErrorCode::BadTokenizer, "Hugging Face checkpoint: tokenizer.json is missing");
+  if (!files.find("tokenizer.json"))
+    fail(ErrorCode::BadTokenizer, "Hugging Face checkpoint: tokenizer.json is missing");
   const Json tj = parse_json(files.text("tokenizer.json"), "tokenizer.json", ErrorCode::BadTokenizer);
-  const Json tc = files.find("tokenizer_config.json")
-                      ? parse_json(files.text("tokenizer_config.json"), "tokenizer_config.json", ErrorCode::BadTokenizer)
-                      : Json();
+  const Json tc = files.find("tokenizer_config.json") ? parse_json(files.text("tokenizer_config.json"),
+                                                                   "tokenizer_config.json", ErrorCode::BadTokenizer)
+                                                      : Json();
   if (tj.k != Json::Obj) bad("not a JSON object");
   const Json* model = tj.get("model");
   const std::string mtype = type_of(model);
@@ -220,7 +228,8 @@ size_t add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
   std::map<std::string, int> special_ids;
   if (const Json* added = tj.get("added_tokens"); added && added->k == Json::Arr) {
     for (const Json& a : added->arr) {
-      if (a.k != Json::Obj || !a.get("id") || !a.get("content") || a.get("content")->k != Json::Str) bad("an added token lacks id or content");
+      if (a.k != Json::Obj || !a.get("id") || !a.get("content") || a.get("content")->k != Json::Str)
+        bad("an added token lacks id or content");
       const int64_t id = id_of(*a.get("id"), "added token id");
       put(id, a.get("content")->s, flag(&a, "special", false) ? kTokControl : kTokUserDefined);
       special_ids[a.get("content")->s] = (int)id;
@@ -242,7 +251,8 @@ size_t add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
 
   // BOS/EOS and whether they are added.
   const Json* tcp = tc.k == Json::Obj ? &tc : nullptr;
-  int bos = find_id(token_text(tcp ? tcp->get("bos_token") : nullptr)), eos = find_id(token_text(tcp ? tcp->get("eos_token") : nullptr));
+  int bos = find_id(token_text(tcp ? tcp->get("bos_token") : nullptr)),
+      eos = find_id(token_text(tcp ? tcp->get("eos_token") : nullptr));
   bool add_bos = false;
   const Json* post = tj.get("post_processor");
   {  // the template's first piece, if a special token, is a BOS it adds (Llama 3's TemplateProcessing)
@@ -272,12 +282,15 @@ size_t add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
       }
     }
   }
-  if (tcp && tcp->get("add_bos_token") && tcp->get("add_bos_token")->k == Json::Bool) add_bos = tcp->get("add_bos_token")->b;
-  if (tcp && tcp->get("add_eos_token") && tcp->get("add_eos_token")->k == Json::Bool) add_eos = tcp->get("add_eos_token")->b;
+  if (tcp && tcp->get("add_bos_token") && tcp->get("add_bos_token")->k == Json::Bool)
+    add_bos = tcp->get("add_bos_token")->b;
+  if (tcp && tcp->get("add_eos_token") && tcp->get("add_eos_token")->k == Json::Bool)
+    add_eos = tcp->get("add_eos_token")->b;
 
   if (mtype == "WordPiece") {
     w.add_string("tokenizer.ggml.model", "bert");
-    const std::string prefix = str(model, "continuing_subword_prefix").empty() ? "##" : str(model, "continuing_subword_prefix");
+    const std::string prefix =
+        str(model, "continuing_subword_prefix").empty() ? "##" : str(model, "continuing_subword_prefix");
     for (size_t i = 0; i < tokens.size(); i++) {
       std::string& t = tokens[i];
       if (types[i] != kTokNormal || (t.size() >= 2 && t.front() == '[' && t.back() == ']')) {
@@ -292,7 +305,8 @@ size_t add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
     const int sep = find_id(tcp && tcp->get("sep_token") ? token_text(tcp->get("sep_token")) : "[SEP]");
     w.add_strings("tokenizer.ggml.tokens", tokens);
     w.add_i32s("tokenizer.ggml.token_type", types);
-    if (cls >= 0) w.add_u32("tokenizer.ggml.bos_token_id", (uint32_t)cls), w.add_u32("tokenizer.ggml.cls_token_id", (uint32_t)cls);
+    if (cls >= 0)
+      w.add_u32("tokenizer.ggml.bos_token_id", (uint32_t)cls), w.add_u32("tokenizer.ggml.cls_token_id", (uint32_t)cls);
     if (sep >= 0) w.add_u32("tokenizer.ggml.seperator_token_id", (uint32_t)sep);
     if (unk >= 0) w.add_u32("tokenizer.ggml.unknown_token_id", (uint32_t)unk);
     w.add_bool("tokenizer.ggml.add_bos_token", cls >= 0);
@@ -379,8 +393,11 @@ size_t add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
         }
       }
       for (size_t i = 0; i < tokens.size(); i++) {
-        if (types[i] == kTokNormal && tokens[i].size() == 6 && tokens[i].compare(0, 3, "<0x") == 0 && tokens[i][5] == '>') types[i] = kTokByte;
-        else if (types[i] == kTokNormal && !formed[i] && utf8_symbols(tokens[i]).size() > 1) sc[i] = -1e9f;  // no merge forms it
+        if (types[i] == kTokNormal && tokens[i].size() == 6 && tokens[i].compare(0, 3, "<0x") == 0 &&
+            tokens[i][5] == '>')
+          types[i] = kTokByte;
+        else if (types[i] == kTokNormal && !formed[i] && utf8_symbols(tokens[i]).size() > 1)
+          sc[i] = -1e9f;  // no merge forms it
       }
       const int unk = find_id(str(model, "unk_token"));
       if (unk >= 0) types[(size_t)unk] = kTokUnknown;
@@ -394,7 +411,8 @@ size_t add_hf_tokenizer(GgufWriter& w, const HfFiles& files) {
       bool byte_level = false;
       chain_regexes(pre, regexes, &byte_level);
       if (!byte_level && type_of(tj.get("decoder")) != "ByteLevel")
-        unsupported("a BPE model without ByteLevel or SentencePiece-style (Metaspace, byte_fallback) handling is not supported");
+        unsupported(
+            "a BPE model without ByteLevel or SentencePiece-style (Metaspace, byte_fallback) handling is not supported");
       if (type_of(tj.get("normalizer")) != "" && type_of(tj.get("normalizer")) != "NFC")
         unsupported("normalizer " + type_of(tj.get("normalizer")) + " is not supported with a byte-level BPE model");
       w.add_string("tokenizer.ggml.model", "gpt2");

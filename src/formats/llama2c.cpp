@@ -32,8 +32,8 @@ bool looks_like_llama2c(const uint8_t* data, uint64_t size) {
 LoadedModel load_llama2c(std::shared_ptr<const Blob> blob) {
   const uint64_t size = blob->size();
   if (size < kHeaderBytes)
-    fail(ErrorCode::BadModel, "llama2.c checkpoint is truncated: " + std::to_string(size) +
-                                  " bytes, less than the 28-byte header");
+    fail(ErrorCode::BadModel,
+         "llama2.c checkpoint is truncated: " + std::to_string(size) + " bytes, less than the 28-byte header");
   Header h;
   std::memcpy(&h, blob->data(), sizeof h);
 
@@ -60,8 +60,8 @@ LoadedModel load_llama2c(std::shared_ptr<const Blob> blob) {
   c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
   c.validate();
   if (c.head_dim % 2 != 0)
-    fail(ErrorCode::BadModel, "invalid model header: head size " + std::to_string(c.head_dim) +
-                                  " is odd; rotary embedding needs pairs");
+    fail(ErrorCode::BadModel,
+         "invalid model header: head size " + std::to_string(c.head_dim) + " is odd; rotary embedding needs pairs");
 
   // Every size in elements, computed in 64 bits (validate() bounds keep these far from overflow).
   const uint64_t dim = c.dim, hid = c.hidden_dim, L = c.n_layers, kvd = c.kv_dim(), V = c.vocab_size;

@@ -24,7 +24,8 @@ LoadedModel load_model(std::shared_ptr<const Blob> blob) {
   try {
     return load_llama2c(std::move(blob));
   } catch (const Error& e) {
-    fail(e.code(), std::string("the file is not GGUF (no 'GGUF' magic) and not a plausible llama2.c checkpoint: ") + e.what());
+    fail(e.code(),
+         std::string("the file is not GGUF (no 'GGUF' magic) and not a plausible llama2.c checkpoint: ") + e.what());
   }
 }
 

@@ -65,7 +65,8 @@ std::vector<Planned> plan(const GgufFile& in, QType type) {
   for (const GgufTensorInfo& t : in.tensors()) {
     Planned p{&t, QType::F32, type, {t.name, t.type, 0, ""}};
     if (!qtype_of_ggml(t.type, &p.from))
-      fail(ErrorCode::Unsupported, std::string("tensor ") + t.name + " is " + ggml_type_name(t.type) + ", which qkv cannot decode");
+      fail(ErrorCode::Unsupported,
+           std::string("tensor ") + t.name + " is " + ggml_type_name(t.type) + ", which qkv cannot decode");
     if (t.dims.empty() || t.dims[0] == 0) fail(ErrorCode::BadModel, "tensor " + t.name + " has no elements");
     const uint64_t cols = t.dims[0];
     if (cols > (1u << 30)) fail(ErrorCode::Unsupported, "tensor " + t.name + " has rows too long to re-encode");
@@ -89,14 +90,18 @@ std::vector<Planned> plan(const GgufFile& in, QType type) {
         // A fused Q/K/V matrix (GPT-2, Phi-3) holds attn_v: one step up in every layer, as
         // llama.cpp gives attn_qkv (Q4_K_M: Q5_K, Q5_K_M: Q6_K).
         to = type == QType::Q4_K ? QType::Q5_K : QType::Q6_K;
-        note = std::string("the fused Q/K/V matrix is kept at ") + ggml_type_name(ggml_of_qtype(to)) + ", as " + mix + " does";
+        note = std::string("the fused Q/K/V matrix is kept at ") + ggml_type_name(ggml_of_qtype(to)) + ", as " + mix +
+               " does";
       }
     }
     if (cols % qtype_block(to) != 0) {
       const std::string why = "rows of " + std::to_string(cols) + " do not split into " +
                               ggml_type_name(ggml_of_qtype(to)) + " blocks of " + std::to_string(qtype_block(to));
       // llama.cpp's fallbacks: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0 (blocks of 32), else F16.
-      const QType alt = to == QType::Q4_K ? QType::Q5_0 : to == QType::Q5_K ? QType::Q5_1 : to == QType::Q6_K ? QType::Q8_0 : QType::F16;
+      const QType alt = to == QType::Q4_K   ? QType::Q5_0
+                        : to == QType::Q5_K ? QType::Q5_1
+                        : to == QType::Q6_K ? QType::Q8_0
+                                            : QType::F16;
       to = cols % qtype_block(alt) == 0 ? alt : QType::F16;
       note = (note.empty() ? "" : note + "; ") + why + ", so " + ggml_type_name(ggml_of_qtype(to));
     }
@@ -109,12 +114,14 @@ std::vector<Planned> plan(const GgufFile& in, QType type) {
 
 std::vector<QuantizedTensor> quantize_gguf_stream(const GgufFile& in, QType type, const QuantizeSink& sink,
                                                   const QuantizeProgress& progress) {
-  if (type == QType::Q6_K) fail(ErrorCode::Unsupported, "quantizing to Q6_K alone is not supported (q8_0, q4_0, q4_k, q5_k and the 32-blocks are)");
+  if (type == QType::Q6_K)
+    fail(ErrorCode::Unsupported,
+         "quantizing to Q6_K alone is not supported (q8_0, q4_0, q4_k, q5_k and the 32-blocks are)");
   std::vector<Planned> ps = plan(in, type);
   GgufWriter w;
   for (const auto& [key, value] : in.metadata()) {
     if (key == "general.alignment" || key == "general.file_type") continue;  // the writer sets these
-    if (key.rfind("split.", 0) == 0) continue;  // a split input becomes one output file
+    if (key.rfind("split.", 0) == 0) continue;                               // a split input becomes one output file
     w.add_value(key, value);
   }
   if (file_type_of(type) >= 0) w.add_u32("general.file_type", (uint32_t)file_type_of(type));
@@ -138,7 +145,8 @@ std::vector<QuantizedTensor> quantize_gguf_stream(const GgufFile& in, QType type
     for (uint64_t r0 = 0; r0 < rows; r0 += chunk) {
       const uint64_t n = std::min(chunk, rows - r0);
       values.resize(n * cols);
-      for (uint64_t i = 0; i < n; i++) dequantize_row_ref(p.from, src + (r0 + i) * rb_in, values.data() + i * cols, (int)cols);
+      for (uint64_t i = 0; i < n; i++)
+        dequantize_row_ref(p.from, src + (r0 + i) * rb_in, values.data() + i * cols, (int)cols);
       GgufWriter one;  // the writer's row encoders, on this chunk only
       one.add_tensor("chunk", {cols, n}, values.data(), p.to);
       bytes = one.tensor_bytes(0);
@@ -157,9 +165,8 @@ std::vector<QuantizedTensor> quantize_gguf_stream(const GgufFile& in, QType type
 
 QuantizeResult quantize_gguf(const GgufFile& in, QType type) {
   QuantizeResult res;
-  res.tensors = quantize_gguf_stream(in, type, [&](const std::vector<uint8_t>& b) {
-    res.bytes.insert(res.bytes.end(), b.begin(), b.end());
-  });
+  res.tensors = quantize_gguf_stream(
+      in, type, [&](const std::vector<uint8_t>& b) { res.bytes.insert(res.bytes.end(), b.begin(), b.end()); });
   return res;
 }
 

@@ -34,9 +34,11 @@ std::vector<SafetensorsTensor> parse_safetensors(const Blob& blob, const std::st
   uint64_t n;
   std::memcpy(&n, d, 8);
   if (n > size - 8)
-    bad("the header says it is " + std::to_string(n) + " bytes, but the file holds " + std::to_string(size - 8) + " after the length");
+    bad("the header says it is " + std::to_string(n) + " bytes, but the file holds " + std::to_string(size - 8) +
+        " after the length");
   if (n > (uint64_t)100 << 20) bad("the header is " + std::to_string(n) + " bytes, over the 100 MB limit");
-  const Json h = parse_json(std::string(reinterpret_cast<const char*>(d + 8), (size_t)n), (what + " header").c_str(), ErrorCode::BadModel);
+  const Json h = parse_json(std::string(reinterpret_cast<const char*>(d + 8), (size_t)n), (what + " header").c_str(),
+                            ErrorCode::BadModel);
   if (h.k != Json::Obj) bad("the header is not a JSON object");
   const uint8_t* data = d + 8 + n;
   const uint64_t data_size = size - 8 - n;
@@ -61,12 +63,14 @@ std::vector<SafetensorsTensor> parse_safetensors(const Blob& blob, const std::st
     else if (dt->s == "F16") st.type = QType::F16, elem = 2;
     else if (dt->s == "BF16") st.type = QType::BF16, elem = 2;
     else {
-      static const std::pair<const char*, uint64_t> kOther[] = {{"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
-                                                                {"I16", 2}, {"U16", 2}, {"I32", 4}, {"U32", 4}, {"I64", 8},
-                                                                {"U64", 8}, {"F64", 8}};
+      static const std::pair<const char*, uint64_t> kOther[] = {{"BOOL", 1},    {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1},
+                                                                {"F8_E5M2", 1}, {"I16", 2}, {"U16", 2}, {"I32", 4},
+                                                                {"U32", 4},     {"I64", 8}, {"U64", 8}, {"F64", 8}};
       for (const auto& o : kOther)
         if (dt->s == o.first) elem = o.second;
-      if (!elem) fail(ErrorCode::Unsupported, what + ": " + tn + " has dtype '" + dt->s + "', which safetensors does not define");
+      if (!elem)
+        fail(ErrorCode::Unsupported,
+             what + ": " + tn + " has dtype '" + dt->s + "', which safetensors does not define");
       st.supported = false;
     }
     if (sh->arr.size() > 4) bad(tn + " has " + std::to_string(sh->arr.size()) + " dimensions (at most 4)");
@@ -77,10 +81,11 @@ std::vector<SafetensorsTensor> parse_safetensors(const Blob& blob, const std::st
       st.shape.push_back(v);
       count *= v;
     }
-    const uint64_t b = json_uint(off->arr[0], what + ": " + tn + " data_offsets"), e = json_uint(off->arr[1], what + ": " + tn + " data_offsets");
+    const uint64_t b = json_uint(off->arr[0], what + ": " + tn + " data_offsets"),
+                   e = json_uint(off->arr[1], what + ": " + tn + " data_offsets");
     if (b > e || e > data_size)
-      bad(tn + " data_offsets [" + std::to_string(b) + ", " + std::to_string(e) + ") lie outside the " + std::to_string(data_size) +
-          "-byte data section");
+      bad(tn + " data_offsets [" + std::to_string(b) + ", " + std::to_string(e) + ") lie outside the " +
+          std::to_string(data_size) + "-byte data section");
     if (e - b != count * elem)
       bad(tn + " holds " + std::to_string(e - b) + " bytes; its shape and dtype need " + std::to_string(count * elem));
     st.data = data + b;

@@ -13,11 +13,11 @@ namespace qkv {
 
 struct SafetensorsTensor {
   std::string name;
-  QType type = QType::F32;       // F32, F16 or BF16 (when supported)
-  std::string dtype;             // as the header names it
-  bool supported = true;         // false: a dtype qkv does not run (I64 position ids, F8, ...), refused if used
-  std::vector<uint64_t> shape;   // slowest first, as safetensors lists it ([rows, cols])
-  const uint8_t* data = nullptr; // into the file
+  QType type = QType::F32;        // F32, F16 or BF16 (when supported)
+  std::string dtype;              // as the header names it
+  bool supported = true;          // false: a dtype qkv does not run (I64 position ids, F8, ...), refused if used
+  std::vector<uint64_t> shape;    // slowest first, as safetensors lists it ([rows, cols])
+  const uint8_t* data = nullptr;  // into the file
   uint64_t bytes = 0;
   uint64_t elements() const;
 };

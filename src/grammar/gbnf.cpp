@@ -69,7 +69,8 @@ class Parser {
     for (size_t r = 0; r < rules_.size(); r++)
       if (!defined_[r]) error(first_use_[r], "rule '" + names_[r] + "' is used but never defined");
     auto root = ids_.find("root");
-    if (root == ids_.end()) fail(ErrorCode::BadArgument, "grammar: no 'root' rule (the start rule must be called root)");
+    if (root == ids_.end())
+      fail(ErrorCode::BadArgument, "grammar: no 'root' rule (the start rule must be called root)");
     Grammar g;
     g.sets = std::move(sets_);
     g.rule_names = names_;
@@ -108,7 +109,8 @@ class Parser {
         col++;
       }
     }
-    fail(ErrorCode::BadArgument, "grammar: line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + why);
+    fail(ErrorCode::BadArgument,
+         "grammar: line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + why);
   }
 
   uint32_t rule_id(const std::string& name, size_t at) {
@@ -156,7 +158,9 @@ class Parser {
   std::string parse_name() {
     const size_t b = i_;
     while (i_ < s_.size() && name_char(s_[i_])) i_++;
-    if (i_ == b) error(b, i_ < s_.size() ? std::string("expected a rule name, found '") + s_[i_] + "'" : "expected a rule name, found the end");
+    if (i_ == b)
+      error(b, i_ < s_.size() ? std::string("expected a rule name, found '") + s_[i_] + "'"
+                              : "expected a rule name, found the end");
     return s_.substr(b, i_ - b);
   }
 
@@ -174,7 +178,10 @@ class Parser {
     for (size_t k = 0; k < n; k++, i_++) {
       if (i_ >= s_.size()) error(i_, "unfinished \\x / \\u escape");
       const char c = s_[i_];
-      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      int d = c >= '0' && c <= '9'   ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                     : -1;
       if (d < 0) error(i_, std::string("expected a hex digit in an escape, found '") + c + "'");
       v = v * 16 + (uint32_t)d;
     }
@@ -195,7 +202,14 @@ class Parser {
         case 'r': return '\r';
         case 't': return '\t';
         case '0': return 0;
-        case '\\': case '"': case '\'': case '[': case ']': case '-': case '^': case '/': return (uint32_t)e;
+        case '\\':
+        case '"':
+        case '\'':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
+        case '/': return (uint32_t)e;
         case 'x': return parse_hex(2);
         case 'u': return parse_hex(4);
         case 'U': return parse_hex(8);

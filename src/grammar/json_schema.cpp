@@ -61,12 +61,18 @@ std::string digits_between(const std::string& a, const std::string& b) {
   if (a == b) return gbnf_literal(a);
   if (a[0] == b[0]) return gbnf_literal(a.substr(0, 1)) + " " + digits_between(a.substr(1), b.substr(1));
   const std::string rest = n > 1 ? " [0-9]{" + std::to_string(n - 1) + "}" : "";
-  const bool a_low = a.find_first_not_of('0', 1) == std::string::npos, b_high = b.find_first_not_of('9', 1) == std::string::npos;
+  const bool a_low = a.find_first_not_of('0', 1) == std::string::npos,
+             b_high = b.find_first_not_of('9', 1) == std::string::npos;
   const char lo = a_low ? a[0] : (char)(a[0] + 1), hi = b_high ? b[0] : (char)(b[0] - 1);
   std::vector<std::string> alts;
-  if (!a_low) alts.push_back("\"" + a.substr(0, 1) + "\" (" + digits_between(a.substr(1), std::string(n - 1, '9')) + ")");
-  if (lo <= hi) alts.push_back((lo == hi ? "\"" + std::string(1, lo) + "\"" : "[" + std::string(1, lo) + "-" + std::string(1, hi) + "]") + rest);
-  if (!b_high) alts.push_back("\"" + b.substr(0, 1) + "\" (" + digits_between(std::string(n - 1, '0'), b.substr(1)) + ")");
+  if (!a_low)
+    alts.push_back("\"" + a.substr(0, 1) + "\" (" + digits_between(a.substr(1), std::string(n - 1, '9')) + ")");
+  if (lo <= hi)
+    alts.push_back(
+        (lo == hi ? "\"" + std::string(1, lo) + "\"" : "[" + std::string(1, lo) + "-" + std::string(1, hi) + "]") +
+        rest);
+  if (!b_high)
+    alts.push_back("\"" + b.substr(0, 1) + "\" (" + digits_between(std::string(n - 1, '0'), b.substr(1)) + ")");
   std::string o;
   for (size_t i = 0; i < alts.size(); i++) o += (i ? " | " : "") + alts[i];
   return alts.size() == 1 ? o : "(" + o + ")";
@@ -141,7 +147,8 @@ class Converter {
   }
 
   const Json& resolve(const std::string& ref) {
-    if (ref.empty() || ref[0] != '#') unsupported("only $refs within the schema ('#/...') are supported, got '" + ref + "'");
+    if (ref.empty() || ref[0] != '#')
+      unsupported("only $refs within the schema ('#/...') are supported, got '" + ref + "'");
     const Json* cur = root_;
     size_t i = 1;
     while (i < ref.size()) {
@@ -254,12 +261,17 @@ class Converter {
       if (v && v->k != Json::Num && !(v->k == Json::Bool && key[0] == 'e')) bad(std::string(key) + " must be a number");
       return v;
     };
-    const Json *mn = bound("minimum"), *mx = bound("maximum"), *emn = bound("exclusiveMinimum"), *emx = bound("exclusiveMaximum");
+    const Json *mn = bound("minimum"), *mx = bound("maximum"), *emn = bound("exclusiveMinimum"),
+               *emx = bound("exclusiveMaximum");
     if (!mn && !mx && !(emn && emn->k == Json::Num) && !(emx && emx->k == Json::Num)) return "json-int";
     double lo = -(double)kIntMax, hi = (double)kIntMax;
     auto num = [](const Json* v) { return std::strtod(v->s.c_str(), nullptr); };
-    if (mn) lo = std::max(lo, std::ceil(num(mn)) + (emn && emn->k == Json::Bool && emn->b && std::ceil(num(mn)) == num(mn) ? 1 : 0));
-    if (mx) hi = std::min(hi, std::floor(num(mx)) - (emx && emx->k == Json::Bool && emx->b && std::floor(num(mx)) == num(mx) ? 1 : 0));
+    if (mn)
+      lo = std::max(
+          lo, std::ceil(num(mn)) + (emn && emn->k == Json::Bool && emn->b && std::ceil(num(mn)) == num(mn) ? 1 : 0));
+    if (mx)
+      hi = std::min(
+          hi, std::floor(num(mx)) - (emx && emx->k == Json::Bool && emx->b && std::floor(num(mx)) == num(mx) ? 1 : 0));
     if (emn && emn->k == Json::Num) lo = std::max(lo, std::floor(num(emn)) + 1);
     if (emx && emx->k == Json::Num) hi = std::min(hi, std::ceil(num(emx)) - 1);
     if (!(lo <= hi)) bad("no integer satisfies minimum/maximum (the range is empty or beyond 16 digits)");
@@ -276,8 +288,10 @@ class Converter {
     if (const Json* f = s.get("format")) {
       if (f->k != Json::Str) bad("format must be a string");
       const std::string d2 = "[0-9]{2}";
-      const std::string date = "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])";
-      const std::string time = "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])";
+      const std::string date =
+          "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])";
+      const std::string time =
+          "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])";
       const std::string hx = "[0-9a-fA-F]";
       std::string body;
       if (f->s == "date") body = date;
@@ -285,7 +299,8 @@ class Converter {
       else if (f->s == "date-time") body = date + " \"T\" " + time;
       else if (f->s == "uuid")
         body = hx + "{8} \"-\" " + hx + "{4} \"-\" " + hx + "{4} \"-\" " + hx + "{4} \"-\" " + hx + "{12}";
-      else if (f->s == "email") body = "[a-zA-Z0-9._%+-]{1,64} \"@\" [a-zA-Z0-9-]{1,63} (\".\" [a-zA-Z0-9-]{1,63}){1,4}";
+      else if (f->s == "email")
+        body = "[a-zA-Z0-9._%+-]{1,64} \"@\" [a-zA-Z0-9-]{1,63} (\".\" [a-zA-Z0-9-]{1,63}){1,4}";
       if (!body.empty()) return add(hint + "-" + f->s, "\"\\\"\" " + body + " \"\\\"\"");
       (void)d2;  // other formats constrain nothing the grammar checks: any string
     }
@@ -294,7 +309,8 @@ class Converter {
     if (lo < 0 && hi < 0) return "json-string";
     if (hi < 0) return add(hint + "-string", "\"\\\"\" json-char{" + std::to_string(lo) + "} json-char* \"\\\"\"");
     if (hi < lo) bad("maxLength is below minLength");
-    return add(hint + "-string", "\"\\\"\" json-char{" + std::to_string(std::max<int64_t>(lo, 0)) + "," + std::to_string(hi) + "} \"\\\"\"");
+    return add(hint + "-string", "\"\\\"\" json-char{" + std::to_string(std::max<int64_t>(lo, 0)) + "," +
+                                     std::to_string(hi) + "} \"\\\"\"");
   }
 
   std::string object(const Json& s, const std::string& hint, int depth) {
@@ -327,7 +343,8 @@ class Converter {
       Json key;
       key.k = Json::Str;
       key.s = props->obj[i].first;
-      kv[i] = gbnf_literal(json_text(key)) + " ws \":\" ws " + visit(props->obj[i].second, hint + "-" + key.s, depth + 1) + " ws";
+      kv[i] = gbnf_literal(json_text(key)) + " ws \":\" ws " +
+              visit(props->obj[i].second, hint + "-" + key.s, depth + 1) + " ws";
     }
     first[n] = rest[n] = "\"\"";
     for (size_t i = n; i-- > 0;) {
@@ -359,7 +376,8 @@ class Converter {
       for (size_t i = 0; i < prefix.size(); i++) body += (i ? "\",\" ws " : "") + prefix[i] + " ws ";
       if (!item.empty())
         body += hi < 0 ? "(\",\" ws " + item + " ws)* "
-                       : "(\",\" ws " + item + " ws){0," + std::to_string(std::max<int64_t>(0, hi - (int64_t)prefix.size())) + "} ";
+                       : "(\",\" ws " + item + " ws){0," +
+                             std::to_string(std::max<int64_t>(0, hi - (int64_t)prefix.size())) + "} ";
       return add(hint + "-tuple", body + "\"]\"");
     }
     if (item.empty()) return "\"[\" ws \"]\"";
@@ -513,7 +531,8 @@ std::string json_schema_to_gbnf(const std::string& schema_json) {
 
 std::string json_schemas_to_gbnf(const std::string& schemas_json) {
   const Json list = parse_json(schemas_json, "JSON schema");
-  if (list.k != Json::Arr || list.arr.empty() || list.arr.size() > 256) fail(ErrorCode::BadArgument, "JSON schema: a list of 1 to 256 schemas expected");
+  if (list.k != Json::Arr || list.arr.empty() || list.arr.size() > 256)
+    fail(ErrorCode::BadArgument, "JSON schema: a list of 1 to 256 schemas expected");
   return Converter(list).run_many(list.arr);
 }
 

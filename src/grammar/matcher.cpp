@@ -10,9 +10,9 @@
 namespace qkv {
 
 namespace {
-constexpr int kMaxDepth = 4096;          // nesting of one expansion (absurd grammars fail, not crash)
-constexpr size_t kMaxStacks = 1 << 16;   // parse stacks alive in one state (ambiguity bound)
-constexpr size_t kMaxStates = 8192;      // cached states before the caches are rebuilt (1 KiB each)
+constexpr int kMaxDepth = 4096;         // nesting of one expansion (absurd grammars fail, not crash)
+constexpr size_t kMaxStacks = 1 << 16;  // parse stacks alive in one state (ambiguity bound)
+constexpr size_t kMaxStates = 8192;     // cached states before the caches are rebuilt (1 KiB each)
 constexpr size_t kMaxNodes = 1 << 21;
 constexpr size_t kMaxMasks = 32;
 }  // namespace
@@ -20,14 +20,16 @@ constexpr size_t kMaxMasks = 32;
 TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, std::vector<int> eog_ids)
     : vocab_((int)token_bytes.size()), bytes_(token_bytes), eog_(std::move(eog_ids)) {
   for (int e : eog_)
-    if (e < 0 || e >= vocab_) fail(ErrorCode::BadArgument, "end-of-generation id " + std::to_string(e) + " outside the vocabulary");
+    if (e < 0 || e >= vocab_)
+      fail(ErrorCode::BadArgument, "end-of-generation id " + std::to_string(e) + " outside the vocabulary");
   std::vector<int32_t> order;
   for (int i = 0; i < vocab_; i++)
     if (!bytes_[i].empty() && std::find(eog_.begin(), eog_.end(), i) == eog_.end()) order.push_back(i);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return bytes_[a] < bytes_[b] || (bytes_[a] == bytes_[b] && a < b); });
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return bytes_[a] < bytes_[b] || (bytes_[a] == bytes_[b] && a < b); });
   nodes_.emplace_back();
   // Sorted strings: each one shares a prefix with the previous, so a path of open nodes suffices.
-  std::vector<int32_t> path{0};      // path[d]: the node for the first d bytes of the previous token
+  std::vector<int32_t> path{0};  // path[d]: the node for the first d bytes of the previous token
   std::vector<int32_t> last_child{-1};
   const std::string* prev = nullptr;
   for (int32_t id : order) {
@@ -75,8 +77,10 @@ int32_t GrammarMatcher::node(uint32_t pos, int32_t parent) {
 // Every stack reachable from grammar position `pos` (with `parent` below) without consuming a
 // character: tops at character sets, or -1 once the root is complete.
 void GrammarMatcher::expand(uint32_t pos, int32_t parent, std::vector<int32_t>& out, int depth) {
-  if (depth > kMaxDepth) fail(ErrorCode::BadArgument, "grammar: nesting deeper than " + std::to_string(kMaxDepth) + " rules");
-  if (out.size() > kMaxStacks) fail(ErrorCode::BadArgument, "grammar: too ambiguous (more than 65536 parses alive at once)");
+  if (depth > kMaxDepth)
+    fail(ErrorCode::BadArgument, "grammar: nesting deeper than " + std::to_string(kMaxDepth) + " rules");
+  if (out.size() > kMaxStacks)
+    fail(ErrorCode::BadArgument, "grammar: too ambiguous (more than 65536 parses alive at once)");
   const GElem& e = g_->elems[pos];
   switch (e.kind) {
     case GElem::End:
@@ -88,9 +92,7 @@ void GrammarMatcher::expand(uint32_t pos, int32_t parent, std::vector<int32_t>& 
         expand(p.pos, p.parent, out, depth + 1);
       }
       return;
-    case GElem::Chars:
-      out.push_back(node(pos, parent));
-      return;
+    case GElem::Chars: out.push_back(node(pos, parent)); return;
     case GElem::Ref: {
       // A reference at the end of its alternative returns straight to the frame below (tail
       // call), so repetition rules do not grow the stack.
@@ -237,7 +239,8 @@ bool GrammarMatcher::matches(const std::string& text) {
 }
 
 void GrammarMatcher::accept_token(int token) {
-  if (token < 0 || token >= vocab_->vocab_size()) fail(ErrorCode::BadArgument, "grammar: token id " + std::to_string(token) + " outside the vocabulary");
+  if (token < 0 || token >= vocab_->vocab_size())
+    fail(ErrorCode::BadArgument, "grammar: token id " + std::to_string(token) + " outside the vocabulary");
   if (ended_) fail(ErrorCode::BadArgument, "grammar: a token after the end of the output");
   const auto& eog = vocab_->eog_ids();
   if (std::find(eog.begin(), eog.end(), token) != eog.end()) {
@@ -246,7 +249,8 @@ void GrammarMatcher::accept_token(int token) {
     return;
   }
   const std::string& b = vocab_->bytes(token);
-  if (b.empty() || !accept_bytes(b)) fail(ErrorCode::BadArgument, "grammar: token " + std::to_string(token) + " cannot continue the output");
+  if (b.empty() || !accept_bytes(b))
+    fail(ErrorCode::BadArgument, "grammar: token " + std::to_string(token) + " cannot continue the output");
   // Bound the caches over long generations: start them again from the current state.
   if (states_.size() > kMaxStates || nodes_.size() > kMaxNodes) {
     std::vector<std::vector<uint32_t>> chains;  // the current stacks as grammar positions, top first

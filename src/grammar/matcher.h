@@ -74,7 +74,7 @@ class GrammarMatcher {
     std::vector<int32_t> stacks;  // sorted; top frames at a Chars element, or -1 for "complete"
     uint32_t cp = 0;              // a partial UTF-8 code point: bits so far and bytes still needed
     uint8_t need = 0;
-    uint8_t len = 0;  // the sequence's whole length, to refuse overlong forms
+    uint8_t len = 0;                // the sequence's whole length, to refuse overlong forms
     std::array<int32_t, 256> next;  // byte transitions: -2 unknown, -1 dead
     int32_t mask_slot = -1;
   };
@@ -85,7 +85,7 @@ class GrammarMatcher {
   std::unordered_map<uint64_t, int32_t> node_ids_;
   std::vector<State> states_;
   std::map<std::vector<int32_t>, int32_t> state_ids_;  // key: stacks + {cp, need}
-  std::vector<std::vector<uint64_t>> masks_;            // cached masks, by slot
+  std::vector<std::vector<uint64_t>> masks_;           // cached masks, by slot
   std::vector<int32_t> mask_owner_;
   size_t mask_clock_ = 0;
   int32_t start_ = -1, cur_ = -1;

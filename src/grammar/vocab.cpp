@@ -38,7 +38,8 @@ std::shared_ptr<Grammar> compile_grammar(const std::string& gbnf, const std::str
   // Both: the schema's value becomes the rule `schema`, for the grammar to place (e.g. between
   // a tool call's tags). The converter's text starts with its root rule.
   const std::string head = "root ::= ";
-  if (schema.compare(0, head.size(), head) != 0) fail(ErrorCode::Internal, "JSON schema grammar without a leading root rule");
+  if (schema.compare(0, head.size(), head) != 0)
+    fail(ErrorCode::Internal, "JSON schema grammar without a leading root rule");
   return std::make_shared<Grammar>(Grammar::parse(gbnf + "\nschema ::= " + schema.substr(head.size())));
 }
 

@@ -52,8 +52,7 @@ void gelu_simd(float* x, int n) {
 }
 void relu_simd(float* x, int n) {
   int i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    xsimd::max(fbatch::load_unaligned(x + i), fbatch(0.0f)).store_unaligned(x + i);
+  for (; i + kLanes <= n; i += kLanes) xsimd::max(fbatch::load_unaligned(x + i), fbatch(0.0f)).store_unaligned(x + i);
   relu_ref(x + i, n - i);
 }
 void swiglu_simd(float* g, const float* u, int n) {

@@ -69,8 +69,7 @@ void attention_ref(const AttentionArgs& a) {
 static inline float dot_simd(const float* x, const float* y, int n) {
   fbatch acc(0.0f);
   int d = 0;
-  for (; d + kLanes <= n; d += kLanes)
-    acc = madd(fbatch::load_unaligned(x + d), fbatch::load_unaligned(y + d), acc);
+  for (; d + kLanes <= n; d += kLanes) acc = madd(fbatch::load_unaligned(x + d), fbatch::load_unaligned(y + d), acc);
   float s = xsimd::reduce_add(acc);
   for (; d < n; d++) s += x[d] * y[d];
   return s;

@@ -18,7 +18,7 @@ struct AttentionArgs {
   int64_t kv_stride = 0;
   float* out = nullptr;  // (n_q, n_heads * head_dim), row stride out_stride
   int64_t out_stride = 0;
-  float scale = 1.0f;  // usually 1/sqrt(head_dim)
+  float scale = 1.0f;    // usually 1/sqrt(head_dim)
   float softcap = 0.0f;  // > 0: scores s become softcap * tanh(s / softcap) before the softmax (Gemma 2)
 
   // Masks. Query row i sits at absolute position q_pos0 + i; key row j at position j.

@@ -17,11 +17,11 @@ struct BiasAttentionArgs {
   const float* k = nullptr;  // (n_kv, n_heads * head_dim), row stride kv_stride
   const float* v = nullptr;
   int64_t kv_stride = 0;
-  float* out = nullptr;    // (n_q, n_heads * head_dim), row stride out_stride (forward output O)
+  float* out = nullptr;  // (n_q, n_heads * head_dim), row stride out_stride (forward output O)
   int64_t out_stride = 0;
   float* probs = nullptr;  // (n_heads, n_q, n_kv): softmax probabilities, 0 where masked
   float scale = 1.0f;
-  bool causal = false;     // key j visible to query i only if j <= i
+  bool causal = false;  // key j visible to query i only if j <= i
   // bias: (buckets, n_heads) table or null; score(i, j, h) += bias[bucket[j - i + n_q - 1] * n_heads + h]
   // bucket: (n_q + n_kv - 1) bucket ids, one per key - query distance.
   const float* bias = nullptr;
@@ -31,7 +31,7 @@ struct BiasAttentionArgs {
   float* dq = nullptr;          // accumulated (+=): layout of q
   float* dk = nullptr;          // accumulated: layout of k
   float* dv = nullptr;
-  float* dbias = nullptr;       // accumulated: layout of bias (may be null when bias is)
+  float* dbias = nullptr;  // accumulated: layout of bias (may be null when bias is)
 };
 
 // S = scale q k^T + B, P = softmax(S) over the visible keys, O = P V.

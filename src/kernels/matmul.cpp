@@ -17,15 +17,13 @@ void matvec_f32_ref(float* y, const float* W, const float* x, int d, int n) {
   }
 }
 
-void matmul_f32_ref(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
-                    int d, int n) {
+void matmul_f32_ref(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T, int d, int n) {
   for (int t = 0; t < T; t++) matvec_f32_ref(Y + t * ldy, W, X + t * ldx, d, n);
 }
 
 // MR weight rows x NR tokens of dot products of length n; each output is reduced at the end.
 template <int MR, int NR>
-static inline void dot_block(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W,
-                             int n) {
+static inline void dot_block(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int n) {
   fbatch acc[MR][NR];
   for (int i = 0; i < MR; i++)
     for (int j = 0; j < NR; j++) acc[i][j] = fbatch(0.0f);
@@ -58,8 +56,7 @@ static inline float dot_row(const float* w, const float* x, int n) {
     a2 = madd(fbatch::load_unaligned(w + k + 2 * kLanes), fbatch::load_unaligned(x + k + 2 * kLanes), a2);
     a3 = madd(fbatch::load_unaligned(w + k + 3 * kLanes), fbatch::load_unaligned(x + k + 3 * kLanes), a3);
   }
-  for (; k + kLanes <= n; k += kLanes)
-    a0 = madd(fbatch::load_unaligned(w + k), fbatch::load_unaligned(x + k), a0);
+  for (; k + kLanes <= n; k += kLanes) a0 = madd(fbatch::load_unaligned(w + k), fbatch::load_unaligned(x + k), a0);
   float s = xsimd::reduce_add((a0 + a1) + (a2 + a3));
   for (; k < n; k++) s += w[k] * x[k];
   return s;
@@ -70,8 +67,7 @@ void matvec_f32_simd(float* y, const float* W, const float* x, int n, int r0, in
 }
 
 template <int MR>
-static void matmul_rows(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
-                        int n) {
+static void matmul_rows(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T, int n) {
 #ifdef __wasm__
   // V8 on x86-64 has 16 SIMD registers: 4 x 3 accumulators + 4 weights + an x vector and the
   // mul/add temporary (no FMA in SIMD128) spill; 4 x 2 fit.
@@ -120,7 +116,8 @@ constexpr int kDepth = 1024;
 // MR rows from W (row stride ldw) x NV vectors of a tile (width NV * kLanes, of which nt are
 // tokens) over kn columns, into Y's rows of those tokens.
 template <int MR, int NV>
-static inline void xtile(float* Y, int64_t ldy, const float* x, const float* W, int64_t ldw, int kn, int nt, bool resume) {
+static inline void xtile(float* Y, int64_t ldy, const float* x, const float* W, int64_t ldw, int kn, int nt,
+                         bool resume) {
   constexpr int TW = NV * kLanes;
   fbatch acc[MR][NV];
   alignas(64) float tmp[MR][TW];
@@ -267,8 +264,7 @@ static void matmul_packed(float* Y, int64_t ldy, const float* X, int64_t ldx, co
   }
 }
 
-void matmul_f32_simd(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
-                     int n, int r0, int r1) {
+void matmul_f32_simd(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T, int n, int r0, int r1) {
   if (T == 1) return matvec_f32_simd(Y, W, X, n, r0, r1);
   if (T >= kXPackMinTokens) return matmul_packed(Y, ldy, X, ldx, W, T, n, r0, r1, false);
   // A few tokens: packing would cost more than it saves; dot products of 4 rows x 3 tokens.

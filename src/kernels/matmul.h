@@ -13,17 +13,14 @@ void matvec_f32_simd(float* y, const float* W, const float* x, int n, int r0, in
 // Y = X W^T          X: (T, n) row stride ldx, W: (d, n), Y: (T, d) row stride ldy
 // The _simd form computes output columns (weight rows) [r0, r1) for every token, register
 // blocked: each loaded weight vector is reused across several tokens and vice versa.
-void matmul_f32_ref(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
-                    int d, int n);
-void matmul_f32_simd(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
-                     int n, int r0, int r1);
+void matmul_f32_ref(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T, int d, int n);
+void matmul_f32_simd(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T, int n, int r0, int r1);
 
 // Y += X W^T         as matmul_f32 but adding to Y. The packed kernel starts each output from
 // Y's value and adds the products in k order (matmul_f32_acc_ref's order).
-void matmul_f32_acc_ref(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
-                        int d, int n);
-void matmul_f32_acc_simd(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T,
-                         int n, int r0, int r1);
+void matmul_f32_acc_ref(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T, int d, int n);
+void matmul_f32_acc_simd(float* Y, int64_t ldy, const float* X, int64_t ldx, const float* W, int T, int n, int r0,
+                         int r1);
 // The prefill kernel in two steps, for callers that multiply one X by several weight blocks
 // (matmul_q_simd's decoded panels): xpack_f32 lays X (T, n; row stride ldx) out in tiles of
 // tokens as the kernel reads them, into xpack_f32_floats(T, n) floats; matmul_f32_xpacked then

@@ -17,16 +17,47 @@ namespace qkv {
 // Bytes per block and elements per block of each type.
 static void layout(QType t, int* block, int* bytes) {
   switch (t) {
-    case QType::F32: *block = 1; *bytes = 4; return;
-    case QType::F16: case QType::BF16: *block = 1; *bytes = 2; return;
-    case QType::Q8_0: *block = 32; *bytes = 34; return;
-    case QType::Q4_0: *block = 32; *bytes = 18; return;
-    case QType::Q4_1: *block = 32; *bytes = 20; return;
-    case QType::Q5_0: *block = 32; *bytes = 22; return;
-    case QType::Q5_1: *block = 32; *bytes = 24; return;
-    case QType::Q4_K: *block = 256; *bytes = 144; return;
-    case QType::Q5_K: *block = 256; *bytes = 176; return;
-    case QType::Q6_K: *block = 256; *bytes = 210; return;
+    case QType::F32:
+      *block = 1;
+      *bytes = 4;
+      return;
+    case QType::F16:
+    case QType::BF16:
+      *block = 1;
+      *bytes = 2;
+      return;
+    case QType::Q8_0:
+      *block = 32;
+      *bytes = 34;
+      return;
+    case QType::Q4_0:
+      *block = 32;
+      *bytes = 18;
+      return;
+    case QType::Q4_1:
+      *block = 32;
+      *bytes = 20;
+      return;
+    case QType::Q5_0:
+      *block = 32;
+      *bytes = 22;
+      return;
+    case QType::Q5_1:
+      *block = 32;
+      *bytes = 24;
+      return;
+    case QType::Q4_K:
+      *block = 256;
+      *bytes = 144;
+      return;
+    case QType::Q5_K:
+      *block = 256;
+      *bytes = 176;
+      return;
+    case QType::Q6_K:
+      *block = 256;
+      *bytes = 210;
+      return;
   }
   *block = 1;
   *bytes = 4;
@@ -66,7 +97,10 @@ float f16_to_f32(uint16_t h) {
     if (mant == 0) bits = sign;
     else {  // subnormal: renormalise
       exp = 127 - 15 + 1;
-      while (!(mant & 0x400)) { mant <<= 1; exp--; }
+      while (!(mant & 0x400)) {
+        mant <<= 1;
+        exp--;
+      }
       bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
     }
   } else if (exp == 31) {
@@ -121,8 +155,12 @@ void dequantize_row_ref(QType t, const void* row, float* dst, int n) {
   const uint8_t* p = static_cast<const uint8_t*>(row);
   switch (t) {
     case QType::F32: std::memcpy(dst, row, (size_t)n * 4); return;
-    case QType::F16: for (int i = 0; i < n; i++) dst[i] = f16_to_f32(u16_at(p + 2 * i)); return;
-    case QType::BF16: for (int i = 0; i < n; i++) dst[i] = bf16_to_f32(u16_at(p + 2 * i)); return;
+    case QType::F16:
+      for (int i = 0; i < n; i++) dst[i] = f16_to_f32(u16_at(p + 2 * i));
+      return;
+    case QType::BF16:
+      for (int i = 0; i < n; i++) dst[i] = bf16_to_f32(u16_at(p + 2 * i));
+      return;
     case QType::Q8_0:
       for (int b = 0; b < n / 32; b++, p += 34) {
         const float d = f16_to_f32(u16_at(p));
@@ -142,9 +180,17 @@ float dot_row_ref(QType t, const void* row, const float* x, int n) {
   const uint8_t* p = static_cast<const uint8_t*>(row);
   float s = 0.0f;
   switch (t) {
-    case QType::F32: { const float* w = static_cast<const float*>(row); for (int i = 0; i < n; i++) s += w[i] * x[i]; return s; }
-    case QType::F16: for (int i = 0; i < n; i++) s += f16_to_f32(u16_at(p + 2 * i)) * x[i]; return s;
-    case QType::BF16: for (int i = 0; i < n; i++) s += bf16_to_f32(u16_at(p + 2 * i)) * x[i]; return s;
+    case QType::F32: {
+      const float* w = static_cast<const float*>(row);
+      for (int i = 0; i < n; i++) s += w[i] * x[i];
+      return s;
+    }
+    case QType::F16:
+      for (int i = 0; i < n; i++) s += f16_to_f32(u16_at(p + 2 * i)) * x[i];
+      return s;
+    case QType::BF16:
+      for (int i = 0; i < n; i++) s += bf16_to_f32(u16_at(p + 2 * i)) * x[i];
+      return s;
     case QType::Q8_0:
       for (int b = 0; b < n / 32; b++, p += 34) {
         float bs = 0.0f;
@@ -198,7 +244,8 @@ static void decode_scaled(QType t, const uint8_t* p, float* out) {
       }
       return;
     }
-    case QType::Q5_0: case QType::Q5_1: {
+    case QType::Q5_0:
+    case QType::Q5_1: {
       const bool q51 = t == QType::Q5_1;
       const float d = f16_to_f32(u16_at(p)), m = q51 ? f16_to_f32(u16_at(p + 2)) : 0.0f;
       uint32_t qh;
@@ -213,7 +260,8 @@ static void decode_scaled(QType t, const uint8_t* p, float* out) {
       }
       return;
     }
-    case QType::Q4_K: case QType::Q5_K: {
+    case QType::Q4_K:
+    case QType::Q5_K: {
       const bool k5 = t == QType::Q5_K;
       const float d = f16_to_f32(u16_at(p)), dmin = f16_to_f32(u16_at(p + 2));
       const uint8_t* scales = p + 4;
@@ -285,14 +333,16 @@ static inline fbatch halves_to_floats(ubatch h) {
   const ubatch mag = h & ubatch(0x7fffu);
   fbatch f = xsimd::bitwise_cast<float>(mag << 13) * fbatch(0x1p112f);
   const auto special = mag >= ubatch(0x7c00u);  // Inf or NaN
-  f = xsimd::select(xsimd::batch_bool_cast<float>(special), xsimd::bitwise_cast<float>((mag << 13) | ubatch(0x7f800000u)), f);
+  f = xsimd::select(xsimd::batch_bool_cast<float>(special),
+                    xsimd::bitwise_cast<float>((mag << 13) | ubatch(0x7f800000u)), f);
   return f | xsimd::bitwise_cast<float>((h & ubatch(0x8000u)) << 16);
 }
 
 static void f16_to_f32_simd(const uint8_t* src, float* dst, int n) {
   int i = 0;
 #if defined(__F16C__)
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i))));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i))));
 #elif defined(__wasm_simd128__)
   // The same arithmetic in raw SIMD128, its constants splatted from values the compiler cannot
   // see (kHalfBits): as literals LLVM rematerialises every v128.const inside the loop and V8
@@ -302,7 +352,8 @@ static void f16_to_f32_simd(const uint8_t* src, float* dst, int n) {
   const v128_t exp_all = wasm_i32x4_splat((int32_t)kHalfBits[2]), scale = wasm_i32x4_splat((int32_t)kHalfBits[3]);
   auto convert = [&](v128_t h) {  // h: 4 halves, zero-extended
     const v128_t mag = wasm_v128_and(h, mag_mask), shifted = wasm_i32x4_shl(mag, 13);
-    const v128_t f = wasm_v128_bitselect(wasm_v128_or(shifted, exp_all), wasm_f32x4_mul(shifted, scale), wasm_i32x4_ge(mag, inf));
+    const v128_t f =
+        wasm_v128_bitselect(wasm_v128_or(shifted, exp_all), wasm_f32x4_mul(shifted, scale), wasm_i32x4_ge(mag, inf));
     return wasm_v128_or(f, wasm_i32x4_shl(wasm_v128_xor(h, mag), 16));  // h ^ mag: the sign bit alone
   };
   for (; i + 8 <= n; i += 8) {
@@ -343,7 +394,8 @@ static float dot_f16(const uint8_t* w, const float* x, int n) {
   fbatch acc(0.0f);
   for (; k + 64 <= n; k += 64) {
     f16_to_f32_simd(w + 2 * k, buf, 64);
-    for (int j = 0; j < 64; j += kLanes) acc = madd(fbatch::load_aligned(buf + j), fbatch::load_unaligned(x + k + j), acc);
+    for (int j = 0; j < 64; j += kLanes)
+      acc = madd(fbatch::load_aligned(buf + j), fbatch::load_unaligned(x + k + j), acc);
   }
   s = xsimd::reduce_add(acc);
 #endif
@@ -360,7 +412,8 @@ void dequantize_row_simd(QType t, const void* row, float* dst, int n) {
   for (int b = 0; b < n / 32; b++, p += stride) {
     decode_block(t, p, blk);
     const fbatch d(f16_to_f32(u16_at(p)));
-    for (int j = 0; j + kLanes <= 32; j += kLanes) (fbatch::load_aligned(blk + j) * d).store_unaligned(dst + b * 32 + j);
+    for (int j = 0; j + kLanes <= 32; j += kLanes)
+      (fbatch::load_aligned(blk + j) * d).store_unaligned(dst + b * 32 + j);
     for (int j = 32 / kLanes * kLanes; j < 32; j++) dst[b * 32 + j] = blk[j] * f16_to_f32(u16_at(p));
   }
 }
@@ -385,7 +438,8 @@ float dot_row_simd(QType t, const void* row, const float* x, int n) {
       const int m = n - k0 < 64 ? n - k0 : 64;
       dequantize_row_ref(t, p + 2 * k0, buf, m);
       int k = 0;
-      for (; k + kLanes <= m; k += kLanes) acc = madd(fbatch::load_aligned(buf + k), fbatch::load_unaligned(x + k0 + k), acc);
+      for (; k + kLanes <= m; k += kLanes)
+        acc = madd(fbatch::load_aligned(buf + k), fbatch::load_unaligned(x + k0 + k), acc);
       for (; k < m; k++) tail += buf[k] * x[k0 + k];
     }
     return xsimd::reduce_add(acc) + tail;
@@ -411,7 +465,8 @@ float dot_row_simd(QType t, const void* row, const float* x, int n) {
     decode_block(t, p, buf);
     fbatch acc(0.0f);
     int j = 0;
-    for (; j + kLanes <= 32; j += kLanes) acc = madd(fbatch::load_aligned(buf + j), fbatch::load_unaligned(x + b * 32 + j), acc);
+    for (; j + kLanes <= 32; j += kLanes)
+      acc = madd(fbatch::load_aligned(buf + j), fbatch::load_unaligned(x + b * 32 + j), acc);
     float bs = xsimd::reduce_add(acc);
     for (; j < 32; j++) bs += buf[j] * x[b * 32 + j];
     s += f16_to_f32(u16_at(p)) * bs;
@@ -436,7 +491,10 @@ void quantize_row_q4_0(const float* x, void* dst, int n) {
   for (int b = 0; b < n / 32; b++, p += 18) {
     float amax = 0.0f, maxv = 0.0f;  // the value of largest magnitude, with its sign
     for (int j = 0; j < 32; j++)
-      if (std::fabs(x[b * 32 + j]) > amax) { amax = std::fabs(x[b * 32 + j]); maxv = x[b * 32 + j]; }
+      if (std::fabs(x[b * 32 + j]) > amax) {
+        amax = std::fabs(x[b * 32 + j]);
+        maxv = x[b * 32 + j];
+      }
     const float d = maxv / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     const uint16_t dh = f32_to_f16(d);
     std::memcpy(p, &dh, 2);
@@ -453,13 +511,17 @@ void quantize_row_q4_1(const float* x, void* dst, int n) {
   uint8_t* p = static_cast<uint8_t*>(dst);
   for (int b = 0; b < n / 32; b++, p += 20) {
     float lo = x[b * 32], hi = x[b * 32];
-    for (int j = 1; j < 32; j++) { lo = std::fmin(lo, x[b * 32 + j]); hi = std::fmax(hi, x[b * 32 + j]); }
+    for (int j = 1; j < 32; j++) {
+      lo = std::fmin(lo, x[b * 32 + j]);
+      hi = std::fmax(hi, x[b * 32 + j]);
+    }
     const float d = (hi - lo) / 15.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     const uint16_t dh = f32_to_f16(d), mh = f32_to_f16(lo);
     std::memcpy(p, &dh, 2);
     std::memcpy(p + 2, &mh, 2);
     for (int j = 0; j < 16; j++) {
-      int a = (int)std::floor((x[b * 32 + j] - lo) * id + 0.5f), c = (int)std::floor((x[b * 32 + j + 16] - lo) * id + 0.5f);
+      int a = (int)std::floor((x[b * 32 + j] - lo) * id + 0.5f),
+          c = (int)std::floor((x[b * 32 + j + 16] - lo) * id + 0.5f);
       a = a < 0 ? 0 : a > 15 ? 15 : a;
       c = c < 0 ? 0 : c > 15 ? 15 : c;
       p[4 + j] = (uint8_t)(a | (c << 4));
@@ -475,13 +537,19 @@ static void quantize_q5(const float* x, void* dst, int n, bool q51) {
     float d, m = 0.0f;
     if (q51) {
       float lo = v[0], hi = v[0];
-      for (int j = 1; j < 32; j++) { lo = std::fmin(lo, v[j]); hi = std::fmax(hi, v[j]); }
+      for (int j = 1; j < 32; j++) {
+        lo = std::fmin(lo, v[j]);
+        hi = std::fmax(hi, v[j]);
+      }
       d = (hi - lo) / 31.0f;
       m = lo;
     } else {
       float amax = 0.0f, maxv = 0.0f;
       for (int j = 0; j < 32; j++)
-        if (std::fabs(v[j]) > amax) { amax = std::fabs(v[j]); maxv = v[j]; }
+        if (std::fabs(v[j]) > amax) {
+          amax = std::fabs(v[j]);
+          maxv = v[j];
+        }
       d = maxv / -16.0f;
     }
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -615,7 +683,10 @@ void quantize_row_q6_k(const float* x, void* dst, int n) {
     for (int j = 0; j < 16; j++) {
       float amax = 0.0f, maxv = 0.0f;
       for (int k = 0; k < 16; k++)
-        if (std::fabs(v[16 * j + k]) > amax) { amax = std::fabs(v[16 * j + k]); maxv = v[16 * j + k]; }
+        if (std::fabs(v[16 * j + k]) > amax) {
+          amax = std::fabs(v[16 * j + k]);
+          maxv = v[16 * j + k];
+        }
       sc[j] = maxv / -32.0f;
       if (std::fabs(sc[j]) > std::fabs(max_sc)) max_sc = sc[j];
     }

@@ -60,7 +60,8 @@ void quantize_row_q5_0(const float* x, void* dst, int n);
 void quantize_row_q5_1(const float* x, void* dst, int n);
 // K-quants: n a multiple of 256. Q4_K searches each sub-block of 32 for the scale and min that
 // minimise the weighted squared error, then quantizes the 8 scales and 8 mins to 6 bits under
-// f16 super-scales; Q5_K does the same with 5-bit values. Q6_K takes per-16 scales from the largest magnitude, quantized to int8.
+// f16 super-scales; Q5_K does the same with 5-bit values. Q6_K takes per-16 scales from the largest magnitude,
+// quantized to int8.
 void quantize_row_q4_k(const float* x, void* dst, int n);
 void quantize_row_q5_k(const float* x, void* dst, int n);
 void quantize_row_q6_k(const float* x, void* dst, int n);
@@ -72,7 +73,7 @@ void quantize_row_q6_k(const float* x, void* dst, int n);
 // that kernel reads X as xpack_f32 lays it out: pass `Xp` so laid out (once for several calls),
 // or null to have it done here, into a buffer of this thread's.
 constexpr int kQPanelRows = 64;
-void matmul_q_simd(QType t, float* Y, int64_t ldy, const float* X, int64_t ldx, const void* W, int T, int n,
-                   int r0, int r1, float* scratch, const float* Xp = nullptr);
+void matmul_q_simd(QType t, float* Y, int64_t ldy, const float* X, int64_t ldx, const void* W, int T, int n, int r0,
+                   int r1, float* scratch, const float* Xp = nullptr);
 
 }  // namespace qkv

@@ -8,8 +8,8 @@
 
 namespace qkv {
 
-void rope_angles(float* c, float* s, int n_rot, int pos, float theta, float freq_scale, const float* factors, float mscale,
-                 const RopeYarn* yarn) {
+void rope_angles(float* c, float* s, int n_rot, int pos, float theta, float freq_scale, const float* factors,
+                 float mscale, const RopeYarn* yarn) {
   if (yarn) mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
   for (int p = 0; p < n_rot / 2; p++) {
     float freq = 1.0f / std::pow(theta, (float)(2 * p) / (float)n_rot);

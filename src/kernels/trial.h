@@ -72,8 +72,9 @@ class Trial {
     const bool enough = a.groups >= kGroups && b.groups >= kGroups && a.calls >= kMin && b.calls >= kMin;
     const bool most = a.calls >= kMax && b.calls >= kMax;
     if (!enough && !most) return;
-    const bool first = a.groups > 0 && b.groups > 0 ? median(side_[0]) <= median(side_[1])
-                                                    : a.seconds * b.work <= b.seconds * a.work;  // a.s / a.w <= b.s / b.w
+    const bool first = a.groups > 0 && b.groups > 0
+                           ? median(side_[0]) <= median(side_[1])
+                           : a.seconds * b.work <= b.seconds * a.work;  // a.s / a.w <= b.s / b.w
     decided_.store(first ? 0 : 1, std::memory_order_release);
   }
 

@@ -87,7 +87,8 @@ void moe_ffn(ThreadPool& pool, ProductInput& in, const ModelConfig& c, const Lay
     float* p = s.logits.data() + (int64_t)t * E;
     softmax_simd(p, E);
     for (int e = 0; e < E; e++) order[e] = e;
-    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                      [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
     float sum = 0.0f;
     for (int k = 0; k < K; k++) {
       s.chosen[(size_t)t * K + k] = order[k];
@@ -109,7 +110,8 @@ void moe_ffn(ThreadPool& pool, ProductInput& in, const ModelConfig& c, const Lay
       if (s.chosen[i] == e) s.rows.push_back(i);
     const int m = (int)s.rows.size();
     if (m == 0) continue;
-    for (int r = 0; r < m; r++) std::memcpy(s.xe.data() + (int64_t)r * dim, x + (int64_t)(s.rows[r] / K) * dim, dim * sizeof(float));
+    for (int r = 0; r < m; r++)
+      std::memcpy(s.xe.data() + (int64_t)r * dim, x + (int64_t)(s.rows[r] / K) * dim, dim * sizeof(float));
     const Tensor gate = rows_view(L.gate_exps, (int64_t)e * hid, hid), up = rows_view(L.up_exps, (int64_t)e * hid, hid);
     const Tensor down = rows_view(L.down_exps, (int64_t)e * dim, dim);
     ffn_hidden(pool, in, FfnKind::SwiGLU, s.xe.data(), dim, m, up, gate, nullptr, hid, s.he.data(), s.he2.data());
@@ -147,7 +149,8 @@ void KvCache::reserve(int positions) {
     }
   } catch (const std::bad_alloc&) {
     fail(ErrorCode::OutOfMemory, "not enough memory to grow the KV cache to " + std::to_string(cap) + " positions (" +
-                                     format_bytes(per_layer * k_.size() * 2 * sizeof(float)) + "); use a smaller context");
+                                     format_bytes(per_layer * k_.size() * 2 * sizeof(float)) +
+                                     "); use a smaller context");
   }
   cap_ = cap;
 }

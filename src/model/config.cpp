@@ -54,8 +54,7 @@ void ModelConfig::validate() const {
   need(n_heads > 0 && n_heads <= 1024, "n_heads = " + s(n_heads) + " (must be 1..1024)");
   need(n_kv_heads > 0 && n_kv_heads <= n_heads,
        "n_kv_heads = " + s(n_kv_heads) + " (must be 1..n_heads = " + s(n_heads) + ")");
-  need(n_heads % n_kv_heads == 0,
-       "n_heads = " + s(n_heads) + " is not a multiple of n_kv_heads = " + s(n_kv_heads));
+  need(n_heads % n_kv_heads == 0, "n_heads = " + s(n_heads) + " is not a multiple of n_kv_heads = " + s(n_kv_heads));
   need(head_dim > 0 && head_dim <= 1024, "head_dim = " + s(head_dim) + " (must be 1..1024)");
   need(vocab_size > 0 && vocab_size <= (1 << 22), "vocab_size = " + s(vocab_size) + " (must be 1..4194304)");
   need(seq_len > 0 && seq_len <= (1 << 20), "seq_len = " + s(seq_len) + " (must be 1..1048576)");
@@ -69,12 +68,14 @@ void ModelConfig::validate() const {
        "per-layer RoPE flags: " + s((int)layer_rope.size()) + " entries for " + s(n_layers) + " layers");
   if (pos == PosKind::RopeAdjacent || pos == PosKind::RopeHalves) {
     int r = rot_dims();
-    need(r % 2 == 0 && r <= head_dim, "rotary dims = " + s(r) + " (must be even and <= head_dim = " + s(head_dim) + ")");
+    need(r % 2 == 0 && r <= head_dim,
+         "rotary dims = " + s(r) + " (must be even and <= head_dim = " + s(head_dim) + ")");
     need(rope_theta > 0.0f, "rope theta must be positive");
     need(rope_attn_factor > 0.0f && rope_attn_factor < 1e3f, "rope attention factor must be in (0, 1000)");
     need(rope_orig_context >= 0, "rope original context must not be negative");
     need(!rope_yarn || rope_theta > 1.0f, "YaRN needs a rope theta above 1");
-    need(!rope_yarn || (rope_freq_scale >= 0.01f && rope_freq_scale <= 100.0f), "YaRN scaling factor must be in [0.01, 100]");
+    need(!rope_yarn || (rope_freq_scale >= 0.01f && rope_freq_scale <= 100.0f),
+         "YaRN scaling factor must be in [0.01, 100]");
     need(rope_theta_local >= 0.0f, "local rope theta must not be negative");
     need(rope_freq_scale_local > 0.0f, "local rope frequency scale must be positive");
   }
@@ -87,9 +88,11 @@ void ModelConfig::validate() const {
   need(logit_scale > 0.0f && logit_scale < 1e6f, "logit scale out of range");
   need(!parallel_ffn || !post_norm, "parallel feed-forward blocks need pre-norms");
   if (pos == PosKind::RelativeBucket) {
-    need(rel_buckets >= 4 && rel_buckets <= 4096, "relative position buckets = " + s(rel_buckets) + " (must be 4..4096)");
+    need(rel_buckets >= 4 && rel_buckets <= 4096,
+         "relative position buckets = " + s(rel_buckets) + " (must be 4..4096)");
     need(rel_max_distance > rel_buckets / 2 && rel_max_distance <= (1 << 20),
-         "relative position max distance = " + s(rel_max_distance) + " (must exceed buckets / 2 = " + s(rel_buckets / 2) + ")");
+         "relative position max distance = " + s(rel_max_distance) +
+             " (must exceed buckets / 2 = " + s(rel_buckets / 2) + ")");
   }
   need(norm_eps >= 0.0f && norm_eps < 1.0f, "norm epsilon out of range");
   need(n_experts >= 0 && n_experts <= 512, "experts = " + s(n_experts) + " (must be 0..512)");
@@ -102,7 +105,8 @@ void ModelConfig::validate() const {
 }
 
 std::string ModelConfig::describe() const {
-  const std::string moe = n_experts > 0 ? ", " + std::to_string(n_experts_used) + " of " + std::to_string(n_experts) + " experts" : "";
+  const std::string moe =
+      n_experts > 0 ? ", " + std::to_string(n_experts_used) + " of " + std::to_string(n_experts) + " experts" : "";
   char buf[512];
   snprintf(buf, sizeof buf,
            "%s: dim %d, hidden %d, layers %d, heads %d, kv heads %d, head dim %d, vocab %d, context %d, "

@@ -42,9 +42,10 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
   PosKind pos = PosKind::RopeAdjacent;
   float rope_theta = 10000.0f;
-  float rope_freq_scale = 1.0f;  // linear position scaling
+  float rope_freq_scale = 1.0f;   // linear position scaling
   float rope_attn_factor = 1.0f;  // multiplies RoPE's cos and sin (GGUF rope.scaling.attn_factor)
-  int rope_orig_context = 0;      // LongRoPE: contexts above this take the long factors; YaRN: the pre-extension context (0 = seq_len)
+  int rope_orig_context =
+      0;  // LongRoPE: contexts above this take the long factors; YaRN: the pre-extension context (0 = seq_len)
   // YaRN (rope.scaling.type yarn; Qwen 2.5/3 long-context files): the low frequencies take
   // rope_freq_scale, the high ones keep their unscaled angle, a ramp between (see rope.h's
   // rope_yarn_range, from rope_orig_context), and cos and sin take 1 + 0.1 ln(1 / rope_freq_scale).
@@ -54,10 +55,11 @@ struct ModelConfig {
   // 0 = the same as every layer's.
   float rope_theta_local = 0.0f;
   float rope_freq_scale_local = 1.0f;
-  int n_rot = 0;                 // rotated dims per head (0 = head_dim)
+  int n_rot = 0;  // rotated dims per head (0 = head_dim)
   FfnKind ffn = FfnKind::SwiGLU;
   bool causal = true;  // false: bidirectional (encoders)
-  bool post_norm = false;  // true: x = norm(x + sublayer(x)) (original Transformer, BERT); false: x = x + sublayer(norm(x))
+  bool post_norm =
+      false;  // true: x = norm(x + sublayer(x)) (original Transformer, BERT); false: x = x + sublayer(norm(x))
   int rel_buckets = 32;         // PosKind::RelativeBucket: buckets (half per direction when bidirectional)
   int rel_max_distance = 128;   // distances from here on share the last bucket
   bool tied_classifier = true;  // classifier shares the token embedding matrix
@@ -73,7 +75,7 @@ struct ModelConfig {
   // The feed-forward reads the attention's normed input, not the residual after attention, and
   // both outputs are added to x (parallel blocks: Command-R).
   bool parallel_ffn = false;
-  int sliding_window = 0;       // > 0: attend only to the last `sliding_window` positions
+  int sliding_window = 0;  // > 0: attend only to the last `sliding_window` positions
   // Per layer, when not empty (n_layers entries): attention kind and sliding window (0 = full),
   // overriding Softmax and sliding_window.
   std::vector<AttnKind> layer_attn;

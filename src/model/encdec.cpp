@@ -33,7 +33,7 @@ int relative_position_bucket(int rel, int n_buckets, int max_distance, bool bidi
   if (rel < max_exact) return bucket + rel;
   // The same float expression as llama.cpp (and, up to rounding, HF's), so boundaries agree.
   int large = (int)std::floor((float)max_exact + std::log((float)(1.0 * rel / max_exact)) * (float)(nb - max_exact) /
-                                                       std::log((float)(1.0 * max_distance / max_exact)));
+                                                     std::log((float)(1.0 * max_distance / max_exact)));
   large = std::min<int>(large, (int)nb - 1);
   return bucket + large;
 }
@@ -42,7 +42,7 @@ struct EncoderDecoder::Attn {
   const float* q = nullptr;  // (n_q, q_dim)
   const float* k = nullptr;  // (n_kv, kv_dim)
   const float* v = nullptr;
-  float* out = nullptr;      // (n_q, q_dim)
+  float* out = nullptr;  // (n_q, q_dim)
   int n_q = 0, n_kv = 0, q_pos0 = 0;
   bool causal = false;
   const float* rel_bias = nullptr;  // (buckets, heads) or null
@@ -56,26 +56,30 @@ EncoderDecoder::EncoderDecoder(EncDecModelData model, int context, std::shared_p
   c.validate();
   const EncDecConfig& e = m_.encdec;
   if (e.n_dec_layers <= 0 || e.n_dec_layers > 1024)
-    fail(ErrorCode::BadModel, "invalid model header: decoder layers = " + std::to_string(e.n_dec_layers) + " (must be 1..1024)");
+    fail(ErrorCode::BadModel,
+         "invalid model header: decoder layers = " + std::to_string(e.n_dec_layers) + " (must be 1..1024)");
   if (e.decoder_start_id < 0 || e.decoder_start_id >= c.vocab_size)
     fail(ErrorCode::BadModel, "invalid model header: decoder start token " + std::to_string(e.decoder_start_id) +
                                   " is outside the vocabulary of " + std::to_string(c.vocab_size));
   if ((int)m_.weights.enc.size() != c.n_layers || (int)m_.weights.dec.size() != e.n_dec_layers)
     fail(ErrorCode::BadModel, "encoder-decoder weights do not match the layer counts");
   if (c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves || c.pos == PosKind::Learned)
-    fail(ErrorCode::Unsupported, std::string("encoder-decoder models take relative-bucket, sinusoidal or no positions, not ") +
-                                     pos_kind_name(c.pos));
+    fail(ErrorCode::Unsupported,
+         std::string("encoder-decoder models take relative-bucket, sinusoidal or no positions, not ") +
+             pos_kind_name(c.pos));
   if (c.pos == PosKind::RelativeBucket && (!m_.weights.enc[0].rel_bias || !m_.weights.dec[0].rel_bias))
     fail(ErrorCode::BadModel, "relative-bucket positions need the first encoder and decoder layers' bias tables");
   if (!pool_) pool_ = std::make_shared<ThreadPool>(1);
   if (context < 0) fail(ErrorCode::BadArgument, "context must be positive, got " + std::to_string(context));
   ctx_ = context == 0 ? c.seq_len : context;
   if (ctx_ > c.seq_len)
-    fail(ErrorCode::BadArgument, "context " + std::to_string(ctx_) + " exceeds the model's trained length " + std::to_string(c.seq_len));
-  const uint64_t kv = checked_mul(checked_mul((uint64_t)e.n_dec_layers, (uint64_t)ctx_, "KV cache"), (uint64_t)c.kv_dim(), "KV cache");
+    fail(ErrorCode::BadArgument,
+         "context " + std::to_string(ctx_) + " exceeds the model's trained length " + std::to_string(c.seq_len));
+  const uint64_t kv =
+      checked_mul(checked_mul((uint64_t)e.n_dec_layers, (uint64_t)ctx_, "KV cache"), (uint64_t)c.kv_dim(), "KV cache");
   if (kv * 4 * sizeof(float) > kMaxCacheBytes)
-    fail(ErrorCode::OutOfMemory, "the self- and cross-attention caches for context " + std::to_string(ctx_) + " would need " +
-                                     format_bytes(kv * 4 * sizeof(float)) + "; use a smaller context");
+    fail(ErrorCode::OutOfMemory, "the self- and cross-attention caches for context " + std::to_string(ctx_) +
+                                     " would need " + format_bytes(kv * 4 * sizeof(float)) + "; use a smaller context");
   kv_.init(e.n_dec_layers, c.kv_dim(), ctx_, 64);
   cross_k_.resize(e.n_dec_layers);
   cross_v_.resize(e.n_dec_layers);
@@ -153,7 +157,8 @@ void EncoderDecoder::encode(const int* src, int n) {
   const EncDecWeights& w = m_.weights;
   if (n <= 0) fail(ErrorCode::BadArgument, "the source needs at least one token");
   if (n > ctx_)
-    fail(ErrorCode::BadArgument, "the source has " + std::to_string(n) + " tokens; the context holds " + std::to_string(ctx_));
+    fail(ErrorCode::BadArgument,
+         "the source has " + std::to_string(n) + " tokens; the context holds " + std::to_string(ctx_));
   const int dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), wide = std::max(dim, qd);
   std::vector<float> k, v;
   try {

@@ -8,7 +8,8 @@
 
 namespace qkv {
 
-void for_rows(ThreadPool& pool, int64_t work, int n, int grain, int n_tok, const std::function<void(int, int, int)>& fn) {
+void for_rows(ThreadPool& pool, int64_t work, int n, int grain, int n_tok,
+              const std::function<void(int, int, int)>& fn) {
   if (n <= 0) return;
   if (work < kMinParallelWork) return fn(0, n, 0);
   if (n_tok == 1 && grain > 0) {
@@ -32,8 +33,8 @@ void ProductInput::set(const float* x, int64_t ldx, int n_tok, const Tensor* con
   for (int i = 0; i < n_ws; i++) {
     const Tensor* w = ws[i];
     if (w->cols != cols)
-      fail(ErrorCode::BadModel, "weights of " + std::to_string(w->cols) + " and " + std::to_string(cols) +
-                                    " columns share one input");
+      fail(ErrorCode::BadModel,
+           "weights of " + std::to_string(w->cols) + " and " + std::to_string(cols) + " columns share one input");
     if (super_blocks(*w)) quantized_k_ = true;
     else if (qtype_int_dot(w->type)) quantized_ = true;
     else f32_product = true;
@@ -62,7 +63,8 @@ void ProductInput::set(const float* x, int64_t ldx, int n_tok, const Tensor* con
 void ProductInput::rows(float* y, int64_t ldy, const Tensor& w, int r0, int r1) const {
   if (r0 >= r1) return;
   if (super_blocks(w)) return matmul_q8k_simd(w.type, y, ldy, xk_.data(), w.data, n_tok_, cols_, r0, r1);
-  if (qtype_int_dot(w.type)) return matmul_q8_simd(w.type, y, ldy, xq_.data(), w.data, n_tok_, cols_, r0, r1, w.finite_scales);
+  if (qtype_int_dot(w.type))
+    return matmul_q8_simd(w.type, y, ldy, xq_.data(), w.data, n_tok_, cols_, r0, r1, w.finite_scales);
   if (w.type != DType::F32) {  // decoded on the fly; one panel buffer per thread for prefill
     thread_local std::vector<float> scratch;
     if (scratch.size() < (size_t)kQPanelRows * cols_) scratch.resize((size_t)kQPanelRows * cols_);
@@ -74,7 +76,8 @@ void ProductInput::rows(float* y, int64_t ldy, const Tensor& w, int r0, int r1) 
 }
 
 void ProductInput::full(ThreadPool& pool, float* y, int64_t ldy, const Tensor& w) const {
-  for_rows(pool, w.rows * w.cols * n_tok_, (int)w.rows, 16, n_tok_, [&](int r0, int r1, int) { rows(y, ldy, w, r0, r1); });
+  for_rows(pool, w.rows * w.cols * n_tok_, (int)w.rows, 16, n_tok_,
+           [&](int r0, int r1, int) { rows(y, ldy, w, r0, r1); });
 }
 
 void stacked_products(ThreadPool& pool, ProductInput& in, const float* x, int64_t ldx, int n_tok,

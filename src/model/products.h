@@ -28,7 +28,8 @@ constexpr int64_t kMinParallelWork = 1 << 16;
 // over a chunk of 16 rows those streams are adjacent rows, which the hardware prefetcher
 // serves badly (Q8_0 decode in Chromium: 19 GFLOP/s over 16-row chunks, 26-29 over 64, 33-34
 // over 256 or the whole matrix).
-void for_rows(ThreadPool& pool, int64_t work, int n, int grain, int n_tok, const std::function<void(int, int, int)>& fn);
+void for_rows(ThreadPool& pool, int64_t work, int n, int grain, int n_tok,
+              const std::function<void(int, int, int)>& fn);
 
 // One input X (n_tok, cols), row stride ldx, for products against weights of `cols` columns.
 class ProductInput {

@@ -23,19 +23,22 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
   const ModelConfig& c = m_.config;
   c.validate();
   if (c.pos == PosKind::RelativeBucket)
-    fail(ErrorCode::Unsupported, "relative-bucket positions (T5) run in the encoder-decoder model (EncoderDecoder) only");
+    fail(ErrorCode::Unsupported,
+         "relative-bucket positions (T5) run in the encoder-decoder model (EncoderDecoder) only");
   if (!pool_) pool_ = std::make_shared<ThreadPool>(1);
   if (context < 0) fail(ErrorCode::BadArgument, "context must be positive, got " + std::to_string(context));
   ctx_ = context == 0 ? c.seq_len : context;
   if (ctx_ > c.seq_len)
-    fail(ErrorCode::BadArgument, "context " + std::to_string(ctx_) + " exceeds the model's trained length " +
-                                     std::to_string(c.seq_len));
+    fail(ErrorCode::BadArgument,
+         "context " + std::to_string(ctx_) + " exceeds the model's trained length " + std::to_string(c.seq_len));
   // LongRoPE picks its factors by the context asked for, as llama.cpp does by n_ctx: the short
   // ones up to the original (pre-extension) context, the long ones above it.
   {
     const ModelWeights& w = m_.weights;
     const int orig = c.rope_orig_context > 0 ? c.rope_orig_context : c.seq_len;
-    rope_factors_ = w.rope_factors ? w.rope_factors : ctx_ > orig && w.rope_factors_long ? w.rope_factors_long : w.rope_factors_short;
+    rope_factors_ = w.rope_factors                       ? w.rope_factors
+                    : ctx_ > orig && w.rope_factors_long ? w.rope_factors_long
+                                                         : w.rope_factors_short;
     rope_mscale_ = c.rope_attn_factor;
     if (c.rope_yarn) {
       yarn_ = rope_yarn_range(c.rot_dims(), orig, c.rope_theta);
@@ -46,7 +49,8 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
       if (f <= 1.0f) rope_mscale_ /= 1.0f + 0.1f * std::log(f);
     }
   }
-  uint64_t kv = checked_mul(checked_mul((uint64_t)c.n_layers, (uint64_t)ctx_, "KV cache"), (uint64_t)c.kv_dim(), "KV cache");
+  uint64_t kv =
+      checked_mul(checked_mul((uint64_t)c.n_layers, (uint64_t)ctx_, "KV cache"), (uint64_t)c.kv_dim(), "KV cache");
   if (kv * 2 * sizeof(float) > kMaxKvCacheBytes)
     fail(ErrorCode::OutOfMemory, "the KV cache for context " + std::to_string(ctx_) + " would need " +
                                      format_bytes(kv * 2 * sizeof(float)) + "; use a smaller context");
@@ -74,7 +78,8 @@ void Transformer::matmul(float* y, int64_t ldy, const float* x, int64_t ldx, con
 void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits) {
   const ModelConfig& c = m_.config;
   if (!m_.weights.classifier)
-    fail(ErrorCode::Unsupported, c.arch + " is an encoder without a language-model head: it gives embeddings (embed), not logits");
+    fail(ErrorCode::Unsupported,
+         c.arch + " is an encoder without a language-model head: it gives embeddings (embed), not logits");
   if (n <= 0) fail(ErrorCode::BadArgument, "forward needs at least one token");
   if (pos < 0 || (int64_t)pos + n > ctx_)
     fail(ErrorCode::BadArgument, "positions " + std::to_string(pos) + ".." + std::to_string((int64_t)pos + n - 1) +
@@ -216,7 +221,8 @@ void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
     for (int t = 0; t < B; t++) {
       rope_table(pos_of(t), 1, false, rope_cos_.data() + (int64_t)t * half, rope_sin_.data() + (int64_t)t * half);
       if (c.rope_theta_local > 0.0f)
-        rope_table(pos_of(t), 1, true, rope_cos_local_.data() + (int64_t)t * half, rope_sin_local_.data() + (int64_t)t * half);
+        rope_table(pos_of(t), 1, true, rope_cos_local_.data() + (int64_t)t * half,
+                   rope_sin_local_.data() + (int64_t)t * half);
     }
 }
 
@@ -264,18 +270,18 @@ void Transformer::layer_qkv(int l) {
   int grain = 16;
   if (!whole && (rope || L.q_norm || L.k_norm))
     while (grain % hd != 0) grain += 16;  // lcm(16, head_dim)
-  stacked_products(*pool_, in_, in, dim, B,
-                   {{q_.data(), qd, &L.wq, L.bq}, {kc, kvd, &L.wk, L.bk}, {vc, kvd, &L.wv, L.bv}}, grain,
-                   [&](int i, int r0, int r1) {
-                     if (whole || i == 2 || (!rope && !head_norms[i])) return;  // v: bias only
-                     for (int t = 0; t < B; t++) {
-                       float* row = ys[i] + (int64_t)t * lds[i];
-                       for (int h = r0 / hd; head_norms[i] && h < r1 / hd; h++)
-                         rmsnorm_simd(row + h * hd, row + h * hd, head_norms[i], hd, c.norm_eps);
-                       if (rope)
-                         rope_fn(row + r0, (r1 - r0) / hd, hd, c.rot_dims(), rcos + (int64_t)t * half, rsin + (int64_t)t * half);
-                     }
-                   });
+  stacked_products(
+      *pool_, in_, in, dim, B, {{q_.data(), qd, &L.wq, L.bq}, {kc, kvd, &L.wk, L.bk}, {vc, kvd, &L.wv, L.bv}}, grain,
+      [&](int i, int r0, int r1) {
+        if (whole || i == 2 || (!rope && !head_norms[i])) return;  // v: bias only
+        for (int t = 0; t < B; t++) {
+          float* row = ys[i] + (int64_t)t * lds[i];
+          for (int h = r0 / hd; head_norms[i] && h < r1 / hd; h++)
+            rmsnorm_simd(row + h * hd, row + h * hd, head_norms[i], hd, c.norm_eps);
+          if (rope)
+            rope_fn(row + r0, (r1 - r0) / hd, hd, c.rot_dims(), rcos + (int64_t)t * half, rsin + (int64_t)t * half);
+        }
+      });
   for (int t = 0; whole && t < B; t++)
     for (int i = 0; i < 2; i++) {
       float* row = ys[i] + (int64_t)t * lds[i];
@@ -320,7 +326,8 @@ void Transformer::layer_attention(int l) {
     a.q_pos0 = 0;
     const int n_seqs = (int)seq_start_.size() - 1;
     int64_t work = 0;
-    for (int s = 0; s < n_seqs; s++) work += (int64_t)(seq_start_[s + 1] - seq_start_[s]) * (seq_start_[s + 1] - seq_start_[s]);
+    for (int s = 0; s < n_seqs; s++)
+      work += (int64_t)(seq_start_[s + 1] - seq_start_[s]) * (seq_start_[s + 1] - seq_start_[s]);
     auto run = [&](int i0, int i1, int) {
       for (int i = i0; i < i1; i++) {
         const int s = i / c.n_heads, h = i % c.n_heads, r0 = seq_start_[s], n = seq_start_[s + 1] - r0;
@@ -410,7 +417,8 @@ void Transformer::residual_product(const float* in, int64_t ld_in, const Tensor&
 void Transformer::chunk_logits(float* logits_out, bool all_logits) {
   const ModelConfig& c = m_.config;
   if (!m_.weights.classifier)
-    fail(ErrorCode::Unsupported, c.arch + " is an encoder without a language-model head: it gives embeddings, not logits");
+    fail(ErrorCode::Unsupported,
+         c.arch + " is an encoder without a language-model head: it gives embeddings, not logits");
   const int B = cur_b_, dim = c.dim, first = all_logits ? 0 : B - 1, count = B - first;
   norm_rows(c, xb_.data(), x_.data() + (int64_t)first * dim, m_.weights.final_norm, m_.weights.final_norm_b, count);
   matmul(logits_out, c.vocab_size, xb_.data(), dim, m_.weights.classifier, count);

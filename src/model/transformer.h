@@ -70,7 +70,7 @@ class Transformer {
   void chunk_logits(float* logits_out, bool all_logits);
   void matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok);
   void residual_product(const float* in, int64_t ld_in, const Tensor& w, const float* bias, const float* post_norm);
-  void reserve_rows(int rows);  // activation buffers for `rows` tokens (encode)
+  void reserve_rows(int rows);      // activation buffers for `rows` tokens (encode)
   void size_rope_tables(int rows);  // the cos/sin tables (and the local layers', if any) for `rows` tokens
 
   LoadedModel m_;
@@ -78,10 +78,10 @@ class Transformer {
   std::shared_ptr<ThreadPool> pool_;
   KvCache kv_;
   // Activations for up to kMaxBatch tokens.
-  std::vector<float> x_, xb_, xb2_, q_, hb_, hb2_;  // (B, dim) / (B, q_dim) / (B, hidden)
-  std::vector<float> rope_cos_, rope_sin_;        // (B, n_rot/2)
+  std::vector<float> x_, xb_, xb2_, q_, hb_, hb2_;      // (B, dim) / (B, q_dim) / (B, hidden)
+  std::vector<float> rope_cos_, rope_sin_;              // (B, n_rot/2)
   std::vector<float> rope_cos_local_, rope_sin_local_;  // the same for the local layers (rope_theta_local), if any
-  const float* rope_factors_ = nullptr;            // this context's frequency divisors, if any
+  const float* rope_factors_ = nullptr;                 // this context's frequency divisors, if any
   // YaRN's correction ranges (global and local tables) and the cos/sin factor before YaRN's own
   // (rope.h): the attention factor, with llama.cpp's correction when the factor is below 1.
   RopeYarn yarn_, yarn_local_;
@@ -90,7 +90,7 @@ class Transformer {
   MoeScratch moe_;   // mixture-of-experts layers' buffers
   ProductInput in_;  // the current section's input (and its quantized copy for the block types)
   bool capture_ = false;
-  std::vector<float> kx_, vx_;       // (rows, kv_dim): encode()'s keys/values
+  std::vector<float> kx_, vx_;      // (rows, kv_dim): encode()'s keys/values
   std::vector<float> chunk_probs_;  // (n_heads, B, n_kv) while capturing
   // The chunk in flight: its size and first position.
   int cur_b_ = 0, cur_pos_ = 0;

@@ -72,10 +72,11 @@ struct LayerWeights {
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // optional biases
   // (dim,) RMSNorm of the attention / feed-forward output before its residual add (Gemma 2).
   const float *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
-  const float *q_norm = nullptr, *k_norm = nullptr;  // (head_dim,) per-head RMSNorm of q and k before RoPE (Qwen3); (q_dim,), (kv_dim,) with qk_norm_whole
-  const float* ffn_norm = nullptr;     // (dim,) before the feed-forward (none: x as is); post-norm: after its residual
+  const float *q_norm = nullptr, *k_norm = nullptr;  // (head_dim,) per-head RMSNorm of q and k before RoPE (Qwen3);
+                                                     // (q_dim,), (kv_dim,) with qk_norm_whole
+  const float* ffn_norm = nullptr;  // (dim,) before the feed-forward (none: x as is); post-norm: after its residual
   const float* ffn_norm_b = nullptr;
-  Tensor w_gate, w_down, w_up;         // (hidden, dim), (dim, hidden), (hidden, dim); w_gate unused by GELU/ReLU
+  Tensor w_gate, w_down, w_up;  // (hidden, dim), (dim, hidden), (hidden, dim); w_gate unused by GELU/ReLU
   const float *b_up = nullptr, *b_down = nullptr;
   // Mixture of experts (config.n_experts > 0; w_gate/w_up/w_down then empty): the router
   // (n_experts, dim) and every expert's matrices stacked, expert e's rows at e * hidden (gate, up)
@@ -84,18 +85,18 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  Tensor tok_embed;                // (vocab, dim)
-  const float* pos_embed = nullptr;  // (seq_len, dim) for PosKind::Learned
+  Tensor tok_embed;                     // (vocab, dim)
+  const float* pos_embed = nullptr;     // (seq_len, dim) for PosKind::Learned
   const float* rope_factors = nullptr;  // (n_rot/2,) optional: divides each RoPE frequency (GGUF rope_freqs)
   // LongRoPE (Phi-3 128k, Phi-3.5): per-frequency divisors for contexts up to / above
   // config.rope_orig_context. rope_factors, when present, takes precedence (as in llama.cpp).
   const float *rope_factors_short = nullptr, *rope_factors_long = nullptr;
-  const float* type_embed = nullptr;    // (n_token_types, dim) encoders: token-type (segment) rows
+  const float* type_embed = nullptr;  // (n_token_types, dim) encoders: token-type (segment) rows
   const float *embed_norm = nullptr, *embed_norm_b = nullptr;  // (dim,) LayerNorm of the embeddings (BERT)
   std::vector<LayerWeights> layers;
   const float* final_norm = nullptr;  // (dim,); null for encoders without one (BERT)
   const float* final_norm_b = nullptr;
-  Tensor classifier;               // (vocab, dim); equals tok_embed when tied; empty for encoders
+  Tensor classifier;  // (vocab, dim); equals tok_embed when tied; empty for encoders
   // Rerankers (llama.cpp's cls / cls.output): score = out(tanh(cls x + cls_b)) + out_b, each
   // stage optional, on the first token's state.
   struct RankHead {

@@ -82,7 +82,8 @@ struct Before {  // a type, not a function pointer: WASM made each comparison an
 static constexpr Before before{};
 
 static void stable_sort_desc(Sampler::ProbIndex* cand, int n) {
-  std::stable_sort(cand, cand + n, [](const Sampler::ProbIndex& a, const Sampler::ProbIndex& b) { return a.prob > b.prob; });
+  std::stable_sort(cand, cand + n,
+                   [](const Sampler::ProbIndex& a, const Sampler::ProbIndex& b) { return a.prob > b.prob; });
 }
 
 // Makes cand[0, want) the first `want` elements of the sorted order (top-k): a heap's partial
@@ -165,8 +166,8 @@ int Sampler::sample_filtered(float* probs, float coin) {
 
 void Sampler::set_grammar(GrammarMatcher* g) {
   if (g && g->vocab_size() != vocab_)
-    fail(ErrorCode::BadArgument, "grammar vocabulary (" + std::to_string(g->vocab_size()) + ") does not match the sampler's (" +
-                                     std::to_string(vocab_) + ")");
+    fail(ErrorCode::BadArgument, "grammar vocabulary (" + std::to_string(g->vocab_size()) +
+                                     ") does not match the sampler's (" + std::to_string(vocab_) + ")");
   grammar_ = g;
 }
 

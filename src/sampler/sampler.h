@@ -11,10 +11,10 @@
 namespace qkv {
 
 struct SamplerOptions {
-  float temperature = 1.0f;  // 0 = greedy (argmax)
-  float top_p = 0.9f;        // nucleus; <= 0 or >= 1 disables it
-  int top_k = 0;             // 0 = off
-  float min_p = 0.0f;        // keep tokens with p >= min_p * p_max; 0 = off
+  float temperature = 1.0f;         // 0 = greedy (argmax)
+  float top_p = 0.9f;               // nucleus; <= 0 or >= 1 disables it
+  int top_k = 0;                    // 0 = off
+  float min_p = 0.0f;               // keep tokens with p >= min_p * p_max; 0 = off
   float repetition_penalty = 1.0f;  // > 1 discourages recent tokens (CTRL-style); 1 = off
   int repetition_window = 64;       // how many recent tokens the penalty looks at
   uint64_t seed = 0;                // 0 = the current time, as run.c does

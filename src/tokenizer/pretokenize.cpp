@@ -37,8 +37,8 @@ int unicode_class(uint32_t cp) {
 }
 
 bool unicode_is_space(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-         c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 std::vector<uint32_t> utf8_to_codepoints(const std::string& s) {
@@ -64,7 +64,6 @@ std::vector<uint32_t> utf8_to_codepoints(const std::string& s) {
   }
   return out;
 }
-
 
 uint32_t gpt2_byte_to_cp(uint8_t b) {
   static const std::vector<uint32_t> table = [] {
@@ -99,10 +98,11 @@ const char* const kQwen2 =
     QKV_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 const char* const kCjkHangul = R"re([\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+)re";
 const char* const kCjkKana = R"re([\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+)re";
-const char* const kAsciiPunctWord = R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+)re";
+const char* const kAsciiPunctWord =
+    R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+)re";
 const char* const kPoro = R"re( ?[^(\s|.,!?\u2026\u3002\uFF0C\u3001\u0964\u06D4\u060C)]+)re";
-#define QKV_CASED(LOOK) \
-  R"re([^\r\n\p{L}\p{N}]?((?=[)re" LOOK R"re(])([^a-z]))*((?=[)re" LOOK R"re(])([^A-Z]))+)re" QKV_CONTRACTIONS \
+#define QKV_CASED(LOOK)                                                                                          \
+  R"re([^\r\n\p{L}\p{N}]?((?=[)re" LOOK R"re(])([^a-z]))*((?=[)re" LOOK R"re(])([^A-Z]))+)re" QKV_CONTRACTIONS   \
   R"re(?|[^\r\n\p{L}\p{N}]?((?=[)re" LOOK R"re(])([^a-z]))+((?=[)re" LOOK R"re(])([^A-Z]))*)re" QKV_CONTRACTIONS \
   R"re(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"
 // superbpe's second stage, (?=(\d{3})+(?!\d)), has an unbounded lookahead: it runs as the
@@ -120,9 +120,9 @@ const std::vector<PreSpec>& pre_specs() {
   static const std::vector<PreSpec> t = {
       {PreTokenizer::Default, {"default"}, {R"re([\p{P}\$\+<=>\^~\|]+)re", kGpt2, R"re(\p{N}+)re", "[0-9][0-9][0-9]"}},
       {PreTokenizer::Gpt2,
-       {"gpt-2", "gpt2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
-        "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe", "mpt", "olmo", "jais", "exaone4", "trillion",
-        "granite-docling"},
+       {"gpt-2",      "gpt2",    "phi-2",  "jina-es",     "jina-de",    "gigachat",       "jina-v2-es",
+        "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "jina-v1-en", "jina-v2-code",   "roberta-bpe",
+        "mpt",        "olmo",    "jais",   "exaone4",     "trillion",   "granite-docling"},
        {kGpt2}},
       {PreTokenizer::Llama3,
        {"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"},
@@ -132,13 +132,15 @@ const std::vector<PreSpec>& pre_specs() {
       {PreTokenizer::Dbrx, {"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}, {kLlama3}},
       {PreTokenizer::Jais2,
        {"jais-2"},
-       {QKV_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1})re"}},
+       {QKV_CONTRACTIONS
+        R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1})re"}},
       {PreTokenizer::Qwen2,
        {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", "grok-2"},
        {kQwen2}},
       {PreTokenizer::Qwen35,
        {"qwen35"},
-       {QKV_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
+       {QKV_CONTRACTIONS
+        R"re(|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
       {PreTokenizer::Starcoder,
        {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2"},
        {R"re(\p{N})re", kGpt2}},
@@ -194,7 +196,8 @@ const std::vector<PreSpec>& pre_specs() {
       {PreTokenizer::Laguna, {"laguna"}, {R"re([^\n]+|[\n]+)re", kQwen2}},
       {PreTokenizer::ExaoneMoe,
        {"exaone-moe"},
-       {QKV_CONTRACTIONS R"re(|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+)re"}},
+       {QKV_CONTRACTIONS
+        R"re(|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+)re"}},
       {PreTokenizer::Minicpm5,
        {"minicpm5"},
        {R"re(\p{N}{1,3})re",
@@ -297,9 +300,11 @@ PreTokenizer pre_tokenizer_from_name(const std::string& n) {
     for (const char* m : p.names)
       if (n == m) return p.kind;
   if (const char* why = unsupported_reason(n))
-    fail(ErrorCode::Unsupported, "GGUF pre-tokenizer '" + n + "' (tokenizer.ggml.pre) " + why + ", which qkv does not implement");
+    fail(ErrorCode::Unsupported,
+         "GGUF pre-tokenizer '" + n + "' (tokenizer.ggml.pre) " + why + ", which qkv does not implement");
   fail(ErrorCode::Unsupported,
-       "GGUF pre-tokenizer '" + n + "' (tokenizer.ggml.pre) is unknown (llama.cpp refuses it too); known: " + pre_tokenizer_names());
+       "GGUF pre-tokenizer '" + n +
+           "' (tokenizer.ggml.pre) is unknown (llama.cpp refuses it too); known: " + pre_tokenizer_names());
 }
 
 bool pre_tokenizer_ignores_merges(PreTokenizer kind) { return spec_of(kind).ignore_merges; }

@@ -14,9 +14,33 @@ namespace qkv {
 // regexes applied in turn, every stage splitting the fragments the previous one left
 // (pretokenize.cpp has the lists, each with the tokenizer.ggml.pre names that select it).
 enum class PreTokenizer {
-  Default, Gpt2, Llama3, Dbrx, Jais2, Qwen2, Qwen35, Starcoder, Falcon, DeepseekLlm, DeepseekCoder, Deepseek3,
-  Spark25, Youtu, Poro, Viking, Tekken, Chameleon, Gpt4o, GraniteEmbMulti, Superbpe, Bailingmoe, SeedCoder,
-  Ufakzeka, Laguna, ExaoneMoe, Minicpm5,
+  Default,
+  Gpt2,
+  Llama3,
+  Dbrx,
+  Jais2,
+  Qwen2,
+  Qwen35,
+  Starcoder,
+  Falcon,
+  DeepseekLlm,
+  DeepseekCoder,
+  Deepseek3,
+  Spark25,
+  Youtu,
+  Poro,
+  Viking,
+  Tekken,
+  Chameleon,
+  Gpt4o,
+  GraniteEmbMulti,
+  Superbpe,
+  Bailingmoe,
+  SeedCoder,
+  Ufakzeka,
+  Laguna,
+  ExaoneMoe,
+  Minicpm5,
 };
 
 // The tokenizer.ggml.pre name -> kind; throws Error(Unsupported) listing the known names.

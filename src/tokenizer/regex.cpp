@@ -71,7 +71,8 @@ class RegexCompiler {
   size_t pos_ = 0;
 
   [[noreturn]] void bad(const std::string& what) const {
-    fail(ErrorCode::BadArgument, "pre-tokenizer regex '" + re_.pattern_ + "': " + what + " at character " + std::to_string(pos_));
+    fail(ErrorCode::BadArgument,
+         "pre-tokenizer regex '" + re_.pattern_ + "': " + what + " at character " + std::to_string(pos_));
   }
   bool more() const { return pos_ < s_.size(); }
   uint32_t peek() const { return more() ? s_[pos_] : 0; }
@@ -121,8 +122,8 @@ class RegexCompiler {
     static const struct {
       const char* n;
       uint16_t p;
-    } kNames[] = {{"L", kPropL}, {"Lu", kPropLu}, {"Ll", kPropLl}, {"Lt", kPropLt}, {"Lm", kPropLm}, {"Lo", kPropLo},
-                  {"M", kPropM}, {"N", kPropN},   {"P", kPropP},   {"S", kPropS}};
+    } kNames[] = {{"L", kPropL},   {"Lu", kPropLu}, {"Ll", kPropLl}, {"Lt", kPropLt}, {"Lm", kPropLm},
+                  {"Lo", kPropLo}, {"M", kPropM},   {"N", kPropN},   {"P", kPropP},   {"S", kPropS}};
     for (const auto& k : kNames)
       if (name == k.n) return *ok = true, k.p;
     bad("unsupported Unicode property \\p{" + name + "}");
@@ -131,7 +132,10 @@ class RegexCompiler {
     uint32_t v = 0;
     for (int i = 0; i < digits; i++) {
       const uint32_t c = peek();
-      const int d = c >= '0' && c <= '9' ? (int)(c - '0') : c >= 'a' && c <= 'f' ? (int)(c - 'a' + 10) : c >= 'A' && c <= 'F' ? (int)(c - 'A' + 10) : -1;
+      const int d = c >= '0' && c <= '9'   ? (int)(c - '0')
+                    : c >= 'a' && c <= 'f' ? (int)(c - 'a' + 10)
+                    : c >= 'A' && c <= 'F' ? (int)(c - 'A' + 10)
+                                           : -1;
       if (d < 0) bad("bad hexadecimal escape");
       v = v * 16 + d;
       pos_++;
@@ -163,7 +167,8 @@ class RegexCompiler {
       case 'u': return hex(4);
       case 'U': return hex(8);
       default:
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) bad(std::string("unsupported escape \\") + (char)c);
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+          bad(std::string("unsupported escape \\") + (char)c);
         return c;  // an escaped punctuation character stands for itself
     }
   }
@@ -297,10 +302,12 @@ class RegexCompiler {
         if (one != UINT32_MAX) st.ranges.emplace_back(one, one);
         return char_node(st, icase);
       }
-      case ')': case '|': case '*': case '+': case '?': bad("nothing to repeat or group");
-      default:
-        st.ranges.emplace_back(c, c);
-        return char_node(st, icase);
+      case ')':
+      case '|':
+      case '*':
+      case '+':
+      case '?': bad("nothing to repeat or group");
+      default: st.ranges.emplace_back(c, c); return char_node(st, icase);
     }
   }
 

@@ -17,9 +17,16 @@ namespace qkv {
 
 // Property bits of a code point, as the patterns test them.
 enum : uint16_t {
-  kPropLu = 1, kPropLl = 2, kPropLt = 4, kPropLm = 8, kPropLo = 16,
+  kPropLu = 1,
+  kPropLl = 2,
+  kPropLt = 4,
+  kPropLm = 8,
+  kPropLo = 16,
   kPropL = kPropLu | kPropLl | kPropLt | kPropLm | kPropLo,
-  kPropM = 32, kPropN = 64, kPropP = 128, kPropS = 256,
+  kPropM = 32,
+  kPropN = 64,
+  kPropP = 128,
+  kPropS = 256,
   kPropSpace = 512,   // llama.cpp's whitespace set
   kPropDigit = 1024,  // ASCII 0-9 (\d, as std::regex has it)
   kPropWord = 2048,   // ASCII [A-Za-z0-9_] (\w)

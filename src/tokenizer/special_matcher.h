@@ -21,7 +21,7 @@ class SpecialMatcher {
   struct Node {
     std::vector<std::pair<uint8_t, int>> next;  // sorted by byte
     int fail = 0;
-    int out = -1;     // the pattern ending at this node
+    int out = -1;       // the pattern ending at this node
     int out_link = -1;  // nearest node on the fail chain with a pattern
     int depth = 0;
   };

@@ -105,11 +105,13 @@ Tokenizer Tokenizer::from_spm_pieces(std::vector<std::string> pieces, std::vecto
                                      int bos, int eos, int unk, bool add_space_prefix) {
   const int n = (int)pieces.size();
   if (n == 0) bad("the vocabulary is empty");
-  if (scores.size() != pieces.size()) bad("has " + std::to_string(scores.size()) + " scores for " + std::to_string(n) + " pieces");
+  if (scores.size() != pieces.size())
+    bad("has " + std::to_string(scores.size()) + " scores for " + std::to_string(n) + " pieces");
   if (!types.empty() && types.size() != pieces.size())
     bad("has " + std::to_string(types.size()) + " token types for " + std::to_string(n) + " pieces");
   for (int id : {bos, eos})
-    if (id < 0 || id >= n) bad("special token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(n));
+    if (id < 0 || id >= n)
+      bad("special token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(n));
   Tokenizer t;
   t.pieces_ = std::move(pieces);
   t.scores_ = std::move(scores);
@@ -130,8 +132,8 @@ Tokenizer Tokenizer::from_spm_pieces(std::vector<std::string> pieces, std::vecto
   return t;
 }
 
-Tokenizer Tokenizer::from_bpe(std::vector<std::string> tokens, std::vector<int> types, const std::vector<std::string>& merges,
-                              PreTokenizer pre, bool ignore_merges) {
+Tokenizer Tokenizer::from_bpe(std::vector<std::string> tokens, std::vector<int> types,
+                              const std::vector<std::string>& merges, PreTokenizer pre, bool ignore_merges) {
   const int n = (int)tokens.size();
   if (n == 0) bad("the vocabulary is empty");
   if (!types.empty() && types.size() != tokens.size())
@@ -152,7 +154,8 @@ Tokenizer Tokenizer::from_bpe(std::vector<std::string> tokens, std::vector<int> 
   for (size_t r = 0; r < merges.size(); r++) {
     const size_t sp = merges[r].find(' ', 1);
     if (sp == std::string::npos || sp + 1 >= merges[r].size())
-      bad("merge " + std::to_string(r) + " ('" + merges[r].substr(0, 40) + "') is not two symbols separated by a space");
+      bad("merge " + std::to_string(r) + " ('" + merges[r].substr(0, 40) +
+          "') is not two symbols separated by a space");
     t.merge_rank_.emplace(merges[r], (int)r);  // the first of duplicate merges wins
   }
   t.index_specials();
@@ -160,15 +163,18 @@ Tokenizer Tokenizer::from_bpe(std::vector<std::string> tokens, std::vector<int> 
   return t;
 }
 
-Tokenizer Tokenizer::from_unigram(std::vector<std::string> pieces, std::vector<float> scores, std::vector<int> types, int unk,
-                                  bool add_space_prefix, bool remove_extra_whitespaces, std::vector<uint8_t> charsmap) {
+Tokenizer Tokenizer::from_unigram(std::vector<std::string> pieces, std::vector<float> scores, std::vector<int> types,
+                                  int unk, bool add_space_prefix, bool remove_extra_whitespaces,
+                                  std::vector<uint8_t> charsmap) {
   const int n = (int)pieces.size();
   if (n == 0) bad("the vocabulary is empty");
-  if (scores.size() != pieces.size()) bad("has " + std::to_string(scores.size()) + " scores for " + std::to_string(n) + " pieces");
+  if (scores.size() != pieces.size())
+    bad("has " + std::to_string(scores.size()) + " scores for " + std::to_string(n) + " pieces");
   if (!types.empty() && types.size() != pieces.size())
     bad("has " + std::to_string(types.size()) + " token types for " + std::to_string(n) + " pieces");
   Tokenizer t;
-  t.ugm_ = std::make_shared<Unigram>(pieces, scores, types, unk, add_space_prefix, remove_extra_whitespaces, std::move(charsmap));
+  t.ugm_ = std::make_shared<Unigram>(pieces, scores, types, unk, add_space_prefix, remove_extra_whitespaces,
+                                     std::move(charsmap));
   t.pieces_ = std::move(pieces);
   t.scores_ = std::move(scores);
   t.types_ = std::move(types);
@@ -216,7 +222,8 @@ void Tokenizer::index_specials() {
   specials_.clear();
   for (int i = 0; i < vocab_size(); i++) {
     const int ty = token_type(i);
-    if ((ty == kTokControl || ty == kTokUserDefined || ty == kTokUnknown) && !pieces_[i].empty()) specials_.push_back(i);
+    if ((ty == kTokControl || ty == kTokUserDefined || ty == kTokUnknown) && !pieces_[i].empty())
+      specials_.push_back(i);
   }
   std::stable_sort(specials_.begin(), specials_.end(),
                    [this](int a, int b) { return pieces_[a].size() > pieces_[b].size(); });
@@ -228,7 +235,8 @@ void Tokenizer::index_specials() {
 void Tokenizer::set_specials(int bos, int eos, bool add_bos, bool add_eos, std::vector<int> eog) {
   const int n = vocab_size();
   for (int id : {bos, eos})
-    if (id < -1 || id >= n) bad("special token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(n));
+    if (id < -1 || id >= n)
+      bad("special token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(n));
   if (add_bos && bos < 0) bad("BOS must be added but the tokenizer has no BOS token");
   bos_ = bos;
   eos_ = eos;
@@ -236,8 +244,8 @@ void Tokenizer::set_specials(int bos, int eos, bool add_bos, bool add_eos, std::
   add_eos_ = add_eos && eos >= 0;
   // End of generation: EOS, the given ids (EOT, ...) and the control tokens that chat formats
   // end their turns with.
-  static const char* kEnders[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                  "<|end_of_text|>", "<|eom_id|>", "<EOT>"};
+  static const char* kEnders[] = {"<|eot_id|>",    "<|im_end|>",      "<|end|>",    "<end_of_turn>",
+                                  "<|endoftext|>", "<|end_of_text|>", "<|eom_id|>", "<EOT>"};
   if (eos >= 0) eog.push_back(eos);
   for (const char* e : kEnders) {
     const int id = lookup(e);
@@ -255,7 +263,8 @@ bool Tokenizer::is_eog(int id) const { return std::find(eog_.begin(), eog_.end()
 // that longer ones left unclaimed. All occurrences come from one Aho-Corasick scan; an
 // occurrence is free if neither of its ends is claimed (a claimed run inside it would be a
 // token at least as long, which can only have come first if it covers one of those ends).
-std::vector<Tokenizer::Frag> Tokenizer::split_specials(const std::string& text, bool parse_special, uint64_t* work) const {
+std::vector<Tokenizer::Frag> Tokenizer::split_specials(const std::string& text, bool parse_special,
+                                                       uint64_t* work) const {
   std::vector<Frag> out;
   if (!specials_matcher_ || text.empty()) {
     out.push_back({-1, 0, text.size()});
@@ -297,7 +306,8 @@ std::vector<Tokenizer::Frag> Tokenizer::split_specials(const std::string& text, 
   return out;
 }
 
-std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, bool parse_special, uint64_t* work) const {
+std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, bool parse_special,
+                                   uint64_t* work) const {
   if (!spm_marker_ && !bpe_ && !wpm_) return encode_llama2c(text, bos, eos);
   std::vector<int> ids;
   if (bos && add_bos_ && bos_ >= 0) ids.push_back(bos_);
@@ -391,7 +401,8 @@ std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym, Score pa
     Cand c = heap.top();
     heap.pop();
     if (work) ++*work;
-    if (!alive[c.left] || !alive[c.right] || next[c.left] != c.right || version[c.left] != c.lv || version[c.right] != c.rv)
+    if (!alive[c.left] || !alive[c.right] || next[c.left] != c.right || version[c.left] != c.lv ||
+        version[c.right] != c.rv)
       continue;
     sym[c.left] += sym[c.right];
     version[c.left]++;
@@ -411,7 +422,8 @@ std::vector<std::string> Tokenizer::merge(std::vector<std::string> sym, Score pa
   return out;
 }
 
-std::vector<std::string> Tokenizer::merge_by_score(std::vector<std::string> sym, std::vector<int>* origin, uint64_t* work) const {
+std::vector<std::string> Tokenizer::merge_by_score(std::vector<std::string> sym, std::vector<int>* origin,
+                                                   uint64_t* work) const {
   return merge(
       std::move(sym),
       [this](const std::string& a, const std::string& b) {
@@ -452,7 +464,9 @@ void Tokenizer::encode_spm_text(const std::string& text, bool prefix, std::vecto
         int bid = lookup(name);
         if (bid >= 0) ids.push_back(bid);
         else if (unk_ >= 0) ids.push_back(unk_);
-        else fail(ErrorCode::BadArgument, std::string("cannot encode byte ") + name + ": no byte-fallback piece and no unknown token");
+        else
+          fail(ErrorCode::BadArgument,
+               std::string("cannot encode byte ") + name + ": no byte-fallback piece and no unknown token");
       }
     }
   }
@@ -500,8 +514,8 @@ std::vector<int> Tokenizer::encode_llama2c(const std::string& text, bool bos, bo
 
 std::string Tokenizer::decode(int prev, int id) const {
   if (id < 0 || id >= vocab_size())
-    fail(ErrorCode::BadArgument, "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                                     std::to_string(vocab_size() - 1) + ")");
+    fail(ErrorCode::BadArgument,
+         "token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(vocab_size() - 1) + ")");
   if (byte_of_[id] >= 0) return std::string(1, (char)byte_of_[id]);
   if (bpe_) {  // control tokens print nothing; user-defined ones are plain text
     const int ty = token_type(id);

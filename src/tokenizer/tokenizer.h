@@ -32,20 +32,21 @@ class Tokenizer {
   // byte fallback by the pieces "<0xXX>", special ids from the metadata. Encoding follows
   // llama.cpp: code points are the initial symbols, merged by score; what is left unmatched
   // becomes byte tokens.
-  static Tokenizer from_spm_pieces(std::vector<std::string> pieces, std::vector<float> scores,
-                                   std::vector<int> types, int bos, int eos, int unk, bool add_space_prefix);
+  static Tokenizer from_spm_pieces(std::vector<std::string> pieces, std::vector<float> scores, std::vector<int> types,
+                                   int bos, int eos, int unk, bool add_space_prefix);
 
   // Byte-level BPE as GGUF stores it (tokenizer.ggml.model = gpt2): tokens in GPT-2's
   // byte-to-unicode spelling, merges "left right" by rank, a pre-tokenizer from tokenizer.ggml.pre.
   // ignore_merges: a pre-token that is itself in the vocabulary is taken whole (Llama 3).
-  static Tokenizer from_bpe(std::vector<std::string> tokens, std::vector<int> types, const std::vector<std::string>& merges,
-                            PreTokenizer pre, bool ignore_merges);
+  static Tokenizer from_bpe(std::vector<std::string> tokens, std::vector<int> types,
+                            const std::vector<std::string>& merges, PreTokenizer pre, bool ignore_merges);
 
   // SentencePiece Unigram as GGUF stores it (tokenizer.ggml.model = t5): Viterbi over piece
   // scores after llama.cpp's normalization (tokenizer/unigram.h). No BOS; special ids are set
   // with set_specials.
-  static Tokenizer from_unigram(std::vector<std::string> pieces, std::vector<float> scores, std::vector<int> types, int unk,
-                                bool add_space_prefix, bool remove_extra_whitespaces, std::vector<uint8_t> charsmap);
+  static Tokenizer from_unigram(std::vector<std::string> pieces, std::vector<float> scores, std::vector<int> types,
+                                int unk, bool add_space_prefix, bool remove_extra_whitespaces,
+                                std::vector<uint8_t> charsmap);
   // WordPiece as GGUF stores it (tokenizer.ggml.model = bert; see wordpiece.h): word-start
   // pieces prefixed with U+2581, continuations bare. cls/sep are added around each text
   // (as BOS/EOS) when add_cls/add_sep; unk spells a word the vocabulary cannot.
@@ -121,19 +122,19 @@ class Tokenizer {
   // pair_score(left, right) gives a merge's priority (higher first) or -inf for none.
   template <class Score>
   // *work (if given) grows by one per candidate pushed or popped.
-  static std::vector<std::string> merge(std::vector<std::string> symbols, Score pair_score, std::vector<int>* origin = nullptr,
-                                        uint64_t* work = nullptr);
+  static std::vector<std::string> merge(std::vector<std::string> symbols, Score pair_score,
+                                        std::vector<int>* origin = nullptr, uint64_t* work = nullptr);
   std::vector<std::string> merge_by_score(std::vector<std::string> symbols, std::vector<int>* origin = nullptr,
                                           uint64_t* work = nullptr) const;
 
   std::shared_ptr<const Unigram> ugm_;  // Unigram segmentation (t5), else null
-  bool spm_marker_ = false;  // GGUF mode: U+2581 stands for a space
+  bool spm_marker_ = false;             // GGUF mode: U+2581 stands for a space
   bool add_space_prefix_ = true;
   bool bpe_ = false, ignore_merges_ = false;
   bool wpm_ = false;  // WordPiece (wordpiece.h)
   PreTokenizer pre_ = PreTokenizer::Gpt2;
-  std::unordered_map<std::string, int> merge_rank_;  // "left right" -> rank
-  std::vector<int> specials_;                        // control/user-defined/unknown ids, longest text first
+  std::unordered_map<std::string, int> merge_rank_;         // "left right" -> rank
+  std::vector<int> specials_;                               // control/user-defined/unknown ids, longest text first
   std::shared_ptr<const SpecialMatcher> specials_matcher_;  // over specials_' texts, in that order
   std::vector<int> eog_;
   std::vector<int> rstrip_;

@@ -12,13 +12,18 @@ namespace qkv {
 
 static const char kEscapedSpace[] = "\xE2\x96\x81";  // U+2581
 
-Unigram::Unigram(const std::vector<std::string>& pieces, const std::vector<float>& scores, const std::vector<int>& types,
-                 int unk, bool add_space_prefix, bool remove_extra_whitespaces, std::vector<uint8_t> charsmap)
-    : unk_(unk), add_space_prefix_(add_space_prefix), merge_spaces_(remove_extra_whitespaces), charsmap_(std::move(charsmap)) {
+Unigram::Unigram(const std::vector<std::string>& pieces, const std::vector<float>& scores,
+                 const std::vector<int>& types, int unk, bool add_space_prefix, bool remove_extra_whitespaces,
+                 std::vector<uint8_t> charsmap)
+    : unk_(unk),
+      add_space_prefix_(add_space_prefix),
+      merge_spaces_(remove_extra_whitespaces),
+      charsmap_(std::move(charsmap)) {
   const size_t n = pieces.size();
   if (scores.size() != n) fail(ErrorCode::BadTokenizer, "tokenizer: unigram vocabulary needs one score per piece");
   if (unk < 0 || (size_t)unk >= n)
-    fail(ErrorCode::BadTokenizer, "tokenizer: the unigram vocabulary needs an unknown token (got id " + std::to_string(unk) + ")");
+    fail(ErrorCode::BadTokenizer,
+         "tokenizer: the unigram vocabulary needs an unknown token (got id " + std::to_string(unk) + ")");
   float min_score = FLT_MAX;
   score_.assign(n, 0.0);
   match_.reserve(n * 2);
@@ -33,19 +38,23 @@ Unigram::Unigram(const std::vector<std::string>& pieces, const std::vector<float
   }
   unk_score_ = (double)(min_score - 10.0f);
   if (!charsmap_.empty()) {
-    if (charsmap_.size() < 4) fail(ErrorCode::BadTokenizer, "tokenizer: precompiled_charsmap is shorter than its 4-byte header");
+    if (charsmap_.size() < 4)
+      fail(ErrorCode::BadTokenizer, "tokenizer: precompiled_charsmap is shorter than its 4-byte header");
     uint32_t blob;
     std::memcpy(&blob, charsmap_.data(), 4);
     if ((uint64_t)blob + 4 >= charsmap_.size() || blob % 4 != 0)
       fail(ErrorCode::BadTokenizer, "tokenizer: precompiled_charsmap says its trie has " + std::to_string(blob) +
-                                        " bytes, which does not fit in its " + std::to_string(charsmap_.size()) + " bytes");
+                                        " bytes, which does not fit in its " + std::to_string(charsmap_.size()) +
+                                        " bytes");
     xcda_n_ = blob / 4;
     repl_off_ = 4 + (size_t)blob;
   }
 }
 
 uint32_t Unigram::node(size_t i) const {
-  if (i >= xcda_n_) fail(ErrorCode::BadTokenizer, "tokenizer: precompiled_charsmap trie index " + std::to_string(i) + " is out of range");
+  if (i >= xcda_n_)
+    fail(ErrorCode::BadTokenizer,
+         "tokenizer: precompiled_charsmap trie index " + std::to_string(i) + " is out of range");
   uint32_t v;
   std::memcpy(&v, charsmap_.data() + 4 + i * 4, 4);
   return v;
@@ -76,7 +85,8 @@ size_t Unigram::charsmap_prefix(const std::string& text, size_t off, const char*
   if (best == 0) return 0;
   const size_t at = repl_off_ + best_value;
   if (at >= charsmap_.size())
-    fail(ErrorCode::BadTokenizer, "tokenizer: precompiled_charsmap replacement offset " + std::to_string(best_value) + " is out of range");
+    fail(ErrorCode::BadTokenizer,
+         "tokenizer: precompiled_charsmap replacement offset " + std::to_string(best_value) + " is out of range");
   const void* end = std::memchr(charsmap_.data() + at, 0, charsmap_.size() - at);
   if (!end) fail(ErrorCode::BadTokenizer, "tokenizer: precompiled_charsmap replacement is not terminated");
   *repl = reinterpret_cast<const char*>(charsmap_.data() + at);

@@ -17,8 +17,8 @@ class Unigram {
   // user-defined (4) and unused (5) take part in the segmentation; user-defined ones score 0).
   // charsmap: tokenizer.ggml.precompiled_charsmap bytes, or empty. Throws Error(BadTokenizer)
   // for a malformed character map.
-  Unigram(const std::vector<std::string>& pieces, const std::vector<float>& scores, const std::vector<int>& types, int unk,
-          bool add_space_prefix, bool remove_extra_whitespaces, std::vector<uint8_t> charsmap);
+  Unigram(const std::vector<std::string>& pieces, const std::vector<float>& scores, const std::vector<int>& types,
+          int unk, bool add_space_prefix, bool remove_extra_whitespaces, std::vector<uint8_t> charsmap);
 
   // One stretch of text (no special tokens in it) -> ids, appended.
   // *work (if given) grows by one per vocabulary lookup.

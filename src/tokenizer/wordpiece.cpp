@@ -19,7 +19,8 @@ uint32_t map_lookup(const uint32_t (&table)[N][2], uint32_t cp) {
 
 // ASCII symbols (general category S*): each is a word of its own, like punctuation.
 bool ascii_symbol(uint32_t cp) {
-  return cp == '$' || cp == '+' || cp == '<' || cp == '=' || cp == '>' || cp == '^' || cp == '`' || cp == '|' || cp == '~';
+  return cp == '$' || cp == '+' || cp == '<' || cp == '=' || cp == '>' || cp == '^' || cp == '`' || cp == '|' ||
+         cp == '~';
 }
 }  // namespace
 

@@ -14,7 +14,7 @@
 namespace qkv {
 
 static const std::string kSpace = "\xE2\x96\x81";  // U+2581
-static constexpr int kFixed = 3 + 256;              // <unk> <s> </s> and the byte pieces
+static constexpr int kFixed = 3 + 256;             // <unk> <s> </s> and the byte pieces
 static constexpr size_t kMaxPieceBytes = 32;
 
 BpeVocab train_bpe(const std::string& text, int vocab_size) {

@@ -9,13 +9,14 @@ namespace {
 
 const char* kMonths[] = {"January", "February", "March",     "April",   "May",      "June",
                          "July",    "August",   "September", "October", "November", "December"};
-const char* kOnes[] = {"zero",    "one",     "two",       "three",    "four",     "five",    "six",
-                       "seven",   "eight",   "nine",      "ten",      "eleven",   "twelve",  "thirteen",
-                       "fourteen", "fifteen", "sixteen",  "seventeen", "eighteen", "nineteen"};
+const char* kOnes[] = {"zero",     "one",     "two",     "three",     "four",     "five",    "six",
+                       "seven",    "eight",   "nine",    "ten",       "eleven",   "twelve",  "thirteen",
+                       "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"};
 const char* kTens[] = {"", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"};
-const char* kOrdOnes[] = {"",          "first",      "second",     "third",      "fourth",    "fifth",     "sixth",
-                          "seventh",   "eighth",     "ninth",      "tenth",      "eleventh",  "twelfth",   "thirteenth",
-                          "fourteenth", "fifteenth", "sixteenth",  "seventeenth", "eighteenth", "nineteenth"};
+const char* kOrdOnes[] = {"",          "first",     "second",      "third",      "fourth",
+                          "fifth",     "sixth",     "seventh",     "eighth",     "ninth",
+                          "tenth",     "eleventh",  "twelfth",     "thirteenth", "fourteenth",
+                          "fifteenth", "sixteenth", "seventeenth", "eighteenth", "nineteenth"};
 
 std::string cardinal(int n) {  // 0..99
   if (n < 20) return kOnes[n];
@@ -30,7 +31,11 @@ std::string ordinal_word(int n) {  // 1..31
 }
 
 std::string ordinal_digits(int n) {
-  const char* suf = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+  const char* suf = (n % 100 >= 11 && n % 100 <= 13) ? "th"
+                    : n % 10 == 1                    ? "st"
+                    : n % 10 == 2                    ? "nd"
+                    : n % 10 == 3                    ? "rd"
+                                                     : "th";
   return std::to_string(n) + suf;
 }
 
@@ -87,7 +92,8 @@ std::string date_alphabet() {
 }
 
 std::vector<Seq2SeqExample> generate_dates(uint64_t seed, int n, DateSplit split) {
-  if (n < 0 || n > (1 << 24)) fail(ErrorCode::BadArgument, "date examples: " + std::to_string(n) + " is outside 0..16777216");
+  if (n < 0 || n > (1 << 24))
+    fail(ErrorCode::BadArgument, "date examples: " + std::to_string(n) + " is outside 0..16777216");
   Rng rng(seed * 0x2545F4914F6CDD1Dull + (split == DateSplit::HeldOut ? 7 : 3));
   std::vector<Seq2SeqExample> out;
   out.reserve(n);

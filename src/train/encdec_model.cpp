@@ -25,7 +25,8 @@ ModelConfig EncDecTrainShape::model_config() const {
     if (!ok) fail(ErrorCode::BadArgument, "encoder-decoder shape: " + m);
   };
   need(dim > 0 && dim <= 4096, "dim = " + std::to_string(dim) + " must be 1..4096");
-  need(n_heads > 0 && dim % n_heads == 0, "dim " + std::to_string(dim) + " is not a multiple of n_heads " + std::to_string(n_heads));
+  need(n_heads > 0 && dim % n_heads == 0,
+       "dim " + std::to_string(dim) + " is not a multiple of n_heads " + std::to_string(n_heads));
   need(hidden_dim > 0 && hidden_dim <= 16384, "hidden_dim = " + std::to_string(hidden_dim) + " must be 1..16384");
   need(enc_layers > 0 && enc_layers <= 64, "enc_layers = " + std::to_string(enc_layers) + " must be 1..64");
   need(dec_layers > 0 && dec_layers <= 64, "dec_layers = " + std::to_string(dec_layers) + " must be 1..64");
@@ -57,8 +58,16 @@ ModelConfig EncDecTrainShape::model_config() const {
 EncDecParamLayout::EncDecParamLayout(const EncDecTrainShape& s) {
   const int64_t d = s.dim, h = s.hidden_dim;
   int64_t off = 0;
-  auto take = [&](int64_t n) { int64_t o = off; off += n; return o; };
-  auto norm = [&]() { int64_t o = take(d); norms.push_back({o, o + d}); return o; };
+  auto take = [&](int64_t n) {
+    int64_t o = off;
+    off += n;
+    return o;
+  };
+  auto norm = [&]() {
+    int64_t o = take(d);
+    norms.push_back({o, o + d});
+    return o;
+  };
   tok_embed = take((int64_t)s.vocab * d);
   enc_bias = take((int64_t)s.rel_buckets * s.n_heads);
   dec_bias = take((int64_t)s.rel_buckets * s.n_heads);
@@ -88,11 +97,13 @@ EncDecParamLayout::EncDecParamLayout(const EncDecTrainShape& s) {
   total = off;
 }
 
-EncDecTrainModel::EncDecTrainModel(const EncDecTrainShape& s, ThreadPool* pool) : s_(s), lay_((s.model_config(), s)), pool_(pool) {
+EncDecTrainModel::EncDecTrainModel(const EncDecTrainShape& s, ThreadPool* pool)
+    : s_(s), lay_((s.model_config(), s)), pool_(pool) {
   // Weights, gradients and two AdamW moments: 16 bytes a parameter.
   if (lay_.total > kMaxParams)
-    fail(ErrorCode::BadArgument, "encoder-decoder shape: " + std::to_string(lay_.total) + " parameters; the trainer takes at most " +
-                                     std::to_string(kMaxParams) + " (dim, hidden_dim or the layer counts are too large)");
+    fail(ErrorCode::BadArgument, "encoder-decoder shape: " + std::to_string(lay_.total) +
+                                     " parameters; the trainer takes at most " + std::to_string(kMaxParams) +
+                                     " (dim, hidden_dim or the layer counts are too large)");
   params_.assign(lay_.total, 0.0f);
   grads_.assign(lay_.total, 0.0f);
 }
@@ -145,8 +156,8 @@ void EncDecTrainModel::matmul(float* y, const float* x, int64_t w_off, int rows,
   linear_forward(pool_, scratch_, y, x, params_.data() + w_off, rows, cols, n);
 }
 
-void EncDecTrainModel::matmul_back(float* dx, bool acc, const float* dy, const float* x, int64_t w_off, int rows, int cols,
-                                   int n) {
+void EncDecTrainModel::matmul_back(float* dx, bool acc, const float* dy, const float* x, int64_t w_off, int rows,
+                                   int cols, int n) {
   linear_backward(pool_, scratch_, dx, acc, dy, x, params_.data() + w_off, grads_.data() + w_off, rows, cols, n);
 }
 
@@ -168,8 +179,8 @@ struct Span {
 
 // The per-example spans of an attention kind over the packed batch, with bucket tables.
 static std::vector<Span> spans_of(int kind, const std::vector<int>& src_off, const std::vector<int>& src_len,
-                                  const std::vector<int>& tgt_off, const std::vector<int>& tgt_len, const EncDecTrainShape& s,
-                                  int64_t* total) {
+                                  const std::vector<int>& tgt_off, const std::vector<int>& tgt_len,
+                                  const EncDecTrainShape& s, int64_t* total) {
   std::vector<Span> out;
   int64_t p = 0;
   for (size_t b = 0; b < src_off.size(); b++) {
@@ -216,7 +227,9 @@ void EncDecTrainModel::attention(Kind kind, const float* q, const float* k, cons
   int64_t total = 0;
   const std::vector<Span> spans = spans_of((int)kind, src_off_, src_len_, tgt_off_, tgt_len_, s_, &total);
   grow(probs, (size_t)total);
-  const float* bias = kind == Kind::EncSelf ? &params_[lay_.enc_bias] : kind == Kind::DecSelf ? &params_[lay_.dec_bias] : nullptr;
+  const float* bias = kind == Kind::EncSelf   ? &params_[lay_.enc_bias]
+                      : kind == Kind::DecSelf ? &params_[lay_.dec_bias]
+                                              : nullptr;
   pool_->parallel_for(s_.n_heads, 1, [&](int h0, int h1, int) {
     for (const Span& sp : spans) {
       BiasAttentionArgs a = span_args(sp, s_.dim, s_.n_heads, kind == Kind::DecSelf, bias, q, k, v, out, probs.data());
@@ -230,8 +243,12 @@ void EncDecTrainModel::attention_back(Kind kind, const float* q, const float* k,
   int64_t total = 0;
   const std::vector<Span> spans = spans_of((int)kind, src_off_, src_len_, tgt_off_, tgt_len_, s_, &total);
   const int D = s_.dim;
-  const float* bias = kind == Kind::EncSelf ? &params_[lay_.enc_bias] : kind == Kind::DecSelf ? &params_[lay_.dec_bias] : nullptr;
-  float* dbias = kind == Kind::EncSelf ? &grads_[lay_.enc_bias] : kind == Kind::DecSelf ? &grads_[lay_.dec_bias] : nullptr;
+  const float* bias = kind == Kind::EncSelf   ? &params_[lay_.enc_bias]
+                      : kind == Kind::DecSelf ? &params_[lay_.dec_bias]
+                                              : nullptr;
+  float* dbias = kind == Kind::EncSelf   ? &grads_[lay_.enc_bias]
+                 : kind == Kind::DecSelf ? &grads_[lay_.dec_bias]
+                                         : nullptr;
   pool_->parallel_for(s_.n_heads, 1, [&](int h0, int h1, int) {
     for (const Span& sp : spans) {
       BiasAttentionArgs a = span_args(sp, D, s_.n_heads, kind == Kind::DecSelf, bias, q, k, v, out, probs);
@@ -296,8 +313,8 @@ void EncDecTrainModel::layer_backward(Acts& A, const EncDecParamLayout::Layer& L
   if (dec) {
     std::vector<float> dq((size_t)n * D, 0.0f), dk((size_t)Ns_ * D, 0.0f), dv((size_t)Ns_ * D, 0.0f);
     matmul_back(datt.data(), false, dx.data(), A.catt.data(), L.co, D, D, n);
-    attention_back(Kind::Cross, A.cq.data(), A.ck.data(), A.cv.data(), A.catt.data(), A.cprobs.data(), datt.data(), dq.data(),
-                   dk.data(), dv.data());
+    attention_back(Kind::Cross, A.cq.data(), A.ck.data(), A.cv.data(), A.catt.data(), A.cprobs.data(), datt.data(),
+                   dq.data(), dk.data(), dv.data());
     matmul_back(dxn.data(), false, dq.data(), A.xnc.data(), L.cq, D, D, n);
     matmul_back(denc_out_.data(), true, dk.data(), enc_out_.data(), L.ck, D, D, Ns_);
     matmul_back(denc_out_.data(), true, dv.data(), enc_out_.data(), L.cv, D, D, Ns_);
@@ -314,7 +331,8 @@ void EncDecTrainModel::layer_backward(Acts& A, const EncDecParamLayout::Layer& L
   norm_back(dx.data(), dxn.data(), A.x_in, L.attn_norm, n);
 }
 
-double EncDecTrainModel::forward(const std::vector<std::vector<int>>& sources, const std::vector<std::vector<int>>& targets) {
+double EncDecTrainModel::forward(const std::vector<std::vector<int>>& sources,
+                                 const std::vector<std::vector<int>>& targets) {
   if (sources.empty() || sources.size() != targets.size())
     fail(ErrorCode::BadArgument, "a batch needs as many targets as sources, at least one");
   const int D = s_.dim, V = s_.vocab;
@@ -327,10 +345,12 @@ double EncDecTrainModel::forward(const std::vector<std::vector<int>>& sources, c
   tgt_len_.clear();
   auto check = [&](const std::vector<int>& ids, const char* what) {
     if (ids.empty() || (int)ids.size() > s_.seq_len)
-      fail(ErrorCode::BadArgument, std::string("a ") + what + " of " + std::to_string(ids.size()) + " tokens: must be 1.." +
-                                       std::to_string(s_.seq_len));
+      fail(ErrorCode::BadArgument, std::string("a ") + what + " of " + std::to_string(ids.size()) +
+                                       " tokens: must be 1.." + std::to_string(s_.seq_len));
     for (int t : ids)
-      if (t < 0 || t >= V) fail(ErrorCode::BadArgument, "token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(V));
+      if (t < 0 || t >= V)
+        fail(ErrorCode::BadArgument,
+             "token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(V));
   };
   for (size_t b = 0; b < sources.size(); b++) {
     check(sources[b], "source");

@@ -34,7 +34,7 @@ struct EncDecParamLayout {
     int64_t cross_norm = -1, cq = -1, ck = -1, cv = -1, co = -1;  // decoder layers only
     int64_t ffn_norm, w_up, w_down;
   };
-  int64_t tok_embed = 0;           // (vocab, dim)
+  int64_t tok_embed = 0;               // (vocab, dim)
   int64_t enc_bias = 0, dec_bias = 0;  // (rel_buckets, n_heads)
   std::vector<Layer> enc, dec;
   int64_t enc_norm = 0, dec_norm = 0;

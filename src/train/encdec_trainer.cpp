@@ -53,9 +53,11 @@ EncDecTrainConfig parse_encdec_train_config(const std::string& text, const std::
     } else if (k == "val_examples") c.val_examples = (int)e.i64(1, 1 << 20);
     else if (k == "data_seed") c.data_seed = (uint64_t)e.i64(0, 1LL << 62);
     else
-      fail(ErrorCode::BadArgument, e.where + ": unknown key '" + k +
-                                       "' for arch = encdec (known: arch dim n_heads hidden_dim enc_layers dec_layers seq_len "
-                                       "rel_buckets task val_examples data_seed " + kTrainRunKeys + ")");
+      fail(ErrorCode::BadArgument,
+           e.where + ": unknown key '" + k +
+               "' for arch = encdec (known: arch dim n_heads hidden_dim enc_layers dec_layers seq_len "
+               "rel_buckets task val_examples data_seed " +
+               kTrainRunKeys + ")");
   });
   finish_run_config(c);
   c.shape.vocab = (int)char_vocab_pieces(date_alphabet()).size();
@@ -116,7 +118,9 @@ std::vector<uint8_t> encdec_to_gguf(const EncDecModelData& m, const std::string&
   w.add_f32("t5.attention.layer_norm_rms_epsilon", c.norm_eps);
   w.add_u32("t5.attention.relative_buckets_count", c.rel_buckets);
   w.add_u32("t5.decoder_start_token_id", m.encdec.decoder_start_id);
-  auto mat = [&](const std::string& n, const Tensor& t) { w.add_tensor(n, {(uint64_t)t.cols, (uint64_t)t.rows}, t.f32(), type); };
+  auto mat = [&](const std::string& n, const Tensor& t) {
+    w.add_tensor(n, {(uint64_t)t.cols, (uint64_t)t.rows}, t.f32(), type);
+  };
   auto vec = [&](const std::string& n, const float* p, uint64_t len) { w.add_tensor_f32(n, {len}, p); };
   const EncDecWeights& W = m.weights;
   mat("token_embd.weight", W.tok_embed);
@@ -126,7 +130,8 @@ std::vector<uint8_t> encdec_to_gguf(const EncDecModelData& m, const std::string&
     mat(p + "attn_k.weight", L.wk);
     mat(p + "attn_v.weight", L.wv);
     mat(p + "attn_o.weight", L.wo);
-    if (L.rel_bias) w.add_tensor_f32(p + "attn_rel_b.weight", {(uint64_t)c.n_heads, (uint64_t)c.rel_buckets}, L.rel_bias);
+    if (L.rel_bias)
+      w.add_tensor_f32(p + "attn_rel_b.weight", {(uint64_t)c.n_heads, (uint64_t)c.rel_buckets}, L.rel_bias);
     if (dec) {
       vec(p + "cross_attn_norm.weight", L.cross_norm, c.dim);
       mat(p + "cross_attn_q.weight", L.cq);
@@ -186,7 +191,8 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
       shape.dim, shape.n_heads, shape.hidden_dim, shape.enc_layers, shape.dec_layers, shape.vocab, P / 1e6, cfg.batch,
       pool->size());
 
-  auto to_ids = [&](const std::vector<Seq2SeqExample>& ex, std::vector<std::vector<int>>& s, std::vector<std::vector<int>>& t) {
+  auto to_ids = [&](const std::vector<Seq2SeqExample>& ex, std::vector<std::vector<int>>& s,
+                    std::vector<std::vector<int>>& t) {
     s.clear();
     t.clear();
     for (const auto& e : ex) {
@@ -231,10 +237,13 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
   std::vector<std::vector<int>> bs, bt;
   for (int step = 0; step < cfg.steps; step++) {
     // A fresh batch per step, a function of (data_seed, step) alone.
-    to_ids(generate_dates(cfg.data_seed * 1000003ull + (uint64_t)step * 7919ull + 11, cfg.batch, DateSplit::Train), bs, bt);
+    to_ids(generate_dates(cfg.data_seed * 1000003ull + (uint64_t)step * 7919ull + 11, cfg.batch, DateSplit::Train), bs,
+           bt);
     model.zero_grads();
     const double loss = model.forward(bs, bt);
-    if (!std::isfinite(loss)) fail(ErrorCode::Internal, "the loss became " + std::to_string(loss) + " at step " + std::to_string(step) + "; lower lr");
+    if (!std::isfinite(loss))
+      fail(ErrorCode::Internal,
+           "the loss became " + std::to_string(loss) + " at step " + std::to_string(step) + "; lower lr");
     model.backward();
     const float lr = lr_at(cfg, step);
     const double norm = optimizer_step(model.params().data(), model.grads(), m.data(), v.data(), segs, cfg, lr, step);
@@ -243,8 +252,8 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
     if (cfg.eval_interval > 0 && (step + 1) % cfg.eval_interval == 0 && step + 1 < cfg.steps) {
       double ex = 0;
       const double vl = evaluate(&ex);
-      say("step %5d/%d | loss %.4f | val %.3e | exact %.1f%% | lr %.2e | %.0f s\n", step + 1, cfg.steps, loss, vl, 100 * ex,
-          lr, el);
+      say("step %5d/%d | loss %.4f | val %.3e | exact %.1f%% | lr %.2e | %.0f s\n", step + 1, cfg.steps, loss, vl,
+          100 * ex, lr, el);
       save();
     } else if ((step + 1) % cfg.log_interval == 0) {
       say("step %5d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f s\n", step + 1, cfg.steps, loss, lr, norm, el);
@@ -254,7 +263,8 @@ EncDecTrainResult run_encdec_training(const EncDecTrainConfig& cfg) {
   res.val_loss = evaluate(&res.val_exact);
   save();
   say("done: %d steps in %.0f s | validation loss %.3e (ppl %.5f) | exact match %.2f%% of %d held-out dates | wrote %s\n",
-      cfg.steps, res.seconds, res.val_loss, std::exp(res.val_loss), 100 * res.val_exact, (int)val.size(), cfg.out.c_str());
+      cfg.steps, res.seconds, res.val_loss, std::exp(res.val_loss), 100 * res.val_exact, (int)val.size(),
+      cfg.out.c_str());
   return res;
 }
 

@@ -26,10 +26,10 @@ struct EncDecTrainConfig : TrainRunConfig {
     eval_interval = 200;
     log_interval = 20;
   }
-  EncDecTrainShape shape;           // vocab from the task's alphabet
+  EncDecTrainShape shape;  // vocab from the task's alphabet
   std::string task = "dates";
-  int val_examples = 512;           // held-out examples for validation loss and exact match
-  uint64_t data_seed = 1;           // training examples; validation uses data_seed + 1; seed: initialisation
+  int val_examples = 512;  // held-out examples for validation loss and exact match
+  uint64_t data_seed = 1;  // training examples; validation uses data_seed + 1; seed: initialisation
 };
 
 // Whether a config's text (or an override) selects this trainer: a line `arch = encdec`.

@@ -25,8 +25,16 @@ namespace qkv {
 ParamLayout::ParamLayout(const ModelConfig& c) {
   const int64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim;
   int64_t off = 0;
-  auto take = [&](int64_t n) { int64_t o = off; off += n; return o; };
-  auto norm = [&]() { int64_t o = take(d); norms.push_back({o, o + d}); return o; };
+  auto take = [&](int64_t n) {
+    int64_t o = off;
+    off += n;
+    return o;
+  };
+  auto norm = [&]() {
+    int64_t o = take(d);
+    norms.push_back({o, o + d});
+    return o;
+  };
   tok_embed = take((int64_t)c.vocab_size * d);
   for (int l = 0; l < c.n_layers; l++) {
     Layer L;
@@ -108,8 +116,8 @@ static constexpr int kTokBlock = 256;
 // thread to have several blocks: each task lays out only its own and multiplies them by every row
 // (in parallel, and once). With fewer tokens it splits the rows, and x is laid out once, into
 // xp, kTokBlock tokens at a time before each section, and shared.
-static void packed_product(ThreadPool* pool, std::vector<float>& xp, float* y, const float* x, const float* W,
-                           int rows, int cols, int n, bool accumulate) {
+static void packed_product(ThreadPool* pool, std::vector<float>& xp, float* y, const float* x, const float* W, int rows,
+                           int cols, int n, bool accumulate) {
   if ((int64_t)rows * cols * n < kMinParallelWork || n < kXPackMinTokens) {
     if (accumulate) return matmul_f32_acc_simd(y, rows, x, cols, W, n, cols, 0, rows);
     return matmul_f32_simd(y, rows, x, cols, W, n, cols, 0, rows);
@@ -188,8 +196,8 @@ void linear_backward(ThreadPool* pool, LinearScratch& s, float* dx, bool acc_dx,
   }
 }
 
-void TrainModel::matmul_back(float* dx, bool acc_dx, const float* dy, const float* x, int64_t w_off, int rows,
-                             int cols, int n_tok) {
+void TrainModel::matmul_back(float* dx, bool acc_dx, const float* dy, const float* x, int64_t w_off, int rows, int cols,
+                             int n_tok) {
   linear_backward(pool_, scratch_, dx, acc_dx, dy, x, params_.data() + w_off, grads_.data() + w_off, rows, cols, n_tok);
 }
 
@@ -219,7 +227,8 @@ void rmsnorm_rows(std::vector<float>& y, const std::vector<float>& x, const floa
   for (int i = 0; i < n; i++) rmsnorm_simd(&y[(size_t)i * dim], &x[(size_t)i * dim], w, dim, eps);
 }
 
-void rmsnorm_rows_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int dim, float eps, int n) {
+void rmsnorm_rows_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int dim, float eps,
+                           int n) {
   for (int i = 0; i < n; i++)
     rmsnorm_backward_simd(dx + (size_t)i * dim, dw, dy + (size_t)i * dim, x + (size_t)i * dim, w, dim, eps);
 }
@@ -247,7 +256,8 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
   const ModelConfig& c = c_;
   if (B <= 0 || T <= 0) fail(ErrorCode::BadArgument, "forward needs at least one sequence of one token");
   if (T > c.seq_len)
-    fail(ErrorCode::BadArgument, "sequence length " + std::to_string(T) + " exceeds the model's " + std::to_string(c.seq_len));
+    fail(ErrorCode::BadArgument,
+         "sequence length " + std::to_string(T) + " exceeds the model's " + std::to_string(c.seq_len));
   const int N = B * T, D = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), H = c.hidden_dim, V = c.vocab_size;
   const int hd = c.head_dim, half = c.rot_dims() / 2;
   for (int i = 0; i < N; i++)
@@ -282,7 +292,8 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
     each_row(pool_, N, [&](int i) {
       const int t = i % T;
       rope_adjacent_simd(&A.q[(size_t)i * qd], c.n_heads, hd, c.rot_dims(), &rope_cos_[t * half], &rope_sin_[t * half]);
-      rope_adjacent_simd(&A.k[(size_t)i * kvd], c.n_kv_heads, hd, c.rot_dims(), &rope_cos_[t * half], &rope_sin_[t * half]);
+      rope_adjacent_simd(&A.k[(size_t)i * kvd], c.n_kv_heads, hd, c.rot_dims(), &rope_cos_[t * half],
+                         &rope_sin_[t * half]);
     });
     grow(A.probs, (size_t)B * c.n_heads * T * T);
     grow(A.att, (size_t)N * qd);
@@ -369,8 +380,10 @@ void TrainModel::backward() {
     });
     each_row(pool_, N, [&](int i) {
       const int t = i % T;
-      rope_adjacent_backward_simd(&dq_[(size_t)i * qd], c.n_heads, hd, c.rot_dims(), &rope_cos_[t * half], &rope_sin_[t * half]);
-      rope_adjacent_backward_simd(&dk_[(size_t)i * kvd], c.n_kv_heads, hd, c.rot_dims(), &rope_cos_[t * half], &rope_sin_[t * half]);
+      rope_adjacent_backward_simd(&dq_[(size_t)i * qd], c.n_heads, hd, c.rot_dims(), &rope_cos_[t * half],
+                                  &rope_sin_[t * half]);
+      rope_adjacent_backward_simd(&dk_[(size_t)i * kvd], c.n_kv_heads, hd, c.rot_dims(), &rope_cos_[t * half],
+                                  &rope_sin_[t * half]);
     });
     matmul_back(dxn_.data(), false, dq_.data(), A.xn1.data(), L.wq, qd, D, N);
     matmul_back(dxn_.data(), true, dk_.data(), A.xn1.data(), L.wk, kvd, D, N);

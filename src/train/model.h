@@ -61,7 +61,7 @@ class TrainModel {
   static double forward_flops(const ModelConfig& c, int B, int T);
 
  private:
-  void matmul(float* y, const float* x, int64_t w_off, int rows, int cols, int n_tok);  // y = x W^T
+  void matmul(float* y, const float* x, int64_t w_off, int rows, int cols, int n_tok);           // y = x W^T
   void norm_rows(std::vector<float>& y, const std::vector<float>& x, int64_t w_off, int n_tok);  // y = rmsnorm(x)
   void norm_rows_back(const std::vector<float>& x, int64_t w_off, int n_tok);  // dx_ += ..., grads += ... from dxn_
   void matmul_back(float* dx, bool acc_dx, const float* dy, const float* x, int64_t w_off, int rows, int cols,
@@ -101,7 +101,8 @@ void linear_backward(ThreadPool* pool, LinearScratch& scratch, float* dx, bool a
 // y = rmsnorm(x) row by row with weights w: n rows of dim (y is sized to n * dim).
 void rmsnorm_rows(std::vector<float>& y, const std::vector<float>& x, const float* w, int dim, float eps, int n);
 // dx += d(rmsnorm_rows)/dx and dw += d/dw, from dy (n rows of dim).
-void rmsnorm_rows_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int dim, float eps, int n);
+void rmsnorm_rows_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int dim, float eps,
+                           int n);
 // Mean softmax cross-entropy of n rows of vocab logits against targets; each row of logits
 // becomes the gradient of that mean with respect to it.
 double mean_cross_entropy(ThreadPool* pool, float* logits, int vocab, const int* targets, int n);

@@ -59,13 +59,14 @@ bool ConfigEntry::flag() const {
   bad("must be true or false");
 }
 
-void for_each_config_entry(const std::string& text, const std::vector<std::string>& overrides, const std::string& origin,
-                           const std::function<void(const ConfigEntry&)>& f) {
+void for_each_config_entry(const std::string& text, const std::vector<std::string>& overrides,
+                           const std::string& origin, const std::function<void(const ConfigEntry&)>& f) {
   auto line_kv = [&](const std::string& raw, const std::string& where) {
     std::string line = raw.substr(0, raw.find('#'));
     if (trim(line).empty()) return;
     size_t eq = line.find('=');
-    if (eq == std::string::npos) fail(ErrorCode::BadArgument, where + ": expected key = value, got '" + trim(raw) + "'");
+    if (eq == std::string::npos)
+      fail(ErrorCode::BadArgument, where + ": expected key = value, got '" + trim(raw) + "'");
     const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
     f(ConfigEntry{key, value, where});
   };
@@ -133,9 +134,11 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
     else if (k == "resume") c.resume = e.flag();
     else if (k == "stop_at") c.stop_at = (int)e.i64(0, 100000000);
     else
-      fail(ErrorCode::BadArgument, e.where + ": unknown key '" + k +
-                                       "' (known: init dim n_layers n_heads n_kv_heads hidden_dim seq_len vocab tokenizer data "
-                                       "val_fraction eval_batches state resume stop_at " + kTrainRunKeys + ")");
+      fail(ErrorCode::BadArgument,
+           e.where + ": unknown key '" + k +
+               "' (known: init dim n_layers n_heads n_kv_heads hidden_dim seq_len vocab tokenizer data "
+               "val_fraction eval_batches state resume stop_at " +
+               kTrainRunKeys + ")");
   });
 
   ModelConfig& m = c.model;
@@ -159,7 +162,8 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
   need(m.seq_len > 0, "seq_len is missing");
   need(!c.data.empty(), "data (a UTF-8 text file) is missing");
   need(!c.tokenizer.empty() || c.vocab > 0, "give a tokenizer file or a vocab size to learn one");
-  need(m.dim % n_heads == 0, "dim " + std::to_string(m.dim) + " is not a multiple of n_heads " + std::to_string(n_heads));
+  need(m.dim % n_heads == 0,
+       "dim " + std::to_string(m.dim) + " is not a multiple of n_heads " + std::to_string(n_heads));
   m.n_heads = n_heads;
   m.n_kv_heads = n_kv_heads > 0 ? n_kv_heads : n_heads;
   need(m.n_kv_heads <= n_heads && n_heads % m.n_kv_heads == 0,
@@ -247,10 +251,11 @@ static void check_base(const LoadedModel& m) {
   if (c.arch != "llama") no("architecture '" + c.arch + "' (training supports llama models)");
   if (!c.tied_classifier) no("its classifier is separate from the token embedding (training supports tied ones)");
   for (int l = 0; l < c.n_layers; l++)
-    if (c.attn_of(l) != AttnKind::Softmax || c.window_of(l) != 0) no("layer " + std::to_string(l) + " uses linear or sliding-window attention");
+    if (c.attn_of(l) != AttnKind::Softmax || c.window_of(l) != 0)
+      no("layer " + std::to_string(l) + " uses linear or sliding-window attention");
   const ModelWeights& w = m.weights;
-  if (w.pos_embed || w.rope_factors || w.rope_factors_long || w.rope_factors_short || c.rope_attn_factor != 1.0f || c.rope_yarn ||
-      w.final_norm_b)
+  if (w.pos_embed || w.rope_factors || w.rope_factors_long || w.rope_factors_short || c.rope_attn_factor != 1.0f ||
+      c.rope_yarn || w.final_norm_b)
     no("it has position embeddings, RoPE factors, YaRN scaling or norm biases");
   auto weight = [&](const Tensor& t, const std::string& name) {
     if (t.type != QType::F32 && t.type != QType::F16 && t.type != QType::BF16)
@@ -287,8 +292,8 @@ double Trainer::memory_bytes(const ModelConfig& c, int batch, int T) {
   return 4.0 * (4 * P + c.n_layers * per_layer + scratch + transposed);
 }
 
-Trainer::Trainer(const TrainConfig& cfg, const std::string& text, std::unique_ptr<Tokenizer> tok, const LoadedModel* base,
-                 std::shared_ptr<ThreadPool> pool)
+Trainer::Trainer(const TrainConfig& cfg, const std::string& text, std::unique_ptr<Tokenizer> tok,
+                 const LoadedModel* base, std::shared_ptr<ThreadPool> pool)
     : cfg_(cfg), tok_(std::move(tok)), pool_(std::move(pool)) {
   if (!pool_) pool_ = std::make_shared<ThreadPool>(cfg.threads > 0 ? cfg.threads : ThreadPool::hardware_threads());
   if (cfg_.min_lr < 0) cfg_.min_lr = cfg_.lr / 10;
@@ -328,8 +333,9 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& text, std::unique_pt
     fail(ErrorCode::BadArgument, "training data has " + std::to_string(n_train_) + " training tokens; seq_len " +
                                      std::to_string(T) + " needs at least " + std::to_string(T + 1));
   if (n_val_ > 0 && n_val_ < T + 1)
-    fail(ErrorCode::BadArgument, "validation split has " + std::to_string(n_val_) + " tokens, fewer than seq_len + 1 = " +
-                                     std::to_string(T + 1) + "; raise val_fraction or set it to 0");
+    fail(ErrorCode::BadArgument, "validation split has " + std::to_string(n_val_) +
+                                     " tokens, fewer than seq_len + 1 = " + std::to_string(T + 1) +
+                                     "; raise val_fraction or set it to 0");
   model_ = std::make_unique<TrainModel>(mc, pool_.get());
   const int64_t P = model_->layout().total;
   m_.assign(P, 0.0f);
@@ -387,10 +393,12 @@ Trainer::Step Trainer::step() {
   model.zero_grads();
   const double loss = model.forward(in_.data(), tg_.data(), B, T);
   if (!std::isfinite(loss))
-    fail(ErrorCode::Internal, "the loss became " + std::to_string(loss) + " at step " + std::to_string(step_) + "; lower lr");
+    fail(ErrorCode::Internal,
+         "the loss became " + std::to_string(loss) + " at step " + std::to_string(step_) + "; lower lr");
   model.backward();
   const float lr = lr_at(cfg_, step_);
-  const double norm = optimizer_step(model.params().data(), model.grads(), m_.data(), v_.data(), segs_, cfg_, lr, step_);
+  const double norm =
+      optimizer_step(model.params().data(), model.grads(), m_.data(), v_.data(), segs_, cfg_, lr, step_);
   rng_ = rng.state();  // committed only once the step succeeded
   step_++;
   Step r;
@@ -490,8 +498,11 @@ void Trainer::load_state(const uint8_t* bytes, size_t size, const std::string& o
   get(&n, 8);
   const int64_t P = n_params();
   if (n != P) fail(ErrorCode::BadModel, origin + " has the wrong parameter count");
-  if (step < 0 || step > cfg_.steps) fail(ErrorCode::BadModel, origin + " is at step " + std::to_string(step) + ", outside 0.." + std::to_string(cfg_.steps));
-  if (size - off != (size_t)P * 12) fail(ErrorCode::BadModel, origin + (size - off < (size_t)P * 12 ? " is truncated" : " has trailing bytes"));
+  if (step < 0 || step > cfg_.steps)
+    fail(ErrorCode::BadModel,
+         origin + " is at step " + std::to_string(step) + ", outside 0.." + std::to_string(cfg_.steps));
+  if (size - off != (size_t)P * 12)
+    fail(ErrorCode::BadModel, origin + (size - off < (size_t)P * 12 ? " is truncated" : " has trailing bytes"));
   std::memcpy(model_->params().data(), bytes + off, P * 4);
   std::memcpy(m_.data(), bytes + off + P * 4, P * 4);
   std::memcpy(v_.data(), bytes + off + P * 8, P * 4);
@@ -539,13 +550,16 @@ TrainResult run_training(const TrainConfig& cfg) {
     init_blob = map_file(cfg.init);
     base = load_model(init_blob);
     tok = embedded_tokenizer(init_blob);
-    if (!tok) fail(ErrorCode::BadArgument, "init model " + cfg.init + " carries no tokenizer (fine-tuning needs a GGUF)");
+    if (!tok)
+      fail(ErrorCode::BadArgument, "init model " + cfg.init + " carries no tokenizer (fine-tuning needs a GGUF)");
     say("fine-tuning %s\n", cfg.init.c_str());
   } else if (!cfg.tokenizer.empty()) {
     auto blob = map_file(cfg.tokenizer);
     tok = embedded_tokenizer(blob);
     if (!tok) {
-      if (cfg.vocab <= 0) fail(ErrorCode::BadArgument, "tokenizer " + cfg.tokenizer + " is not a GGUF; a llama2.c tokenizer.bin also needs vocab = N");
+      if (cfg.vocab <= 0)
+        fail(ErrorCode::BadArgument,
+             "tokenizer " + cfg.tokenizer + " is not a GGUF; a llama2.c tokenizer.bin also needs vocab = N");
       tok = std::make_unique<Tokenizer>(Tokenizer::from_llama2c(blob->data(), blob->size(), cfg.vocab));
     }
   } else {
@@ -600,8 +614,9 @@ TrainResult run_training(const TrainConfig& cfg) {
       saved_at = step;
     } else if (tty) {
       const int w = 30, fill = (int)((double)step / c.steps * w);
-      fprintf(stderr, "\r\033[K[%s%s] %d/%d | loss %.4f | lr %.2e | %.0f tok/s | ETA %s", std::string(fill, '#').c_str(),
-              std::string(w - fill, '.').c_str(), step, c.steps, s.loss, s.lr, tps, clock_text(eta).c_str());
+      fprintf(stderr, "\r\033[K[%s%s] %d/%d | loss %.4f | lr %.2e | %.0f tok/s | ETA %s",
+              std::string(fill, '#').c_str(), std::string(w - fill, '.').c_str(), step, c.steps, s.loss, s.lr, tps,
+              clock_text(eta).c_str());
       fflush(stderr);
     } else if (step % c.log_interval == 0) {
       say("step %6d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | ETA %s\n", step, c.steps, s.loss, s.lr,
@@ -618,7 +633,8 @@ TrainResult run_training(const TrainConfig& cfg) {
   res.seconds = train_seconds;
   res.tokens_per_s = tokens / std::max(train_seconds, 1e-9);
   say("done: %d steps in %s (%.0f tok/s) | final val loss %.4f (ppl %.2f) | wrote %s and %s\n", end - res.start_step,
-      clock_text(train_seconds).c_str(), res.tokens_per_s, last_val, std::exp(last_val), c.out.c_str(), c.state.c_str());
+      clock_text(train_seconds).c_str(), res.tokens_per_s, last_val, std::exp(last_val), c.out.c_str(),
+      c.state.c_str());
   return res;
 }
 

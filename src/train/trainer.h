@@ -40,16 +40,16 @@ extern const char* const kTrainRunKeys;
 void finish_run_config(TrainRunConfig& c);
 
 struct TrainConfig : TrainRunConfig {
-  ModelConfig model;          // dim, n_layers, n_heads, n_kv_heads, hidden_dim, seq_len (vocab from the tokenizer)
-  std::string init;           // a GGUF model to fine-tune (its shape and tokenizer); empty: a fresh model
-  std::string tokenizer;      // a tokenizer GGUF / tokenizer.bin; empty: learn one of `vocab` pieces from the data
+  ModelConfig model;      // dim, n_layers, n_heads, n_kv_heads, hidden_dim, seq_len (vocab from the tokenizer)
+  std::string init;       // a GGUF model to fine-tune (its shape and tokenizer); empty: a fresh model
+  std::string tokenizer;  // a tokenizer GGUF / tokenizer.bin; empty: learn one of `vocab` pieces from the data
   int vocab = 0;
-  std::string data;           // UTF-8 text; blank lines separate documents (each starts with BOS)
-  double val_fraction = 0.05; // the tail of the token stream held out for validation
+  std::string data;            // UTF-8 text; blank lines separate documents (each starts with BOS)
+  double val_fraction = 0.05;  // the tail of the token stream held out for validation
   int eval_batches = 8;
-  std::string state;               // optimizer state for resuming; default out + ".state"
-  bool resume = false;             // continue from `state` if it exists
-  int stop_at = 0;                 // > 0: stop (with a checkpoint) after this step; resume later
+  std::string state;    // optimizer state for resuming; default out + ".state"
+  bool resume = false;  // continue from `state` if it exists
+  int stop_at = 0;      // > 0: stop (with a checkpoint) after this step; resume later
 };
 
 // key = value lines ('#' comments); later `overrides` ("key=value") win. Unknown keys, bad
@@ -96,11 +96,11 @@ class Trainer {
   ~Trainer();
 
   struct Step {
-    int step = 0;             // 1-based index of the step just run
-    double loss = 0.0;        // mean cross-entropy of its batch (nats per token)
+    int step = 0;       // 1-based index of the step just run
+    double loss = 0.0;  // mean cross-entropy of its batch (nats per token)
     float lr = 0.0f;
-    double grad_norm = 0.0;   // before clipping
-    int64_t tokens = 0;       // tokens in its batch
+    double grad_norm = 0.0;  // before clipping
+    int64_t tokens = 0;      // tokens in its batch
     double seconds = 0.0;
   };
   // One optimizer step on a random batch. Throws Error(BadArgument) past cfg.steps and
@@ -158,8 +158,8 @@ struct ConfigEntry {
 };
 // Calls f for each key = value line of text ('#' starts a comment, blank lines are skipped),
 // then for each override ("key=value"); a line without '=' throws Error(BadArgument).
-void for_each_config_entry(const std::string& text, const std::vector<std::string>& overrides, const std::string& origin,
-                           const std::function<void(const ConfigEntry&)>& f);
+void for_each_config_entry(const std::string& text, const std::vector<std::string>& overrides,
+                           const std::string& origin, const std::function<void(const ConfigEntry&)>& f);
 
 // The segments of n_params parameters given the norm ranges (ascending, disjoint).
 std::vector<ParamSegment> optimizer_segments(const std::vector<std::pair<int64_t, int64_t>>& norms, int64_t n_params);
@@ -174,8 +174,8 @@ void adamw_segments(float* params, const float* G, float* m, float* v, const std
 // The optimizer half of a training step, shared by both trainers: clips G to cfg.clip, then one
 // AdamW update at lr with cfg's betas and weight decay (step: 0-based). Returns the gradient norm
 // before clipping.
-inline double optimizer_step(float* params, std::vector<float>& G, float* m, float* v, const std::vector<ParamSegment>& segs,
-                             const TrainRunConfig& cfg, float lr, int step) {
+inline double optimizer_step(float* params, std::vector<float>& G, float* m, float* v,
+                             const std::vector<ParamSegment>& segs, const TrainRunConfig& cfg, float lr, int step) {
   const double norm = clip_grad_norm(G, cfg.clip);
   AdamWParams h;
   h.lr = lr;

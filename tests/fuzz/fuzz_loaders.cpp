@@ -1,10 +1,10 @@
 // libFuzzer target over everything that reads untrusted model bytes: the GGUF reader (header,
 // metadata, tensor table), the GGUF model and tokenizer loaders, the llama2.c checkpoint loader,
 // the llama2.c tokenizer.bin parser, the encoder-decoder (t5) loader with its Unigram
-// tokenizer, the safetensors reader and the tokenizer.json reader. A file that loads is then used a little (a tokenizer round trip, a 2-token forward
-// pass; for t5 an encode and a 2-token decode), so views that point outside the file are caught too.
-// Any crash, sanitizer report, leak, timeout or oversized allocation fails the run; a
-// qkv::Error is the expected outcome for bad bytes.
+// tokenizer, the safetensors reader and the tokenizer.json reader. A file that loads is then used a little (a tokenizer
+// round trip, a 2-token forward pass; for t5 an encode and a 2-token decode), so views that point outside the file are
+// caught too. Any crash, sanitizer report, leak, timeout or oversized allocation fails the run; a qkv::Error is the
+// expected outcome for bad bytes.
 //
 // Seeds: run with QKV_FUZZ_WRITE_SEEDS=DIR to write a seed corpus made by qkv's own writers
 // (llama2.c checkpoints and tokenizer, GGUF in every writable type) into DIR and exit.
@@ -118,12 +118,13 @@ std::vector<uint8_t> tokenizer_bin() {
   return o;
 }
 
-std::vector<uint8_t> llama2c_bin(int dim, int hidden, int layers, int heads, int kv_heads, int seq, bool tied, uint32_t seed) {
+std::vector<uint8_t> llama2c_bin(int dim, int hidden, int layers, int heads, int kv_heads, int seq, bool tied,
+                                 uint32_t seed) {
   std::vector<uint8_t> o;
   for (int32_t v : {dim, hidden, layers, heads, kv_heads, tied ? kVocab : -kVocab, seq}) put<int32_t>(o, v);
   const int64_t kvd = (int64_t)dim / heads * kv_heads;
-  const int64_t n = (int64_t)kVocab * dim + layers * (2 * dim + 2 * dim * dim + 2 * dim * kvd + 3 * dim * hidden) + dim +
-                    (tied ? 0 : (int64_t)kVocab * dim);
+  const int64_t n = (int64_t)kVocab * dim + layers * (2 * dim + 2 * dim * dim + 2 * dim * kvd + 3 * dim * hidden) +
+                    dim + (tied ? 0 : (int64_t)kVocab * dim);
   std::mt19937 rng(seed);
   std::normal_distribution<float> g(0.0f, 0.3f);
   for (int64_t i = 0; i < n; i++) put<float>(o, g(rng));
@@ -143,7 +144,10 @@ std::vector<uint8_t> tiny_gguf(QType type, bool with_tensors) {
   w.add_u32("llama.attention.head_count_kv", 1);
   w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   w.add_string("tokenizer.ggml.model", "llama");
-  w.add_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "<0x0A>", "\xE2\x96\x81", "a", "\xE2\x96\x81" "a", "b"});
+  w.add_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "<0x0A>", "\xE2\x96\x81", "a",
+                                          "\xE2\x96\x81"
+                                          "a",
+                                          "b"});
   w.add_f32s("tokenizer.ggml.scores", {0, 0, 0, 0, -1, -2, -3, -4});
   w.add_i32s("tokenizer.ggml.token_type", {2, 3, 3, 6, 1, 1, 1, 1});
   w.add_u32("tokenizer.ggml.bos_token_id", 1);
@@ -171,22 +175,28 @@ std::vector<uint8_t> tiny_gguf(QType type, bool with_tensors) {
 void write_seeds(const std::string& dir) {
   // Chat templates (the bytes are also run as one).
   auto text = [](const char* t) { return std::vector<uint8_t>(t, t + strlen(t)); };
-  write(dir + "/template-chatml.jinja",
-        text("{%- if messages[0]['role'] != 'system' %}{{- '<|im_start|>system\nHelpful.<|im_end|>\n' }}{%- endif %}\n"
-             "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\n' + m.content | trim + '<|im_end|>\n' }}{%- endfor %}\n"
-             "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"));
-  write(dir + "/template-ns.jinja",
-        text("{% set ns = namespace(s='', n=0) %}{% for m in messages if m.role != 'x' %}{% set ns.n = ns.n + 1 %}"
-             "{% if (m.role == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('alternate') }}{% endif %}"
-             "{{ bos_token ~ m.content.split('</think>')[-1][::-1] | upper }}{{ loop.length if loop.last else '' }}{% else %}none"
-             "{% endfor %}{{ [1, 2][1:] | tojson }}{{ {'a': none}.get('a') is none }}{{ range(3) | join(',') }}{{ strftime_now('%Y') }}"));
-  write(dir + "/template-macro.jinja",
-        text("{%- macro turn(r, t, close='<|end|>') -%}<|{{ r }}|>{{ t }}{{ close }}{{ varargs | length }}{%- endmacro -%}"
-             "{%- macro wrap(tag) %}<{{ tag }}>{{ caller(tag) }}</{{ tag }}>{% endmacro -%}"
-             "{%- set head %}{{ messages | length }} turns\n{% endset -%}{{ head }}"
-             "{%- for m in messages %}{% if loop.index > 9 %}{% break %}{% endif %}{% if not m.content %}{% continue %}{% endif %}"
-             "{{ turn(m.role, m.content, close=loop.cycle('a', 'b')) }}{% call(t) wrap('x') %}{{ t }}: '}}' \\x41{% endcall %}"
-             "{% endfor %}{{ ('a', 'b') | join }}"));
+  write(
+      dir + "/template-chatml.jinja",
+      text(
+          "{%- if messages[0]['role'] != 'system' %}{{- '<|im_start|>system\nHelpful.<|im_end|>\n' }}{%- endif %}\n"
+          "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\n' + m.content | trim + '<|im_end|>\n' }}{%- endfor %}\n"
+          "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"));
+  write(
+      dir + "/template-ns.jinja",
+      text(
+          "{% set ns = namespace(s='', n=0) %}{% for m in messages if m.role != 'x' %}{% set ns.n = ns.n + 1 %}"
+          "{% if (m.role == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('alternate') }}{% endif %}"
+          "{{ bos_token ~ m.content.split('</think>')[-1][::-1] | upper }}{{ loop.length if loop.last else '' }}{% else %}none"
+          "{% endfor %}{{ [1, 2][1:] | tojson }}{{ {'a': none}.get('a') is none }}{{ range(3) | join(',') }}{{ strftime_now('%Y') }}"));
+  write(
+      dir + "/template-macro.jinja",
+      text(
+          "{%- macro turn(r, t, close='<|end|>') -%}<|{{ r }}|>{{ t }}{{ close }}{{ varargs | length }}{%- endmacro -%}"
+          "{%- macro wrap(tag) %}<{{ tag }}>{{ caller(tag) }}</{{ tag }}>{% endmacro -%}"
+          "{%- set head %}{{ messages | length }} turns\n{% endset -%}{{ head }}"
+          "{%- for m in messages %}{% if loop.index > 9 %}{% break %}{% endif %}{% if not m.content %}{% continue %}{% endif %}"
+          "{{ turn(m.role, m.content, close=loop.cycle('a', 'b')) }}{% call(t) wrap('x') %}{{ t }}: '}}' \\x41{% endcall %}"
+          "{% endfor %}{{ ('a', 'b') | join }}"));
   write(dir + "/tiny-meta-only.gguf", tiny_gguf(QType::F32, false));
   write(dir + "/tiny-f32.gguf", tiny_gguf(QType::F32, true));
   write(dir + "/tiny-q8_0.gguf", tiny_gguf(QType::Q8_0, true));
@@ -271,11 +281,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       HfFiles files({{"tokenizer.json", blob}});
       GgufWriter w;
       add_hf_tokenizer(w, files);
-      load_gguf_tokenizer(GgufFile::parse(std::make_shared<VectorBlob>(w.finish()))).encode("I dream of a cat \xE2\x82\xAC", true, true);
+      load_gguf_tokenizer(GgufFile::parse(std::make_shared<VectorBlob>(w.finish())))
+          .encode("I dream of a cat \xE2\x82\xAC", true, true);
     } catch (const Error&) {
     }
     try {  // the bytes as a chat template (tokenizer.chat_template is untrusted text too)
-      const ChatTemplate ct = detect_chat_template(std::string(reinterpret_cast<const char*>(data), size), "<s>", "</s>", true, false);
+      const ChatTemplate ct =
+          detect_chat_template(std::string(reinterpret_cast<const char*>(data), size), "<s>", "</s>", true, false);
       render_chat(ct, {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}}, true);
     } catch (const Error&) {
     }

@@ -52,14 +52,17 @@ void load_vocabularies() {
 
 void run_template(const std::string& t) {
   JinjaChatInput in;
-  in.messages = {{"system", "Be brief."},
-                 {"user", "Weather in Paris? caf\xc3\xa9 \xf0\x9f\x99\x82"},
-                 {"assistant", "", R"({"tool_calls": [{"id": "call_123456789", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]})"},
-                 {"tool", "{\"temp\": 21}", R"({"tool_call_id": "call_123456789", "name": "get_weather"})"},
-                 {"user", "Thanks"}};
+  in.messages = {
+      {"system", "Be brief."},
+      {"user", "Weather in Paris? caf\xc3\xa9 \xf0\x9f\x99\x82"},
+      {"assistant", "",
+       R"({"tool_calls": [{"id": "call_123456789", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]})"},
+      {"tool", "{\"temp\": 21}", R"({"tool_call_id": "call_123456789", "name": "get_weather"})"},
+      {"user", "Thanks"}};
   in.bos_token = "<s>";
   in.eos_token = "</s>";
-  in.vars_json = R"({"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}], "enable_thinking": false})";
+  in.vars_json =
+      R"({"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}], "enable_thinking": false})";
   try {
     render_jinja_chat(t, in);
   } catch (const Error&) {
@@ -116,8 +119,10 @@ void write_seeds(const std::string& dir) {
   };
   int i = 0;
   for (const char* t : templates) write(dir + "/template-" + std::to_string(i++), std::string(1, '\0') + t);
-  const char* const texts[] = {"Hello world! 123 4567 don't", "<s>[INST] caf\xc3\xa9 \xf0\x9f\x99\x82 <|im_end|> \t\n\n  x", "11111111111111111111 aaaa",
-                               "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xd0\xbf\xd1\x80\xd0\xb8 \xce\xb1\xce\xb2 \xff\xfe broken"};
+  const char* const texts[] = {
+      "Hello world! 123 4567 don't", "<s>[INST] caf\xc3\xa9 \xf0\x9f\x99\x82 <|im_end|> \t\n\n  x",
+      "11111111111111111111 aaaa",
+      "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xd0\xbf\xd1\x80\xd0\xb8 \xce\xb1\xce\xb2 \xff\xfe broken"};
   i = 0;
   for (const char* t : texts) write(dir + "/text-" + std::to_string(i++), std::string(1, '\1') + t);
 }

@@ -22,7 +22,8 @@ inline X32 load_x32(const q8a_t* q) { return _mm256_loadu_si256(reinterpret_cast
 // Elements 0..15 = low nibbles of p[0..16), 16..31 = their high nibbles (Q4_0/Q4_1/Q5 order).
 inline W32 nibbles16(const uint8_t* p) {
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), m = _mm_set1_epi8(0x0f);
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(b, m)), _mm_and_si128(_mm_srli_epi16(b, 4), m), 1);
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(b, m)), _mm_and_si128(_mm_srli_epi16(b, 4), m),
+                                 1);
 }
 inline W32 low4(W32 v) { return _mm256_and_si256(v, bytes(0x0f)); }
 inline W32 high4(W32 v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), bytes(0x0f)); }
@@ -49,7 +50,8 @@ inline __m256i pairs_ss(W32 w, X32 x) { return _mm256_maddubs_epi16(_mm256_sign_
 inline I32 dot_ss(W32 w, X32 x) { return _mm256_madd_epi16(pairs_ss(w, x), _mm256_set1_epi16(1)); }
 // Signed, the first 16 products times sa and the last 16 times sb.
 inline I32 dot_ss16(W32 w, X32 x, int sa, int sb) {
-  const __m256i s = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)sa)), _mm_set1_epi16((short)sb), 1);
+  const __m256i s =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)sa)), _mm_set1_epi16((short)sb), 1);
   return _mm256_madd_epi16(pairs_ss(w, x), s);
 }
 // out[0..8) = s * v[0..8) (K-quant sub-block scales).

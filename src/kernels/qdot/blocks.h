@@ -18,7 +18,10 @@ struct Q8_0Block {
   static constexpr Kind kKind = Kind::Signed;
   const uint8_t* p;
   float s;
-  void prepare(const uint8_t* b) { p = b; s = half(b); }
+  void prepare(const uint8_t* b) {
+    p = b;
+    s = half(b);
+  }
   W32 w(int) const { return load_s32(p + 2); }
   float d(int) const { return s; }
 };

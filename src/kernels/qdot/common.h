@@ -80,7 +80,8 @@ enum class Kind { Signed, UnsignedMin, Signed16 };
 
 // The K types through the scalar reference, one output at a time (the builds without a
 // super-block kernel: their models never call it).
-void matmul_q8k_by_ref(QType t, float* Y, int64_t ldy, const BlockQ8K* X, const uint8_t* W, int T, int n, int r0, int r1);
+void matmul_q8k_by_ref(QType t, float* Y, int64_t ldy, const BlockQ8K* X, const uint8_t* W, int T, int n, int r0,
+                       int r1);
 
 }  // namespace qdot_detail
 }  // namespace qkv

@@ -8,8 +8,14 @@ using namespace qdot_detail;
 
 bool qtype_int_dot(QType t) {
   switch (t) {
-    case QType::Q8_0: case QType::Q4_0: case QType::Q4_1: case QType::Q5_0: case QType::Q5_1:
-    case QType::Q4_K: case QType::Q5_K: case QType::Q6_K: return true;
+    case QType::Q8_0:
+    case QType::Q4_0:
+    case QType::Q4_1:
+    case QType::Q5_0:
+    case QType::Q5_1:
+    case QType::Q4_K:
+    case QType::Q5_K:
+    case QType::Q6_K: return true;
     default: return false;
   }
 }
@@ -31,7 +37,8 @@ static RefBlock ref_block(QType t, const uint8_t* p, int j) {
       r.d = f16_to_f32(u16_at(p));
       for (int k = 0; k < 32; k++) r.w[k] = (int8_t)p[2 + k];
       break;
-    case QType::Q4_0: case QType::Q4_1: {
+    case QType::Q4_0:
+    case QType::Q4_1: {
       const bool q41 = t == QType::Q4_1;
       const uint8_t* qs = p + (q41 ? 4 : 2);
       r.d = f16_to_f32(u16_at(p));
@@ -39,7 +46,8 @@ static RefBlock ref_block(QType t, const uint8_t* p, int j) {
       for (int k = 0; k < 32; k++) r.w[k] = (k < 16 ? qs[k] & 0x0f : qs[k - 16] >> 4) - (q41 ? 0 : 8);
       break;
     }
-    case QType::Q5_0: case QType::Q5_1: {
+    case QType::Q5_0:
+    case QType::Q5_1: {
       const bool q51 = t == QType::Q5_1;
       const uint32_t qh = u32_at(p + (q51 ? 4 : 2));
       const uint8_t* qs = p + (q51 ? 8 : 6);
@@ -49,7 +57,8 @@ static RefBlock ref_block(QType t, const uint8_t* p, int j) {
         r.w[k] = ((k < 16 ? qs[k] & 0x0f : qs[k - 16] >> 4) | (int)(((qh >> k) & 1) << 4)) - (q51 ? 0 : 16);
       break;
     }
-    case QType::Q4_K: case QType::Q5_K: {
+    case QType::Q4_K:
+    case QType::Q5_K: {
       const bool k5 = t == QType::Q5_K;
       int sc, mn;
       kquant_scale_min(j, p + 4, &sc, &mn);
@@ -93,7 +102,8 @@ static void ref_term(const RefBlock& w, const Q* q, double dx, double xs, double
     ahi += std::abs(w.w[k] * q[k]);
   }
   *s += (double)w.d * dx * (double)(w.sa * lo + w.sb * hi) + (double)w.m * xs;
-  *a += std::fabs((double)w.d * dx) * (double)(std::abs(w.sa) * alo + std::abs(w.sb) * ahi) + std::fabs((double)w.m * xs);
+  *a +=
+      std::fabs((double)w.d * dx) * (double)(std::abs(w.sa) * alo + std::abs(w.sb) * ahi) + std::fabs((double)w.m * xs);
 }
 
 float dot_q8_ref(QType t, const void* row, const BlockQ8A* x, int n, double* mag) {
@@ -141,10 +151,12 @@ bool qdot_scales_finite(QType t, const void* W, int64_t rows, int n) {
 }
 
 namespace qdot_detail {
-void matmul_q8k_by_ref(QType t, float* Y, int64_t ldy, const BlockQ8K* X, const uint8_t* W, int T, int n, int r0, int r1) {
+void matmul_q8k_by_ref(QType t, float* Y, int64_t ldy, const BlockQ8K* X, const uint8_t* W, int T, int n, int r0,
+                       int r1) {
   const size_t rb = qtype_row_bytes(t, n);
   for (int r = r0; r < r1; r++)
-    for (int tok = 0; tok < T; tok++) Y[tok * ldy + r] = dot_q8k_ref(t, W + (size_t)r * rb, X + (size_t)tok * (n / 256), n);
+    for (int tok = 0; tok < T; tok++)
+      Y[tok * ldy + r] = dot_q8k_ref(t, W + (size_t)r * rb, X + (size_t)tok * (n / 256), n);
 }
 }  // namespace qdot_detail
 

@@ -26,8 +26,12 @@ namespace {
 // pre-standard opcode 0xa2, same operand and result types, otherwise unused) stands in for it,
 // and scripts/wasm-relaxed.mjs rewrites that opcode to the standard 0x112 after each link.
 // (The accumulating i32x4 form, 0x113, returns wrong sums in Node 20's V8.)
-struct B32 { v128_t lo, hi; };  // codes of elements 0..15 and 16..31, one per byte
-struct X8 { v128_t lo, hi; };   // the 32 activations, one per byte
+struct B32 {
+  v128_t lo, hi;
+};  // codes of elements 0..15 and 16..31, one per byte
+struct X8 {
+  v128_t lo, hi;
+};  // the 32 activations, one per byte
 inline X8 load_x8(const q8a_t* q) { return {wasm_v128_load(q), wasm_v128_load(q + 16)}; }
 inline v128_t rdot(v128_t x, v128_t w) { return __builtin_wasm_relaxed_swizzle_i8x16(x, w); }
 inline v128_t bmask(int m) { return wasm_i8x16_splat((int8_t)m); }
@@ -89,7 +93,9 @@ struct BlockQ8S {
   float d, s;
   uint8_t q[80];  // |q[0..32)|, then 0xff where q < 0, then the i32x4 sum
 };
-struct XS { v128_t alo, ahi, mlo, mhi, c; };
+struct XS {
+  v128_t alo, ahi, mlo, mhi, c;
+};
 inline XS load_xs(const uint8_t* q) {
   return {wasm_v128_load(q), wasm_v128_load(q + 16), wasm_v128_load(q + 32), wasm_v128_load(q + 48),
           wasm_v128_load(q + 64)};
@@ -145,7 +151,8 @@ struct QK45Relaxed : QK45Simd128<K5> {
   // The two integer totals are reduced exactly before they are converted.
   F kfinish(I32 isum, const BlockQ8K& x, F acc) const {
     const v128_t msum = wasm_i32x4_dot_i16x8(kmn, wasm_v128_load(x.sum32));
-    const v128_t a = wasm_i32x4_add(wasm_i32x4_shuffle(isum, msum, 0, 4, 1, 5), wasm_i32x4_shuffle(isum, msum, 2, 6, 3, 7));
+    const v128_t a =
+        wasm_i32x4_add(wasm_i32x4_shuffle(isum, msum, 0, 4, 1, 5), wasm_i32x4_shuffle(isum, msum, 2, 6, 3, 7));
     const v128_t t = wasm_i32x4_add(a, wasm_i32x4_shuffle(a, a, 2, 3, 0, 1));  // [I, M, I, M]
     const v128_t f = wasm_f32x4_make(kd * x.d, -kdmin * x.d, 0.0f, 0.0f);
     return wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(t), f));
@@ -202,7 +209,8 @@ struct Q6KRelaxed : Q6KSimd128 {
     v128_t t = wasm_i32x4_sub(isum, wasm_i32x4_shl(off, 5));
     t = wasm_i32x4_add(t, wasm_i32x4_shuffle(t, t, 2, 3, 0, 1));
     t = wasm_i32x4_add(t, wasm_i32x4_shuffle(t, t, 1, 0, 3, 2));
-    return wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(t), wasm_f32x4_make(kd * x.d, 0.0f, 0.0f, 0.0f)));
+    return wasm_f32x4_add(acc,
+                          wasm_f32x4_mul(wasm_f32x4_convert_i32x4(t), wasm_f32x4_make(kd * x.d, 0.0f, 0.0f, 0.0f)));
   }
 };
 
@@ -213,7 +221,9 @@ template <class D>
 constexpr bool kRelaxed8 = D::kKind != Kind::Signed;
 
 template <class D>
-inline I32 block_dot(const D&, int, const B32& w, const XS& x) { return dot_sign(w, x); }
+inline I32 block_dot(const D&, int, const B32& w, const XS& x) {
+  return dot_sign(w, x);
+}
 template <class D>
 inline I32 block_dot(const D& dec, int j, const B32& w, const X8& x) {
   if constexpr (D::kKind == Kind::Signed16) return dot_u8_16(w, x, dec.scale16(j, 0), dec.scale16(j, 1));
@@ -275,7 +285,7 @@ inline void ktile(const uint8_t* const* rows, const BlockQ8K* const* xs, int nsb
     I32 isum[NR][NT];
     for (int r = 0; r < NR; r++)
       for (int t = 0; t < NT; t++) isum[r][t] = wasm_i32x4_splat(0);
-QKV_UNROLL
+    QKV_UNROLL
     for (int j = 0; j < 8; j += 2) {
       for (int r = 0; r < NR; r++) {
         const auto [wa, wb] = weight_pair(dec[r], j);
@@ -304,7 +314,8 @@ void sign_split_activations(const BlockQ8A* X, int nb, std::vector<BlockQ8S>* ou
     o.d = X[b].d;
     o.s = X[b].s;
     const v128_t v0 = wasm_v128_load(X[b].q), v1 = wasm_v128_load(X[b].q + 16);
-    const v128_t a0 = wasm_i8x16_abs(v0), a1 = wasm_i8x16_abs(v1), m0 = wasm_i8x16_shr(v0, 7), m1 = wasm_i8x16_shr(v1, 7);
+    const v128_t a0 = wasm_i8x16_abs(v0), a1 = wasm_i8x16_abs(v1), m0 = wasm_i8x16_shr(v0, 7),
+                 m1 = wasm_i8x16_shr(v1, 7);
     wasm_v128_store(o.q, a0);
     wasm_v128_store(o.q + 16, a1);
     wasm_v128_store(o.q + 32, m0);
@@ -338,7 +349,9 @@ template <class D>
 struct SuperTile {  // the K types against BlockQ8K
   int nsb;
   template <int NR, int NT>
-  void run(const uint8_t* const* rows, const BlockQ8K* const* xs, float* out) const { ktile<D, NR, NT>(rows, xs, nsb, out); }
+  void run(const uint8_t* const* rows, const BlockQ8K* const* xs, float* out) const {
+    ktile<D, NR, NT>(rows, xs, nsb, out);
+  }
 };
 
 // Decode 2 rows per tile (4 measured 8-15% slower in Chromium 156).
@@ -352,7 +365,8 @@ void matmul_k(float* Y, int64_t ldy, const BlockQ8K* X, const uint8_t* W, int T,
 
 // The one-block types, with or without the finite-scale conversion.
 template <bool F>
-void matmul_one_block(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* w, int T, int n, int r0, int r1) {
+void matmul_one_block(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* w, int T, int n, int r0,
+                      int r1) {
   switch (t) {
     case QType::Q8_0: return matmul_typed<Q8_0Simd128<F>>(Y, ldy, X, w, T, n, r0, r1);
     case QType::Q4_0: return matmul_typed<Q4_5Relaxed<false, false, F>>(Y, ldy, X, w, T, n, r0, r1);
@@ -374,7 +388,11 @@ void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const voi
   using namespace qdot_detail;
   const uint8_t* w = static_cast<const uint8_t*>(W);
   switch (t) {
-    case QType::Q8_0: case QType::Q4_0: case QType::Q4_1: case QType::Q5_0: case QType::Q5_1:
+    case QType::Q8_0:
+    case QType::Q4_0:
+    case QType::Q4_1:
+    case QType::Q5_0:
+    case QType::Q5_1:
       if (finite_scales) return matmul_one_block<true>(t, Y, ldy, X, w, T, n, r0, r1);
       return matmul_one_block<false>(t, Y, ldy, X, w, T, n, r0, r1);
     case QType::Q4_K: return matmul_typed<QK45Relaxed<false>>(Y, ldy, X, w, T, n, r0, r1);

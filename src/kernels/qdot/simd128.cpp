@@ -14,9 +14,13 @@ namespace {
 template <class D>
 constexpr bool kRelaxed8 = false;
 template <class D, class Q>
-inline auto load_act(const Q* q) { return load_x32(q); }
+inline auto load_act(const Q* q) {
+  return load_x32(q);
+}
 template <class D, class XB>
-inline auto weights(const D& dec) { return dec.w(0); }
+inline auto weights(const D& dec) {
+  return dec.w(0);
+}
 template <class D>
 inline auto weight_pair(const D& dec, int j) {
   W32 a, b;
@@ -51,7 +55,8 @@ void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, in
 
 // The one-block types, with or without the finite-scale conversion.
 template <bool F>
-void matmul_one_block(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* w, int T, int n, int r0, int r1) {
+void matmul_one_block(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* w, int T, int n, int r0,
+                      int r1) {
   switch (t) {
     case QType::Q8_0: return matmul_typed<Q8_0Simd128<F>>(Y, ldy, X, w, T, n, r0, r1);
     case QType::Q4_0: return matmul_typed<Q4_5Simd128<false, false, F>>(Y, ldy, X, w, T, n, r0, r1);
@@ -73,7 +78,11 @@ void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const voi
   using namespace qdot_detail;
   const uint8_t* w = static_cast<const uint8_t*>(W);
   switch (t) {
-    case QType::Q8_0: case QType::Q4_0: case QType::Q4_1: case QType::Q5_0: case QType::Q5_1:
+    case QType::Q8_0:
+    case QType::Q4_0:
+    case QType::Q4_1:
+    case QType::Q5_0:
+    case QType::Q5_1:
       if (finite_scales) return matmul_one_block<true>(t, Y, ldy, X, w, T, n, r0, r1);
       return matmul_one_block<false>(t, Y, ldy, X, w, T, n, r0, r1);
     case QType::Q4_K: return matmul_typed<QK45Simd128<false>>(Y, ldy, X, w, T, n, r0, r1);

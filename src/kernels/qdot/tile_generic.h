@@ -44,7 +44,7 @@ inline void dot_tile(const uint8_t* const* rows, const BlockQ8A* const* xs, int 
   D dec[NR];
   for (int s = 0; s < nb / D::kSub; s++) {
     for (int r = 0; r < NR; r++) dec[r].prepare(rows[r] + (size_t)s * D::kBytes);
-QKV_UNROLL
+    QKV_UNROLL
     for (int j = 0; j < D::kSub; j++) {
       const int b = s * D::kSub + j;
       X32 xq[NT];

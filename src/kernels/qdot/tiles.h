@@ -15,7 +15,9 @@ template <class D, class XB>
 struct BlockTile {  // 32-blocks (BlockQ8A, or BlockQ8S for relaxed Q8_0 decode)
   int nb;
   template <int NR, int NT>
-  void run(const uint8_t* const* rows, const XB* const* xs, float* out) const { tile<D, NR, NT, XB>(rows, xs, nb, out); }
+  void run(const uint8_t* const* rows, const XB* const* xs, float* out) const {
+    tile<D, NR, NT, XB>(rows, xs, nb, out);
+  }
 };
 
 // Decode: NR rows at a time share each activation load; the rows come from NR equal parts of

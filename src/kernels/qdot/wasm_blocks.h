@@ -31,15 +31,16 @@ struct QK45Simd128 : QK45Bits<K5> {
   // The 6-bit scales of sub-blocks 0-7 in bytes 0-7, their mins in bytes 8-15.
   static v128_t scales_mins(const uint8_t* b) {
     const v128_t a = wasm_v128_load(b + 4);  // words a0 a1 a2 as in the scalar code (then 4 bytes of quants)
-    const v128_t lo = wasm_i32x4_shuffle(a, wasm_u32x4_shr(a, 4), 0, 2, 1, 6);        // a0, a2, a1, a2 >> 4
-    const v128_t hi = wasm_i32x4_shuffle(a, wasm_i32x4_splat(0), 4, 0, 4, 1);         // 0, a0, 0, a1
+    const v128_t lo = wasm_i32x4_shuffle(a, wasm_u32x4_shr(a, 4), 0, 2, 1, 6);  // a0, a2, a1, a2 >> 4
+    const v128_t hi = wasm_i32x4_shuffle(a, wasm_i32x4_splat(0), 4, 0, 4, 1);   // 0, a0, 0, a1
     return wasm_v128_or(wasm_v128_and(lo, wasm_i32x4_make(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
                         wasm_i32x4_shl(wasm_v128_and(wasm_u32x4_shr(hi, 6), wasm_i32x4_splat(0x03030303)), 4));
   }
   void prepare(const uint8_t* b) {
     this->p = b;
     const v128_t dd = f16_lanes(wasm_u32x4_extend_low_u16x8(wasm_v128_load32_zero(b)));  // d, dmin
-    const v128_t d = wasm_i32x4_shuffle(dd, dd, 0, 0, 0, 0), mneg = wasm_f32x4_neg(wasm_i32x4_shuffle(dd, dd, 1, 1, 1, 1));
+    const v128_t d = wasm_i32x4_shuffle(dd, dd, 0, 0, 0, 0),
+                 mneg = wasm_f32x4_neg(wasm_i32x4_shuffle(dd, dd, 1, 1, 1, 1));
     const v128_t v = scales_mins(b);
     // (opaque: knowing the lanes are zero-extended, LLVM converts them one by one in scalar code)
     const v128_t sc = wasm_u16x8_extend_low_u8x16(v), mn = wasm_u16x8_extend_high_u8x16(v);

@@ -13,8 +13,12 @@ namespace {
 // half takes two). Lanes follow the activations: elements 0..7, 8..15, 16..23, 24..31. Nibbles
 // and bit fields are then cut from zero-extended bytes with 16-bit shifts and masks, which WASM
 // has natively (its 8-bit shifts are emulated).
-struct W32 { v128_t a, b, c, d; };
-struct X32 { v128_t a, b, c, d; };
+struct W32 {
+  v128_t a, b, c, d;
+};
+struct X32 {
+  v128_t a, b, c, d;
+};
 using I32 = v128_t;
 using F = v128_t;
 
@@ -29,26 +33,38 @@ inline v128_t u8x8(const uint8_t* p) { return opaque(wasm_u16x8_load8x8(p)); }
 inline v128_t s8x8(const uint8_t* p) { return opaque(wasm_i16x8_load8x8(p)); }
 inline W32 load_w32(const uint8_t* p) { return {u8x8(p), u8x8(p + 8), u8x8(p + 16), u8x8(p + 24)}; }
 inline W32 load_s32(const uint8_t* p) { return {s8x8(p), s8x8(p + 8), s8x8(p + 16), s8x8(p + 24)}; }
-[[maybe_unused]] inline X32 load_x32(const int16_t* q) { return {wasm_v128_load(q), wasm_v128_load(q + 8), wasm_v128_load(q + 16), wasm_v128_load(q + 24)}; }
+[[maybe_unused]] inline X32 load_x32(const int16_t* q) {
+  return {wasm_v128_load(q), wasm_v128_load(q + 8), wasm_v128_load(q + 16), wasm_v128_load(q + 24)};
+}
 [[maybe_unused]] inline X32 load_x32(const int8_t* q) {  // 8-bit activations (relaxed builds), widened as they load
   const uint8_t* b = reinterpret_cast<const uint8_t*>(q);
   return {s8x8(b), s8x8(b + 8), s8x8(b + 16), s8x8(b + 24)};
 }
 template <class Op>
-inline W32 each(W32 v, Op op) { return {op(v.a), op(v.b), op(v.c), op(v.d)}; }
+inline W32 each(W32 v, Op op) {
+  return {op(v.a), op(v.b), op(v.c), op(v.d)};
+}
 [[maybe_unused]] inline W32 nibbles16(const uint8_t* p) {
   const v128_t lo = u8x8(p), hi = u8x8(p + 8), m = wasm_i16x8_splat(0x0f);
   return {wasm_v128_and(lo, m), wasm_v128_and(hi, m), wasm_u16x8_shr(lo, 4), wasm_u16x8_shr(hi, 4)};
 }
-inline W32 low4(W32 v) { return each(v, [](v128_t x) { return wasm_v128_and(x, wasm_i16x8_splat(0x0f)); }); }
-inline W32 high4(W32 v) { return each(v, [](v128_t x) { return wasm_u16x8_shr(x, 4); }); }  // lanes < 256
+inline W32 low4(W32 v) {
+  return each(v, [](v128_t x) { return wasm_v128_and(x, wasm_i16x8_splat(0x0f)); });
+}
+inline W32 high4(W32 v) {
+  return each(v, [](v128_t x) { return wasm_u16x8_shr(x, 4); });
+}  // lanes < 256
 inline W32 bits_at(W32 v, int s, int mask) {  // s < 0: left
   return each(v, [=](v128_t x) {
     return wasm_v128_and(s >= 0 ? wasm_u16x8_shr(x, s) : wasm_i16x8_shl(x, -s), wasm_i16x8_splat((int16_t)mask));
   });
 }
-inline W32 or8(W32 a, W32 b) { return {wasm_v128_or(a.a, b.a), wasm_v128_or(a.b, b.b), wasm_v128_or(a.c, b.c), wasm_v128_or(a.d, b.d)}; }
-inline W32 sub8(W32 v, int c) { return each(v, [=](v128_t x) { return wasm_i16x8_sub(x, wasm_i16x8_splat((int16_t)c)); }); }
+inline W32 or8(W32 a, W32 b) {
+  return {wasm_v128_or(a.a, b.a), wasm_v128_or(a.b, b.b), wasm_v128_or(a.c, b.c), wasm_v128_or(a.d, b.d)};
+}
+inline W32 sub8(W32 v, int c) {
+  return each(v, [=](v128_t x) { return wasm_i16x8_sub(x, wasm_i16x8_splat((int16_t)c)); });
+}
 [[maybe_unused]] inline W32 bits_to_16s(uint32_t bits) {
   const v128_t bit = wasm_i16x8_make(1, 2, 4, 8, 16, 32, 64, 128), sixteen = wasm_i16x8_splat(16);
   auto group = [&](int g) {

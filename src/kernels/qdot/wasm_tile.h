@@ -25,7 +25,6 @@ inline I32 block_dot(const D& dec, int j, const W32& w, const X32& x) {
   else return dot_us(w, x);
 }
 
-
 // V8's TurboFan keeps a function's memory accesses in program order but places arithmetic just
 // before its first use: a tile's block products, all used by the group's horizontal sums, sank
 // below every load of the group, and the 2 x 4 blocks' weights and activations were spilled
@@ -51,13 +50,13 @@ inline void dot_tile_grouped(const uint8_t* const* rows, const XB* const* xs, in
   for (; b + U <= nb; b += U) {
     if constexpr (D::kSub > 1)
       for (int r = 0; r < NR; r++) dec[r].prepare(rows[r] + (size_t)(b / D::kSub) * D::kBytes);
-QKV_UNROLL
+    QKV_UNROLL
     for (int g = 0; g < U / 4; g++) {
       const int b0 = b + 4 * g;
       I32 sum[NR][NT][4];
       v128_t d4[NR], m4[NR];
       if constexpr (D::kSub == 1) {
-QKV_UNROLL
+        QKV_UNROLL
         for (int i = 0; i < 4; i++) {
           decltype(load_act<D>(xs[0][0].q)) xq[NT];
           for (int t = 0; t < NT; t++) xq[t] = load_act<D>(xs[t][b0 + i].q);
@@ -71,7 +70,7 @@ QKV_UNROLL
           }
         }
       } else {  // sub-blocks in pairs that share loads (wpair: prefill 5% faster than one at a time)
-QKV_UNROLL
+        QKV_UNROLL
         for (int i = 0; i < 4; i += 2) {
           const int j = 4 * g + i;
           for (int r = 0; r < NR; r++) {

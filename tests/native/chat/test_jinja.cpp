@@ -26,7 +26,13 @@ using namespace qkv;
 namespace {
 
 const char* const kTemplates[] = {
-    kChatmlDefaultSystem, kLlama3Dated, kZephyr, kDeepSeekR1, kMistralV7, kChatmlMacros, kChatmlTools,
+    kChatmlDefaultSystem,
+    kLlama3Dated,
+    kZephyr,
+    kDeepSeekR1,
+    kMistralV7,
+    kChatmlMacros,
+    kChatmlTools,
     // Gemma style: the system text folded into the first user turn, roles must alternate.
     "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set first = messages[0]['content'] + '\\n\\n' %}"
     "{% set turns = messages[1:] %}{% else %}{% set first = '' %}{% set turns = messages %}{% endif %}"
@@ -156,9 +162,14 @@ y zw" | indent(1) }}|{{ messages | map(attribute='content') | join('
 };
 
 const std::vector<std::vector<JinjaMessage>> kConversations = {
-    {{"system", "Be brief."}, {"user", "  Hi there!  "}, {"assistant", "Hello.\nHow can I help?"}, {"user", "Tell me a story."}},
+    {{"system", "Be brief."},
+     {"user", "  Hi there!  "},
+     {"assistant", "Hello.\nHow can I help?"},
+     {"user", "Tell me a story."}},
     {{"user", "Hello!"}},
-    {{"user", "2 + 2?"}, {"assistant", "<think>easy: 4</think>The answer is 4."}, {"user", "日本語で 🙂 and café"}},
+    {{"user", "2 + 2?"},
+     {"assistant", "<think>easy: 4</think>The answer is 4."},
+     {"user", "日本語で 🙂 and café"}},
     {{"user", "one"}, {"user", "two"}},
     {{"system", ""}, {"user", ""}, {"assistant", "o"}},
 };
@@ -181,11 +192,12 @@ std::string json_str(const std::string& s) {
 using Case = JinjaCase;
 
 // Jinja2's renderings (empty optional: it raised), or a skip reason.
-bool reference(const std::vector<Case>& cases, const std::string& bos, const std::string& eos, std::vector<std::pair<bool, std::string>>* out,
-               std::string* why) {
+bool reference(const std::vector<Case>& cases, const std::string& bos, const std::string& eos,
+               std::vector<std::pair<bool, std::string>>* out, std::string* why) {
   // Files named after the test: ctest runs the tests of this file in parallel.
   const std::string tag = testing::UnitTest::GetInstance()->current_test_info()->name();
-  const std::string in = testing::TempDir() + "qkv_jinja_in_" + tag + ".json", res = testing::TempDir() + "qkv_jinja_out_" + tag + ".bin";
+  const std::string in = testing::TempDir() + "qkv_jinja_in_" + tag + ".json",
+                    res = testing::TempDir() + "qkv_jinja_out_" + tag + ".bin";
   {
     std::ofstream f(in, std::ios::binary);
     f << "[";
@@ -203,7 +215,8 @@ bool reference(const std::vector<Case>& cases, const std::string& bos, const std
     }
     f << "]";
   }
-  const std::string cmd = "python3 '" QKV_SOURCE_DIR "/tests/native/chat/jinja_reference.py' < '" + in + "' > '" + res + "'";
+  const std::string cmd =
+      "python3 '" QKV_SOURCE_DIR "/tests/native/chat/jinja_reference.py' < '" + in + "' > '" + res + "'";
   if (std::system(cmd.c_str()) != 0) {
     *why = "python3 with jinja2 is not available (scripts/setup.sh installs python3-jinja2)";
     return false;
@@ -253,7 +266,8 @@ int compare_with_jinja2(const std::vector<Case>& cases, size_t per_template) {
     in.bos_token = "<s>";
     in.eos_token = "</s>";
     in.vars_json = c.vars;
-    const std::string where = "template " + std::to_string(i / per_template) + ", case " + std::to_string(i % per_template);
+    const std::string where =
+        "template " + std::to_string(i / per_template) + ", case " + std::to_string(i % per_template);
     if (!want[i].first) {
       raised++;
       try {
@@ -280,12 +294,15 @@ TEST(Jinja, ToolsVariablesAndMessageFieldsRenderAsJinja2Does) {
   const std::vector<std::vector<JinjaMessage>> conversations = {
       {{"system", "You help."},
        {"user", "Weather in Paris?"},
-       {"assistant", "", R"({"tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "\u00b0C"}}}]})"},
+       {"assistant", "",
+        R"({"tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "\u00b0C"}}}]})"},
        {"tool", "{\"temp\": 21}", R"({"name": "get_weather", "tool_call_id": "c1"})"},
        {"tool", "sunny"},
        {"user", "Thanks! \xf0\x9f\x99\x82"}},
       {{"user", "Hi"}},
-      {{"user", "Call two"}, {"assistant", "Sure.", R"({"tool_calls": [{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": [1, 2.5, -3e-2, null, true]}}]})"}},
+      {{"user", "Call two"},
+       {"assistant", "Sure.",
+        R"({"tool_calls": [{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": [1, 2.5, -3e-2, null, true]}}]})"}},
   };
   const char* const vars[] = {
       "",
@@ -320,9 +337,9 @@ TEST(Jinja, BadTemplateVariablesAndFieldsAreRefused) {
     }
   };
   EXPECT_EQ(code_of(R"({"x": [1, {"y": "\ud83d\ude00 \ud800 \udc00"}], "z": -1.5e3})", R"({"name": "n"})"), "rendered");
-  for (const char* bad : {"{", "[1]", "{\"x\": }", "{\"x\": 1,}", "{\"x\": 1} 2", "{\"x\": \"\\q\"}", "{\"x\": tru}", "{\"x\": \"a\nb\"}",
-                          "{\"x\": 01e}", "{\"x\": -}", "{\"x\": \"\\u12\"}", "{\"messages\": []}", "{\"raise_exception\": 1}",
-                          "{\"add_generation_prompt\": false}"})
+  for (const char* bad : {"{", "[1]", "{\"x\": }", "{\"x\": 1,}", "{\"x\": 1} 2", "{\"x\": \"\\q\"}", "{\"x\": tru}",
+                          "{\"x\": \"a\nb\"}", "{\"x\": 01e}", "{\"x\": -}", "{\"x\": \"\\u12\"}", "{\"messages\": []}",
+                          "{\"raise_exception\": 1}", "{\"add_generation_prompt\": false}"})
     EXPECT_EQ(code_of(bad, ""), "bad_argument") << bad;
   EXPECT_EQ(code_of("", "[]"), "bad_argument");
   EXPECT_EQ(code_of("", R"({"role": "assistant"})"), "bad_argument");
@@ -341,7 +358,8 @@ TEST(Jinja, RendersAsJinja2Does) {
   for (const char* t : kTemplates)
     for (const auto& c : kConversations)
       for (bool gen : {true, false}) cases.push_back({t, &c, gen, ""});
-  EXPECT_GT(compare_with_jinja2(cases, 2 * kConversations.size()), 0);  // the alternation checks fired where Jinja2's did
+  EXPECT_GT(compare_with_jinja2(cases, 2 * kConversations.size()),
+            0);  // the alternation checks fired where Jinja2's did
 }
 
 TEST(Jinja, ChatLayerUsesTheTemplateAndDropsADoubledBos) {
@@ -357,15 +375,17 @@ TEST(Jinja, ChatLayerUsesTheTemplateAndDropsADoubledBos) {
   EXPECT_EQ(render_chat(ct, {{"user", "Hi"}}, false), "<s><|user|>Hi");
   // A template that raises: the recognized format's own rendering takes over (Gemma templates
   // refuse system turns); an unknown format's refusal reaches the caller.
-  const std::string gemma = "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
-                            "<start_of_turn>{{ 'model' if m.role == 'assistant' else 'user' }}\n{{ m.content }}<end_of_turn>\n{% endfor %}"
-                            "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}";
+  const std::string gemma =
+      "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+      "<start_of_turn>{{ 'model' if m.role == 'assistant' else 'user' }}\n{{ m.content }}<end_of_turn>\n{% endfor %}"
+      "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}";
   ct = detect_chat_template(gemma);
   EXPECT_TRUE(ct.jinja_ok);
   EXPECT_EQ(render_chat(ct, {{"system", "Be brief."}, {"user", "Hi"}}, true),
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
-  ct = detect_chat_template("{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system, please') }}{% endif %}"
-                            "[{{ m.role }}] {{ m.content }}\n{% endfor %}");
+  ct = detect_chat_template(
+      "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system, please') }}{% endif %}"
+      "[{{ m.role }}] {{ m.content }}\n{% endfor %}");
   EXPECT_TRUE(ct.jinja_ok);
   EXPECT_EQ(render_chat(ct, {{"user", "Hi"}}, true), "[user] Hi\n");
   try {
@@ -380,7 +400,8 @@ TEST(Jinja, ChatLayerUsesTheTemplateAndDropsADoubledBos) {
   EXPECT_FALSE(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").jinja_ok);
   EXPECT_EQ(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").format, ChatFormat::ChatML);
   // Falling back says why: the construct the subset lacks, a template error, or lost messages.
-  EXPECT_NE(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").fallback_reason.find("leaves out"), std::string::npos);
+  EXPECT_NE(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").fallback_reason.find("leaves out"),
+            std::string::npos);
   ct = detect_chat_template("<|im_start|>{% for m in messages %}{{ m.content | wordwrap(40) }}{% endfor %}");
   EXPECT_FALSE(ct.jinja_ok);
   EXPECT_FALSE(ct.guessed);  // ChatML, recognized: rendered by hand
@@ -407,15 +428,21 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
       return std::string(error_code_name(e.code()));
     }
   };
-  EXPECT_EQ(code_of("{{ 1 "), "bad_model");                     // unclosed tag
-  EXPECT_EQ(code_of("{% if true %}x"), "bad_model");             // unclosed block
-  EXPECT_EQ(code_of("{% endfor %}"), "bad_model");               // stray end
-  EXPECT_EQ(code_of("{{ 'abc }}"), "bad_model");                 // unterminated string
-  EXPECT_EQ(code_of("{{ (((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((("
-                    "((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((1 }}"),
-            "bad_model");                                             // nesting
-  EXPECT_EQ(code_of("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"), "bad_model");  // work
-  EXPECT_EQ(code_of("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}"), "bad_model");
+  EXPECT_EQ(code_of("{{ 1 "), "bad_model");           // unclosed tag
+  EXPECT_EQ(code_of("{% if true %}x"), "bad_model");  // unclosed block
+  EXPECT_EQ(code_of("{% endfor %}"), "bad_model");    // stray end
+  EXPECT_EQ(code_of("{{ 'abc }}"), "bad_model");      // unterminated string
+  EXPECT_EQ(
+      code_of(
+          "{{ (((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((("
+          "((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((1 }}"),
+      "bad_model");  // nesting
+  EXPECT_EQ(code_of("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"),
+            "bad_model");  // work
+  EXPECT_EQ(
+      code_of(
+          "{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}"),
+      "bad_model");
   EXPECT_EQ(code_of("{{ range(10000000000) }}"), "bad_model");
   EXPECT_EQ(code_of("{{ 1 // 0 }}"), "bad_model");
   // 64-bit integers: overflow is an error (Python's integers would grow), never a wrapped value,
@@ -430,33 +457,45 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
   EXPECT_EQ(code_of("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}"), "bad_model");  // endless recursion
   EXPECT_EQ(code_of("{% macro m(n) %}{{ m(n) }}{{ m(n) }}{% endmacro %}{{ m(0) }}"), "bad_model");
   EXPECT_EQ(code_of("{% macro m() %}{{ caller() }}{% endmacro %}{{ m() }}"), "bad_model");  // no caller
-  EXPECT_EQ(code_of("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"), "bad_model");            // too many arguments
+  EXPECT_EQ(code_of("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"), "bad_model");           // too many arguments
   EXPECT_EQ(code_of("{% macro m(a) %}{% endmacro %}{{ m(b=1) }}"), "bad_model");
-  EXPECT_EQ(code_of("{% macro m() %}x"), "bad_model");                                         // unclosed
+  EXPECT_EQ(code_of("{% macro m() %}x"), "bad_model");  // unclosed
   EXPECT_EQ(code_of("{% break %}"), "bad_model");
   // Values nested without end (freeing or printing them would recurse that deep), and cycles.
-  EXPECT_EQ(code_of("{% set ns = namespace(x=[]) %}{% for i in range(300000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x | length }}"),
-            "bad_model");
-  EXPECT_EQ(code_of("{% set ns = namespace(x={}) %}{% for i in range(300000) %}{% set ns.x = {'k': ns.x} %}{% endfor %}{{ ns.x }}"),
-            "bad_model");
-  EXPECT_EQ(code_of("{% set st = namespace(prev=namespace(x=none)) %}{% for i in range(100000) %}{% set n = namespace(x=none) %}"
-                    "{% set p = st.prev %}{% set p.x = n %}{% set st.prev = n %}{% endfor %}{{ st }}"),
-            "bad_model");
+  EXPECT_EQ(
+      code_of(
+          "{% set ns = namespace(x=[]) %}{% for i in range(300000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x | length }}"),
+      "bad_model");
+  EXPECT_EQ(
+      code_of(
+          "{% set ns = namespace(x={}) %}{% for i in range(300000) %}{% set ns.x = {'k': ns.x} %}{% endfor %}{{ ns.x }}"),
+      "bad_model");
+  EXPECT_EQ(
+      code_of(
+          "{% set st = namespace(prev=namespace(x=none)) %}{% for i in range(100000) %}{% set n = namespace(x=none) %}"
+          "{% set p = st.prev %}{% set p.x = n %}{% set st.prev = n %}{% endfor %}{{ st }}"),
+      "bad_model");
   EXPECT_EQ(code_of("{% set ns = namespace(a=1) %}{% set ns.self = [ns] %}{{ ns }}"), "bad_model");
   // A macro defined inside a block carries the names there: it cannot go into a namespace either
   // (a chain of 200000 of them overflowed the stack when freed; a namespace in its closure was a
   // cycle that leaked).
-  EXPECT_EQ(code_of("{% set g = namespace(f=none) %}{% for i in range(200000) %}{% set prev = g.f %}{% macro m() %}{% endmacro %}"
-                    "{% set g.f = m %}{% endfor %}"),
-            "bad_model");
-  EXPECT_EQ(code_of("{% for i in range(3) %}{% set n = namespace() %}{% macro m() %}{% endmacro %}{% set n.f = [m] %}{% endfor %}"),
-            "bad_model");
+  EXPECT_EQ(
+      code_of(
+          "{% set g = namespace(f=none) %}{% for i in range(200000) %}{% set prev = g.f %}{% macro m() %}{% endmacro %}"
+          "{% set g.f = m %}{% endfor %}"),
+      "bad_model");
+  EXPECT_EQ(
+      code_of(
+          "{% for i in range(3) %}{% set n = namespace() %}{% macro m() %}{% endmacro %}{% set n.f = [m] %}{% endfor %}"),
+      "bad_model");
   // Copying a big string into a closure or a list is charged as work.
   EXPECT_EQ(code_of("{% set ns = namespace(s='x' * 16000000) %}{% for i in range(100000) %}{% set big = ns.s %}"
                     "{% macro m() %}{% endmacro %}{% endfor %}"),
             "bad_model");
-  EXPECT_EQ(code_of("{% set ns = namespace(l=['x' * 8000000]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"),
-            "bad_model");
+  EXPECT_EQ(
+      code_of(
+          "{% set ns = namespace(l=['x' * 8000000]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"),
+      "bad_model");
   // ... but reading a stored list shares it: a 10 MB list of lines read once per pass renders.
   EXPECT_EQ(code_of("{% set parts = (('x' * 500) ~ '\n') * 20000 %}{% set parts = parts.split('\n') %}"
                     "{% for p in parts %}{% if parts[loop.index0] != p %}!{% endif %}{% endfor %}"),
@@ -472,11 +511,14 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
   std::string attrs = "{{ messages";
   for (int i = 0; i < 300000; i++) attrs += ".a";
   EXPECT_EQ(code_of(attrs + " }}"), "bad_model");
-  EXPECT_EQ(code_of("{% set d = {'a': 1} %}{% set d.b = 2 %}"), "bad_model");  // only namespaces take attributes                                              // outside a loop
+  EXPECT_EQ(
+      code_of("{% set d = {'a': 1} %}{% set d.b = 2 %}"),
+      "bad_model");  // only namespaces take attributes                                              // outside a loop
   EXPECT_EQ(code_of("{% for i in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"), "bad_model");
   EXPECT_EQ(code_of("{% macro m(s) %}{{ m(s ~ s) }}{% endmacro %}{{ m('xxxxxxxxxxxxxxxx') }}"), "bad_model");  // growth
   EXPECT_EQ(code_of("{{ x | wordwrap }}"), "unsupported");
-  EXPECT_EQ(code_of("{{ raise_exception('stop here') }}"), "bad_argument");  // the template's verdict on the conversation
+  EXPECT_EQ(code_of("{{ raise_exception('stop here') }}"),
+            "bad_argument");  // the template's verdict on the conversation
   std::string deep;
   for (int i = 0; i < 500; i++) deep += "{% if true %}";
   EXPECT_EQ(code_of(deep), "bad_model");
@@ -519,7 +561,9 @@ std::string outcome_in_child(const std::string& t, unsigned secs = 120) {
   close(fd[0]);
   int st = 0;
   waitpid(pid, &st, 0);
-  if (WIFSIGNALED(st)) return "killed by signal " + std::to_string(WTERMSIG(st)) + (WTERMSIG(st) == SIGALRM ? " (ran past the time limit)" : "");
+  if (WIFSIGNALED(st))
+    return "killed by signal " + std::to_string(WTERMSIG(st)) +
+           (WTERMSIG(st) == SIGALRM ? " (ran past the time limit)" : "");
   return out;
 }
 
@@ -543,22 +587,39 @@ std::string shared_lists(const char* n) {
 // printing, converting, comparing, searching and error messages each stop at a bound.
 TEST(Jinja, ValuesThatExpandAreBoundedByTheirSize) {
   const std::string p = shared_lists("a") + shared_lists("b");
-  for (const char* t : {"{{ a12 }}", "{{ a12 ~ '' }}", "{{ (a12 | string) | length }}", "{{ a12 == b12 }}", "{{ a12 in [b12] }}",
-                        "{{ a12 != b12 }}", "{{ [a12] == [b12] }}", "{{ raise_exception(a12) }}", "{{ a12 | tojson }}", "{{ a12 | join }}",
-                        "{{ a12 | trim }}", "{{ a12 | upper }}", "{{ a12 | replace('1', '2') }}", "{{ a12 | indent }}",
-                        "{{ {'k': a12} | tojson(indent=2) }}", "{% set x %}{{ a12 }}{% endset %}", "{{ b12 in [1, 2, a12] }}",
-                        "{{ a12 | list == b12 }}", "{{ a12 | map('string') | list }}", "{{ a12 | sort }}"}) {
+  for (const char* t : {"{{ a12 }}",
+                        "{{ a12 ~ '' }}",
+                        "{{ (a12 | string) | length }}",
+                        "{{ a12 == b12 }}",
+                        "{{ a12 in [b12] }}",
+                        "{{ a12 != b12 }}",
+                        "{{ [a12] == [b12] }}",
+                        "{{ raise_exception(a12) }}",
+                        "{{ a12 | tojson }}",
+                        "{{ a12 | join }}",
+                        "{{ a12 | trim }}",
+                        "{{ a12 | upper }}",
+                        "{{ a12 | replace('1', '2') }}",
+                        "{{ a12 | indent }}",
+                        "{{ {'k': a12} | tojson(indent=2) }}",
+                        "{% set x %}{{ a12 }}{% endset %}",
+                        "{{ b12 in [1, 2, a12] }}",
+                        "{{ a12 | list == b12 }}",
+                        "{{ a12 | map('string') | list }}",
+                        "{{ a12 | sort }}"}) {
     const std::string o = outcome_in_child(p + t);
     EXPECT_EQ(code_part(o), "bad_model") << t << ": " << o.substr(0, 300);
   }
   // An error message quotes a value cut short, whatever it expands to.
-  for (const char* t : {"{{ a12 - 1 }}", "{{ a12 | int + a12 }}", "{% for x, y in [a12] %}{% endfor %}", "{{ a12 is odd }}", "{{ a12[1:'x'] }}"}) {
+  for (const char* t : {"{{ a12 - 1 }}", "{{ a12 | int + a12 }}", "{% for x, y in [a12] %}{% endfor %}",
+                        "{{ a12 is odd }}", "{{ a12[1:'x'] }}"}) {
     const std::string o = outcome_in_child(p + t);
     EXPECT_EQ(code_part(o), "bad_model") << t << ": " << o.substr(0, 300);
     EXPECT_LT(o.size(), 400u) << t;
   }
   // What Python decides without a walk renders: a list is equal to itself (compared by identity first).
-  EXPECT_EQ(outcome_in_child(p + "{{ a12 in [a12] }} {{ a12 == a12 }} {{ a12 | length }} {{ (a12 | first | first) | length }}"),
+  EXPECT_EQ(outcome_in_child(
+                p + "{{ a12 in [a12] }} {{ a12 == a12 }} {{ a12 | length }} {{ (a12 | first | first) | length }}"),
             "rendered:True True 8 8");
   // Expression trees are bounded in height when parsed: a chain of 4000 attributes or filters
   // (which overflowed the stack, natively and in the multi-threaded WebAssembly build) is refused
@@ -586,12 +647,21 @@ TEST(Jinja, ValuesThatExpandAreBoundedByTheirSize) {
 TEST(Jinja, FiltersMembershipAndSearchAreCharged) {
   // big|first reads one item (it printed the whole list first: ~45 ms a call).
   const std::string big = "{% set big = range(999999) %}";
-  EXPECT_EQ(outcome_in_child(big + "{% for i in range(20000) %}{{ big | first }}{{ big | last | string | length }}{% endfor %}"),
-            "rendered:" + [] { std::string r; for (int i = 0; i < 20000; i++) r += "06"; return r; }());
-  EXPECT_EQ(outcome_in_child(big + "{{ big | length }} {{ big[-1] }} {{ (big[:3] | list) is sequence }}"), "rendered:999999 999998 True");
+  EXPECT_EQ(
+      outcome_in_child(big +
+                       "{% for i in range(20000) %}{{ big | first }}{{ big | last | string | length }}{% endfor %}"),
+      "rendered:" + [] {
+        std::string r;
+        for (int i = 0; i < 20000; i++) r += "06";
+        return r;
+      }());
+  EXPECT_EQ(outcome_in_child(big + "{{ big | length }} {{ big[-1] }} {{ (big[:3] | list) is sequence }}"),
+            "rendered:999999 999998 True");
   // 'x in list' scans are charged per item: a loop of them ends at the budget.
-  EXPECT_EQ(code_part(outcome_in_child(big + "{% for i in range(100000) %}{% if -1 in big %}!{% endif %}{% endfor %}")), "bad_model");
-  EXPECT_EQ(code_part(outcome_in_child(big + "{% for i in range(100000) %}{{ big | select('none') | list | length }}{% endfor %}")),
+  EXPECT_EQ(code_part(outcome_in_child(big + "{% for i in range(100000) %}{% if -1 in big %}!{% endif %}{% endfor %}")),
+            "bad_model");
+  EXPECT_EQ(code_part(outcome_in_child(
+                big + "{% for i in range(100000) %}{{ big | select('none') | list | length }}{% endfor %}")),
             "bad_model");
   // A 100k needle that almost matches everywhere in a 16 MB text: linear (Knuth-Morris-Pratt).
   const std::string s = "{% set hay = 'a' * 16000000 %}{% set needle = 'a' * 100000 ~ 'b' %}";
@@ -599,9 +669,11 @@ TEST(Jinja, FiltersMembershipAndSearchAreCharged) {
                                  "{{ hay.replace(needle, 'x') | length }} {{ hay | replace(needle, 'x') | length }}"),
             "rendered:False -1 1 16000000 16000000");
   // ... and the same searches still find what is there.
-  EXPECT_EQ(outcome_in_child("{% set t = 'abcabcabd' %}{{ 'abd' in t }} {{ t.find('cab') }} {{ t.split('ab') }} {{ t.replace('abc', '-') }} "
-                             "{{ 'aXbXc'.split('X', 1) }} {{ 'abc'.replace('', '-') }} {{ t | replace('b', 'B', 2) }}"),
-            "rendered:True 2 ['', 'c', 'c', 'd'] --abd ['a', 'bXc'] -a-b-c- aBcaBcabd");
+  EXPECT_EQ(
+      outcome_in_child(
+          "{% set t = 'abcabcabd' %}{{ 'abd' in t }} {{ t.find('cab') }} {{ t.split('ab') }} {{ t.replace('abc', '-') }} "
+          "{{ 'aXbXc'.split('X', 1) }} {{ 'abc'.replace('', '-') }} {{ t | replace('b', 'B', 2) }}"),
+      "rendered:True 2 ['', 'c', 'c', 'd'] --abd ['a', 'bXc'] -a-b-c- aBcaBcabd");
   // strip with a long set of characters reads each character once.
   EXPECT_EQ(outcome_in_child("{% set c = 'ab' * 4000000 %}{{ (c ~ 'x' ~ c).strip(c) }}"), "rendered:x");
 }
@@ -657,9 +729,12 @@ TEST(Jinja, ConstructsOfRealTemplatesRenderAsJinja2Does) {
   const std::vector<JinjaMessage> tool_turns = {
       {"system", "You help."},
       {"user", "Weather in Paris? Caf\xc3\xa9 \xe2\x98\x95"},
-      {"assistant", "", R"({"tool_calls": [{"id": "call_abc123456", "type": "function", "function": {"name": "get_weather", "arguments": {"unit": "\u00b0C", "city": "Paris"}}}]})"},
+      {"assistant", "",
+       R"({"tool_calls": [{"id": "call_abc123456", "type": "function", "function": {"name": "get_weather", "arguments": {"unit": "\u00b0C", "city": "Paris"}}}]})"},
       {"tool", "{\"temp\": 21}", R"({"name": "get_weather", "tool_call_id": "call_abc123456"})"},
-      {"assistant", "It is 21 \xc2\xb0""C \xf0\x9f\x99\x82"},
+      {"assistant",
+       "It is 21 \xc2\xb0"
+       "C \xf0\x9f\x99\x82"},
   };
   const std::string tools =
       R"({"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Current weather \u2014 \"now\"",)"
@@ -676,4 +751,3 @@ TEST(Jinja, ConstructsOfRealTemplatesRenderAsJinja2Does) {
     for (bool gen : {true, false}) cases.push_back({raising, &c, gen, &c == &conversations.back() ? tools : ""});
   EXPECT_EQ(compare_with_jinja2(cases, 2 * conversations.size()), (int)cases.size());
 }
-

@@ -22,8 +22,13 @@ namespace {
 // Plain, multi-turn (a system turn, a think block, roles that do not alternate) and Unicode.
 const std::vector<std::vector<JinjaMessage>> kTurns = {
     {{"user", "Hello!"}},
-    {{"system", "Be brief."}, {"user", "  Hi there!  "}, {"assistant", "Hello.\nHow can I help?"}, {"user", "Tell me a story."}},
-    {{"user", "2 + 2?"}, {"assistant", "<think>easy: 4</think>The answer is 4."}, {"user", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x99\x82 and caf\xc3\xa9"}},
+    {{"system", "Be brief."},
+     {"user", "  Hi there!  "},
+     {"assistant", "Hello.\nHow can I help?"},
+     {"user", "Tell me a story."}},
+    {{"user", "2 + 2?"},
+     {"assistant", "<think>easy: 4</think>The answer is 4."},
+     {"user", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x99\x82 and caf\xc3\xa9"}},
     {{"user", "one"}, {"user", "two"}},
 };
 // Tool use: a tool call (dict arguments, an id of 9+ characters as Mistral's templates require),
@@ -31,9 +36,12 @@ const std::vector<std::vector<JinjaMessage>> kTurns = {
 const std::vector<JinjaMessage> kToolTurns = {
     {"system", "Use tools."},
     {"user", "Weather in Paris?"},
-    {"assistant", "", R"({"tool_calls": [{"id": "call_123456789", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]})"},
+    {"assistant", "",
+     R"({"tool_calls": [{"id": "call_123456789", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]})"},
     {"tool", "{\"temp\": 21}", R"({"name": "get_weather", "tool_call_id": "call_123456789"})"},
-    {"assistant", "It is 21 \xc2\xb0""C."},
+    {"assistant",
+     "It is 21 \xc2\xb0"
+     "C."},
 };
 const std::string kTools =
     R"({"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.\nIn Celsius.",)"
@@ -162,8 +170,10 @@ TEST(Jinja, TemplateFilesRenderAsJinja2Does) {
     SCOPED_TRACE(names[k]);
     std::vector<JinjaCase> cases;
     for (const auto& c : conversations)
-      for (bool gen : {true, false}) cases.push_back({texts[k].c_str(), &c, gen, &c == &conversations.back() ? kTools : ""});
+      for (bool gen : {true, false})
+        cases.push_back({texts[k].c_str(), &c, gen, &c == &conversations.back() ? kTools : ""});
     const int raised = compare_with_jinja2(cases, cases.size());
-    std::printf("%-60s %s\n", names[k].c_str(), raised ? "(Jinja2 raises on some conversations; so does qkv)" : "identical");
+    std::printf("%-60s %s\n", names[k].c_str(),
+                raised ? "(Jinja2 raises on some conversations; so does qkv)" : "identical");
   }
 }

@@ -66,9 +66,17 @@ TEST(CliArgs, UnknownFlagIsNamedNotAskedForAValue) {
 }
 
 TEST(CliArgs, DidYouMeanForCloseSpellings) {
-  EXPECT_NE(error_of([] { parse_run_args({"m.gguf", "--thread", "2"}); }).find("did you mean --threads?"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_run_args({"m.gguf", "--chatt", "hi"}); }).find("did you mean --chat?"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_run_args({"m.gguf", "--allow-requantise"}); }).find("did you mean --allow-requantize?"),
+  EXPECT_NE(error_of([] {
+              parse_run_args({"m.gguf", "--thread", "2"});
+            }).find("did you mean --threads?"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_run_args({"m.gguf", "--chatt", "hi"});
+            }).find("did you mean --chat?"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_run_args({"m.gguf", "--allow-requantise"});
+            }).find("did you mean --allow-requantize?"),
             std::string::npos);
   EXPECT_EQ(unknown_option_message("-x", {"-z", "-i"}), "unknown option -x");  // one letter: never "close"
 }
@@ -154,7 +162,10 @@ TEST(CliInspect, InfoAndTokenize) {
 TEST(CliInspect, ArgumentErrors) {
   EXPECT_NE(error_of([] { parse_inspect_args("tokenize", {"m.gguf"}); }).find("missing TEXT"), std::string::npos);
   EXPECT_NE(error_of([] { parse_inspect_args("info", {}); }).find("missing MODEL"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_inspect_args("info", {"m.gguf", "--frob"}); }).find("unknown option --frob"), std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_inspect_args("info", {"m.gguf", "--frob"});
+            }).find("unknown option --frob"),
+            std::string::npos);
   EXPECT_EQ(parse_inspect_args("tokenize", {"m.gguf", "--", "-n"}).text, "-n");
   EXPECT_EQ(parse_inspect_args("info", {"m.bin", "-z", "t.bin"}).tokenizer_path, "t.bin");
 }

@@ -24,7 +24,8 @@ static uint64_t status_kb(const char* key) {
   std::ifstream f("/proc/self/status");
   std::string line;
   while (std::getline(f, line))
-    if (line.compare(0, strlen(key), key) == 0) return std::strtoull(line.c_str() + strlen(key) + 1, nullptr, 10) * 1024;
+    if (line.compare(0, strlen(key), key) == 0)
+      return std::strtoull(line.c_str() + strlen(key) + 1, nullptr, 10) * 1024;
   return 0;
 }
 
@@ -83,8 +84,10 @@ int main() {
   unlink(path.c_str());
   const uint64_t peak = status_kb("VmHWM:");
   const double used = (double)(peak - base), bound = 1.10 * (double)(file + kv);
-  printf("file %.1f MiB, KV cache %.1f MiB, RSS before %.1f MiB, peak RSS %.1f MiB: %.1f MiB above = %.3f x (file + KV), bound 1.10\n",
-         file / 1048576.0, kv / 1048576.0, base / 1048576.0, peak / 1048576.0, used / 1048576.0, used / (double)(file + kv));
+  printf(
+      "file %.1f MiB, KV cache %.1f MiB, RSS before %.1f MiB, peak RSS %.1f MiB: %.1f MiB above = %.3f x (file + KV), bound 1.10\n",
+      file / 1048576.0, kv / 1048576.0, base / 1048576.0, peak / 1048576.0, used / 1048576.0,
+      used / (double)(file + kv));
   if (!(used <= bound) || file < 150000000) {
     fprintf(stderr, "peak_memory: FAILED (%.0f bytes above the start > %.0f)\n", used, bound);
     return 1;

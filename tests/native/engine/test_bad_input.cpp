@@ -14,8 +14,7 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 
 TEST(BadInputContext, ContextLargerThanModelOrNegative) {
-  EXPECT_QKV_ERROR(qkv::Transformer(load(tiny_model()), 17, one_thread()), ErrorCode::BadArgument, "context 17",
-                   "16");
+  EXPECT_QKV_ERROR(qkv::Transformer(load(tiny_model()), 17, one_thread()), ErrorCode::BadArgument, "context 17", "16");
   EXPECT_QKV_ERROR(qkv::Transformer(load(tiny_model()), -1, one_thread()), ErrorCode::BadArgument, "context");
   EXPECT_NO_THROW(qkv::Transformer(load(tiny_model()), 16, one_thread()));
 }

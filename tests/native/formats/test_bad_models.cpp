@@ -73,8 +73,7 @@ TEST(BadInputCheckpoint, TrailingExtraBytes) {
     SCOPED_TRACE("extra " + std::to_string(extra));
     std::vector<uint8_t> v = full;
     v.resize(v.size() + extra, 0);
-    EXPECT_QKV_ERROR(load(v), ErrorCode::BadModel, "matches neither", "corrupt",
-                     std::to_string(v.size()).c_str());
+    EXPECT_QKV_ERROR(load(v), ErrorCode::BadModel, "matches neither", "corrupt", std::to_string(v.size()).c_str());
   }
   // Between the two legal layouts (half a freq_cis block).
   std::vector<uint8_t> with_freq = tiny_model(true);
@@ -149,7 +148,8 @@ TEST(BadInputHeader, InconsistentHeads) {
   const HeaderCase cases[] = {
       {"n_heads does not divide dim", {{kHeads, 3}}, {"not divisible by n_heads = 3"}},
       {"n_kv_heads > n_heads", {{kKvHeads, 4}}, {"n_kv_heads = 4", "n_heads = 2"}},
-      {"n_kv_heads does not divide n_heads", {{kDim, 12}, {kHeads, 3}, {kKvHeads, 2}},
+      {"n_kv_heads does not divide n_heads",
+       {{kDim, 12}, {kHeads, 3}, {kKvHeads, 2}},
        {"n_heads = 3", "n_kv_heads = 2"}},
   };
   for (const HeaderCase& c : cases) expect_header_rejected(c);
@@ -177,17 +177,32 @@ TEST(BadInputHeader, HugeValuesFailFastWithoutAllocating) {
       {"vocab_size -2^30", {{kVocab, -G}}, {"vocab_size = 1073741824"}},
       {"seq_len 2^30", {{kSeqLen, G}}, {"seq_len = 1073741824"}},
       {"all INT32_MAX",
-       {{kDim, INT32_MAX}, {kHidden, INT32_MAX}, {kLayers, INT32_MAX}, {kHeads, INT32_MAX}, {kKvHeads, INT32_MAX},
-        {kVocab, INT32_MAX}, {kSeqLen, INT32_MAX}},
+       {{kDim, INT32_MAX},
+        {kHidden, INT32_MAX},
+        {kLayers, INT32_MAX},
+        {kHeads, INT32_MAX},
+        {kKvHeads, INT32_MAX},
+        {kVocab, INT32_MAX},
+        {kSeqLen, INT32_MAX}},
        {"2147483647"}},
       {"all INT32_MIN",
-       {{kDim, INT32_MIN}, {kHidden, INT32_MIN}, {kLayers, INT32_MIN}, {kHeads, INT32_MIN}, {kKvHeads, INT32_MIN},
-        {kVocab, INT32_MIN}, {kSeqLen, INT32_MIN}},
+       {{kDim, INT32_MIN},
+        {kHidden, INT32_MIN},
+        {kLayers, INT32_MIN},
+        {kHeads, INT32_MIN},
+        {kKvHeads, INT32_MIN},
+        {kVocab, INT32_MIN},
+        {kSeqLen, INT32_MIN}},
        {"-2147483648"}},
       // Largest values the validator allows: the implied size (terabytes) is refused against
       // the file's length before anything is allocated.
       {"maximal in-range header",
-       {{kDim, 1 << 16}, {kHidden, 1 << 18}, {kLayers, 1024}, {kHeads, 64}, {kKvHeads, 64}, {kVocab, -(1 << 22)},
+       {{kDim, 1 << 16},
+        {kHidden, 1 << 18},
+        {kLayers, 1024},
+        {kHeads, 64},
+        {kKvHeads, 64},
+        {kVocab, -(1 << 22)},
         {kSeqLen, 1 << 20}},
        {"truncated", "needs"}},
   };
@@ -235,9 +250,11 @@ TEST(BadInputFormat, ErrorsNameWhatTheFileLooksLike) {
   const std::string text = "this is not a model file at all, just some text\nwith a second line\n";
   EXPECT_QKV_ERROR(load(bytes_of(text)), ErrorCode::BadModel, "looks like a text file, not a model", expected);
   EXPECT_EQ(message_of([&] { load(bytes_of(text)); }).find("dim ="), std::string::npos);
-  EXPECT_QKV_ERROR(load(bytes_of("caf\xc3\xa9 na\xc3\xafve \xe2\x80\x94 UTF-8 text")), ErrorCode::BadModel, "text file");
+  EXPECT_QKV_ERROR(load(bytes_of("caf\xc3\xa9 na\xc3\xafve \xe2\x80\x94 UTF-8 text")), ErrorCode::BadModel,
+                   "text file");
   EXPECT_QKV_ERROR(load({}), ErrorCode::BadModel, "is empty", "expected a GGUF model or a llama2.c checkpoint");
-  EXPECT_QKV_ERROR(load(bytes_of("<!DOCTYPE html><html><body>404</body></html>")), ErrorCode::BadModel, "web page (HTML)");
+  EXPECT_QKV_ERROR(load(bytes_of("<!DOCTYPE html><html><body>404</body></html>")), ErrorCode::BadModel,
+                   "web page (HTML)");
   EXPECT_QKV_ERROR(load(bytes_of("version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n")),
                    ErrorCode::BadModel, "Git LFS pointer", "git lfs pull");
   std::vector<uint8_t> st = {14, 0, 0, 0, 0, 0, 0, 0};

@@ -117,7 +117,14 @@ TEST(GgufMetadata, EveryKindParses) {
   r.str("i64").put<uint32_t>(11).put<int64_t>(-(1ll << 40));
   r.str("f64").put<uint32_t>(12).put<double>(2.25);
   r.str("arr").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(2).str("a").str("bc");
-  r.str("nested").put<uint32_t>(9).put<uint32_t>(9).put<uint64_t>(1).put<uint32_t>(5).put<uint64_t>(2).put<int32_t>(7).put<int32_t>(8);
+  r.str("nested")
+      .put<uint32_t>(9)
+      .put<uint32_t>(9)
+      .put<uint64_t>(1)
+      .put<uint32_t>(5)
+      .put<uint64_t>(2)
+      .put<int32_t>(7)
+      .put<int32_t>(8);
   GgufFile g = GgufFile::parse(blob_of(r.o));
   EXPECT_EQ(g.get_int("u8"), 200);
   EXPECT_EQ(g.get_int("i8"), -5);
@@ -165,7 +172,8 @@ TEST(GgufMetadata, ArraysAreHeldCompactly) {
   r.o.back() = 9;
   r.str("strings").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(1u << 20);
   for (int i = 0; i < (1 << 20); i++) r.str(i % 2 ? "" : "ab");
-  r.str("floats").put<uint32_t>(9).put<uint32_t>(6).put<uint64_t>(3).put<float>(0.5f).put<float>(-2.0f).put<float>(1e30f);
+  r.str("floats").put<uint32_t>(9).put<uint32_t>(6).put<uint64_t>(3).put<float>(0.5f).put<float>(-2.0f).put<float>(
+      1e30f);
   const uint64_t file_bytes = r.o.size();
   const GgufFile g = GgufFile::parse(blob_of(std::move(r.o)));
   ASSERT_EQ(g.get("bytes").size(), n);
@@ -202,7 +210,8 @@ TEST(GgufMetadata, ArraysAreHeldCompactly) {
   }
   int st = 0;
   waitpid(pid, &st, 0);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child could not parse a 10 MB array in 200 MB (status " << st << ")";
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      << "the child could not parse a 10 MB array in 200 MB (status " << st << ")";
 #endif
 }
 
@@ -370,7 +379,9 @@ F32Copy dequantized(const LoadedModel& src) {
 
 // Largest and root-mean-square difference of two (n, V) logit arrays, each position scaled by
 // the largest |logit| of `ref` there.
-struct LogitDiff { double max = 0, rms = 0; };
+struct LogitDiff {
+  double max = 0, rms = 0;
+};
 LogitDiff logit_diff(const float* a, const float* ref, int n, int V) {
   LogitDiff r;
   for (int p = 0; p < n; p++) {

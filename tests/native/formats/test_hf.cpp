@@ -26,7 +26,6 @@
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 
-
 using namespace qkv;
 
 namespace {
@@ -38,7 +37,8 @@ std::shared_ptr<const Blob> hf_blob(const HfFileList& files) {
 }
 std::shared_ptr<const Blob> vec_blob(std::vector<uint8_t> b) { return std::make_shared<VectorBlob>(std::move(b)); }
 
-std::vector<float> logits_of(const std::shared_ptr<const Blob>& blob, const std::vector<int>& ids, std::vector<int>* greedy) {
+std::vector<float> logits_of(const std::shared_ptr<const Blob>& blob, const std::vector<int>& ids,
+                             std::vector<int>* greedy) {
   Transformer t(load_model(blob), 64, nullptr);
   const int vocab = t.config().vocab_size;
   const float* l = t.forward(ids.data(), (int)ids.size(), 0);
@@ -96,17 +96,19 @@ TEST_P(HfModel, LoadsAsItsGgufConversion) {
   ASSERT_TRUE(st);
   const uint8_t* p = hv.tensor_data(*hv.find_tensor("blk.0.ffn_down.weight"));
   bool inside = false;
-  for (const auto& f : as_hf_files(h.get())->files()) inside = inside || (p >= f.second->data() && p < f.second->data() + f.second->size());
+  for (const auto& f : as_hf_files(h.get())->files())
+    inside = inside || (p >= f.second->data() && p < f.second->data() + f.second->size());
   EXPECT_TRUE(inside) << "ffn_down was copied";
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfModel,
-                         ::testing::Values(Case{"llama", QType::F32, 1}, Case{"llama", QType::BF16, 2}, Case{"qwen2", QType::F16, 1},
-                                           Case{"qwen3", QType::BF16, 1}, Case{"gemma", QType::F32, 1}, Case{"gemma2", QType::F16, 2},
-                                           Case{"gemma3", QType::BF16, 1}, Case{"bert", QType::F32, 1}, Case{"bert", QType::F16, 2}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.arch) + "_" + qtype_name(i.param.dtype) + "_" + std::to_string(i.param.shards);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Families, HfModel,
+    ::testing::Values(Case{"llama", QType::F32, 1}, Case{"llama", QType::BF16, 2}, Case{"qwen2", QType::F16, 1},
+                      Case{"qwen3", QType::BF16, 1}, Case{"gemma", QType::F32, 1}, Case{"gemma2", QType::F16, 2},
+                      Case{"gemma3", QType::BF16, 1}, Case{"bert", QType::F32, 1}, Case{"bert", QType::F16, 2}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      return std::string(i.param.arch) + "_" + qtype_name(i.param.dtype) + "_" + std::to_string(i.param.shards);
+    });
 
 TEST(HfModel, QuantizeWritesTheGgufConversion) {
   TestModelSpec spec;
@@ -115,7 +117,8 @@ TEST(HfModel, QuantizeWritesTheGgufConversion) {
   std::vector<uint8_t> gguf;
   const auto h = hf_blob(write_hf_checkpoint(src, QType::F16, 1, &gguf));
   // F16 -> F16 re-encodes exactly: the GGUF `qkv quantize` writes from the checkpoint is its conversion.
-  const QuantizeResult a = quantize_gguf(GgufFile::parse(h), QType::F16), b = quantize_gguf(GgufFile::parse(vec_blob(gguf)), QType::F16);
+  const QuantizeResult a = quantize_gguf(GgufFile::parse(h), QType::F16),
+                       b = quantize_gguf(GgufFile::parse(vec_blob(gguf)), QType::F16);
   std::vector<int> ga, gb;
   const std::vector<int> ids = {1, 5, 9, 3};
   EXPECT_EQ(logits_of(vec_blob(a.bytes), ids, &ga), logits_of(vec_blob(b.bytes), ids, &gb));
@@ -169,7 +172,8 @@ class HfRealVocab : public ::testing::TestWithParam<const char*> {};
 TEST_P(HfRealVocab, TokenizerJsonGivesHuggingFaceIds) {
   const std::string base = std::string(QKV_SHARED_DIR) + "/vocab/ggml-vocab-" + GetParam() + ".gguf";
   std::string gguf, inp, outs;
-  if (!read_file(base, &gguf) || !read_file(base + ".inp", &inp) || !read_file(base + ".out", &outs)) GTEST_SKIP() << base << " is missing";
+  if (!read_file(base, &gguf) || !read_file(base + ".inp", &inp) || !read_file(base + ".out", &outs))
+    GTEST_SKIP() << base << " is missing";
   const GgufFile g = GgufFile::parse(vec_blob(std::vector<uint8_t>(gguf.begin(), gguf.end())));
   const auto files = hf_blob(write_hf_tokenizer(g, false));
   GgufWriter w;
@@ -177,7 +181,8 @@ TEST_P(HfRealVocab, TokenizerJsonGivesHuggingFaceIds) {
   const Tokenizer t = load_gguf_tokenizer(GgufFile::parse(vec_blob(w.finish())));
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<std::string> texts;
-  for (size_t p = 0, q; (q = inp.find(sep, p)) != std::string::npos; p = q + sep.size()) texts.push_back(inp.substr(p, q - p));
+  for (size_t p = 0, q; (q = inp.find(sep, p)) != std::string::npos; p = q + sep.size())
+    texts.push_back(inp.substr(p, q - p));
   std::vector<std::vector<int>> expected;
   std::istringstream lines(outs);
   for (std::string line; std::getline(lines, line);) {
@@ -189,10 +194,12 @@ TEST_P(HfRealVocab, TokenizerJsonGivesHuggingFaceIds) {
   ASSERT_EQ(texts.size(), 46u);
   ASSERT_EQ(expected.size(), texts.size());
   for (size_t i = 0; i < texts.size(); i++)
-    EXPECT_EQ(t.encode(texts[i], false, false, false), expected[i]) << GetParam() << " string " << i << ": '" << texts[i] << "'";
+    EXPECT_EQ(t.encode(texts[i], false, false, false), expected[i])
+        << GetParam() << " string " << i << ": '" << texts[i] << "'";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, HfRealVocab, ::testing::Values("llama-spm", "phi-3", "gpt-2", "deepseek-llm", "falcon", "bert-bge"),
+INSTANTIATE_TEST_SUITE_P(Shared, HfRealVocab,
+                         ::testing::Values("llama-spm", "phi-3", "gpt-2", "deepseek-llm", "falcon", "bert-bge"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            std::string n = i.param;
                            for (char& ch : n)
@@ -215,7 +222,8 @@ TEST(HfTokenizer, UnigramAsTokenizerJson) {
   add_hf_tokenizer(w, *as_hf_files(files.get()));
   const Tokenizer t = load_gguf_tokenizer(GgufFile::parse(vec_blob(w.finish())));
   ASSERT_TRUE(t.is_unigram());
-  for (const char* text : {"Once upon a time", "  two  spaces and\ttabs\n", "", "unknown \xE2\x82\xAC sign", "Tom's 123"}) {
+  for (const char* text :
+       {"Once upon a time", "  two  spaces and\ttabs\n", "", "unknown \xE2\x82\xAC sign", "Tom's 123"}) {
     EXPECT_EQ(t.encode(text, true, true), ref.encode(text, true, true)) << text;
     EXPECT_EQ(t.encode(text, false, false), ref.encode(text, false, false)) << text;
   }
@@ -249,18 +257,30 @@ TEST(Safetensors, HostileHeadersAreNamedErrors) {
   std::vector<uint8_t> huge = raw_safetensors(ok, 16);
   huge[7] = 0x7f;  // a header length past the file
   expect_error(huge, ErrorCode::BadModel, "header says it is");
-  expect_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]})", 16), ErrorCode::BadModel, "invalid JSON");
+  expect_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]})", 16), ErrorCode::BadModel,
+               "invalid JSON");
   expect_error(raw_safetensors(ok, 8), ErrorCode::BadModel, "outside");
-  expect_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,16]}})", 16), ErrorCode::BadModel, "need 24");
-  // A dtype qkv does not run is listed (BERT's I64 position_ids are skipped, not used); one the format lacks is refused.
-  EXPECT_FALSE(parse_safetensors(VectorBlob(raw_safetensors(R"({"a":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})", 16)), "x")[0].supported);
-  expect_error(raw_safetensors(R"({"a":{"dtype":"C64","shape":[2],"data_offsets":[0,16]}})", 16), ErrorCode::Unsupported, "C64");
-  expect_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12),
-               ErrorCode::BadModel, "overlap");
-  expect_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8), ErrorCode::BadModel, "non-negative");
-  expect_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8), ErrorCode::BadModel,
-               "too large");
-  expect_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8), ErrorCode::BadModel, "outside");
+  expect_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,16]}})", 16), ErrorCode::BadModel,
+               "need 24");
+  // A dtype qkv does not run is listed (BERT's I64 position_ids are skipped, not used); one the format lacks is
+  // refused.
+  EXPECT_FALSE(
+      parse_safetensors(VectorBlob(raw_safetensors(R"({"a":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})", 16)),
+                        "x")[0]
+          .supported);
+  expect_error(raw_safetensors(R"({"a":{"dtype":"C64","shape":[2],"data_offsets":[0,16]}})", 16),
+               ErrorCode::Unsupported, "C64");
+  expect_error(
+      raw_safetensors(
+          R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+          12),
+      ErrorCode::BadModel, "overlap");
+  expect_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8), ErrorCode::BadModel,
+               "non-negative");
+  expect_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8),
+               ErrorCode::BadModel, "too large");
+  expect_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8), ErrorCode::BadModel,
+               "outside");
   expect_error(raw_safetensors(R"([1,2])", 0), ErrorCode::BadModel, "not a JSON object");
 }
 
@@ -287,7 +307,8 @@ TEST(HfModel, BadCheckpointsAreNamedErrors) {
   expect(without("config.json"), ErrorCode::BadModel, "config.json is missing");
   expect(without("tokenizer.json"), ErrorCode::BadTokenizer, "tokenizer.json is missing");
   HfFileList bad_type = files;
-  bad_type[0].second = std::vector<uint8_t>({'{', '"', 'm', 'o', 'd', 'e', 'l', '_', 't', 'y', 'p', 'e', '"', ':', '"', 'x', '"', '}'});
+  bad_type[0].second =
+      std::vector<uint8_t>({'{', '"', 'm', 'o', 'd', 'e', 'l', '_', 't', 'y', 'p', 'e', '"', ':', '"', 'x', '"', '}'});
   expect(bad_type, ErrorCode::Unsupported, "model_type 'x'");
   HfFileList moved = files;  // the index names a shard that does not hold the tensor
   for (auto& f : moved)

@@ -186,8 +186,7 @@ TEST(Quantize, Q8_0KeepsNormsF32AndMetadataAndLoads) {
   for (const auto& t : q.tensors) {
     if (t.name.find("ffn_down") != std::string::npos)
       EXPECT_EQ(t.note, "rows of 172 do not split into Q8_0 blocks of 32, so F16");
-    else
-      EXPECT_EQ(t.note, "") << t.name;
+    else EXPECT_EQ(t.note, "") << t.name;
   }
   for (const auto& [k, v] : in.metadata()) EXPECT_TRUE(out.find(k)) << k;
   EXPECT_EQ(out.get_int("general.file_type"), 7);
@@ -213,9 +212,13 @@ TEST(Quantize, Q4KOnNarrowRowsFallsBackToQ5_0AndKeepsTheClassifierAtQ8_0) {
   for (const auto& t : q.tensors) {
     const bool six = t.name == "blk.2.attn_v.weight" || t.name == "blk.3.attn_v.weight" ||
                      t.name == "blk.2.ffn_down.weight" || t.name == "blk.3.ffn_down.weight";
-    if (t.name == "token_embd.weight") EXPECT_EQ(t.note, "the classifier is kept at Q6_K; rows of 64 do not split into Q6_K blocks of 256, so Q8_0");
-    else if (six) EXPECT_EQ(t.note.rfind("kept at Q6_K in this layer, as Q4_K_M does; rows of ", 0), 0u) << t.name << ": " << t.note;
-    else if (t.to != 0) EXPECT_NE(t.note.find("do not split into Q4_K blocks of 256"), std::string::npos) << t.name << ": " << t.note;
+    if (t.name == "token_embd.weight")
+      EXPECT_EQ(t.note, "the classifier is kept at Q6_K; rows of 64 do not split into Q6_K blocks of 256, so Q8_0");
+    else if (six)
+      EXPECT_EQ(t.note.rfind("kept at Q6_K in this layer, as Q4_K_M does; rows of ", 0), 0u)
+          << t.name << ": " << t.note;
+    else if (t.to != 0)
+      EXPECT_NE(t.note.find("do not split into Q4_K blocks of 256"), std::string::npos) << t.name << ": " << t.note;
   }
   EXPECT_TRUE(std::isfinite(ppl_of(blob_of(q.bytes), a.ids)));
 }
@@ -237,10 +240,12 @@ std::vector<uint8_t> wide_model(std::vector<std::vector<float>>* keep) {
     for (float& v : keep->back()) v = g(rng) * sd;
     if (rows == 1)
       for (float& v : keep->back()) v = 1.0f + 0.1f * v;
-    w.add_tensor_f32(name, rows == 1 ? std::vector<uint64_t>{cols} : std::vector<uint64_t>{cols, rows}, keep->back().data());
+    w.add_tensor_f32(name, rows == 1 ? std::vector<uint64_t>{cols} : std::vector<uint64_t>{cols, rows},
+                     keep->back().data());
   };
   mat("token_embd.weight", d, V, 1.0f);
-  for (const char* n : {"attn_q", "attn_k", "attn_v", "attn_output"}) mat(std::string("blk.0.") + n + ".weight", d, d, 0.06f);
+  for (const char* n : {"attn_q", "attn_k", "attn_v", "attn_output"})
+    mat(std::string("blk.0.") + n + ".weight", d, d, 0.06f);
   mat("blk.0.attn_norm.weight", d, 1, 1);
   mat("blk.0.ffn_norm.weight", d, 1, 1);
   mat("blk.0.ffn_gate.weight", d, h, 0.06f);
@@ -258,7 +263,7 @@ TEST(Quantize, Q4KWideModelUsesQ4KAndItsLogitsFollowTheF32Ones) {
   auto qb = blob_of(q.bytes);
   auto types = types_of(GgufFile::parse(qb));
   EXPECT_EQ(types["token_embd.weight"], 12u);  // untied: an ordinary matrix
-  EXPECT_EQ(types["output.weight"], 14u);  // Q6_K, as llama.cpp's Q4_K_M
+  EXPECT_EQ(types["output.weight"], 14u);      // Q6_K, as llama.cpp's Q4_K_M
   EXPECT_EQ(types["blk.0.attn_q.weight"], 12u);
   EXPECT_EQ(types["blk.0.ffn_up.weight"], 12u);
   // use_more_bits picks the one layer of a 1-layer model: attn_v and ffn_down at Q6_K.
@@ -312,7 +317,8 @@ TEST(Quantize, KMixLayersFollowLlamaCpp) {
   std::vector<float> z(256 * 256, 0.01f);
   const char* kinds[] = {"attn_v", "ffn_down", "attn_q", "ffn_gate", "attn_qkv"};
   for (const char* k : kinds)
-    for (int l = 0; l < 16; l++) w.add_tensor_f32("blk." + std::to_string(l) + "." + k + ".weight", {256, 256}, z.data());
+    for (int l = 0; l < 16; l++)
+      w.add_tensor_f32("blk." + std::to_string(l) + "." + k + ".weight", {256, 256}, z.data());
   const auto file = blob_of(w.finish());
   auto digits = [&](QType type) {
     std::map<std::string, std::string> by;
@@ -342,11 +348,13 @@ TEST(Quantize, StreamedOutputEqualsTheWholeFileAndReportsProgress) {
   std::vector<uint8_t> streamed;
   uint64_t last = 0, total = 0;
   int calls = 0;
-  quantize_gguf_stream(GgufFile::parse(f32), QType::Q5_K, [&](const std::vector<uint8_t>& b) { streamed.insert(streamed.end(), b.begin(), b.end()); },
-                       [&](uint64_t done, uint64_t t) {
-                         EXPECT_GE(done, last);
-                         last = done, total = t, calls++;
-                       });
+  quantize_gguf_stream(
+      GgufFile::parse(f32), QType::Q5_K,
+      [&](const std::vector<uint8_t>& b) { streamed.insert(streamed.end(), b.begin(), b.end()); },
+      [&](uint64_t done, uint64_t t) {
+        EXPECT_GE(done, last);
+        last = done, total = t, calls++;
+      });
   EXPECT_EQ(streamed, whole.bytes);
   EXPECT_EQ(last, total);
   EXPECT_GT(calls, 5);
@@ -410,7 +418,7 @@ TEST(Perplexity, SelfGeneratedTextIsLowAndQuantizedModelsStayClose) {
   EXPECT_LT(std::fabs(q8 / f32 - 1), 0.01);
   EXPECT_LT(std::fabs(q4 / f32 - 1), 0.10);
   EXPECT_LT(std::fabs(q5k / f32 - 1), 0.03);  // Q5_1 here (rows of 64): between Q8_0 and Q4_0
-  EXPECT_NE(q8, f32);  // the weights did change
+  EXPECT_NE(q8, f32);                         // the weights did change
 }
 
 TEST(Perplexity, BadArgumentsAreNamed) {

@@ -91,7 +91,8 @@ TEST(TensorShapes, EncoderDecoderLoaderTakesTrailingOnes) {
   s.heads = 2;
   s.layers = 1;
   const std::vector<uint8_t> plain = write_test_encdec_model(s);
-  EncDecModelData a = load_encdec_model(blob_of(plain)), b = load_encdec_model(blob_of(reshaped(plain, with_trailing_ones)));
+  EncDecModelData a = load_encdec_model(blob_of(plain)),
+                  b = load_encdec_model(blob_of(reshaped(plain, with_trailing_ones)));
   EncoderDecoder ma(std::move(a), 16, nullptr), mb(std::move(b), 16, nullptr);
   const int src[4] = {5, 9, 12, 1}, tgt[1] = {0};
   ma.encode(src, 4);

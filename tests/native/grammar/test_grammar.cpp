@@ -79,7 +79,8 @@ TEST(Grammar, CharacterClasses) {
   expect_lang("root ::= [\\]\\-\\^]+", {"]", "-^]"}, {"a"});
   expect_lang("root ::= .", {"a", "\xe2\x82\xac"}, {"", "ab", std::string(1, '\0')});
   // Only valid UTF-8: no overlong forms ('{' as E0 81 BB), surrogates, or bytes past U+10FFFF.
-  expect_lang("root ::= .", {"\xf4\x8f\xbf\xbf"}, {"\xc1\xbb", "\xe0\x81\xbb", "\xf0\x80\x81\xbb", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xc3"});
+  expect_lang("root ::= .", {"\xf4\x8f\xbf\xbf"},
+              {"\xc1\xbb", "\xe0\x81\xbb", "\xf0\x80\x81\xbb", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xc3"});
   expect_lang("root ::= [\xc3\xa0-\xc3\xbf]", {"\xc3\xa9"}, {"e", "\xc3\x80"});
 }
 
@@ -136,7 +137,8 @@ TEST(Grammar, TokensAndUtf8AcrossTokens) {
 // random walks through grammars with shared prefixes, multi-byte characters and recursion.
 TEST(Grammar, MaskEqualsBruteForce) {
   std::mt19937 rng(7);
-  const std::vector<std::string> alphabet = {"a", "b", "{", "}", "\"", ",", " ", "1", "\xc3\xa9", "\xc3", "\xa9", "\xe2\x82\xac", ":"};
+  const std::vector<std::string> alphabet = {"a", "b",        "{",    "}",    "\"",           ",", " ",
+                                             "1", "\xc3\xa9", "\xc3", "\xa9", "\xe2\x82\xac", ":"};
   std::vector<std::string> toks;
   for (int i = 0; i < 600; i++) {
     std::string s;
@@ -147,7 +149,8 @@ TEST(Grammar, MaskEqualsBruteForce) {
   toks.push_back("");
   auto vocab = std::make_shared<TokenTrie>(toks, std::vector<int>{600});
   const std::vector<std::string> grammars = {
-      json_schema_to_gbnf("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\",\"maxLength\":5}},\"required\":[\"a\"]}"),
+      json_schema_to_gbnf(
+          "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\",\"maxLength\":5}},\"required\":[\"a\"]}"),
       "root ::= (\"a\" | \"\xc3\xa9\" | \"\xe2\x82\xac\")* \"}\"",
       "root ::= \"{\" ( root | [^{}] )* \"}\"",
   };
@@ -206,10 +209,14 @@ TEST(JsonSchema, Objects) {
   const std::string s =
       "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
       "\"ok\":{\"type\":\"boolean\"}},\"required\":[\"name\"],\"additionalProperties\":false}";
-  expect_schema(s, {"{\"name\":\"a\"}", "{\"name\":\"a\",\"age\":3}", "{ \"name\" : \"a\" , \"ok\" : true }", "{\"name\":\"a\",\"age\":3,\"ok\":false}"},
+  expect_schema(s,
+                {"{\"name\":\"a\"}", "{\"name\":\"a\",\"age\":3}", "{ \"name\" : \"a\" , \"ok\" : true }",
+                 "{\"name\":\"a\",\"age\":3,\"ok\":false}"},
                 {"{}", "{\"age\":3}", "{\"name\":\"a\",}", "{\"name\":\"a\",\"x\":1}", "{\"name\":1}"});
-  expect_schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}", {"{}", "{\"a\":1}"}, {"{,}", "{\"a\":\"x\"}"});
-  expect_schema("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", {"{}", "{\"k\":1,\"j\":2}"}, {"{\"k\":\"v\"}"});
+  expect_schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}", {"{}", "{\"a\":1}"},
+                {"{,}", "{\"a\":\"x\"}"});
+  expect_schema("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", {"{}", "{\"k\":1,\"j\":2}"},
+                {"{\"k\":\"v\"}"});
   expect_schema("{\"type\":\"object\",\"additionalProperties\":false}", {"{}"}, {"{\"a\":1}"});
 }
 
@@ -224,22 +231,29 @@ TEST(JsonSchema, Arrays) {
 TEST(JsonSchema, EnumConstAnyOfRef) {
   expect_schema("{\"enum\":[\"red\",\"green\",1,null]}", {"\"red\"", "\"green\"", "1", "null"}, {"\"blue\"", "2"});
   expect_schema("{\"const\":{\"a\":[1,\"x\"]}}", {"{\"a\":[1,\"x\"]}"}, {"{\"a\":[1]}"});
-  expect_schema("{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":1}]}", {"1", "\"a\""}, {"\"ab\"", "true"});
+  expect_schema("{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":1}]}", {"1", "\"a\""},
+                {"\"ab\"", "true"});
   expect_schema("{\"oneOf\":[{\"type\":\"null\"},{\"type\":\"boolean\"}]}", {"null", "true"}, {"1"});
   expect_schema(
       "{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},"
       "\"required\":[\"v\",\"next\"]}},\"$ref\":\"#/$defs/node\"}",
-      {"{\"v\":1,\"next\":null}", "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}"}, {"{\"v\":1}", "{\"v\":1,\"next\":{\"v\":2}}"});
+      {"{\"v\":1,\"next\":null}", "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}"},
+      {"{\"v\":1}", "{\"v\":1,\"next\":{\"v\":2}}"});
 }
 
 TEST(JsonSchema, StringsLengthsPatternsFormats) {
-  expect_schema("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", {"\"ab\"", "\"abc\"", "\"\\nb\""}, {"\"a\"", "\"abcd\""});
-  expect_schema("{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3}$\"}", {"\"AB-123\""}, {"\"ab-123\"", "\"AB-12\"", "\"AB-1234\""});
-  expect_schema("{\"type\":\"string\",\"pattern\":\"^(cat|dog)s?$\"}", {"\"cat\"", "\"dogs\""}, {"\"cow\"", "\"catss\""});
+  expect_schema("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", {"\"ab\"", "\"abc\"", "\"\\nb\""},
+                {"\"a\"", "\"abcd\""});
+  expect_schema("{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3}$\"}", {"\"AB-123\""},
+                {"\"ab-123\"", "\"AB-12\"", "\"AB-1234\""});
+  expect_schema("{\"type\":\"string\",\"pattern\":\"^(cat|dog)s?$\"}", {"\"cat\"", "\"dogs\""},
+                {"\"cow\"", "\"catss\""});
   expect_schema("{\"type\":\"string\",\"pattern\":\"^a.c$\"}", {"\"abc\"", "\"a-c\""}, {"\"a\\\"c\"", "\"ac\""});
   expect_schema("{\"type\":\"string\",\"format\":\"date\"}", {"\"2024-02-29\""}, {"\"2024-13-01\"", "\"24-01-01\""});
-  expect_schema("{\"type\":\"string\",\"format\":\"date-time\"}", {"\"2024-02-29T12:30:00Z\"", "\"2024-02-29T12:30:00.5+01:00\""}, {"\"2024-02-29 12:30:00\""});
-  expect_schema("{\"type\":\"string\",\"format\":\"uuid\"}", {"\"123e4567-e89b-12d3-a456-426614174000\""}, {"\"123e4567\""});
+  expect_schema("{\"type\":\"string\",\"format\":\"date-time\"}",
+                {"\"2024-02-29T12:30:00Z\"", "\"2024-02-29T12:30:00.5+01:00\""}, {"\"2024-02-29 12:30:00\""});
+  expect_schema("{\"type\":\"string\",\"format\":\"uuid\"}", {"\"123e4567-e89b-12d3-a456-426614174000\""},
+                {"\"123e4567\""});
 }
 
 // Integer ranges against their definition: every integer near the bounds (and the 16-digit
@@ -282,7 +296,8 @@ TEST(JsonSchema, IntegerRanges) {
     for (int64_t x : probe) {
       if (x < -M || x > M) continue;
       const bool want = x >= c.lo && x <= c.hi;
-      if (m.matches(std::to_string(x)) != want && wrong++ < 5) ADD_FAILURE() << schema << ": " << x << (want ? " rejected" : " accepted");
+      if (m.matches(std::to_string(x)) != want && wrong++ < 5)
+        ADD_FAILURE() << schema << ": " << x << (want ? " rejected" : " accepted");
     }
     EXPECT_EQ(wrong, 0) << schema;
     EXPECT_FALSE(m.matches("-0" + std::string(c.lo <= 0 && c.hi >= 0 ? "1" : ""))) << schema << ": leading zeros";

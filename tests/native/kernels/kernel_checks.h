@@ -125,8 +125,8 @@ inline bool any_nonzero(const float* p, size_t n) {
 // got[i] vs want[i] within tol(i) for every i (tol = 0 means exactly equal; -0 == +0). Reports
 // the count of violations, the largest |diff| and the element worst relative to its tolerance.
 template <class Tol>
-inline ::testing::AssertionResult AllNear(const std::string& what, const float* got, const float* want,
-                                   size_t n, Tol tol) {
+inline ::testing::AssertionResult AllNear(const std::string& what, const float* got, const float* want, size_t n,
+                                          Tol tol) {
   size_t bad = 0, worst = 0, max_i = 0;
   double worst_ratio = -1.0, max_diff = 0.0;
   for (size_t i = 0; i < n; i++) {
@@ -150,15 +150,13 @@ inline ::testing::AssertionResult AllNear(const std::string& what, const float* 
   if (bad == 0) return ::testing::AssertionSuccess();
   std::ostringstream os;
   os << std::setprecision(9) << what << ": " << bad << " of " << n
-     << " elements out of tolerance; max |diff| = " << max_diff << " at [" << max_i << "] (got "
-     << got[max_i] << ", want " << want[max_i] << "); worst vs tolerance at [" << worst
-     << "]: got " << got[worst] << ", want " << want[worst] << ", |diff| "
-     << std::fabs((double)got[worst] - (double)want[worst]) << " > tol " << tol(worst);
+     << " elements out of tolerance; max |diff| = " << max_diff << " at [" << max_i << "] (got " << got[max_i]
+     << ", want " << want[max_i] << "); worst vs tolerance at [" << worst << "]: got " << got[worst] << ", want "
+     << want[worst] << ", |diff| " << std::fabs((double)got[worst] - (double)want[worst]) << " > tol " << tol(worst);
   return ::testing::AssertionFailure() << os.str();
 }
 
-inline ::testing::AssertionResult AllEqual(const std::string& what, const float* got, const float* want,
-                                    size_t n) {
+inline ::testing::AssertionResult AllEqual(const std::string& what, const float* got, const float* want, size_t n) {
   return AllNear(what, got, want, n, [](size_t) { return 0.0; });
 }
 

@@ -26,8 +26,20 @@ inline std::vector<uint8_t> stored_row(QType t, const std::vector<float>& x, int
   uint8_t* p = buf.data() + offset;
   switch (t) {
     case QType::F32: std::memcpy(p, x.data(), n * 4); break;
-    case QType::F16: for (int i = 0; i < n; i++) { uint16_t h = f32_to_f16(x[i]); std::memcpy(p + 2 * i, &h, 2); } break;
-    case QType::BF16: for (int i = 0; i < n; i++) { uint32_t b; std::memcpy(&b, &x[i], 4); uint16_t h = b >> 16; std::memcpy(p + 2 * i, &h, 2); } break;
+    case QType::F16:
+      for (int i = 0; i < n; i++) {
+        uint16_t h = f32_to_f16(x[i]);
+        std::memcpy(p + 2 * i, &h, 2);
+      }
+      break;
+    case QType::BF16:
+      for (int i = 0; i < n; i++) {
+        uint32_t b;
+        std::memcpy(&b, &x[i], 4);
+        uint16_t h = b >> 16;
+        std::memcpy(p + 2 * i, &h, 2);
+      }
+      break;
     case QType::Q8_0: quantize_row_q8_0(x.data(), p, n); break;
     case QType::Q4_0: quantize_row_q4_0(x.data(), p, n); break;
     case QType::Q4_1: quantize_row_q4_1(x.data(), p, n); break;
@@ -41,7 +53,10 @@ inline std::vector<uint8_t> stored_row(QType t, const std::vector<float>& x, int
         uint8_t* blk = p + b * bb;
         const uint16_t d = f32_to_f16(0.001f * (1 + rng() % 50)), dm = f32_to_f16(0.0005f * (rng() % 50));
         if (t == QType::Q6_K) std::memcpy(blk + 208, &d, 2);
-        else { std::memcpy(blk, &d, 2); std::memcpy(blk + 2, &dm, 2); }
+        else {
+          std::memcpy(blk, &d, 2);
+          std::memcpy(blk + 2, &dm, 2);
+        }
       }
     }
   }

@@ -113,24 +113,24 @@ struct RopeShape {
 };
 std::vector<RopeShape> rope_shapes() {
   std::vector<RopeShape> all = {{1, 2, 2},
-          {3, 6, 6},
-          {2, kLanes, kLanes},
-          {3, kLanes + 2, kLanes - 2},          // adjacent: SIMD body then pair tail
-          {3, kLanes + 2, kLanes + 2},
-          {2, 2 * kLanes - 2, 2 * kLanes - 2},  // halves: half = kLanes - 1
-          {2, 2 * kLanes, 2 * kLanes},
-          {5, 2 * kLanes + 2, 2 * kLanes + 2},
-          {4, 34, 34},
-          {2, 64, 64},
-          {2, 64, 32},     // partial rotation (n_rot < head_dim)
-          {3, 128, 64},
-          {2, 4 * kLanes + 1, 4 * kLanes - 2},  // halves: half = 2 * kLanes - 1, odd head_dim
-          {2, 80, 24},
-          {1, 96, 2},
-          {3, 67, 66},     // odd head_dim: later heads start misaligned
-          {3, 67, 40},
-          {2, 1040, 1040}, // wider than the SIMD adjacent kernel's 512-entry table
-          {1, 520, 514}};
+                                {3, 6, 6},
+                                {2, kLanes, kLanes},
+                                {3, kLanes + 2, kLanes - 2},  // adjacent: SIMD body then pair tail
+                                {3, kLanes + 2, kLanes + 2},
+                                {2, 2 * kLanes - 2, 2 * kLanes - 2},  // halves: half = kLanes - 1
+                                {2, 2 * kLanes, 2 * kLanes},
+                                {5, 2 * kLanes + 2, 2 * kLanes + 2},
+                                {4, 34, 34},
+                                {2, 64, 64},
+                                {2, 64, 32},  // partial rotation (n_rot < head_dim)
+                                {3, 128, 64},
+                                {2, 4 * kLanes + 1, 4 * kLanes - 2},  // halves: half = 2 * kLanes - 1, odd head_dim
+                                {2, 80, 24},
+                                {1, 96, 2},
+                                {3, 67, 66},  // odd head_dim: later heads start misaligned
+                                {3, 67, 40},
+                                {2, 1040, 1040},  // wider than the SIMD adjacent kernel's 512-entry table
+                                {1, 520, 514}};
   std::vector<RopeShape> unique;  // narrower vectors (kLanes = 4) make some shapes coincide
   for (const RopeShape& r : all)
     if (std::none_of(unique.begin(), unique.end(), [&](const RopeShape& u) {
@@ -196,24 +196,21 @@ TEST_P(RopeKernel, SimdMatchesRef) {
       }
     }
     EXPECT_EQ(unrotated_changed, 0) << "dims at or past n_rot must stay untouched";
-    if (ang.pos == 0)
-      EXPECT_TRUE(AllEqual("pos 0 is the identity", x.data(), in.data(), n));
-    else
-      EXPECT_GT(changed, 0) << "sanity: the reference must rotate something";
+    if (ang.pos == 0) EXPECT_TRUE(AllEqual("pos 0 is the identity", x.data(), in.data(), n));
+    else EXPECT_GT(changed, 0) << "sanity: the reference must rotate something";
     EXPECT_TRUE(x.guards_intact());
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, RopeKernel,
-    ::testing::Combine(::testing::Values(0, 1), ::testing::Range(0, (int)rope_shapes().size()),
-                       ::testing::ValuesIn(kOffsets)),
-    [](const ::testing::TestParamInfo<RopeParam>& info) {
-      const RopeShape sh = rope_shapes()[std::get<1>(info.param)];
-      return std::string(std::get<0>(info.param) ? "Halves" : "Adjacent") + "_h" + std::to_string(sh.n_heads) +
-             "_hd" + std::to_string(sh.head_dim) + "_rot" + std::to_string(sh.n_rot) + "_off" +
-             std::to_string(std::get<2>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, RopeKernel,
+                         ::testing::Combine(::testing::Values(0, 1), ::testing::Range(0, (int)rope_shapes().size()),
+                                            ::testing::ValuesIn(kOffsets)),
+                         [](const ::testing::TestParamInfo<RopeParam>& info) {
+                           const RopeShape sh = rope_shapes()[std::get<1>(info.param)];
+                           return std::string(std::get<0>(info.param) ? "Halves" : "Adjacent") + "_h" +
+                                  std::to_string(sh.n_heads) + "_hd" + std::to_string(sh.head_dim) + "_rot" +
+                                  std::to_string(sh.n_rot) + "_off" + std::to_string(std::get<2>(info.param));
+                         });
 
 // ---- attention ------------------------------------------------------------------------------
 enum KeyMask { kNoMask, kRandomMask, kFirstKeyMasked, kSecondTileMasked, kAllMasked };
@@ -542,7 +539,12 @@ INSTANTIATE_TEST_SUITE_P(Cases, AttentionKernel,
 TEST(LinearAttention, MatchesTheDefinitionUnderEveryMask) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> U(-2.0f, 2.0f);
-  struct Shape { int H, KH, hd, nq, nkv, pos0; bool causal; int window; bool padding; };
+  struct Shape {
+    int H, KH, hd, nq, nkv, pos0;
+    bool causal;
+    int window;
+    bool padding;
+  };
   const Shape shapes[] = {
       {4, 2, 16, 7, 7, 0, true, 0, false},     {2, 1, 33, 1, 50, 49, true, 0, false},
       {6, 3, 64, 20, 90, 70, true, 0, false},  {3, 3, 5, 9, 9, 0, false, 0, false},
@@ -552,7 +554,8 @@ TEST(LinearAttention, MatchesTheDefinitionUnderEveryMask) {
   auto phi = [](double x) { return x > 0 ? x + 1.0 : std::exp(x); };
   for (const Shape& s : shapes) {
     SCOPED_TRACE(::testing::Message() << "H " << s.H << "/" << s.KH << " hd " << s.hd << " nq " << s.nq << " nkv "
-                                      << s.nkv << " causal " << s.causal << " window " << s.window << " pad " << s.padding);
+                                      << s.nkv << " causal " << s.causal << " window " << s.window << " pad "
+                                      << s.padding);
     const int qd = s.H * s.hd, kvd = s.KH * s.hd;
     std::vector<float> q(s.nq * qd), k(s.nkv * kvd), v(s.nkv * kvd);
     for (auto* x : {&q, &k, &v})
@@ -591,7 +594,8 @@ TEST(LinearAttention, MatchesTheDefinitionUnderEveryMask) {
         }
         for (int j = 0; j < s.nkv; j++) {
           wantp[((size_t)h * s.nq + i) * s.nkv + j] = den > 0 ? w[j] / den : 0.0;
-          for (int d = 0; d < s.hd; d++) want[i * qd + h * s.hd + d] += (den > 0 ? w[j] / den : 0.0) * v[j * kvd + g * s.hd + d];
+          for (int d = 0; d < s.hd; d++)
+            want[i * qd + h * s.hd + d] += (den > 0 ? w[j] / den : 0.0) * v[j * kvd + g * s.hd + d];
         }
       }
     }
@@ -622,4 +626,3 @@ TEST(LinearAttention, MatchesTheDefinitionUnderEveryMask) {
     EXPECT_GT(mag, 0.05);
   }
 }
-

@@ -116,8 +116,9 @@ const Shape kShapes[] = {
 TEST(AttentionRelBias, RefAndFlashMatchTheDefinition) {
   std::mt19937 rng(34);
   for (const Shape& s : kShapes) {
-    SCOPED_TRACE(::testing::Message() << "H " << s.H << "/" << s.KH << " hd " << s.hd << " nq " << s.nq << " nkv " << s.nkv
-                                      << " pos0 " << s.pos0 << " causal " << s.causal << " window " << s.window);
+    SCOPED_TRACE(::testing::Message() << "H " << s.H << "/" << s.KH << " hd " << s.hd << " nq " << s.nq << " nkv "
+                                      << s.nkv << " pos0 " << s.pos0 << " causal " << s.causal << " window "
+                                      << s.window);
     const Case c = make_case(s, rng);
     std::vector<double> want, want_p;
     oracle(c, want, want_p);

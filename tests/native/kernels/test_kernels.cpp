@@ -37,8 +37,7 @@ namespace {
 TEST(KernelSetup, VectorWidthAndAlignment) {
   EXPECT_GE(kLanes, 1);
   EXPECT_EQ(kLanes, (int)qkv::fbatch::size);
-  std::cout << "[          ] kernels compiled for " << qkv::simd_arch_name() << ", kLanes = " << kLanes
-            << "\n";
+  std::cout << "[          ] kernels compiled for " << qkv::simd_arch_name() << ", kLanes = " << kLanes << "\n";
   Buf a(8, 0), b(8, 1);
   EXPECT_EQ(a.address() % 64, 0u);
   EXPECT_EQ(b.address() % 64, sizeof(float));
@@ -166,17 +165,17 @@ TEST_P(MatmulKernel, SimdMatchesRefWithStridesAndRowRanges) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, MatmulKernel,
-    // T: dot products below one vector of tokens; then whole two-vector tiles of the packed
-    // kernel and a last one of one or two vectors, for 4, 8 and 16 lanes. n: vector_sizes()
-    // and past one depth block (1024).
-    ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 13, 20, 40, 50), ::testing::ValuesIn(matmul_sizes()),
-                       ::testing::ValuesIn(kOffsets)),
-    [](const ::testing::TestParamInfo<MatmulParam>& info) {
-      return "T" + std::to_string(std::get<0>(info.param)) + "_n" + std::to_string(std::get<1>(info.param)) +
-             "_off" + std::to_string(std::get<2>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, MatmulKernel,
+                         // T: dot products below one vector of tokens; then whole two-vector tiles of the packed
+                         // kernel and a last one of one or two vectors, for 4, 8 and 16 lanes. n: vector_sizes()
+                         // and past one depth block (1024).
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 13, 20, 40, 50),
+                                            ::testing::ValuesIn(matmul_sizes()), ::testing::ValuesIn(kOffsets)),
+                         [](const ::testing::TestParamInfo<MatmulParam>& info) {
+                           return "T" + std::to_string(std::get<0>(info.param)) + "_n" +
+                                  std::to_string(std::get<1>(info.param)) + "_off" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
 
 TEST(MatmulKernelEdge, ZeroTokensWriteNothing) {
   Buf W(5 * 7, 0), X(7, 0), Y(5, 0);
@@ -335,7 +334,10 @@ TEST(TileTrial, FixedAndResetAndSharedByThreads) {
   qkv::Trial shared;
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; t++)
-    threads.emplace_back([&shared] { feed_trial(shared, [](int which, int) { return which == 1 ? 0.001 : 0.003; }, 5000); });
+    threads.emplace_back([&shared] {
+      feed_trial(
+          shared, [](int which, int) { return which == 1 ? 0.001 : 0.003; }, 5000);
+    });
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(shared.decided(), 1);
 }
@@ -414,8 +416,8 @@ TEST_P(NormKernel, LayernormSimdMatchesRefWithAndWithoutBias) {
       y.fill_sentinel();
       qkv::layernorm_simd(y.data(), x.data(), w.data(), bias, n, eps);
       EXPECT_TRUE(AllNear("layernorm", y.data(), ref.data(), n, [&](size_t i) {
-        const double scale = std::fabs(w[i]) * inv * (std::fabs(x[i] - mean) + std::fabs(mean)) +
-                             (bias ? std::fabs(bias[i]) : 0.0);
+        const double scale =
+            std::fabs(w[i]) * inv * (std::fabs(x[i] - mean) + std::fabs(mean)) + (bias ? std::fabs(bias[i]) : 0.0);
         return kNormRel * scale + kNormAbs;
       }));
       EXPECT_TRUE(y.guards_intact());
@@ -449,8 +451,8 @@ TEST_P(SoftmaxKernel, SimdMatchesRef) {
     std::vector<float> in = x.vec(), ref = x.vec();
     qkv::softmax_ref(ref.data(), n);
     qkv::softmax_simd(x.data(), n);
-    EXPECT_TRUE(AllNear("softmax", x.data(), ref.data(), n,
-                        [&](size_t i) { return kExpRel * std::fabs(ref[i]) + kExpAbs; }));
+    EXPECT_TRUE(
+        AllNear("softmax", x.data(), ref.data(), n, [&](size_t i) { return kExpRel * std::fabs(ref[i]) + kExpAbs; }));
     double sum = 0.0;
     for (int i = 0; i < n; i++) {
       sum += x[i];
@@ -491,7 +493,7 @@ TEST_P(ActivationKernel, SimdMatchesRef) {
   fill_uniform(rng, x.data(), n, -8.0f, 8.0f);
   fill_uniform(rng, up.data(), n, -2.0f, 2.0f);
   // Special values spread over the SIMD body and the scalar tail.
-  const float specials[] = {0.0f, -0.0f, 1e-3f, -1e-3f, 5.0f,  -5.0f,  10.0f, -10.0f,
+  const float specials[] = {0.0f,  -0.0f,  1e-3f, -1e-3f, 5.0f,  -5.0f,  10.0f,  -10.0f,
                             20.0f, -20.0f, 50.0f, -50.0f, 88.0f, -88.7f, 100.0f, -100.0f};
   const int ns = sizeof specials / sizeof specials[0];
   for (int i = 0; i < n; i++)
@@ -499,12 +501,30 @@ TEST_P(ActivationKernel, SimdMatchesRef) {
   const std::vector<float> in = x.vec();
   std::vector<float> ref = in;
   switch (act) {
-    case kSilu: qkv::silu_ref(ref.data(), n); qkv::silu_simd(x.data(), n); break;
-    case kGelu: qkv::gelu_ref(ref.data(), n); qkv::gelu_simd(x.data(), n); break;
-    case kRelu: qkv::relu_ref(ref.data(), n); qkv::relu_simd(x.data(), n); break;
-    case kSwiglu: qkv::swiglu_ref(ref.data(), up.data(), n); qkv::swiglu_simd(x.data(), up.data(), n); break;
-    case kGeglu: qkv::geglu_ref(ref.data(), up.data(), n); qkv::geglu_simd(x.data(), up.data(), n); break;
-    case kScale: qkv::scale_ref(ref.data(), 45.25f, n); qkv::scale_simd(x.data(), 45.25f, n); break;
+    case kSilu:
+      qkv::silu_ref(ref.data(), n);
+      qkv::silu_simd(x.data(), n);
+      break;
+    case kGelu:
+      qkv::gelu_ref(ref.data(), n);
+      qkv::gelu_simd(x.data(), n);
+      break;
+    case kRelu:
+      qkv::relu_ref(ref.data(), n);
+      qkv::relu_simd(x.data(), n);
+      break;
+    case kSwiglu:
+      qkv::swiglu_ref(ref.data(), up.data(), n);
+      qkv::swiglu_simd(x.data(), up.data(), n);
+      break;
+    case kGeglu:
+      qkv::geglu_ref(ref.data(), up.data(), n);
+      qkv::geglu_simd(x.data(), up.data(), n);
+      break;
+    case kScale:
+      qkv::scale_ref(ref.data(), 45.25f, n);
+      qkv::scale_simd(x.data(), 45.25f, n);
+      break;
   }
   // Sanity: a non-trivial reference (n == 1 has x = 0; relu of all-negative input is all zero).
   const bool any_positive = std::any_of(in.begin(), in.end(), [](float v) { return v > 0.0f; });
@@ -521,13 +541,14 @@ TEST_P(ActivationKernel, SimdMatchesRef) {
   EXPECT_TRUE(up.guards_intact());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Sizes, ActivationKernel,
-    ::testing::Combine(::testing::Values((int)kSilu, (int)kGelu, (int)kRelu, (int)kSwiglu, (int)kGeglu, (int)kScale),
-                       ::testing::ValuesIn(vector_sizes()), ::testing::ValuesIn(kOffsets)),
-    [](const ::testing::TestParamInfo<ActParam>& info) {
-      return std::string(act_name(std::get<0>(info.param))) + "_n" + std::to_string(std::get<1>(info.param)) +
-             "_off" + std::to_string(std::get<2>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Sizes, ActivationKernel,
+                         ::testing::Combine(::testing::Values((int)kSilu, (int)kGelu, (int)kRelu, (int)kSwiglu,
+                                                              (int)kGeglu, (int)kScale),
+                                            ::testing::ValuesIn(vector_sizes()), ::testing::ValuesIn(kOffsets)),
+                         [](const ::testing::TestParamInfo<ActParam>& info) {
+                           return std::string(act_name(std::get<0>(info.param))) + "_n" +
+                                  std::to_string(std::get<1>(info.param)) + "_off" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
 
 }  // namespace

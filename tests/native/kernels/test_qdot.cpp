@@ -110,7 +110,11 @@ TEST(QDotActivations, TiesRoundToEvenAndNonFiniteBlocksBecomeNaN) {
   EXPECT_TRUE(std::isnan(y));
 }
 
-struct Case { QType t; int n; int offset; };
+struct Case {
+  QType t;
+  int n;
+  int offset;
+};
 class QDotKernel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(QDotKernel, SimdMatchesReferenceAndReferenceMatchesDequantizeThenF32) {
@@ -221,7 +225,10 @@ TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
         matmul_q8_simd(t, y1.data(), d, X.data() + tok * (n / 32), W.data(), 1, n, 3, d);
         for (int r = 0; r < d; r++) {
           const float got = Y[tok * d + r];
-          if (r < 3) { ASSERT_EQ(got, -1.0f) << "row outside the range was written"; continue; }
+          if (r < 3) {
+            ASSERT_EQ(got, -1.0f) << "row outside the range was written";
+            continue;
+          }
           ASSERT_EQ(got, y1[r]) << name(t) << " T " << T << " token " << tok << " row " << r;
           double mag = 0;
           const float want = dot_q8_ref(t, W.data() + r * qtype_row_bytes(t, n), X.data() + tok * (n / 32), n, &mag);
@@ -291,7 +298,7 @@ TEST(QDotSuperActivations, SimdEqualsReferenceBitForBitWithSumsAndHalfAStep) {
       std::vector<float> x = randn(n, 21 + n, sigma);
       if (n >= 512)
         for (int k = 256; k < 512; k++) x[k] = 0.0f;  // an all-zero block: d = 0
-      x[n - 1] = sigma * 40.0f;                      // an outlier dominating its block
+      x[n - 1] = sigma * 40.0f;                       // an outlier dominating its block
       std::vector<BlockQ8K> a(n / 256), b(n / 256);
       quantize_act_q8k_ref(x.data(), a.data(), n);
       quantize_act_q8k_simd(x.data(), b.data(), n);

@@ -14,7 +14,11 @@ using namespace qkv;
 
 namespace {
 
-struct Case { QType t; int n; int offset; };
+struct Case {
+  QType t;
+  int n;
+  int offset;
+};
 
 class QuantKernel : public ::testing::TestWithParam<Case> {};
 
@@ -28,7 +32,10 @@ TEST_P(QuantKernel, SimdMatchesReferenceAndDequantizeThenDot) {
   dequantize_row_simd(c.t, row, b.data(), c.n);
   for (int i = 0; i < c.n; i++) ASSERT_EQ(a[i], b[i]) << "element " << i;
   double mag = 0, direct = 0;
-  for (int i = 0; i < c.n; i++) { mag += std::fabs(a[i] * x[i]); direct += (double)a[i] * x[i]; }
+  for (int i = 0; i < c.n; i++) {
+    mag += std::fabs(a[i] * x[i]);
+    direct += (double)a[i] * x[i];
+  }
   const double tol = 1e-5 * mag + 1e-6;
   EXPECT_NEAR(dot_row_ref(c.t, row, x.data(), c.n), direct, tol);
   EXPECT_NEAR(dot_row_simd(c.t, row, x.data(), c.n), direct, tol);
@@ -192,9 +199,9 @@ TEST(QuantK, DocumentedLayoutDecodes) {
   std::memcpy(q4k.data(), &one, 2);
   std::memcpy(q4k.data() + 2, &half, 2);
   uint8_t* sc = q4k.data() + 4;
-  sc[0] = 3;      // sub-block 0: scale 3
-  sc[4] = 2;      //              min 2
-  sc[8] = 0x21;   // sub-block 4: scale 1 (low nibble), min 2 (high nibble)
+  sc[0] = 3;     // sub-block 0: scale 3
+  sc[4] = 2;     //              min 2
+  sc[8] = 0x21;  // sub-block 4: scale 1 (low nibble), min 2 (high nibble)
   uint8_t* qs = q4k.data() + 16;
   qs[0] = 0x5A;   // element 0 (sub-block 0) = 10; element 32 (sub-block 1, scale 0) = 5
   qs[64] = 0x07;  // element 128 (sub-block 4) = 7
@@ -207,11 +214,11 @@ TEST(QuantK, DocumentedLayoutDecodes) {
 
   std::vector<uint8_t> q6k(210, 0);
   std::memcpy(q6k.data() + 208, &half, 2);
-  q6k[192] = 2;            // scale of elements 0..15
+  q6k[192] = 2;                // scale of elements 0..15
   q6k[192 + 2] = (uint8_t)-1;  // scale of elements 32..47
-  q6k[0] = 0x0F;           // low 4 bits of element 0 (and 64's are 0)
-  q6k[128] = 0x03;         // top 2 bits of element 0 = 3; of 32, 64, 96 = 0
-  q6k[32] = 0x01;          // element 32's low bits
+  q6k[0] = 0x0F;               // low 4 bits of element 0 (and 64's are 0)
+  q6k[128] = 0x03;             // top 2 bits of element 0 = 3; of 32, 64, 96 = 0
+  q6k[32] = 0x01;              // element 32's low bits
   dequantize_row_ref(QType::Q6_K, q6k.data(), y.data(), 256);
   EXPECT_EQ(y[0], 0.5f * 2 * (63 - 32));
   EXPECT_EQ(y[32], 0.5f * -1 * (1 - 32));
@@ -233,7 +240,10 @@ TEST(QuantMatmul, BatchedEqualsRowByRow) {
       matmul_q_simd(t, Y.data(), d, X.data(), n, W.data(), T, n, 3, d, scratch.data());
       for (int tok = 0; tok < T; tok++)
         for (int r = 0; r < d; r++) {
-          if (r < 3) { ASSERT_EQ(Y[tok * d + r], -1.0f) << "row outside the range was written"; continue; }
+          if (r < 3) {
+            ASSERT_EQ(Y[tok * d + r], -1.0f) << "row outside the range was written";
+            continue;
+          }
           const uint8_t* row = W.data() + r * qtype_row_bytes(t, n);
           const float want = dot_row_ref(t, row, X.data() + tok * n, n);
           std::vector<float> wr(n);

@@ -27,7 +27,8 @@ void check(bool ok, const char* what, int type, int n, double got, double want) 
 
 TEST(StoredKernels, SimdPathsMatchTheirReferences) {
   std::printf("[          ] integer dot products: %s\n", qdot_impl_name());
-  const QType types[] = {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1, QType::Q4_K, QType::Q5_K, QType::Q6_K};
+  const QType types[] = {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0,
+                         QType::Q5_1, QType::Q4_K, QType::Q5_K, QType::Q6_K};
   for (QType t : types) {
     const int block = qtype_block(t);
     for (int n : {block, 2 * block, 9 * 32, 2048}) {  // 9 blocks: groups of four and a tail
@@ -48,7 +49,8 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
         float simd = 0;
         matmul_q8_simd(t, &simd, 1, a.data(), row, 1, n, 0, 1);
         // float rounding of nb block terms (as tests/native/kernels/test_qdot.cpp)
-        check(std::fabs(simd - ref) <= (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30, "simd vs reference", (int)t, n, simd, ref);
+        check(std::fabs(simd - ref) <= (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30, "simd vs reference",
+              (int)t, n, simd, ref);
         // 5 tokens through the prefill tiles equal decoding each alone, bit for bit
         std::vector<BlockQ8A> X5(5 * (n / 32));
         for (int k = 0; k < 5; k++) quantize_act_q8_simd(randn(n, 100 + k).data(), X5.data() + k * (n / 32), n);
@@ -91,7 +93,8 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
         const float ref = dot_q8_ref(t, row.data(), X5.data() + k * (n / 32), n, &mag);
         float y1 = 0;
         matmul_q8_simd(t, &y1, 1, X5.data() + k * (n / 32), row.data(), 1, n, 0, 1);
-        check(std::fabs(y1 - ref) <= (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30, "edge blocks: simd vs reference", (int)t, fill, y1, ref);
+        check(std::fabs(y1 - ref) <= (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30,
+              "edge blocks: simd vs reference", (int)t, fill, y1, ref);
         check(y1 == y5[k], "edge blocks: prefill vs decode (bit-exact)", (int)t, fill, y5[k], y1);
       }
     }
@@ -150,7 +153,8 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
         for (int k = 0; k < 5; k++) {
           std::vector<float> x = randn(n, 110 + k);
           if (fill >= 0)  // activations at +-127 of their block's scale: the largest products
-            for (int i = 0; i < n; i++) x[i] = ((i + k) % 3 == 0 ? -1.0f : 1.0f) * ((i * (k + 1)) % 7 == 0 ? 1e-3f : 1.0f);
+            for (int i = 0; i < n; i++)
+              x[i] = ((i + k) % 3 == 0 ? -1.0f : 1.0f) * ((i * (k + 1)) % 7 == 0 ? 1e-3f : 1.0f);
           quantize_act_q8k_simd(x.data(), X5.data() + k * (n / 256), n);
           quantize_act_q8k_ref(x.data(), R.data(), n);
           check(std::memcmp(R.data(), X5.data() + k * (n / 256), R.size() * sizeof(BlockQ8K)) == 0,
@@ -163,7 +167,8 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
           const float ref = dot_q8k_ref(t, row.data(), X5.data() + k * (n / 256), n, &mag);
           float y1 = 0;
           matmul_q8k_simd(t, &y1, 1, X5.data() + k * (n / 256), row.data(), 1, n, 0, 1);
-          check(std::fabs(y1 - ref) <= (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30, "super-block: simd vs reference", (int)t, fill, y1, ref);
+          check(std::fabs(y1 - ref) <= (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30,
+                "super-block: simd vs reference", (int)t, fill, y1, ref);
           check(y1 == y5[k], "super-block: prefill vs decode (bit-exact)", (int)t, fill, y5[k], y1);
         }
       }
@@ -224,7 +229,8 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
               double mag = 0;
               for (int k = 0; k < n; k++) mag += std::fabs((double)W[c * n + k] * xt[t * n + k]);
               const float want = ref[t * d + c];
-              check(std::fabs(got - want) <= 1e-5 * mag + 1e-6, "f32 matmul vs reference", (int)QType::F32, n, got, want);
+              check(std::fabs(got - want) <= 1e-5 * mag + 1e-6, "f32 matmul vs reference", (int)QType::F32, n, got,
+                    want);
             }
         }
       }
@@ -252,7 +258,8 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
       float got = 0;
       matmul_q8_simd(QType::Q8_0, &got, 1, ones.data(), blk.data(), 1, 32 * nblocks, 0, 1);
       const float want = f16_to_f32((uint16_t)h);
-      check(std::isfinite(want) ? got == want : !std::isfinite(got), "block scale (f16)", (int)QType::Q8_0, (int)h, got, want);
+      check(std::isfinite(want) ? got == want : !std::isfinite(got), "block scale (f16)", (int)QType::Q8_0, (int)h, got,
+            want);
     }
   }
   // The finite-scale conversion (matmul_q8_simd's finite_scales, for matrices whose scales the
@@ -306,7 +313,8 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
         matmul_q8_simd(t, general.data(), d, X.data(), W.data(), T, n, 0, d, false);
         matmul_q8_simd(t, fast.data(), d, X.data(), W.data(), T, n, 0, d, true);
         for (int i = 0; i < T * d; i++)
-          check(std::memcmp(&general[i], &fast[i], 4) == 0, "finite-scale path vs general (bit-exact)", (int)t, n, fast[i], general[i]);
+          check(std::memcmp(&general[i], &fast[i], 4) == 0, "finite-scale path vs general (bit-exact)", (int)t, n,
+                fast[i], general[i]);
       }
     }
   }
@@ -323,20 +331,27 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
   for (int n : {7, 64, 769}) {
     std::vector<uint8_t> row = stored_row(QType::F16, randn(n, n, 0.1f), 1);
     std::vector<float> x = randn(n, 2 * n);
-    const float r = dot_row_ref(QType::F16, row.data() + 1, x.data(), n), s = dot_row_simd(QType::F16, row.data() + 1, x.data(), n);
+    const float r = dot_row_ref(QType::F16, row.data() + 1, x.data(), n),
+                s = dot_row_simd(QType::F16, row.data() + 1, x.data(), n);
     check(std::fabs(r - s) <= 1e-5 * (std::fabs(r) + 1), "f16 dot", (int)QType::F16, n, s, r);
   }
   // Flash attention (scores of a group of keys reduced together; whole-tile fast paths) against
   // the direct reference: decode and prefill, key counts that leave short groups and tiles,
   // head sizes with a tail, grouped-query heads, a window, padding, probabilities.
-  struct AttnCase { int nq, nkv, heads, kv_heads, hd, window; bool pad; };
-  for (const AttnCase c : {AttnCase{1, 1, 2, 2, 64, 0, false}, AttnCase{1, 70, 4, 2, 64, 0, false}, AttnCase{1, 131, 2, 1, 20, 0, false},
-                           AttnCase{5, 133, 4, 4, 64, 0, false}, AttnCase{9, 77, 2, 2, 33, 16, false}, AttnCase{3, 66, 2, 1, 64, 0, true}}) {
+  struct AttnCase {
+    int nq, nkv, heads, kv_heads, hd, window;
+    bool pad;
+  };
+  for (const AttnCase c : {AttnCase{1, 1, 2, 2, 64, 0, false}, AttnCase{1, 70, 4, 2, 64, 0, false},
+                           AttnCase{1, 131, 2, 1, 20, 0, false}, AttnCase{5, 133, 4, 4, 64, 0, false},
+                           AttnCase{9, 77, 2, 2, 33, 16, false}, AttnCase{3, 66, 2, 1, 64, 0, true}}) {
     const int width = c.heads * c.hd, kv_width = c.kv_heads * c.hd;
-    const std::vector<float> q = randn(c.nq * width, 80), k = randn(c.nkv * kv_width, 81), v = randn(c.nkv * kv_width, 82);
+    const std::vector<float> q = randn(c.nq * width, 80), k = randn(c.nkv * kv_width, 81),
+                             v = randn(c.nkv * kv_width, 82);
     std::vector<uint8_t> valid(c.nkv, 1);
     for (int j = 0; j < c.nkv; j += 7) valid[j] = 0;
-    std::vector<float> out_ref(c.nq * width, -7.0f), out_fl(out_ref), p_ref((size_t)c.heads * c.nq * c.nkv), p_fl(p_ref);
+    std::vector<float> out_ref(c.nq * width, -7.0f), out_fl(out_ref), p_ref((size_t)c.heads * c.nq * c.nkv),
+        p_fl(p_ref);
     AttentionArgs a;
     a.n_q = c.nq;
     a.n_kv = c.nkv;
@@ -359,9 +374,11 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
     a.probs = p_fl.data();
     attention_flash(a, 0, c.heads);
     for (size_t i = 0; i < out_ref.size(); i++)
-      check(std::fabs(out_fl[i] - out_ref[i]) <= 2e-5 * (std::fabs(out_ref[i]) + 1), "attention: flash vs reference", c.hd, c.nkv, out_fl[i], out_ref[i]);
+      check(std::fabs(out_fl[i] - out_ref[i]) <= 2e-5 * (std::fabs(out_ref[i]) + 1), "attention: flash vs reference",
+            c.hd, c.nkv, out_fl[i], out_ref[i]);
     for (size_t i = 0; i < p_ref.size(); i++)
-      check(std::fabs(p_fl[i] - p_ref[i]) <= 1e-5, "attention probs: flash vs reference", c.hd, c.nkv, p_fl[i], p_ref[i]);
+      check(std::fabs(p_fl[i] - p_ref[i]) <= 1e-5, "attention probs: flash vs reference", c.hd, c.nkv, p_fl[i],
+            p_ref[i]);
   }
 }
 

@@ -1,6 +1,6 @@
-// GGUF architectures (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3) as table rows, byte-level BPE tokenizers and
-// their pre-tokenizers, chat formats, and refusals of bad metadata. llama.cpp conformance of the
-// same models lives in tests/js/wllama.test.mjs; these tests pin the pieces one by one.
+// GGUF architectures (llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3) as table rows, byte-level BPE tokenizers
+// and their pre-tokenizers, chat formats, and refusals of bad metadata. llama.cpp conformance of the same models lives
+// in tests/js/wllama.test.mjs; these tests pin the pieces one by one.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -57,11 +57,11 @@ TEST(PreTokenizer, SmollmAndDefaultRunTheirStages) {
 
 TEST(PreTokenizer, UnicodeClassesAndNames) {
   EXPECT_EQ(unicode_class(U'é'), 1);
-  EXPECT_EQ(unicode_class(U'\u0663'), 2);   // ARABIC-INDIC DIGIT THREE
-  EXPECT_EQ(unicode_class(U'\u3001'), 3);   // IDEOGRAPHIC COMMA
-  EXPECT_EQ(unicode_class(0x1F642), 5);     // emoji: a symbol
-  EXPECT_EQ(unicode_class(0x0301), 4);      // COMBINING ACUTE ACCENT: a mark
-  EXPECT_EQ(unicode_class(0x0001), 0);      // a control character
+  EXPECT_EQ(unicode_class(U'\u0663'), 2);  // ARABIC-INDIC DIGIT THREE
+  EXPECT_EQ(unicode_class(U'\u3001'), 3);  // IDEOGRAPHIC COMMA
+  EXPECT_EQ(unicode_class(0x1F642), 5);    // emoji: a symbol
+  EXPECT_EQ(unicode_class(0x0301), 4);     // COMBINING ACUTE ACCENT: a mark
+  EXPECT_EQ(unicode_class(0x0001), 0);     // a control character
   EXPECT_TRUE(unicode_is_space(0x3000));
   EXPECT_EQ(pre_tokenizer_from_name("llama-bpe"), PreTokenizer::Llama3);
   // Other families' names for the same regexes, as llama.cpp maps them (falcon3 against
@@ -113,7 +113,9 @@ TEST(BpeTokenizer, MergesByRankAndRoundTripsAnyText) {
   Tokenizer t = small_bpe(PreTokenizer::Gpt2);
   std::vector<int> ids = t.encode("the cat", false, false);
   ASSERT_EQ(ids.size(), 2u) << "learned merges make 'the' and ' cat' whole";
-  EXPECT_EQ(t.piece(ids[1]), "\xC4\xA0" "cat");  // 'Ġcat'
+  EXPECT_EQ(t.piece(ids[1]),
+            "\xC4\xA0"
+            "cat");  // 'Ġcat'
   for (const char* text : {"the cat sat", "  spaces\t\tand\nlines ", "caf\xC3\xA9 \xF0\x9F\x99\x82", "x", "\xFF\xFE"}) {
     std::vector<int> e = t.encode(text, false, false);
     std::string want = text;
@@ -164,20 +166,24 @@ TEST(ChatTemplates, DetectedAndRenderedAsLlamaCppRendersThem) {
   ChatTemplate chatml = detect_chat_format("{% for m in messages %}<|im_start|>{{ m.role }}...");
   EXPECT_EQ(chatml.format, ChatFormat::ChatML);
   EXPECT_FALSE(chatml.guessed);
-  EXPECT_EQ(render_chat(chatml, m, true),
-            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi <|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
-            "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      render_chat(chatml, m, true),
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi <|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
+      "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
   ChatTemplate l3 = detect_chat_format("{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}...<|eot_id|>");
   EXPECT_EQ(l3.format, ChatFormat::Llama3);
-  EXPECT_EQ(render_chat(l3, {{"user", " Hi "}}, true),
-            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(
+      render_chat(l3, {{"user", " Hi "}}, true),
+      "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
   ChatTemplate gemma = detect_chat_format("<start_of_turn>{{ role }}");
   EXPECT_EQ(render_chat(gemma, {{"system", "Be brief."}, {"user", "Hi"}}, true),
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
   ChatTemplate l2 = detect_chat_format("{{ bos_token + '[INST] ' }} <<SYS>> {{ content.strip() }}");
   EXPECT_EQ(l2.format, ChatFormat::Llama2);
-  EXPECT_EQ(render_chat(l2, m, true), "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]Hello.</s><s>[INST] Bye [/INST]");
-  ChatTemplate phi3 = detect_chat_format("{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n'}}");
+  EXPECT_EQ(render_chat(l2, m, true),
+            "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]Hello.</s><s>[INST] Bye [/INST]");
+  ChatTemplate phi3 =
+      detect_chat_format("{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>\\n'}}");
   EXPECT_EQ(phi3.format, ChatFormat::Phi3);
   EXPECT_EQ(render_chat(phi3, {{"user", "Hi"}}, true), "<|user|>\nHi<|end|>\n<|assistant|>\n");
   ChatTemplate unknown = detect_chat_format("{{ messages }}");
@@ -270,7 +276,8 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
   } else if (s.arch == "starcoder2") {
     EXPECT_NE(d.find("layernorm, rope-neox, gelu"), std::string::npos) << d;
     const LayerWeights& L = m.weights.layers[1];
-    EXPECT_TRUE(L.attn_norm_b && L.ffn_norm_b && L.bq && L.bk && L.bv && L.bo && L.b_up && L.b_down && m.weights.final_norm_b);
+    EXPECT_TRUE(L.attn_norm_b && L.ffn_norm_b && L.bq && L.bk && L.bv && L.bo && L.b_up && L.b_down &&
+                m.weights.final_norm_b);
   } else if (s.arch == "stablelm") {
     EXPECT_NE(d.find("layernorm, rope-neox, swiglu"), std::string::npos) << d;
     EXPECT_EQ(c.rot_dims(), c.head_dim / 4) << "partial rotary";
@@ -281,10 +288,12 @@ TEST_P(Arch, LoadsAsItsTableRowAndRuns) {
     const LayerWeights& L = m.weights.layers[1];
     EXPECT_TRUE(!L.attn_norm && !L.ffn_norm && L.attn_post_norm && L.ffn_post_norm) << "post-norms only";
   } else {
-    EXPECT_NE(d.find(s.arch == "llama" ? "rmsnorm, rope, swiglu" : "rmsnorm, rope-neox, swiglu"), std::string::npos) << d;
+    EXPECT_NE(d.find(s.arch == "llama" ? "rmsnorm, rope, swiglu" : "rmsnorm, rope-neox, swiglu"), std::string::npos)
+        << d;
     EXPECT_FLOAT_EQ(c.embed_scale, 1.0f);
   }
-  EXPECT_EQ(m.weights.layers[0].bq != nullptr, s.arch == "qwen2" || s.arch == "gpt2" || s.arch == "stablelm" || s.arch == "starcoder2");
+  EXPECT_EQ(m.weights.layers[0].bq != nullptr,
+            s.arch == "qwen2" || s.arch == "gpt2" || s.arch == "stablelm" || s.arch == "starcoder2");
   if (s.arch == "phi3") {  // fused gate+up: two row views
     const LayerWeights& L = m.weights.layers[0];
     EXPECT_EQ((const uint8_t*)L.w_up.data, (const uint8_t*)L.w_gate.data + L.w_gate.rows * L.w_gate.row_bytes());
@@ -341,10 +350,12 @@ TEST(Arch, LongRopePicksFactorsByContextAndScalesAttention) {
     return d;
   };
   const std::vector<float> at100 = logits(m, 100), at101 = logits(m, 101);
-  EXPECT_EQ(max_diff(at100, logits(with(m.weights.rope_factors_short, 1.3f), 100)), 0.0f) << "context 100: short factors";
+  EXPECT_EQ(max_diff(at100, logits(with(m.weights.rope_factors_short, 1.3f), 100)), 0.0f)
+      << "context 100: short factors";
   EXPECT_EQ(max_diff(at101, logits(with(m.weights.rope_factors_long, 1.3f), 101)), 0.0f) << "context 101: long factors";
   EXPECT_GT(max_diff(at100, at101), 1e-3f) << "the two factor sets differ in effect";
-  EXPECT_GT(max_diff(at100, logits(with(m.weights.rope_factors_short, 1.0f), 100)), 1e-3f) << "the attention factor acts";
+  EXPECT_GT(max_diff(at100, logits(with(m.weights.rope_factors_short, 1.0f), 100)), 1e-3f)
+      << "the attention factor acts";
 }
 
 // The largest change in the last position's logits when `variant` (the model with one option
@@ -469,8 +480,8 @@ TEST(Gemma3, LayerPatternAndEveryOptionMatter) {
 // one section, some chunks hold the end of q and the start of k: threads change nothing but
 // float rounding, in prefill and in decode.
 // The small shape runs every section on the calling thread (below kMinParallelWork); the
-// larger one (f32, and Q8_0 for the integer kernels) splits prefill sections into 16-row chunks and decode sections into about two
-// chunks per thread (for_rows), both across heads' row bounds.
+// larger one (f32, and Q8_0 for the integer kernels) splits prefill sections into 16-row chunks and decode sections
+// into about two chunks per thread (for_rows), both across heads' row bounds.
 class ArchThreads : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(ArchThreads, ThreadCountsGiveTheSameLogits) {
@@ -510,13 +521,15 @@ TEST_P(ArchThreads, ThreadCountsGiveTheSameLogits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gguf, Arch, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "gemma2", "gemma3", "granite", "olmo2", "stablelm",
-                                                        "starcoder2", "smollm3", "minicpm", "exaone", "internlm2",
-                                                        "command-r"));
+INSTANTIATE_TEST_SUITE_P(Gguf, Arch,
+                         ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "gemma2", "gemma3",
+                                           "granite", "olmo2", "stablelm", "starcoder2", "smollm3", "minicpm", "exaone",
+                                           "internlm2", "command-r"));
 INSTANTIATE_TEST_SUITE_P(Gguf, ArchThreads,
-                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "gemma2", "gemma3", "granite",
-                                                              "olmo2", "stablelm", "starcoder2", "smollm3", "minicpm", "exaone",
-                                                              "internlm2", "command-r"),
+                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "gpt2", "phi3", "gemma",
+                                                              "gemma2", "gemma3", "granite", "olmo2", "stablelm",
+                                                              "starcoder2", "smollm3", "minicpm", "exaone", "internlm2",
+                                                              "command-r"),
                                             ::testing::Values(0, 1, 2)));
 
 void expect_load_error(std::vector<uint8_t> bytes, ErrorCode code, const std::string& needle, bool tokenizer = false) {
@@ -554,11 +567,16 @@ TEST(BadInputGguf, ArchitecturesAndTokenizersAreRefusedByName) {
   // Tensors that change RoPE in ways qkv does not implement are refused, not ignored.
   expect_load_error(patched(gpt2, "blk.1.attn_output.weight", "blk.1.rope_factors_xy.wt"), ErrorCode::Unsupported,
                     "blk.1.rope_factors_xy.wt (RoPE factors) is not supported");
-  expect_load_error(patched(gpt2, BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gptj")),
+  expect_load_error(patched(gpt2, BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"),
+                            BYTES("general.architecture\x08\0\0\0\x04\0\0\0\0\0\0\0gptj")),
                     ErrorCode::Unsupported, "supported: llama, qwen2, qwen3, gpt2, phi3, gemma, gemma2, gemma3");
-  expect_load_error(patched(gpt2, BYTES("\x05\0\0\0\0\0\0\0gpt-2"), BYTES("\x05\0\0\0\0\0\0\0blorp")), ErrorCode::Unsupported, "'blorp'", true);
-  expect_load_error(patched(gpt2, "tokenizer.ggml.merges", "tokenizer.ggml.merged"), ErrorCode::BadModel, "tokenizer.ggml.merges", true);
-  expect_load_error(patched(gpt2, BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"), BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0bork")), ErrorCode::Unsupported, "'bork'", true);
+  expect_load_error(patched(gpt2, BYTES("\x05\0\0\0\0\0\0\0gpt-2"), BYTES("\x05\0\0\0\0\0\0\0blorp")),
+                    ErrorCode::Unsupported, "'blorp'", true);
+  expect_load_error(patched(gpt2, "tokenizer.ggml.merges", "tokenizer.ggml.merged"), ErrorCode::BadModel,
+                    "tokenizer.ggml.merges", true);
+  expect_load_error(patched(gpt2, BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2"),
+                            BYTES("tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0bork")),
+                    ErrorCode::Unsupported, "'bork'", true);
   // A merge that is not two symbols.
   GgufWriter w;
   w.add_string("tokenizer.ggml.model", "gpt2");
@@ -595,12 +613,15 @@ TEST(BadInputGguf, GraniteAndOlmo2NameWhatIsMissing) {
   s.arch = "granite";
   s.merges = 20;
   const std::vector<uint8_t> granite = write_test_model(s);
-  expect_load_error(patched(granite, "granite.logit_scale", "granite.logit_scalx"), ErrorCode::BadModel, "key granite.logit_scale is missing");
-  expect_load_error(patched(granite, "blk.1.ffn_gate.weight", "blk.1.ffn_gate.weighx"), ErrorCode::BadModel, "blk.1.ffn_gate.weight is missing");
+  expect_load_error(patched(granite, "granite.logit_scale", "granite.logit_scalx"), ErrorCode::BadModel,
+                    "key granite.logit_scale is missing");
+  expect_load_error(patched(granite, "blk.1.ffn_gate.weight", "blk.1.ffn_gate.weighx"), ErrorCode::BadModel,
+                    "blk.1.ffn_gate.weight is missing");
   s.arch = "olmo2";
   s.tied = false;
   const std::vector<uint8_t> olmo2 = write_test_model(s);
-  expect_load_error(patched(olmo2, "blk.0.attn_k_norm.weight", "blk.0.attn_k_norm.weighx"), ErrorCode::BadModel, "blk.0.attn_k_norm.weight is missing");
+  expect_load_error(patched(olmo2, "blk.0.attn_k_norm.weight", "blk.0.attn_k_norm.weighx"), ErrorCode::BadModel,
+                    "blk.0.attn_k_norm.weight is missing");
   expect_load_error(patched(olmo2, "blk.1.post_ffw_norm.weight", "blk.1.post_ffw_norm.weighx"), ErrorCode::BadModel,
                     "blk.1.post_ffw_norm.weight is missing");
 }
@@ -648,7 +669,8 @@ TEST(Arch, YarnIsReadAndEachPartActs) {
   const LoadedModel no_type = load_model(blob_of(patched(linear, "rope.scaling.type", "rope.scaling.typ_")));
   EXPECT_FALSE(no_type.config.rope_yarn);
   EXPECT_FLOAT_EQ(no_type.config.rope_freq_scale, 0.25f) << "no type: linear";
-  expect_load_error(patched(linear, BYTES("\x06\0\0\0\0\0\0\0linear"), BYTES("\x06\0\0\0\0\0\0\0dynami")), ErrorCode::Unsupported,
+  expect_load_error(patched(linear, BYTES("\x06\0\0\0\0\0\0\0linear"), BYTES("\x06\0\0\0\0\0\0\0dynami")),
+                    ErrorCode::Unsupported,
                     "rope scaling 'dynami' is not supported (linear, yarn, longrope and none are)");
 }
 

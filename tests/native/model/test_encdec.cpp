@@ -107,7 +107,8 @@ EncDecModelData make_model(const Spec& s, Owned& o) {
     L.wv = o.mat(kv, d);
     L.wo = o.mat(d, q, 2.0f);
     if (b) L.bq = o.bias(q), L.bk = o.bias(kv), L.bv = o.bias(kv), L.bo = o.bias(d);
-    if (!s.vaswani && l < 2) L.rel_bias = o.fill((size_t)c.rel_buckets * s.heads, -2.0f, 2.0f);  // layer 1's own; 2+ use layer 0's
+    if (!s.vaswani && l < 2)
+      L.rel_bias = o.fill((size_t)c.rel_buckets * s.heads, -2.0f, 2.0f);  // layer 1's own; 2+ use layer 0's
     if (dec) {
       L.cross_norm = o.norm_w(d);
       if (b) L.cross_norm_b = o.bias(d);
@@ -184,7 +185,8 @@ struct Ref {
     }
     const int exact = nb / 2;
     if (rel < exact) return out + rel;
-    int large = exact + (int)(std::log((double)rel / exact) / std::log((double)c.rel_max_distance / exact) * (nb - exact));
+    int large =
+        exact + (int)(std::log((double)rel / exact) / std::log((double)c.rel_max_distance / exact) * (nb - exact));
     return out + std::min(large, nb - 1);
   }
   // Multi-head attention of queries (rows at positions qpos0..) over keys/values.
@@ -214,7 +216,8 @@ struct Ref {
   }
   Vec embed(int tok, int pos) const {
     Vec x(c.dim);
-    for (int i = 0; i < c.dim; i++) x[i] = m.weights.tok_embed.f32()[(size_t)tok * c.dim + i] * (double)m.config.embed_scale;
+    for (int i = 0; i < c.dim; i++)
+      x[i] = m.weights.tok_embed.f32()[(size_t)tok * c.dim + i] * (double)m.config.embed_scale;
     if (c.pos == PosKind::Sinusoidal)
       for (int i = 0; i < c.dim; i += 2) {
         const double a = pos / std::pow(10000.0, (double)i / c.dim);
@@ -262,7 +265,8 @@ struct Ref {
     std::vector<Vec> X;
     for (size_t t = 0; t < src.size(); t++) X.push_back(embed(src[t], (int)t));
     for (const EncDecLayerWeights& L : m.weights.enc) {
-      const float* rel = c.pos == PosKind::RelativeBucket ? (L.rel_bias ? L.rel_bias : m.weights.enc[0].rel_bias) : nullptr;
+      const float* rel =
+          c.pos == PosKind::RelativeBucket ? (L.rel_bias ? L.rel_bias : m.weights.enc[0].rel_bias) : nullptr;
       sublayer(X, L.attn_norm, L.attn_norm_b, [&](const std::vector<Vec>& in) {
         auto Q = map(in, [&](const Vec& x) { return linear(L.wq, L.bq, x); });
         auto K = map(in, [&](const Vec& x) { return linear(L.wk, L.bk, x); });
@@ -280,7 +284,8 @@ struct Ref {
     std::vector<Vec> X;
     for (size_t t = 0; t < tgt.size(); t++) X.push_back(embed(tgt[t], (int)t));
     for (const EncDecLayerWeights& L : m.weights.dec) {
-      const float* rel = c.pos == PosKind::RelativeBucket ? (L.rel_bias ? L.rel_bias : m.weights.dec[0].rel_bias) : nullptr;
+      const float* rel =
+          c.pos == PosKind::RelativeBucket ? (L.rel_bias ? L.rel_bias : m.weights.dec[0].rel_bias) : nullptr;
       sublayer(X, L.attn_norm, L.attn_norm_b, [&](const std::vector<Vec>& in) {
         auto Q = map(in, [&](const Vec& x) { return linear(L.wq, L.bq, x); });
         auto K = map(in, [&](const Vec& x) { return linear(L.wk, L.bk, x); });
@@ -337,7 +342,8 @@ std::vector<int> check_data_against_reference(const EncDecModelData& data, int t
       if (want[v] > want[best]) best = v;
     tgt.push_back(best);
   }
-  printf("[encdec %s, %d thread(s)] max |logit - ref| / max |ref| = %.2e over 16 steps\n", c.arch.c_str(), threads, worst);
+  printf("[encdec %s, %d thread(s)] max |logit - ref| / max |ref| = %.2e over 16 steps\n", c.arch.c_str(), threads,
+         worst);
   // The target prefix fed at once (all logits) equals step-by-step decoding.
   model.encode(src.data(), (int)src.size());
   model.decode(tgt.data(), (int)tgt.size(), 0, true);
@@ -434,7 +440,12 @@ struct Exhaustive {
       return;
     }
     const unsigned char b = s[off];
-    const size_t cp = std::min<size_t>(b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1, s.size() - off);
+    const size_t cp = std::min<size_t>(b < 0x80    ? 1
+                                       : b >= 0xF0 ? 4
+                                       : b >= 0xE0 ? 3
+                                       : b >= 0xC0 ? 2
+                                                   : 1,
+                                       s.size() - off);
     bool whole = false;
     for (size_t id = 3; id < pieces.size(); id++) {
       const std::string& p = pieces[id];
@@ -461,16 +472,22 @@ TEST(Unigram, NormalizesLikeLlamaCpp) {
   EXPECT_EQ(Unigram(pieces, scores, types, 2, true, false, {}).normalize("  hello  world "), sp("   hello  world "));
   EXPECT_EQ(Unigram(pieces, scores, types, 2, false, false, {}).normalize(" a b"), sp(" a b"));
   // remove_extra_whitespaces: one U+2581 before each word, none after the last.
-  EXPECT_EQ(Unigram(pieces, scores, types, 2, true, true, {}).normalize("  hello \t  world  "), sp(" hello") + sp(" \t") + sp(" world"));
+  EXPECT_EQ(Unigram(pieces, scores, types, 2, true, true, {}).normalize("  hello \t  world  "),
+            sp(" hello") + sp(" \t") + sp(" world"));
   // An invalid byte becomes U+FFFD.
-  EXPECT_EQ(Unigram(pieces, scores, types, 2, false, false, {}).normalize("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(Unigram(pieces, scores, types, 2, false, false, {})
+                .normalize("a\xFF"
+                           "b"),
+            "a\xEF\xBF\xBD"
+            "b");
 }
 
 TEST(Unigram, ViterbiFindsTheBestSegmentation) {
   // Scores chosen so that longest-first is wrong: "▁abc" + "d" loses to "▁ab" + "cd".
-  const std::vector<std::string> pieces = {"<pad>", "</s>", "<unk>", kSp, kSp + "a", kSp + "ab", kSp + "abc", "a", "b", "c", "d",
-                                           "cd", "bc", "abcd", "\xC3\xA9", "e"};
-  const std::vector<float> scores = {0, 0, 0, -3.0f, -4.0f, -3.5f, -2.0f, -5.0f, -5.5f, -5.2f, -6.0f, -1.0f, -2.5f, -9.0f, -4.4f, -3.3f};
+  const std::vector<std::string> pieces = {"<pad>", "</s>", "<unk>", kSp,  kSp + "a", kSp + "ab", kSp + "abc", "a",
+                                           "b",     "c",    "d",     "cd", "bc",      "abcd",     "\xC3\xA9",  "e"};
+  const std::vector<float> scores = {0,     0,     0,     -3.0f, -4.0f, -3.5f, -2.0f, -5.0f,
+                                     -5.5f, -5.2f, -6.0f, -1.0f, -2.5f, -9.0f, -4.4f, -3.3f};
   const std::vector<int> types(pieces.size(), 1);
   std::vector<int> t = types;
   t[0] = t[1] = 3;
@@ -481,9 +498,14 @@ TEST(Unigram, ViterbiFindsTheBestSegmentation) {
   EXPECT_EQ(ids, (std::vector<int>{5, 11}));  // ▁ab cd: -4.5 beats ▁abc d (-8.0) and ▁ a b c d
   // Unknown code points (no piece covers "x", "日本") become one <unk> per run.
   ids.clear();
-  u.encode("ax\xE6\x97\xA5\xE6\x9C\xAC" "d \xC3\xA9", ids);
+  u.encode(
+      "ax\xE6\x97\xA5\xE6\x9C\xAC"
+      "d \xC3\xA9",
+      ids);
   Exhaustive ex{pieces, scores, 2, -9.0 - 10.0};  // min normal score - 10
-  ex.go(u.normalize("ax\xE6\x97\xA5\xE6\x9C\xAC" "d \xC3\xA9"), 0, 0.0);
+  ex.go(u.normalize("ax\xE6\x97\xA5\xE6\x9C\xAC"
+                    "d \xC3\xA9"),
+        0, 0.0);
   std::vector<int> want;
   for (size_t i = 0; i < ex.best_ids.size(); i++)
     if (!(i > 0 && ex.best_ids[i] == 2 && ex.best_ids[i - 1] == 2)) want.push_back(ex.best_ids[i]);
@@ -540,7 +562,7 @@ static std::vector<uint8_t> one_rule_charsmap() {
   node[i1] = ((i1 ^ C1) << 10) | k0;
   node[i2] = ((i2 ^ C2) << 10) | k1;
   node[i3] = ((i3 ^ VI) << 10) | (1u << 8) | k2;  // leaf: the value sits at i3 ^ base
-  node[VI] = (1u << 31) | 0;                       // replacement at offset 0
+  node[VI] = (1u << 31) | 0;                      // replacement at offset 0
   std::vector<uint8_t> out(4);
   const uint32_t blob = (uint32_t)node.size() * 4;
   std::memcpy(out.data(), &blob, 4);
@@ -556,7 +578,9 @@ TEST(Unigram, PrecompiledCharsmapRewritesLongestPrefix) {
   const std::vector<float> scores = {0, 0, 0, -1};
   const std::vector<int> types = {3, 3, 2, 1};
   Unigram u(pieces, scores, types, 2, true, false, one_rule_charsmap());
-  EXPECT_EQ(u.normalize("\xEF\xBC\xA1" "B \xEF\xBC\xA2"), sp(" AB \xEF\xBC\xA2"));  // U+FF22 has no rule
+  EXPECT_EQ(u.normalize("\xEF\xBC\xA1"
+                        "B \xEF\xBC\xA2"),
+            sp(" AB \xEF\xBC\xA2"));  // U+FF22 has no rule
   // Hostile maps are refused with a typed error, never read out of bounds.
   std::vector<uint8_t> bad = one_rule_charsmap();
   bad.resize(100);

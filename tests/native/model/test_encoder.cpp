@@ -55,7 +55,8 @@ Mat normed(const ModelConfig& c, const Mat& x, int n, const float* w, const floa
     }
     for (int d = 0; d < D; d++) var += (v[d] - mean) * (v[d] - mean);
     var /= D;
-    for (int d = 0; d < D; d++) y[(size_t)t * D + d] = (v[d] - mean) / std::sqrt(var + c.norm_eps) * w[d] + (b ? b[d] : 0.0);
+    for (int d = 0; d < D; d++)
+      y[(size_t)t * D + d] = (v[d] - mean) / std::sqrt(var + c.norm_eps) * w[d] + (b ? b[d] : 0.0);
   }
   return y;
 }
@@ -110,13 +111,15 @@ Mat reference_encode(const LoadedModel& m, const std::vector<int>& ids) {
         double mx = -1e300, sum = 0;
         for (int j = 0; j < visible; j++) {
           double dot = 0;
-          for (int e = 0; e < hd; e++) dot += q[(size_t)i * qd + h * hd + e] * k[(size_t)j * kvd + (h / group) * hd + e];
+          for (int e = 0; e < hd; e++)
+            dot += q[(size_t)i * qd + h * hd + e] * k[(size_t)j * kvd + (h / group) * hd + e];
           s[j] = dot / std::sqrt((double)hd);
           mx = std::max(mx, s[j]);
         }
         for (double& e : s) sum += (e = std::exp(e - mx));
         for (int j = 0; j < visible; j++)
-          for (int e = 0; e < hd; e++) att[(size_t)i * qd + h * hd + e] += s[j] / sum * v[(size_t)j * kvd + (h / group) * hd + e];
+          for (int e = 0; e < hd; e++)
+            att[(size_t)i * qd + h * hd + e] += s[j] / sum * v[(size_t)j * kvd + (h / group) * hd + e];
       }
     Mat o = linear(att, n, L.wo, L.bo);
     for (size_t i = 0; i < x.size(); i++) x[i] += o[i];
@@ -155,7 +158,8 @@ void expect_matches_reference(const LoadedModel& m, const std::vector<std::vecto
     const Mat ref = reference_encode(m, s);
     for (size_t i = 0; i < ref.size(); i++) {
       worst = std::max(worst, std::fabs(ref[i] - h[row * D + i]));
-      ASSERT_NEAR(h[row * D + i], ref[i], 2e-4) << m.config.describe() << ": text of " << s.size() << " tokens, element " << i;
+      ASSERT_NEAR(h[row * D + i], ref[i], 2e-4)
+          << m.config.describe() << ": text of " << s.size() << " tokens, element " << i;
     }
     row += s.size();
   }
@@ -368,7 +372,11 @@ TEST(Embed, BadInputGetsTypedErrors) {
   };
   expect_error([&] { embed_ids(t, {}, {}); }, ErrorCode::BadArgument, "at least one text");
   expect_error([&] { embed_ids(t, {{1, 2}, {}}, {}); }, ErrorCode::BadArgument, "text 1 has no tokens");
-  expect_error([&] { embed_ids(t, {{1}, std::vector<int>(97, 5)}, {}); }, ErrorCode::BadArgument, "text 1 is 97 tokens long");
+  expect_error(
+      [&] {
+        embed_ids(t, {{1}, std::vector<int>(97, 5)}, {});
+      },
+      ErrorCode::BadArgument, "text 1 is 97 tokens long");
   expect_error([&] { embed_ids(t, {{1, -3}}, {}); }, ErrorCode::BadArgument, "token id -3");
   expect_error([&] { embed_ids(t, {{1, m.config.vocab_size}}, {}); }, ErrorCode::BadArgument, "outside the vocabulary");
   // truncate: the first context - 1 tokens and the last one, the same as those ids given directly.
@@ -447,7 +455,8 @@ TEST(Rerank, PairsAndScoresMatchTheDirectComputation) {
     const std::vector<int> lit = rerank_pair(*tok, "[SEP]", "x");
     EXPECT_EQ(std::count(lit.begin(), lit.end(), tok->eos_id()), 1);
 
-    const std::vector<std::vector<int>> pairs = {want, rerank_pair(*tok, "a", ""), rerank_pair(*tok, "caf\xC3\xA9", "dog dog dog")};
+    const std::vector<std::vector<int>> pairs = {want, rerank_pair(*tok, "a", ""),
+                                                 rerank_pair(*tok, "caf\xC3\xA9", "dog dog dog")};
     Transformer t(m, 0, nullptr);
     const std::vector<float> got = rerank_ids(t, pairs);
     const ModelWeights::RankHead& h = m.weights.rank_head;
@@ -459,7 +468,8 @@ TEST(Rerank, PairsAndScoresMatchTheDirectComputation) {
       x = linear(x, 1, h.cls, h.cls_b);
       for (double& v : x) v = std::tanh(v);
       if (with_out) x = linear(x, 1, h.out, h.out_b);
-      EXPECT_NEAR(got[i], x[0], 1e-4 * std::max(1.0, std::fabs(x[0]))) << "pair " << i << (with_out ? "" : " (no cls.output)");
+      EXPECT_NEAR(got[i], x[0], 1e-4 * std::max(1.0, std::fabs(x[0])))
+          << "pair " << i << (with_out ? "" : " (no cls.output)");
     }
     // Scores depend on the pair (the comparison above is not of constants).
     EXPECT_GT(std::fabs(got[0] - got[2]), 1e-3);
@@ -543,22 +553,25 @@ TEST(Embed, Q8QuantizedBertKeepsItsTablesAndItsVectors) {
 // ---- WordPiece --------------------------------------------------------------------------------
 
 TEST(WordPiece, NormalisesAndSplitsAsLlamaCpp) {
-  EXPECT_EQ(wordpiece_nfd_first(0xE9), (uint32_t)'e');      // e-acute -> e
-  EXPECT_EQ(wordpiece_nfd_first(0xD55C), 0x1112u);           // Hangul syllable -> leading jamo
+  EXPECT_EQ(wordpiece_nfd_first(0xE9), (uint32_t)'e');  // e-acute -> e
+  EXPECT_EQ(wordpiece_nfd_first(0xD55C), 0x1112u);      // Hangul syllable -> leading jamo
   EXPECT_EQ(wordpiece_lower('Q'), (uint32_t)'q');
-  EXPECT_EQ(wordpiece_lower(0x0416), 0x0436u);                // Cyrillic ZHE
+  EXPECT_EQ(wordpiece_lower(0x0416), 0x0436u);  // Cyrillic ZHE
   EXPECT_TRUE(wordpiece_is_control(0x200B) && wordpiece_is_control(0x7F) && !wordpiece_is_control('a'));
   EXPECT_TRUE(wordpiece_is_cjk(0x4E16) && !wordpiece_is_cjk(0x3042));  // 世 yes, hiragana a no
-  const std::vector<std::string> want{"hello", ",", "cafe", "na", "$", "5", "\xE4\xB8\x96", "\xE7\x95\x8C", "x",
-                                      "\xE3\x81\x82\xE3\x81\x84"};
-  EXPECT_EQ(wordpiece_words("  HeLLo,Caf\xC3\xA9\tna$5\xE4\xB8\x96\xE7\x95\x8Cx\xE2\x80\x8B \xE3\x81\x82\xE3\x81\x84\n"), want);
+  const std::vector<std::string> want{
+      "hello", ",", "cafe", "na", "$", "5", "\xE4\xB8\x96", "\xE7\x95\x8C", "x", "\xE3\x81\x82\xE3\x81\x84"};
+  EXPECT_EQ(
+      wordpiece_words("  HeLLo,Caf\xC3\xA9\tna$5\xE4\xB8\x96\xE7\x95\x8Cx\xE2\x80\x8B \xE3\x81\x82\xE3\x81\x84\n"),
+      want);
   EXPECT_TRUE(wordpiece_words(" \t\n ").empty());
 }
 
 TEST(WordPiece, LongestPiecesFromTheLeftAndUnknownWords) {
   const std::string M = "\xE2\x96\x81";
   //                               0        1        2        3         4          5           6       7       8       9
-  std::vector<std::string> pieces{"[PAD]", "[UNK]", "[CLS]", "[SEP]", M + "un", M + "unaff", "able", "aff", "ab", M + "!"};
+  std::vector<std::string> pieces{"[PAD]",     "[UNK]", "[CLS]", "[SEP]", M + "un",
+                                  M + "unaff", "able",  "aff",   "ab",    M + "!"};
   std::vector<int> types{3, 2, 3, 3, 1, 1, 1, 1, 1, 1};
   Tokenizer t = Tokenizer::from_wordpiece(pieces, types, 2, 3, 1, true, true);
   EXPECT_TRUE(t.is_wordpiece());

@@ -151,7 +151,8 @@ TEST_P(ModelTest, PerLayerAttentionOptions) {
   batched->forward(toks.data(), n, 0, true);
   std::vector<float> all(batched->logits(), batched->logits() + (size_t)n * V);
   double worst = 0;
-  for (int p = 0; p < n; p++) worst = std::max(worst, max_rel_diff(all.data() + (size_t)p * V, stepwise->forward(&toks[p], 1, p), V));
+  for (int p = 0; p < n; p++)
+    worst = std::max(worst, max_rel_diff(all.data() + (size_t)p * V, stepwise->forward(&toks[p], 1, p), V));
   EXPECT_LE(worst, 1e-4) << "linear/windowed layers: batched vs token-by-token";
   const float* a = plain->forward(toks.data(), n, 0);
   EXPECT_GT(max_rel_diff(a, all.data() + (size_t)(n - 1) * V, V), 1e-3) << "the options must change the result";
@@ -490,7 +491,8 @@ TEST(SamplerTest, PartialSortDrawsWhatTheFullSortDraws) {
             Sampler s(n, o);
             auto w = l;
             ASSERT_EQ(s.sample(w.data()), reference_draw(l, 1.0f, top_p, top_k, seed))
-                << "scale " << scale << (ties ? " (ties)" : "") << " top_p " << top_p << " top_k " << top_k << " seed " << seed;
+                << "scale " << scale << (ties ? " (ties)" : "") << " top_p " << top_p << " top_k " << top_k << " seed "
+                << seed;
             checked++;
           }
     }

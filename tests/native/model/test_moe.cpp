@@ -97,10 +97,15 @@ struct MoeCase {
 };
 
 TEST(Moe, FeedForwardMatchesTheDefinition) {
-  struct Shape { int dim, hid, E, K; bool norm; int n; };
+  struct Shape {
+    int dim, hid, E, K;
+    bool norm;
+    int n;
+  };
   for (const Shape& s : {Shape{32, 24, 6, 2, true, 7}, Shape{32, 24, 6, 2, false, 7}, Shape{40, 16, 8, 3, true, 70},
                          Shape{16, 8, 4, 4, false, 1}, Shape{16, 8, 5, 1, true, 9}}) {
-    SCOPED_TRACE(::testing::Message() << "dim " << s.dim << " E " << s.E << " K " << s.K << " norm " << s.norm << " n " << s.n);
+    SCOPED_TRACE(::testing::Message() << "dim " << s.dim << " E " << s.E << " K " << s.K << " norm " << s.norm << " n "
+                                      << s.n);
     MoeCase m(s.dim, s.hid, s.E, s.K, s.norm, 7 + s.n);
     std::mt19937 rng(s.n);
     std::uniform_real_distribution<float> U(-1.0f, 1.0f);
@@ -176,7 +181,8 @@ TEST_P(MoeArch, LoadsItsKeysAndPrefillMatchesDecode) {
   const std::vector<float> prefill = run(1, true), decode = run(1, false), threaded = run(3, true);
   for (int i = 0; i < c.vocab_size; i++) {
     ASSERT_TRUE(std::isfinite(prefill[i]));
-    ASSERT_NEAR(prefill[i], decode[i], 1e-4f * (1 + std::fabs(decode[i]))) << "batched prefill and one-token decode agree";
+    ASSERT_NEAR(prefill[i], decode[i], 1e-4f * (1 + std::fabs(decode[i])))
+        << "batched prefill and one-token decode agree";
     ASSERT_NEAR(prefill[i], threaded[i], 1e-4f * (1 + std::fabs(prefill[i]))) << "thread counts agree";
   }
 }
@@ -201,7 +207,8 @@ TEST(Moe, RunsFromEveryStoredType) {
     for (LayerWeights& L : mf.weights.layers)
       for (Tensor* t : {&L.router, &L.gate_exps, &L.up_exps, &L.down_exps}) {
         keep.emplace_back((size_t)t->rows * t->cols);
-        for (int64_t r = 0; r < t->rows; r++) dequantize_row_simd(t->type, t->row(r), keep.back().data() + r * t->cols, (int)t->cols);
+        for (int64_t r = 0; r < t->rows; r++)
+          dequantize_row_simd(t->type, t->row(r), keep.back().data() + r * t->cols, (int)t->cols);
         *t = Tensor{QType::F32, keep.back().data(), t->rows, t->cols};
       }
     Transformer tq(mq, 32, nullptr), tf(mf, 32, nullptr), td(mq, 32, nullptr);
@@ -212,7 +219,8 @@ TEST(Moe, RunsFromEveryStoredType) {
     for (int i = 0; i < mq.config.vocab_size; i++) {
       ASSERT_TRUE(std::isfinite(lq[i]));
       ASSERT_NEAR(lq[i], ld[i], 1e-3f * (1 + std::fabs(ld[i]))) << qtype_name(q) << ": prefill and decode agree";
-      if (q == QType::F16) ASSERT_NEAR(lq[i], lf[i], 1e-4f * (1 + std::fabs(lf[i]))) << "f16 experts as their f32 decoding";
+      if (q == QType::F16)
+        ASSERT_NEAR(lq[i], lf[i], 1e-4f * (1 + std::fabs(lf[i]))) << "f16 experts as their f32 decoding";
     }
   }
 }
@@ -289,7 +297,8 @@ TEST(BadInputGguf, MixtureOfExpertsKeysAndTensorsAreChecked) {
   s.arch = "qwen3moe";
   s.merges = 20;
   const std::vector<uint8_t> ok = write_test_model(s);
-  expect_load_error(patched(ok, "qwen3moe.expert_count", "qwen3moe.expert_counx"), ErrorCode::BadModel, "key qwen3moe.expert_count is missing");
+  expect_load_error(patched(ok, "qwen3moe.expert_count", "qwen3moe.expert_counx"), ErrorCode::BadModel,
+                    "key qwen3moe.expert_count is missing");
   expect_load_error(patched(ok, "qwen3moe.expert_used_count", "qwen3moe.expert_used_counx"), ErrorCode::BadModel,
                     "key qwen3moe.expert_used_count is missing");
   expect_load_error(patched(ok, "blk.1.ffn_up_exps.weight", "blk.1.ffn_up_exps.weighx"), ErrorCode::BadModel,

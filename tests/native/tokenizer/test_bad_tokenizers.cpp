@@ -31,10 +31,10 @@ TEST(BadInputTokenizer, RealFixturesMismatch) {
   auto b = qkv::map_file(big);
   auto s = qkv::map_file(small);
   // 32000-piece Llama 2 tokenizer for a 512-token model, and the other way round.
-  EXPECT_QKV_ERROR(qkv::Tokenizer::from_llama2c(b->data(), b->size(), 512), ErrorCode::BadTokenizer,
-                   "32000 pieces", "vocabulary has 512");
-  EXPECT_QKV_ERROR(qkv::Tokenizer::from_llama2c(s->data(), s->size(), 32000), ErrorCode::BadTokenizer,
-                   "512 pieces", "vocabulary has 32000");
+  EXPECT_QKV_ERROR(qkv::Tokenizer::from_llama2c(b->data(), b->size(), 512), ErrorCode::BadTokenizer, "32000 pieces",
+                   "vocabulary has 512");
+  EXPECT_QKV_ERROR(qkv::Tokenizer::from_llama2c(s->data(), s->size(), 32000), ErrorCode::BadTokenizer, "512 pieces",
+                   "vocabulary has 32000");
 }
 
 TEST(BadInputTokenizer, GenerateRefusesMismatchedTokenizer) {
@@ -42,8 +42,8 @@ TEST(BadInputTokenizer, GenerateRefusesMismatchedTokenizer) {
   qkv::Tokenizer tok = load_tok(tiny_tokenizer(40), 40);
   qkv::RunOptions ro;
   ro.prompt = "ab";
-  EXPECT_QKV_ERROR(qkv::run_generate(tr, tok, ro, [](const std::string&) {}), ErrorCode::BadArgument,
-                   "vocabulary", "40", "32");
+  EXPECT_QKV_ERROR(qkv::run_generate(tr, tok, ro, [](const std::string&) {}), ErrorCode::BadArgument, "vocabulary",
+                   "40", "32");
 }
 
 TEST(BadInputTokenizer, TruncatedOrEmpty) {
@@ -55,8 +55,7 @@ TEST(BadInputTokenizer, TruncatedOrEmpty) {
   // Inside the (score, len) record of piece 0, and in the middle of a later piece's bytes.
   EXPECT_QKV_ERROR(load_tok(cut(full, 9), 32), ErrorCode::BadTokenizer, "truncated inside piece 0");
   EXPECT_QKV_ERROR(load_tok(cut(full, 4 + 8 + 2), 32), ErrorCode::BadTokenizer, "piece 0", "past the end");
-  EXPECT_QKV_ERROR(load_tok(cut(full, full.size() - 1), 32), ErrorCode::BadTokenizer, "piece 31",
-                   "past the end");
+  EXPECT_QKV_ERROR(load_tok(cut(full, full.size() - 1), 32), ErrorCode::BadTokenizer, "piece 31", "past the end");
   EXPECT_QKV_ERROR(load_tok(full, 0), ErrorCode::BadTokenizer, "vocabulary size", "positive");
   EXPECT_QKV_ERROR(load_tok(full, -5), ErrorCode::BadTokenizer, "vocabulary size", "-5");
 }
@@ -64,8 +63,8 @@ TEST(BadInputTokenizer, TruncatedOrEmpty) {
 TEST(BadInputTokenizer, ImpossibleMaxTokenLength) {
   for (int32_t mtl : {0, -1, 65537, 1 << 30, INT32_MAX, INT32_MIN}) {
     SCOPED_TRACE(mtl);
-    EXPECT_QKV_ERROR(load_tok(make_tokenizer(tiny_pieces(32), mtl), 32), ErrorCode::BadTokenizer,
-                     "max_token_length", std::to_string(mtl).c_str());
+    EXPECT_QKV_ERROR(load_tok(make_tokenizer(tiny_pieces(32), mtl), 32), ErrorCode::BadTokenizer, "max_token_length",
+                     std::to_string(mtl).c_str());
   }
 }
 

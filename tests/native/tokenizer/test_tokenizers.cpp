@@ -49,7 +49,8 @@ TEST_P(RealVocab, EveryTestStringGivesHuggingFaceIds) {
   const Tokenizer t = vocab_tokenizer(gguf);
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<std::string> texts;
-  for (size_t p = 0, q; (q = inp.find(sep, p)) != std::string::npos; p = q + sep.size()) texts.push_back(inp.substr(p, q - p));
+  for (size_t p = 0, q; (q = inp.find(sep, p)) != std::string::npos; p = q + sep.size())
+    texts.push_back(inp.substr(p, q - p));
   std::vector<std::vector<int>> expected;
   std::istringstream lines(outs);
   for (std::string line; std::getline(lines, line);) {
@@ -61,7 +62,8 @@ TEST_P(RealVocab, EveryTestStringGivesHuggingFaceIds) {
   ASSERT_EQ(texts.size(), 46u);
   ASSERT_EQ(expected.size(), texts.size());
   for (size_t i = 0; i < texts.size(); i++)
-    EXPECT_EQ(t.encode(texts[i], false, false, false), expected[i]) << GetParam() << " string " << i << ": '" << texts[i] << "'";
+    EXPECT_EQ(t.encode(texts[i], false, false, false), expected[i])
+        << GetParam() << " string " << i << ": '" << texts[i] << "'";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, RealVocab,
@@ -186,27 +188,89 @@ std::string utf8(const std::vector<uint32_t>& cps) {
 }
 
 const PreTokenizer kAllKinds[] = {
-    PreTokenizer::Default,   PreTokenizer::Gpt2,          PreTokenizer::Llama3,       PreTokenizer::Dbrx,
-    PreTokenizer::Jais2,     PreTokenizer::Qwen2,         PreTokenizer::Qwen35,       PreTokenizer::Starcoder,
-    PreTokenizer::Falcon,    PreTokenizer::DeepseekLlm,   PreTokenizer::DeepseekCoder, PreTokenizer::Deepseek3,
-    PreTokenizer::Spark25,   PreTokenizer::Youtu,         PreTokenizer::Poro,         PreTokenizer::Viking,
-    PreTokenizer::Tekken,    PreTokenizer::Chameleon,     PreTokenizer::Gpt4o,        PreTokenizer::GraniteEmbMulti,
-    PreTokenizer::Superbpe,  PreTokenizer::Bailingmoe,    PreTokenizer::SeedCoder,    PreTokenizer::Ufakzeka,
-    PreTokenizer::Laguna,    PreTokenizer::ExaoneMoe,     PreTokenizer::Minicpm5,
+    PreTokenizer::Default,  PreTokenizer::Gpt2,        PreTokenizer::Llama3,        PreTokenizer::Dbrx,
+    PreTokenizer::Jais2,    PreTokenizer::Qwen2,       PreTokenizer::Qwen35,        PreTokenizer::Starcoder,
+    PreTokenizer::Falcon,   PreTokenizer::DeepseekLlm, PreTokenizer::DeepseekCoder, PreTokenizer::Deepseek3,
+    PreTokenizer::Spark25,  PreTokenizer::Youtu,       PreTokenizer::Poro,          PreTokenizer::Viking,
+    PreTokenizer::Tekken,   PreTokenizer::Chameleon,   PreTokenizer::Gpt4o,         PreTokenizer::GraniteEmbMulti,
+    PreTokenizer::Superbpe, PreTokenizer::Bailingmoe,  PreTokenizer::SeedCoder,     PreTokenizer::Ufakzeka,
+    PreTokenizer::Laguna,   PreTokenizer::ExaoneMoe,   PreTokenizer::Minicpm5,
 };
 
 TEST(PreTokenizerRegex, EveryKindSplitsAsLlamaCppsStdRegexDoes) {
   // Tricky characters: cases, contractions, digits of several scripts, marks, symbols, CJK,
   // fullwidth forms, Unicode spaces, controls, astral letters; the patterns' own literals.
-  const std::vector<std::vector<uint32_t>> pieces = {
-      {'a'}, {'Z'}, {'x', 'y'}, {'H', 'i'}, {'\'', 's'}, {'\'', 'S'}, {'\'', 'l', 'l'}, {'\'', 'R', 'e'}, {'\'', 'd'},
-      {'\''}, {'0'}, {'7'}, {'1', '2', '3', '4'}, {' '}, {' '}, {' ', ' '}, {'\t'}, {'\n'}, {'\r', '\n'}, {'\r'},
-      {'.'}, {','}, {'!'}, {'$'}, {'+'}, {'<'}, {'='}, {'^'}, {'~'}, {'|'}, {'`'}, {'/'}, {'_'}, {'-'}, {'('}, {')'},
-      {0xE9}, {0xC9}, {0x1C5}, {0x2B0}, {0x65E5}, {0x672C}, {0x304B}, {0x30AB}, {0xAC00}, {0x663}, {0xBD}, {0x2167},
-      {'e', 0x301}, {0x903}, {0xA0}, {0x3000}, {0x2028}, {0x85}, {0x1F642}, {0x20AC}, {0xAB}, {0xFF0C}, {0x3002},
-      {0x2026}, {0x200B}, {0x01}, {0x10400}, {0xFB00}, {0xFF21}, {0x1F7D}, {0x212A}, {0x964},
-      {'<', 's', 'e', 'n', 't', 'i', 'n', 'e', 'l', ':', '4', '2', '>'}, {'I', 'M', 'G', 'I', 'M', 'G', 'A', 'B', 'Z'},
-      {' ', ' ', ' ', ' '}};
+  const std::vector<std::vector<uint32_t>> pieces = {{'a'},
+                                                     {'Z'},
+                                                     {'x', 'y'},
+                                                     {'H', 'i'},
+                                                     {'\'', 's'},
+                                                     {'\'', 'S'},
+                                                     {'\'', 'l', 'l'},
+                                                     {'\'', 'R', 'e'},
+                                                     {'\'', 'd'},
+                                                     {'\''},
+                                                     {'0'},
+                                                     {'7'},
+                                                     {'1', '2', '3', '4'},
+                                                     {' '},
+                                                     {' '},
+                                                     {' ', ' '},
+                                                     {'\t'},
+                                                     {'\n'},
+                                                     {'\r', '\n'},
+                                                     {'\r'},
+                                                     {'.'},
+                                                     {','},
+                                                     {'!'},
+                                                     {'$'},
+                                                     {'+'},
+                                                     {'<'},
+                                                     {'='},
+                                                     {'^'},
+                                                     {'~'},
+                                                     {'|'},
+                                                     {'`'},
+                                                     {'/'},
+                                                     {'_'},
+                                                     {'-'},
+                                                     {'('},
+                                                     {')'},
+                                                     {0xE9},
+                                                     {0xC9},
+                                                     {0x1C5},
+                                                     {0x2B0},
+                                                     {0x65E5},
+                                                     {0x672C},
+                                                     {0x304B},
+                                                     {0x30AB},
+                                                     {0xAC00},
+                                                     {0x663},
+                                                     {0xBD},
+                                                     {0x2167},
+                                                     {'e', 0x301},
+                                                     {0x903},
+                                                     {0xA0},
+                                                     {0x3000},
+                                                     {0x2028},
+                                                     {0x85},
+                                                     {0x1F642},
+                                                     {0x20AC},
+                                                     {0xAB},
+                                                     {0xFF0C},
+                                                     {0x3002},
+                                                     {0x2026},
+                                                     {0x200B},
+                                                     {0x01},
+                                                     {0x10400},
+                                                     {0xFB00},
+                                                     {0xFF21},
+                                                     {0x1F7D},
+                                                     {0x212A},
+                                                     {0x964},
+                                                     {'<', 's', 'e', 'n', 't', 'i', 'n', 'e', 'l', ':', '4', '2', '>'},
+                                                     {'I', 'M', 'G', 'I', 'M', 'G', 'A', 'B', 'Z'},
+                                                     {' ', ' ', ' ', ' '}};
   std::mt19937 rng(1234);
   int compared = 0;
   for (PreTokenizer kind : kAllKinds) {
@@ -270,8 +334,9 @@ std::string repeat(const std::string& unit, size_t bytes) {
 }
 
 // The worst shapes for a scanner: long runs of one class and alternations of classes.
-const char* const kShapes[] = {"1", "a", "A", " ", "\n", "'s", "a1", " 1", "\xF0\x9F\x99\x82", "\xE6\x97\xA5", "! ", " \n",
-                               "aB", "\t\t ", "e\xCC\x81"};
+const char* const kShapes[] = {
+    "1",  "a",   "A",  " ",     "\n",       "'s", "a1", " 1", "\xF0\x9F\x99\x82", "\xE6\x97\xA5",
+    "! ", " \n", "aB", "\t\t ", "e\xCC\x81"};
 
 TEST(Linearity, EveryPreTokenizerDoesLinearWorkOnEveryShape) {
   for (PreTokenizer kind : kAllKinds)
@@ -312,10 +377,14 @@ TEST(Linearity, MegabyteInputsThroughEncode) {
     const char* pre;
     const char* unit;
     bool special, mega;  // mega: a megabyte (the cases), else 256 KB
-  } cases[] = {{"qwen2", "1", false, true},           {"llama-bpe", "1", false, true},
-               {"llama-bpe", "x<|im_end|>", true, true}, {"gpt-2", "a", false, false},
-               {"qwen2", "\xF0\x9F\x99\x82", false, false}, {"deepseek-llm", "a1 ", false, false},
-               {"qwen2", "<|im_end|>", true, false},      {"gpt-2", "<|<|im_start", true, false}};
+  } cases[] = {{"qwen2", "1", false, true},
+               {"llama-bpe", "1", false, true},
+               {"llama-bpe", "x<|im_end|>", true, true},
+               {"gpt-2", "a", false, false},
+               {"qwen2", "\xF0\x9F\x99\x82", false, false},
+               {"deepseek-llm", "a1 ", false, false},
+               {"qwen2", "<|im_end|>", true, false},
+               {"gpt-2", "<|<|im_start", true, false}};
   for (const Case& c : cases) {
     const Tokenizer t = byte_bpe(c.pre);
     uint64_t small = 0, big = 0;

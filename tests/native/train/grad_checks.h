@@ -25,7 +25,7 @@ inline std::vector<float> randv(std::mt19937& g, size_t n, float lo = -1.0f, flo
 
 // Central differences in float64 of L(x) = sum_i f(x)_i * r_i, for every element of x.
 inline std::vector<double> fd_grad(std::vector<double> x, const std::function<double(const std::vector<double>&)>& L,
-                            double h = 1e-6) {
+                                   double h = 1e-6) {
   std::vector<double> g(x.size());
   for (size_t i = 0; i < x.size(); i++) {
     const double x0 = x[i];
@@ -41,7 +41,7 @@ inline std::vector<double> fd_grad(std::vector<double> x, const std::function<do
 
 // |got - want| <= rel * max|want| + abs, element by element, with the worst reported.
 inline ::testing::AssertionResult GradNear(const std::string& what, const std::vector<float>& got,
-                                    const std::vector<double>& want, double rel = 2e-3, double abs = 1e-6) {
+                                           const std::vector<double>& want, double rel = 2e-3, double abs = 1e-6) {
   if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": size mismatch";
   double scale = 0.0;
   for (double w : want) scale = std::max(scale, std::fabs(w));
@@ -53,19 +53,22 @@ inline ::testing::AssertionResult GradNear(const std::string& what, const std::v
     if (d > rel * scale + abs) bad++;
     if (d > worst_d) worst_d = d, worst = i;
   }
-  if (scale == 0.0) return ::testing::AssertionFailure() << what << ": the expected gradient is all zero (test is vacuous)";
+  if (scale == 0.0)
+    return ::testing::AssertionFailure() << what << ": the expected gradient is all zero (test is vacuous)";
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": " << bad << " of " << got.size() << " elements off; worst [" << worst
-                                       << "] got " << got[worst] << " want " << want[worst] << " (scale " << scale << ")";
+  return ::testing::AssertionFailure() << what << ": " << bad << " of " << got.size() << " elements off; worst ["
+                                       << worst << "] got " << got[worst] << " want " << want[worst] << " (scale "
+                                       << scale << ")";
 }
 
-inline ::testing::AssertionResult SameWithin(const std::string& what, const std::vector<float>& a, const std::vector<float>& b,
-                                      double rel = 1e-5, double abs = 1e-6) {
+inline ::testing::AssertionResult SameWithin(const std::string& what, const std::vector<float>& a,
+                                             const std::vector<float>& b, double rel = 1e-5, double abs = 1e-6) {
   double scale = 0.0;
   for (float x : b) scale = std::max(scale, (double)std::fabs(x));
   for (size_t i = 0; i < a.size(); i++)
     if (!(std::fabs(a[i] - b[i]) <= rel * scale + abs))
-      return ::testing::AssertionFailure() << what << ": [" << i << "] " << a[i] << " vs " << b[i] << " (scale " << scale << ")";
+      return ::testing::AssertionFailure()
+             << what << ": [" << i << "] " << a[i] << " vs " << b[i] << " (scale " << scale << ")";
   return ::testing::AssertionSuccess();
 }
 
@@ -75,8 +78,8 @@ inline std::vector<double> to_d(const std::vector<float>& v) { return std::vecto
 inline std::vector<int> sizes() { return {1, 3, kLanes - 1, kLanes, kLanes + 1, 2 * kLanes + 3, 4 * kLanes + 5, 67}; }
 
 // Causal GQA attention of one sequence in float64: out (n, heads*hd).
-inline std::vector<double> attention_d(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-                                int n, int H, int KVH, int hd) {
+inline std::vector<double> attention_d(const std::vector<double>& q, const std::vector<double>& k,
+                                       const std::vector<double>& v, int n, int H, int KVH, int hd) {
   std::vector<double> out((size_t)n * H * hd, 0.0);
   const double scale = 1.0 / std::sqrt((double)hd);
   for (int h = 0; h < H; h++) {
@@ -98,6 +101,5 @@ inline std::vector<double> attention_d(const std::vector<double>& q, const std::
   }
   return out;
 }
-
 
 }  // namespace qkv_test

@@ -75,7 +75,8 @@ double attn_loss(const BiasAttentionArgs& a, const std::vector<double>& q, const
   return L;
 }
 
-std::vector<double> fd(std::vector<double> x, const std::function<double(const std::vector<double>&)>& L, double h = 1e-6) {
+std::vector<double> fd(std::vector<double> x, const std::function<double(const std::vector<double>&)>& L,
+                       double h = 1e-6) {
   std::vector<double> g(x.size());
   for (size_t i = 0; i < x.size(); i++) {
     const double x0 = x[i];
@@ -111,7 +112,8 @@ TEST(EncDecTrainKernels, BiasAndCrossAttentionBackwardMatchFiniteDifferences) {
     auto q = randv(g, (size_t)cs.n_q * W), k = randv(g, (size_t)cs.n_kv * W), v = randv(g, (size_t)cs.n_kv * W);
     auto bias = randv(g, (size_t)buckets * H, -2, 2), R = randv(g, (size_t)cs.n_q * W);
     std::vector<int> bucket(cs.n_q + cs.n_kv - 1);
-    for (int r = -(cs.n_q - 1); r < cs.n_kv; r++) bucket[r + cs.n_q - 1] = relative_position_bucket(r, buckets, 16, cs.bidir);
+    for (int r = -(cs.n_q - 1); r < cs.n_kv; r++)
+      bucket[r + cs.n_q - 1] = relative_position_bucket(r, buckets, 16, cs.bidir);
     a.q = q.data();
     a.k = k.data();
     a.v = v.data();
@@ -119,10 +121,14 @@ TEST(EncDecTrainKernels, BiasAndCrossAttentionBackwardMatchFiniteDifferences) {
       a.bias = bias.data();
       a.bucket = bucket.data();
     }
-    auto fq = fd(to_d(q), [&](const std::vector<double>& x) { return attn_loss(a, x, to_d(k), to_d(v), to_d(bias), R); });
-    auto fk = fd(to_d(k), [&](const std::vector<double>& x) { return attn_loss(a, to_d(q), x, to_d(v), to_d(bias), R); });
-    auto fv = fd(to_d(v), [&](const std::vector<double>& x) { return attn_loss(a, to_d(q), to_d(k), x, to_d(bias), R); });
-    auto fb = fd(to_d(bias), [&](const std::vector<double>& x) { return attn_loss(a, to_d(q), to_d(k), to_d(v), x, R); });
+    auto fq =
+        fd(to_d(q), [&](const std::vector<double>& x) { return attn_loss(a, x, to_d(k), to_d(v), to_d(bias), R); });
+    auto fk =
+        fd(to_d(k), [&](const std::vector<double>& x) { return attn_loss(a, to_d(q), x, to_d(v), to_d(bias), R); });
+    auto fv =
+        fd(to_d(v), [&](const std::vector<double>& x) { return attn_loss(a, to_d(q), to_d(k), x, to_d(bias), R); });
+    auto fb =
+        fd(to_d(bias), [&](const std::vector<double>& x) { return attn_loss(a, to_d(q), to_d(k), to_d(v), x, R); });
     for (int simd = 0; simd < 2; simd++) {
       std::vector<float> out((size_t)cs.n_q * W), probs((size_t)H * cs.n_q * cs.n_kv);
       std::vector<float> dq(q.size(), 0.0f), dk(k.size(), 0.0f), dv(v.size(), 0.0f), db(bias.size(), 0.0f);
@@ -142,7 +148,8 @@ TEST(EncDecTrainKernels, BiasAndCrossAttentionBackwardMatchFiniteDifferences) {
         bias_attention_ref(a);
         bias_attention_backward_ref(a);
       }
-      const std::string tag = std::string(simd ? "simd" : "ref") + " case " + std::to_string(cs.n_q) + "x" + std::to_string(cs.n_kv);
+      const std::string tag =
+          std::string(simd ? "simd" : "ref") + " case " + std::to_string(cs.n_q) + "x" + std::to_string(cs.n_kv);
       EXPECT_TRUE(Near("dq " + tag, dq, fq, 1e-4));
       EXPECT_TRUE(Near("dk " + tag, dk, fk, 1e-4));
       EXPECT_TRUE(Near("dv " + tag, dv, fv, 1e-4));
@@ -185,9 +192,11 @@ TEST(EncDecTrainModel, GradientMatchesFiniteDifferencesOfTheLoss) {
   // Every tensor kind: sample elements of each and compare with central differences of the
   // float loss.
   const auto& L = m.layout();
-  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> tensors = {
-      {"tok_embed", {L.tok_embed, 11 * 16}}, {"enc_bias", {L.enc_bias, 16}}, {"dec_bias", {L.dec_bias, 16}},
-      {"enc_norm", {L.enc_norm, 16}},       {"dec_norm", {L.dec_norm, 16}}};
+  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> tensors = {{"tok_embed", {L.tok_embed, 11 * 16}},
+                                                                              {"enc_bias", {L.enc_bias, 16}},
+                                                                              {"dec_bias", {L.dec_bias, 16}},
+                                                                              {"enc_norm", {L.enc_norm, 16}},
+                                                                              {"dec_norm", {L.dec_norm, 16}}};
   for (int l = 0; l < 2; l++) {
     const auto& E = L.enc[l];
     const auto& D = L.dec[l];
@@ -210,9 +219,9 @@ TEST(EncDecTrainModel, GradientMatchesFiniteDifferencesOfTheLoss) {
     tensors.push_back({d + "w_up", {D.w_up, 24 * 16}});
   }
   // A difference quotient that straddles a ReLU kink is not the derivative: elements whose
-  // perturbed forwards flip any ReLU input's sign are skipped (another is drawn; every tensor keeps at least 3); the rest must
-  // match the Richardson extrapolation of the quotients at h and 2h (h large enough that float
-  // rounding stays small, its h^2 error cancelled).
+  // perturbed forwards flip any ReLU input's sign are skipped (another is drawn; every tensor keeps at least 3); the
+  // rest must match the Richardson extrapolation of the quotients at h and 2h (h large enough that float rounding stays
+  // small, its h^2 error cancelled).
   const uint64_t pattern = m.relu_pattern();
   bool kink = false;
   auto loss_at = [&](int64_t i, float p) {
@@ -377,7 +386,7 @@ TEST(EncDecShippedModel, CrossAttentionAlignsTargetFieldsWithSourceWords) {
     const std::vector<float>& ca = m.cross_attention();
     const int T = (int)in.size(), S = (int)s.size();
     // Query i predicts target character i of "YYYY-MM-DD".
-    const int fields[3][2] = {{0, 4}, {5, 7}, {8, 10}};                                   // year, month, day
+    const int fields[3][2] = {{0, 4}, {5, 7}, {8, 10}};                                           // year, month, day
     const int spans[3][2] = {{(int)sp2 + 1, (int)sp2 + 5}, {(int)sp1, (int)sp2}, {0, (int)sp1}};  // source columns
     for (int f = 0; f < 3; f++) {
       double best = 0;

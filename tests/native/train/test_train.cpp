@@ -90,7 +90,8 @@ double ref_loss(const ModelConfig& c, const ParamLayout& lay, const std::vector<
   double total = 0;
   for (int b = 0; b < B; b++) {
     std::vector<std::vector<double>> x(T);
-    for (int t = 0; t < T; t++) x[t].assign(&P[lay.tok_embed + (int64_t)in[b * T + t] * D], &P[lay.tok_embed + (int64_t)in[b * T + t] * D] + D);
+    for (int t = 0; t < T; t++)
+      x[t].assign(&P[lay.tok_embed + (int64_t)in[b * T + t] * D], &P[lay.tok_embed + (int64_t)in[b * T + t] * D] + D);
     for (const auto& L : lay.layers) {
       std::vector<double> q(T * qd), k(T * kvd), v(T * kvd);
       for (int t = 0; t < T; t++) {
@@ -146,7 +147,8 @@ TEST(TrainModel, LossGradientMatchesFiniteDifferencesOfAFloat64Forward) {
   m.backward();
   const double want_loss = ref_loss(c, m.layout(), to_d(m.params()), in, tg, B, T);
   EXPECT_NEAR(loss, want_loss, 1e-4 * std::fabs(want_loss));
-  auto fd = fd_grad(to_d(m.params()), [&](const std::vector<double>& p) { return ref_loss(c, m.layout(), p, in, tg, B, T); });
+  auto fd =
+      fd_grad(to_d(m.params()), [&](const std::vector<double>& p) { return ref_loss(c, m.layout(), p, in, tg, B, T); });
   const auto& lay = m.layout();
   auto part = [&](const std::string& what, int64_t off, int64_t n) {
     std::vector<float> a(m.grads().begin() + off, m.grads().begin() + off + n);
@@ -244,7 +246,7 @@ std::string write_temp(const std::string& name, const std::string& content) {
 
 // Short sentences in a seeded random order: structure a small model learns in a few dozen steps.
 std::string toy_corpus() {
-  const char* s[] = {"the cat sat on the mat.", "the dog ran to the park.", "a bird sang in the tree.",
+  const char* s[] = {"the cat sat on the mat.",     "the dog ran to the park.",   "a bird sang in the tree.",
                      "the sun rose over the hill.", "we walked along the river.", "she read a book by the fire."};
   std::mt19937 g(12);
   std::string text;
@@ -257,9 +259,10 @@ std::string toy_corpus() {
 
 TrainConfig toy_train_config(const std::string& tag) {
   static const std::string data = write_temp("qkv_train_corpus.txt", toy_corpus());
-  std::string conf = "dim = 32\nn_layers = 2\nn_heads = 4\nn_kv_heads = 2\nhidden_dim = 64\nseq_len = 32\n"
-                     "vocab = 300\nbatch = 4\nsteps = 40\nwarmup = 5\nlr = 1e-2\neval_interval = 20\n"
-                     "eval_batches = 2\nseed = 7\nquiet = true\nval_fraction = 0.1\n";
+  std::string conf =
+      "dim = 32\nn_layers = 2\nn_heads = 4\nn_kv_heads = 2\nhidden_dim = 64\nseq_len = 32\n"
+      "vocab = 300\nbatch = 4\nsteps = 40\nwarmup = 5\nlr = 1e-2\neval_interval = 20\n"
+      "eval_batches = 2\nseed = 7\nquiet = true\nval_fraction = 0.1\n";
   return parse_train_config(conf, {"data=" + data, "out=" + ::testing::TempDir() + "qkv_train_" + tag + ".gguf"});
 }
 
@@ -416,8 +419,9 @@ TEST(Trainer, ConfigInitFineTunesACheckpoint) {
   c.threads = 2;
   const TrainResult base = run_training(c);
   const std::string data = c.data;
-  TrainConfig ft = parse_train_config("steps = 3\nwarmup = 0\nlr = 1e-4\nbatch = 4\nseq_len = 16\nquiet = true\nthreads = 2\n",
-                                      {"data=" + data, "init=" + c.out, "out=" + ::testing::TempDir() + "qkv_train_init_ft.gguf"});
+  TrainConfig ft =
+      parse_train_config("steps = 3\nwarmup = 0\nlr = 1e-4\nbatch = 4\nseq_len = 16\nquiet = true\nthreads = 2\n",
+                         {"data=" + data, "init=" + c.out, "out=" + ::testing::TempDir() + "qkv_train_init_ft.gguf"});
   const TrainResult r = run_training(ft);
   ASSERT_EQ(r.losses.size(), 3u);
   EXPECT_LT(r.losses[0], 0.8 * base.losses[0]) << "fresh " << base.losses[0] << ", fine-tune " << r.losses[0];
@@ -456,16 +460,21 @@ std::string decode_all(const Tokenizer& t, const std::vector<int>& ids) {
 TEST(Bpe, RoundTripsArbitraryUtf8) {
   Tokenizer t = toy_tokenizer(320);
   const std::vector<std::string> texts = {
-      "the word was god", "  two  spaces  ", "tabs\tand\nnewlines\r\n", "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80",
-      std::string("nul\0byte", 8), "\xFF\xFE invalid bytes", "<0x41> <s> </s> <unk>"};
+      "the word was god",          "  two  spaces  ",
+      "tabs\tand\nnewlines\r\n",   "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80",
+      std::string("nul\0byte", 8), "\xFF\xFE invalid bytes",
+      "<0x41> <s> </s> <unk>"};
   for (const auto& s : texts) EXPECT_EQ(decode_all(t, t.encode(s, true, false)), s) << s;
   std::mt19937 g(13);
   auto utf8 = [](uint32_t cp) {
     std::string o;
     if (cp < 0x80) o += (char)cp;
     else if (cp < 0x800) o += (char)(0xC0 | cp >> 6), o += (char)(0x80 | (cp & 63));
-    else if (cp < 0x10000) o += (char)(0xE0 | cp >> 12), o += (char)(0x80 | (cp >> 6 & 63)), o += (char)(0x80 | (cp & 63));
-    else o += (char)(0xF0 | cp >> 18), o += (char)(0x80 | (cp >> 12 & 63)), o += (char)(0x80 | (cp >> 6 & 63)), o += (char)(0x80 | (cp & 63));
+    else if (cp < 0x10000)
+      o += (char)(0xE0 | cp >> 12), o += (char)(0x80 | (cp >> 6 & 63)), o += (char)(0x80 | (cp & 63));
+    else
+      o += (char)(0xF0 | cp >> 18), o += (char)(0x80 | (cp >> 12 & 63)), o += (char)(0x80 | (cp >> 6 & 63)),
+          o += (char)(0x80 | (cp & 63));
     return o;
   };
   const uint32_t ranges[][2] = {{1, 0x7F}, {0x80, 0x7FF}, {0x800, 0xD7FF}, {0xE000, 0xFFFD}, {0x10000, 0x10FFFF}};

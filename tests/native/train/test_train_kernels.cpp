@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-
 #include "common.h"
 #include "kernels/activation_backward.h"
 #include "kernels/attention.h"
@@ -160,7 +159,8 @@ TEST(TrainKernels, LayernormBackwardMatchesFiniteDifferences) {
     auto fdb = fd_grad(b0, [&](const std::vector<double>& v) { return L(to_d(x), to_d(w), v); });
     for (int simd = 0; simd < 2; simd++) {
       std::vector<float> dx(n, 0.0f), dw(n, 0.0f), db(n, 0.0f);
-      (simd ? layernorm_backward_simd : layernorm_backward_ref)(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), n, eps);
+      (simd ? layernorm_backward_simd : layernorm_backward_ref)(dx.data(), dw.data(), db.data(), R.data(), x.data(),
+                                                                w.data(), n, eps);
       EXPECT_TRUE(GradNear(simd ? "dx simd" : "dx ref", dx, fdx));
       EXPECT_TRUE(GradNear(simd ? "dw simd" : "dw ref", dw, fdw));
       EXPECT_TRUE(GradNear(simd ? "db simd" : "db ref", db, fdb));
@@ -285,7 +285,8 @@ void attention_fwd(const std::vector<float>& q, const std::vector<float>& k, con
 
 TEST(TrainKernels, AttentionBackwardMatchesFiniteDifferencesWithGqa) {
   std::mt19937 g(7);
-  for (auto [H, KVH, hd, n] : std::vector<std::tuple<int, int, int, int>>{{2, 2, 4, 5}, {4, 2, kLanes + 2, 6}, {3, 1, 3, 4}}) {
+  for (auto [H, KVH, hd, n] :
+       std::vector<std::tuple<int, int, int, int>>{{2, 2, 4, 5}, {4, 2, kLanes + 2, 6}, {3, 1, 3, 4}}) {
     SCOPED_TRACE("heads " + std::to_string(H) + "/" + std::to_string(KVH) + " hd " + std::to_string(hd));
     auto q = randv(g, n * H * hd), k = randv(g, n * KVH * hd), v = randv(g, n * KVH * hd), R = randv(g, n * H * hd);
     auto L = [&](const std::vector<double>& qq, const std::vector<double>& kk, const std::vector<double>& vv) {
