@@ -3,7 +3,7 @@
 import { closeSync, createReadStream, existsSync, openSync, readFileSync, statSync, writeSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { isHfCheckpoint, modelParts, partName, readParts, readSource } from '../src/js/source.js';
-import { listDir } from '../src/js/checkpoint-dir.js';
+import { listDir, notCheckpoint } from '../src/js/checkpoint-dir.js';
 import { MAX_WASM_THREADS, hardwareThreads, loadWasmModule, toHeapBuffer } from '../src/js/wasm-node.mjs';
 
 const VERSION = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
@@ -27,7 +27,9 @@ function usage(mod, out) {
 // A model path: the first file of a split GGUF model (NAME-00001-of-0000N.gguf) brings the others;
 // a directory is a Hugging Face checkpoint, its files read with their names.
 async function readModelIntoHeap(mod, path, read = (p) => readIntoHeap(mod, p)) {
-  const files = (await listDir(path)) ?? modelParts(path);
+  // The native CLI's words, without the library's hint, so both CLIs print the same line.
+  const dir = await listDir(path).catch(() => { throw Object.assign(new Error(notCheckpoint(path)), { code: 'io' }); });
+  const files = dir ?? modelParts(path);
   const hf = isHfCheckpoint(files);
   return readParts(files, async (p) => {
     const buf = await read(p, files);
