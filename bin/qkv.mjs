@@ -27,15 +27,18 @@ function usage(mod, out) {
 // A model path: the first file of a split GGUF model (NAME-00001-of-0000N.gguf) brings the others;
 // a directory is a Hugging Face checkpoint, its files read with their names.
 async function readModelIntoHeap(mod, path, read = (p) => readIntoHeap(mod, p)) {
-  // The native CLI's words, without the library's hint, so both CLIs print the same line.
-  const dir = await listDir(path).catch(() => { throw Object.assign(new Error(notCheckpoint(path)), { code: 'io' }); });
-  const files = dir ?? modelParts(path);
+  const files = (await checkpointFiles(path)) ?? modelParts(path);
   const hf = isHfCheckpoint(files);
   return readParts(files, async (p) => {
     const buf = await read(p, files);
     if (hf) buf.setName(partName(p));
     return buf;
   });
+}
+
+// listDir in the native CLI's words (without the library's hint), so both CLIs print the same line.
+function checkpointFiles(path) {
+  return listDir(path).catch(() => { throw Object.assign(new Error(notCheckpoint(path)), { code: 'io' }); });
 }
 
 // Reads a file into the WASM heap; file-system failures become io errors naming the path.
@@ -273,7 +276,7 @@ async function quantize(argv) {
       (f, files) => readPathIntoHeap(mod, f, files.length > 1 ? `the model (${basename(f)})` : 'the model'));
     const head = modelBuf.view().subarray(0, 4);
     const gguf = head.length === 4 && String.fromCharCode(...head) === 'GGUF';
-    if (!gguf && !(await listDir(a.model))) tokBuf = await readPathIntoHeap(mod, a.tokenizer, 'the tokenizer');
+    if (!gguf && !(await checkpointFiles(a.model))) tokBuf = await readPathIntoHeap(mod, a.tokenizer, 'the tokenizer');
     try {
       fd = openSync(a.out, 'w');
     } catch (e) {
