@@ -72,7 +72,8 @@ test('the tarball holds no tests, build outputs, dependencies, C++ sources or mo
   ];
   const bad = packed.flatMap((p) => forbidden.filter(([re]) => re.test(p)).map(([, what]) => `${p} (${what})`));
   assert.deepEqual(bad, [], `the tarball holds files it should not:\n${bad.join('\n')}`);
-  assert.ok(packed.length < 60, `${packed.length} files in the tarball: is the "files" whitelist too wide?`);
+  // A guard against a whitelist gone wide, not a budget: the JS modules and WGSL kernels number ~60 now.
+  assert.ok(packed.length < 80, `${packed.length} files in the tarball: is the "files" whitelist too wide?`);
 });
 
 test("every file named by package.json's main, types, exports and bin is in the tarball", () => {

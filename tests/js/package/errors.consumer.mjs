@@ -27,7 +27,9 @@ test("files that cannot be read: 'io' naming the path", async () => {
   await rejectsQkv(loadModel(missing, { tokenizer: TOK, threads: 1 }), 'io', /no such file/i);
   await rejectsQkv(loadModel(missing, { tokenizer: TOK, threads: 1 }), 'io', new RegExp('no-such-model\\.bin'));
   await rejectsQkv(loadModel(pathToFileURL(missing), { tokenizer: TOK, threads: 1 }), 'io', /no such file/i);
-  await rejectsQkv(loadModel(dir, { tokenizer: TOK, threads: 1 }), 'io', /not a regular file/);
+  // A directory is read as a Hugging Face checkpoint; one without config.json is named as not one.
+  await rejectsQkv(loadModel(dir, { tokenizer: TOK, threads: 1 }), 'io', /directory without config\.json: not a Hugging Face checkpoint/);
+  await rejectsQkv(loadModel(dir, { tokenizer: TOK, threads: 1 }), 'io', new RegExp(dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
   await rejectsQkv(loadModel(AIDREAMS, { tokenizer: join(dir, 'no-tok.bin'), threads: 1 }), 'io', /no-tok\.bin/);
   await rejectsQkv(loadModel('http://127.0.0.1:1/model.bin', { tokenizer: TOK, threads: 1 }), 'io', /127\.0\.0\.1/);
 });
