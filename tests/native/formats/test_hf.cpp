@@ -19,6 +19,7 @@
 #include "formats/gguf_writer.h"
 #include "formats/hf.h"
 #include "hf_test_models.h"
+#include "real_vocab.h"
 #include "test_models.h"
 #include "formats/loader.h"
 #include "formats/quantize.h"
@@ -158,48 +159,24 @@ TEST(HfModel, ADirectoryIsAModel) {
 
 // ---- real vocabularies as tokenizer.json ----------------------------------------------------
 
-bool read_file(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  return true;
-}
-
 class HfRealVocab : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(HfRealVocab, TokenizerJsonGivesHuggingFaceIds) {
-  const std::string base = std::string(QKV_SHARED_DIR) + "/vocab/ggml-vocab-" + GetParam() + ".gguf";
-  std::string gguf, inp, outs;
-  if (!read_file(base, &gguf) || !read_file(base + ".inp", &inp) || !read_file(base + ".out", &outs))
-    GTEST_SKIP() << base << " is missing";
-  const GgufFile g = GgufFile::parse(vec_blob(std::vector<uint8_t>(gguf.begin(), gguf.end())));
+  VocabCases v;
+  if (!read_real_vocab(GetParam(), &v)) GTEST_SKIP() << GetParam() << " is missing from " << kVocabDir;
+  const GgufFile g = GgufFile::parse(vec_blob(std::vector<uint8_t>(v.gguf.begin(), v.gguf.end())));
   const auto files = hf_blob(write_hf_tokenizer(g, false));
   GgufWriter w;
   add_hf_tokenizer(w, *as_hf_files(files.get()));
   const Tokenizer t = load_gguf_tokenizer(GgufFile::parse(vec_blob(w.finish())));
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> texts;
-  for (size_t p = 0, q; (q = inp.find(sep, p)) != std::string::npos; p = q + sep.size())
-    texts.push_back(inp.substr(p, q - p));
-  std::vector<std::vector<int>> expected;
-  std::istringstream lines(outs);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream ids(line);
-    std::vector<int> v;
-    for (int id; ids >> id;) v.push_back(id);
-    expected.push_back(v);
-  }
-  ASSERT_EQ(texts.size(), 46u);
-  ASSERT_EQ(expected.size(), texts.size());
-  for (size_t i = 0; i < texts.size(); i++)
-    EXPECT_EQ(t.encode(texts[i], false, false, false), expected[i])
-        << GetParam() << " string " << i << ": '" << texts[i] << "'";
+  ASSERT_EQ(v.texts.size(), 46u);
+  ASSERT_EQ(v.expected.size(), v.texts.size());
+  for (size_t i = 0; i < v.texts.size(); i++)
+    EXPECT_EQ(t.encode(v.texts[i], false, false, false), v.expected[i])
+        << GetParam() << " string " << i << ": '" << v.texts[i] << "'";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, HfRealVocab,
-                         ::testing::Values("llama-spm", "phi-3", "gpt-2", "deepseek-llm", "falcon", "bert-bge"),
+INSTANTIATE_TEST_SUITE_P(Shared, HfRealVocab, ::testing::ValuesIn(kRealVocabs),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            std::string n = i.param;
                            for (char& ch : n)

@@ -18,21 +18,11 @@
 #include "tokenizer/regex.h"
 #include "tokenizer/special_matcher.h"
 #include "tokenizer/tokenizer.h"
+#include "real_vocab.h"
 
 using namespace qkv;
 
 namespace {
-
-const std::string kVocabDir = std::string(QKV_SHARED_DIR) + "/vocab/";  // beside the repository, wherever ctest runs
-
-bool read_file(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  return true;
-}
 
 Tokenizer vocab_tokenizer(const std::string& bytes) {
   std::vector<uint8_t> v(bytes.begin(), bytes.end());
@@ -42,32 +32,17 @@ Tokenizer vocab_tokenizer(const std::string& bytes) {
 class RealVocab : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(RealVocab, EveryTestStringGivesHuggingFaceIds) {
-  const std::string base = kVocabDir + "ggml-vocab-" + GetParam() + ".gguf";
-  std::string gguf, inp, outs;
-  if (!read_file(base, &gguf) || !read_file(base + ".inp", &inp) || !read_file(base + ".out", &outs))
-    GTEST_SKIP() << base << " is missing";
-  const Tokenizer t = vocab_tokenizer(gguf);
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> texts;
-  for (size_t p = 0, q; (q = inp.find(sep, p)) != std::string::npos; p = q + sep.size())
-    texts.push_back(inp.substr(p, q - p));
-  std::vector<std::vector<int>> expected;
-  std::istringstream lines(outs);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream ids(line);
-    std::vector<int> v;
-    for (int id; ids >> id;) v.push_back(id);
-    expected.push_back(v);
-  }
-  ASSERT_EQ(texts.size(), 46u);
-  ASSERT_EQ(expected.size(), texts.size());
-  for (size_t i = 0; i < texts.size(); i++)
-    EXPECT_EQ(t.encode(texts[i], false, false, false), expected[i])
-        << GetParam() << " string " << i << ": '" << texts[i] << "'";
+  VocabCases v;
+  if (!read_real_vocab(GetParam(), &v)) GTEST_SKIP() << GetParam() << " is missing from " << kVocabDir;
+  const Tokenizer t = vocab_tokenizer(v.gguf);
+  ASSERT_EQ(v.texts.size(), 46u);
+  ASSERT_EQ(v.expected.size(), v.texts.size());
+  for (size_t i = 0; i < v.texts.size(); i++)
+    EXPECT_EQ(t.encode(v.texts[i], false, false, false), v.expected[i])
+        << GetParam() << " string " << i << ": '" << v.texts[i] << "'";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, RealVocab,
-                         ::testing::Values("llama-spm", "phi-3", "gpt-2", "deepseek-llm", "falcon", "bert-bge"),
+INSTANTIATE_TEST_SUITE_P(Shared, RealVocab, ::testing::ValuesIn(kRealVocabs),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            std::string n = i.param;
                            std::replace(n.begin(), n.end(), '-', '_');
