@@ -557,6 +557,68 @@ Tensor gguf_weight(const GgufFile& g, const std::string& name, int64_t rows, int
   return w;
 }
 
+void gguf_attention_kinds(const GgufFile& g, const std::string& kinds_key, const std::string& prefix, int n,
+                          std::vector<AttnKind>& kinds, ModelConfig& c) {
+  kinds.clear();
+  const std::string& kk = kinds_key;
+  const GgufValue* v = g.find(kk);
+  if (!v) return;
+  if (v->kind != GgufKind::ARRAY || v->elem != GgufKind::STRING || v->size() != (size_t)n)
+    bad_model(kk + " must be an array of " + std::to_string(n) + " strings (one per layer)");
+  for (size_t i = 0; i < v->size(); i++) {
+    const std::string s = v->str_at(i);
+    if (s == "softmax") kinds.push_back(AttnKind::Softmax);
+    else if (s == "linear") kinds.push_back(AttnKind::Linear);
+    else if (s == "additive") kinds.push_back(AttnKind::Additive);
+    else if (s == "block_sparse") kinds.push_back(AttnKind::BlockSparse);
+    else
+      fail(ErrorCode::Unsupported, "GGUF: " + kk + "[" + std::to_string(i) + "] = '" + s +
+                                       "' is not an attention kind (softmax, linear, additive, block_sparse)");
+  }
+  auto has = [&](AttnKind k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
+  auto need_int = [&](const std::string& k) {
+    if (!g.find(prefix + k)) bad_model("key " + prefix + k + " is missing (" + kk + " needs it)");
+    return gguf_int(g.get_int(prefix + k), prefix + k);
+  };
+  if (has(AttnKind::Additive)) c.additive_dim = need_int("additive.length");
+  if (has(AttnKind::BlockSparse)) {
+    c.sparse.block = need_int("sparse.block_size");
+    c.sparse.window_blocks = need_int("sparse.window_blocks");
+    c.sparse.global_tokens =
+        gguf_int(g.get_int_or(prefix + "sparse.global_tokens", 0), prefix + "sparse.global_tokens");
+    c.sparse.random_blocks =
+        gguf_int(g.get_int_or(prefix + "sparse.random_blocks", 0), prefix + "sparse.random_blocks");
+    const int64_t seed = g.get_int_or(prefix + "sparse.seed", 0);
+    if (seed < 0) bad_model("key " + prefix + "sparse.seed = " + std::to_string(seed) + " must not be negative");
+    c.sparse.seed = (uint64_t)seed;
+  }
+}
+
+AdditiveWeights gguf_additive_weights(const GgufFile& g, const std::string& p, const char* name, bool additive,
+                                      const ModelConfig& c) {
+  AdditiveWeights w;
+  const std::string base = p + name + "_add_";
+  if (!additive) {
+    for (const char* t : {"q", "k", "v"})
+      if (g.find_tensor(base + t + ".weight"))
+        bad_model("tensor " + base + t +
+                  ".weight belongs to additive attention, but this layer's kind is not additive");
+    return w;
+  }
+  const int64_t rows = (int64_t)c.n_heads * c.additive_dim;
+  auto f32 = [&](const char* t, int64_t r, int64_t cols) {
+    const Tensor x = gguf_weight(g, base + t + ".weight", r, cols, true, false, "");
+    if (x.type != DType::F32)
+      fail(ErrorCode::Unsupported, "GGUF: tensor " + base + t + ".weight is " + ggml_type_name(ggml_of_qtype(x.type)) +
+                                       "; additive attention parameters must be F32");
+    return x.f32();
+  };
+  w.wq = f32("q", rows, c.head_dim);
+  w.wk = f32("k", rows, c.head_dim);
+  w.v = f32("v", c.n_heads, c.additive_dim);
+  return w;
+}
+
 bool gguf_flag(const GgufFile& g, const std::string& key, bool def) {
   const GgufValue* v = g.find(key);
   if (!v) return def;

@@ -157,6 +157,16 @@ int gguf_int(int64_t v, const std::string& key);
 // latter's message.
 Tensor gguf_weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t cols, bool required, bool vec,
                    const char* vec_rule);
+// Attention kinds (docs/attention-kinds.md): key kinds_key, one string per layer (softmax, linear,
+// additive, block_sparse; absent: all softmax), into kinds (n entries); the additive width
+// (`prefix`additive.length) and the block-sparse pattern (`prefix`sparse.*) into c when a kind
+// needs them. prefix is e.g. "llama.attention.".
+void gguf_attention_kinds(const GgufFile& g, const std::string& kinds_key, const std::string& prefix, int n,
+                          std::vector<AttnKind>& kinds, ModelConfig& c);
+// Layer tensors `p`NAME_add_{q,k,v}.weight (NAME e.g. attn): additive attention's F32 parameters
+// when additive, else refused if present.
+AdditiveWeights gguf_additive_weights(const GgufFile& g, const std::string& p, const char* name, bool additive,
+                                      const ModelConfig& c);
 // A bool key, def when absent.
 bool gguf_flag(const GgufFile& g, const std::string& key, bool def);
 // A token id key: def when absent, -1 (none) when out of 0..n-1 (some files write -1 or

@@ -61,6 +61,13 @@ EncDecModelData load_gguf_encdec(const GgufFile& g) {
   c.vocab_size = gguf_int((int64_t)emb->dim(1), "the vocabulary size (token_embd.weight)");
   c.tied_classifier = g.find_tensor("output.weight") == nullptr;
   c.attn_scale = 1.0f;  // T5 does not scale q.k (it is folded into the weights)
+  // Attention kinds per stack (docs/attention-kinds.md), their parameters under t5.attention.*.
+  EncDecConfig& e = m.encdec;
+  gguf_attention_kinds(g, key("attention.layer_kinds"), key("attention."), c.n_layers, e.enc_attn, c);
+  gguf_attention_kinds(g, key("decoder.attention.layer_kinds"), key("attention."), m.encdec.n_dec_layers, e.dec_attn,
+                       c);
+  gguf_attention_kinds(g, key("cross_attention.layer_kinds"), key("attention."), m.encdec.n_dec_layers, e.cross_attn,
+                       c);
   c.validate();
   m.encdec.decoder_start_id = g.find(key("decoder_start_token_id"))
                                   ? gguf_int(g.get_int(key("decoder_start_token_id")), key("decoder_start_token_id"))
@@ -92,6 +99,10 @@ EncDecModelData load_gguf_encdec(const GgufFile& g) {
         dequantize_row_ref(rb.type, rb.row(r), m.decoded.back()->data() + (size_t)r * c.n_heads, c.n_heads);
       L.rel_bias = m.decoded.back()->data();
     }
+    L.self_add = gguf_additive_weights(
+        g, p, "attn", EncDecConfig::kind_at(dec ? m.encdec.dec_attn : m.encdec.enc_attn, l) == AttnKind::Additive, c);
+    L.cross_add = gguf_additive_weights(g, p, "cross_attn",
+                                        dec && EncDecConfig::kind_at(m.encdec.cross_attn, l) == AttnKind::Additive, c);
     if (dec) {
       L.cross_norm = vec(g, p + "cross_attn_norm.weight", d);
       L.cq = weight(g, p + "cross_attn_q.weight", q, d);

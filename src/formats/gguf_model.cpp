@@ -345,6 +345,7 @@ void load_encoder_weights(const GgufFile& g, const ArchRow& row, LoadedModel& m)
   for (int l = 0; l < c.n_layers; l++) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& L = w.layers[l];
+    L.additive = gguf_additive_weights(g, p, "attn", c.attn_of(l) == AttnKind::Additive, c);
     if (row.fused_qkv || g.find_tensor(p + "attn_qkv.weight")) {
       const Tensor qkv = weight(g, p + "attn_qkv.weight", q + 2 * kv, d);
       L.wq = rows_of(qkv, 0, q);
@@ -615,6 +616,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     c.layer_rope.assign(c.n_layers, 1);
     for (int l = 0; l < c.n_layers; l++) c.layer_rope[l] = (l + 1) % row->nope_step != 0;
   }
+  gguf_attention_kinds(g, key("attention.layer_kinds"), key("attention."), c.n_layers, c.layer_attn, c);
   c.validate();
 
   LoadedModel m;
@@ -646,6 +648,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   for (int l = 0; l < c.n_layers; l++) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& L = w.layers[l];
+    L.additive = gguf_additive_weights(g, p, "attn", c.attn_of(l) == AttnKind::Additive, c);
     if (!row->no_pre_norms) L.attn_norm = vec(g, p + "attn_norm.weight", d);
     if (b || row->norm_bias) L.attn_norm_b = vec(g, p + "attn_norm.bias", d);
     if (row->fused_qkv || g.find_tensor(p + "attn_qkv.weight")) {

@@ -34,6 +34,42 @@ void add_sinusoidal(float* x, int dim, int pos) {
   }
 }
 
+void attend(const ModelConfig& c, AttnKind kind, const AdditiveWeights& w, const AttentionArgs& a, int h0, int h1) {
+  switch (kind) {
+    case AttnKind::Softmax: attention_flash(a, h0, h1); return;
+    case AttnKind::Linear: attention_linear(a, h0, h1); return;
+    case AttnKind::BlockSparse: attention_block_sparse(a, c.sparse, h0, h1); return;
+    case AttnKind::Additive: break;
+  }
+  for (int h = h0; h < h1; h++) attention_additive_simd(additive_head_args(c, w, a, h));
+}
+
+AdditiveAttentionArgs additive_head_args(const ModelConfig& c, const AdditiveWeights& w, const AttentionArgs& a,
+                                         int h) {
+  const int hd = a.head_dim, da = c.additive_dim, g = h / (a.n_heads / a.n_kv_heads);
+  AdditiveAttentionArgs d;
+  d.n_q = a.n_q;
+  d.n_kv = a.n_kv;
+  d.d_q = d.d_k = d.d_v = hd;
+  d.d_att = da;
+  d.q = a.q + (int64_t)h * hd;
+  d.q_stride = a.q_stride;
+  d.k = a.k + (int64_t)g * hd;
+  d.k_stride = a.kv_stride;
+  d.values = a.v + (int64_t)g * hd;
+  d.values_stride = a.kv_stride;
+  d.w_q = w.wq + (int64_t)h * da * hd;
+  d.w_k = w.wk + (int64_t)h * da * hd;
+  d.v = w.v + (int64_t)h * da;
+  d.out = a.out + (int64_t)h * hd;
+  d.out_stride = a.out_stride;
+  d.q_pos0 = a.q_pos0;
+  d.causal = a.causal;
+  d.key_valid = a.key_valid;
+  if (a.probs) d.probs = a.probs + (int64_t)h * a.n_q * a.n_kv;
+  return d;
+}
+
 void check_tokens(const int* tokens, int n, int vocab_size) {
   for (int i = 0; i < n; i++)
     if (tokens[i] < 0 || tokens[i] >= vocab_size)

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "../kernels/attention.h"
+#include "../kernels/attention_additive.h"
 #include "../threadpool.h"
 #include "config.h"
 #include "products.h"
@@ -43,6 +45,14 @@ struct MoeScratch {
 // SwiGLU feed-forward over the tokens that chose it, and per token the weighted sum in rank order.
 void moe_ffn(ThreadPool& pool, ProductInput& in, const ModelConfig& c, const LayerWeights& L, const float* x, int n,
              float* out, MoeScratch& s);
+
+// Attention of query heads [h0, h1) by the layer's kind: a holds q/k/v, masks and probs as for
+// attention_flash (scale and softcap unused by the additive kind); w holds the additive
+// parameters. Every model stack calls this, so a kind is wired in one place.
+void attend(const ModelConfig& c, AttnKind kind, const AdditiveWeights& w, const AttentionArgs& a, int h0, int h1);
+// The additive kernel's arguments for query head h of a (its kv head's keys and values, head h's
+// parameters, probs at head h's (n_q, n_kv) block when a.probs is set).
+AdditiveAttentionArgs additive_head_args(const ModelConfig& c, const AdditiveWeights& w, const AttentionArgs& a, int h);
 
 // Keys and values per layer, (capacity, kv_dim) each, grown on demand so memory follows the
 // positions used, not the (untrusted) context length in the header.

@@ -29,7 +29,15 @@ const char* ffn_kind_name(FfnKind k) {
   return "?";
 }
 
-const char* attn_kind_name(AttnKind k) { return k == AttnKind::Softmax ? "softmax" : "linear"; }
+const char* attn_kind_name(AttnKind k) {
+  switch (k) {
+    case AttnKind::Softmax: return "softmax";
+    case AttnKind::Linear: return "linear";
+    case AttnKind::Additive: return "additive";
+    case AttnKind::BlockSparse: return "block_sparse";
+  }
+  return "?";
+}
 const char* pool_kind_name(PoolKind k) {
   switch (k) {
     case PoolKind::None: return "none";
@@ -64,6 +72,25 @@ void ModelConfig::validate() const {
   need(layer_window.empty() || (int)layer_window.size() == n_layers,
        "per-layer windows: " + s((int)layer_window.size()) + " entries for " + s(n_layers) + " layers");
   for (int w : layer_window) need(w >= 0, "per-layer window = " + s(w));
+  if (has_attn(AttnKind::Additive))
+    need(additive_dim > 0 && additive_dim <= 4096,
+         "additive attention width = " + s(additive_dim) + " (must be 1..4096)");
+  if (has_attn(AttnKind::BlockSparse)) {
+    need(sparse.block >= 1 && sparse.block <= (1 << 16),
+         "sparse block size = " + s(sparse.block) + " (must be 1..65536)");
+    need(sparse.window_blocks >= 0 && sparse.window_blocks <= (1 << 20),
+         "sparse window blocks = " + s(sparse.window_blocks) + " (must be 0..1048576)");
+    need(sparse.global_tokens >= 0 && sparse.global_tokens <= (1 << 20),
+         "sparse global tokens = " + s(sparse.global_tokens) + " (must be 0..1048576)");
+    need(sparse.random_blocks >= 0 && sparse.random_blocks <= 1024,
+         "sparse random blocks = " + s(sparse.random_blocks) + " (must be 0..1024)");
+  }
+  for (int l = 0; l < (int)layer_attn.size(); l++) {
+    if (layer_attn[l] != AttnKind::Additive) continue;
+    // The additive kernel takes no soft-cap, sliding window or relative-position bias.
+    need(window_of(l) == 0 && attn_softcap == 0.0f && pos != PosKind::RelativeBucket,
+         "layer " + s(l) + ": additive attention with a sliding window, soft-cap or relative-position bias");
+  }
   need(layer_rope.empty() || (int)layer_rope.size() == n_layers,
        "per-layer RoPE flags: " + s((int)layer_rope.size()) + " entries for " + s(n_layers) + " layers");
   if (pos == PosKind::RopeAdjacent || pos == PosKind::RopeHalves) {
@@ -114,7 +141,17 @@ std::string ModelConfig::describe() const {
            arch.c_str(), dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, seq_len,
            norm_kind_name(norm), pos_kind_name(pos), ffn_kind_name(ffn), tied_classifier ? "tied" : "separate",
            causal ? "" : ", bidirectional encoder", post_norm ? ", post-norm" : "", moe.c_str());
-  return buf;
+  std::string out = buf;
+  if (has_attn(AttnKind::Additive) || has_attn(AttnKind::BlockSparse) || has_attn(AttnKind::Linear)) {
+    out += ", attention";
+    for (int l = 0; l < (int)layer_attn.size(); l++) out += std::string(l ? "/" : " ") + attn_kind_name(layer_attn[l]);
+    if (has_attn(AttnKind::BlockSparse))
+      out += " (blocks of " + std::to_string(sparse.block) + ", window " + std::to_string(sparse.window_blocks) +
+             ", global " + std::to_string(sparse.global_tokens) + ", random " + std::to_string(sparse.random_blocks) +
+             ", seed " + std::to_string(sparse.seed) + ")";
+    if (has_attn(AttnKind::Additive)) out += " (additive width " + std::to_string(additive_dim) + ")";
+  }
+  return out;
 }
 
 }  // namespace qkv

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "../kernels/attention_sparse.h"
+
 namespace qkv {
 
 enum class NormKind { RMSNorm, LayerNorm };
@@ -15,7 +17,9 @@ enum class PosKind { None, RopeAdjacent, RopeHalves, Learned, Sinusoidal, Relati
 // "gated-gelu"); GELU/ReLU: act(x W_up + b).
 enum class FfnKind { SwiGLU, GELU, ReLU, GeGLU };
 // Softmax: scaled dot-product attention. Linear: the elu+1 feature-map kernel (linear attention).
-enum class AttnKind { Softmax, Linear };
+// Additive: Bahdanau's v . tanh(W_q q + W_k k) per head (LayerWeights::add_*). BlockSparse:
+// softmax attention over ModelConfig::sparse's pattern of key blocks only.
+enum class AttnKind { Softmax, Linear, Additive, BlockSparse };
 // How an encoder turns its per-token states into one vector per text (GGUF *.pooling_type).
 // Rank: a reranker (llama.cpp's rank pooling): the first token's state through the
 // classification head (ModelWeights::rank_head), one score per text.
@@ -81,6 +85,15 @@ struct ModelConfig {
   std::vector<AttnKind> layer_attn;
   std::vector<int> layer_window;
   AttnKind attn_of(int l) const { return layer_attn.empty() ? AttnKind::Softmax : layer_attn[l]; }
+  bool has_attn(AttnKind k) const {
+    for (AttnKind a : layer_attn)
+      if (a == k) return true;
+    return false;
+  }
+  // Additive layers: width of the tanh layer of every head (rows of its W_q and W_k).
+  int additive_dim = 0;
+  // BlockSparse layers: the key-block pattern they all follow.
+  BlockSparsePattern sparse;
   int window_of(int l) const { return layer_window.empty() ? sliding_window : layer_window[l]; }
   // Per layer, when not empty: 0 where the layer skips RoPE (its attention has no positions;
   // SmolLM3's every fourth layer), 1 where it rotates as pos says.

@@ -48,6 +48,8 @@ struct EncoderDecoder::Attn {
   const float* rel_bias = nullptr;  // (buckets, heads) or null
   bool bidirectional = false;       // bucket kind
   float* probs = nullptr;           // (heads, n_q, n_kv) or null
+  AttnKind kind = AttnKind::Softmax;
+  const AdditiveWeights* add = nullptr;  // additive kind: its parameters
 };
 
 EncoderDecoder::EncoderDecoder(EncDecModelData model, int context, std::shared_ptr<ThreadPool> pool)
@@ -69,6 +71,30 @@ EncoderDecoder::EncoderDecoder(EncDecModelData model, int context, std::shared_p
              pos_kind_name(c.pos));
   if (c.pos == PosKind::RelativeBucket && (!m_.weights.enc[0].rel_bias || !m_.weights.dec[0].rel_bias))
     fail(ErrorCode::BadModel, "relative-bucket positions need the first encoder and decoder layers' bias tables");
+  // Attention kinds: sized per stack, parameters present, no kind the relative bias cannot join.
+  auto check_kinds = [&](const std::vector<AttnKind>& kinds, int n, const char* what, bool self) {
+    if (!kinds.empty() && (int)kinds.size() != n)
+      fail(ErrorCode::BadModel, std::string("invalid model header: ") + what + " attention kinds: " +
+                                    std::to_string(kinds.size()) + " entries for " + std::to_string(n) + " layers");
+    for (int l = 0; l < (int)kinds.size(); l++) {
+      const std::string at = std::string(what) + " layer " + std::to_string(l) + ": " + attn_kind_name(kinds[l]);
+      if (kinds[l] == AttnKind::Linear) fail(ErrorCode::Unsupported, at + " attention is not supported here");
+      if (self && kinds[l] != AttnKind::Softmax && c.pos == PosKind::RelativeBucket)
+        fail(ErrorCode::Unsupported, at + " attention cannot take the relative-position bias");
+      if (kinds[l] == AttnKind::Additive) {
+        if (c.additive_dim <= 0 || c.additive_dim > 4096)
+          fail(ErrorCode::BadModel, "invalid model header: additive attention width = " +
+                                        std::to_string(c.additive_dim) + " (must be 1..4096)");
+        const EncDecLayerWeights& L = std::string(what) == "encoder" ? m_.weights.enc[l] : m_.weights.dec[l];
+        const AdditiveWeights& w = self ? L.self_add : L.cross_add;
+        if (!w.wq || !w.wk || !w.v) fail(ErrorCode::BadModel, at + " attention without its parameters");
+      }
+      if (kinds[l] == AttnKind::BlockSparse) c.sparse.validate();
+    }
+  };
+  check_kinds(e.enc_attn, c.n_layers, "encoder", true);
+  check_kinds(e.dec_attn, e.n_dec_layers, "decoder", true);
+  check_kinds(e.cross_attn, e.n_dec_layers, "cross", false);
   if (!pool_) pool_ = std::make_shared<ThreadPool>(1);
   if (context < 0) fail(ErrorCode::BadArgument, "context must be positive, got " + std::to_string(context));
   ctx_ = context == 0 ? c.seq_len : context;
@@ -108,8 +134,8 @@ const float* EncoderDecoder::sublayer_input(const float* x, const float* w, cons
   return xb_.data();
 }
 
-// Scaled dot-product attention (the flash kernel); with a relative-position bias table the
-// scores get bias[bucket(key - query), head] before the softmax.
+// Attention of a's kind (softmax: the flash kernel); with a relative-position bias table the
+// scores get bias[bucket(key - query), head] before the softmax (softmax kind only).
 void EncoderDecoder::run_attention(const Attn& a) {
   const ModelConfig& c = m_.config;
   const int H = c.n_heads, hd = c.head_dim;
@@ -139,8 +165,10 @@ void EncoderDecoder::run_attention(const Attn& a) {
     f.rel_bias = a.rel_bias;
     f.rel_bucket = buckets_.data();
   }
-  if ((int64_t)H * a.n_q * a.n_kv * hd < kMinParallelWork) attention_flash(f, 0, H);
-  else pool_->parallel_for(H, 1, [&](int h0, int h1, int) { attention_flash(f, h0, h1); });
+  static const AdditiveWeights none;
+  const AdditiveWeights& add = a.add ? *a.add : none;
+  if ((int64_t)H * a.n_q * a.n_kv * hd < kMinParallelWork) attend(c, a.kind, add, f, 0, H);
+  else pool_->parallel_for(H, 1, [&](int h0, int h1, int) { attend(c, a.kind, add, f, h0, h1); });
 }
 
 void EncoderDecoder::ffn(const EncDecLayerWeights& L, float* x, int n) {
@@ -194,6 +222,8 @@ void EncoderDecoder::encode(const int* src, int n) {
     a.out = xb2_.data();
     a.n_q = a.n_kv = n;
     a.causal = false;  // the encoder sees the whole source
+    a.kind = EncDecConfig::kind_at(m_.encdec.enc_attn, l);
+    a.add = &L.self_add;
     if (c.pos == PosKind::RelativeBucket) {
       a.rel_bias = L.rel_bias ? L.rel_bias : w.enc[0].rel_bias;
       a.bidirectional = true;
@@ -274,6 +304,8 @@ const float* EncoderDecoder::decode(const int* tokens, int n, int pos, bool all_
       a.n_kv = p0 + B;
       a.q_pos0 = p0;
       a.causal = true;
+      a.kind = EncDecConfig::kind_at(m_.encdec.dec_attn, l);
+      a.add = &L.self_add;
       if (c.pos == PosKind::RelativeBucket) a.rel_bias = L.rel_bias ? L.rel_bias : w.dec[0].rel_bias;
       if (capture_) a.probs = probs.data();
       run_attention(a);
@@ -291,6 +323,8 @@ const float* EncoderDecoder::decode(const int* tokens, int n, int pos, bool all_
       ca.n_q = B;
       ca.n_kv = n_src_;
       ca.causal = false;
+      ca.kind = EncDecConfig::kind_at(m_.encdec.cross_attn, l);
+      ca.add = &L.cross_add;
       if (capture_) ca.probs = probs.data();
       run_attention(ca);
       if (capture_) cross_attn_.place(l, probs.data(), i0, B, n_src_);

@@ -26,6 +26,8 @@ struct EncDecLayerWeights {
   const float *cross_norm = nullptr, *cross_norm_b = nullptr;
   Tensor cq, ck, cv, co;
   const float *cbq = nullptr, *cbk = nullptr, *cbv = nullptr, *cbo = nullptr;
+  // Additive attention parameters of the self- and cross-attention when of that kind.
+  AdditiveWeights self_add, cross_add;
   // Feed-forward.
   const float *ffn_norm = nullptr, *ffn_norm_b = nullptr;
   Tensor w_gate, w_up, w_down;  // (hidden, dim), (hidden, dim), (dim, hidden); w_gate for GeGLU/SwiGLU
@@ -35,6 +37,10 @@ struct EncDecLayerWeights {
 struct EncDecConfig {
   int n_dec_layers = 0;      // decoder layers (ModelConfig::n_layers counts the encoder's)
   int decoder_start_id = 0;  // the first decoder input (T5: the pad token, 0)
+  // Attention kinds per layer (empty: all softmax): encoder self-attention, decoder
+  // self-attention, decoder cross-attention; additive width and sparse pattern from ModelConfig.
+  std::vector<AttnKind> enc_attn, dec_attn, cross_attn;
+  static AttnKind kind_at(const std::vector<AttnKind>& v, int l) { return v.empty() ? AttnKind::Softmax : v[l]; }
   // The score and embedding scales are ModelConfig's attn_scale (T5 folds it into Wq: 1) and
   // embed_scale (original Transformer: sqrt(dim)).
 };

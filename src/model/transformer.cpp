@@ -316,7 +316,9 @@ void Transformer::layer_attention(int l) {
     chunk_probs_.assign((size_t)c.n_heads * B * a.n_kv, 0.0f);
     a.probs = chunk_probs_.data();
   }
-  auto kernel = c.attn_of(l) == AttnKind::Linear ? attention_linear : attention_flash;
+  const AttnKind kind = c.attn_of(l);
+  const AdditiveWeights& add = m_.weights.layers[l].additive;
+  auto kernel = [&](const AttentionArgs& sa, int h0, int h1) { attend(c, kind, add, sa, h0, h1); };
   if (encoding_) {
     // Packed texts: each (text, head) pair attends over its own text's rows only, which is the
     // block-diagonal (segment) mask without computing the blocks that are masked out.

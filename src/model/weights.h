@@ -65,6 +65,12 @@ struct Tensor {
   explicit operator bool() const { return data != nullptr; }
 };
 
+// Additive attention's parameters (f32; head h's block at h * additive_dim rows): W_q and W_k
+// (n_heads * additive_dim, head_dim) each, v (n_heads, additive_dim).
+struct AdditiveWeights {
+  const float *wq = nullptr, *wk = nullptr, *v = nullptr;
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;    // (dim,) before attention (none: x as is, OLMo 2); post-norm: after its residual
   const float* attn_norm_b = nullptr;  // (dim,) LayerNorm only
@@ -72,6 +78,7 @@ struct LayerWeights {
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // optional biases
   // (dim,) RMSNorm of the attention / feed-forward output before its residual add (Gemma 2).
   const float *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
+  AdditiveWeights additive;                          // additive attention layers only
   const float *q_norm = nullptr, *k_norm = nullptr;  // (head_dim,) per-head RMSNorm of q and k before RoPE (Qwen3);
                                                      // (q_dim,), (kv_dim,) with qk_norm_whole
   const float* ffn_norm = nullptr;  // (dim,) before the feed-forward (none: x as is); post-norm: after its residual
