@@ -256,6 +256,37 @@ void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok, const std::vector<st
   w.add_u32("tokenizer.ggml.unknown_token_id", 0);
 }
 
+void add_attention_kinds(GgufWriter& w, const std::string& kinds_key, const std::string& prefix,
+                         const std::vector<AttnKind>& kinds, const ModelConfig& c) {
+  if (kinds.empty()) return;
+  std::vector<std::string> names;
+  bool additive = false, sparse = false;
+  for (AttnKind k : kinds) {
+    names.push_back(attn_kind_name(k));
+    additive |= k == AttnKind::Additive;
+    sparse |= k == AttnKind::BlockSparse;
+  }
+  w.add_strings(kinds_key, names);
+  if (additive) w.add_u32(prefix + "additive.length", c.additive_dim);
+  if (sparse) {
+    w.add_u32(prefix + "sparse.block_size", c.sparse.block);
+    w.add_u32(prefix + "sparse.window_blocks", c.sparse.window_blocks);
+    w.add_u32(prefix + "sparse.global_tokens", c.sparse.global_tokens);
+    w.add_u32(prefix + "sparse.random_blocks", c.sparse.random_blocks);
+    if (c.sparse.seed > 0xffffffffu) fail(ErrorCode::Unsupported, "sparse pattern seeds above 2^32 cannot be written");
+    w.add_u32(prefix + "sparse.seed", (uint32_t)c.sparse.seed);
+  }
+}
+
+void add_additive_tensors(GgufWriter& w, const std::string& p, const char* name, const AdditiveWeights& a,
+                          const ModelConfig& c) {
+  const uint64_t rows = (uint64_t)c.n_heads * c.additive_dim, hd = c.head_dim;
+  const std::string base = p + name + "_add_";
+  w.add_tensor_f32(base + "q.weight", {hd, rows}, a.wq);
+  w.add_tensor_f32(base + "k.weight", {hd, rows}, a.wk);
+  w.add_tensor_f32(base + "v.weight", {(uint64_t)c.additive_dim, (uint64_t)c.n_heads}, a.v);
+}
+
 std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok, const std::string& name, QType type) {
   const ModelConfig& c = m.config;
   if (c.arch != "llama") fail(ErrorCode::Unsupported, "only llama models can be converted");
@@ -272,6 +303,7 @@ std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok,
   w.add_u32("llama.rope.dimension_count", c.rot_dims());
   w.add_f32("llama.rope.freq_base", c.rope_theta);
   w.add_f32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
+  add_attention_kinds(w, "llama.attention.layer_kinds", "llama.attention.", c.layer_attn, c);
   add_spm_tokenizer(w, tok);
   const ModelWeights& W = m.weights;
   const uint64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim, V = c.vocab_size;
@@ -287,6 +319,7 @@ std::vector<uint8_t> llama2c_to_gguf(const LoadedModel& m, const Tokenizer& tok,
     w.add_tensor(p + "attn_k.weight", {d, kv}, L.wk.f32(), typed(d));
     w.add_tensor(p + "attn_v.weight", {d, kv}, L.wv.f32(), typed(d));
     w.add_tensor(p + "attn_output.weight", {q, d}, L.wo.f32(), typed(q));
+    if (c.attn_of(l) == AttnKind::Additive) add_additive_tensors(w, p, "attn", L.additive, c);
     w.add_tensor_f32(p + "ffn_norm.weight", {d}, L.ffn_norm);
     w.add_tensor(p + "ffn_gate.weight", {d, h}, L.w_gate.f32(), typed(d));
     w.add_tensor(p + "ffn_down.weight", {h, d}, L.w_down.f32(), typed(h));

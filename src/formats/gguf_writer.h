@@ -49,6 +49,14 @@ class GgufWriter {
 // A llama2.c-style SentencePiece vocabulary as tokenizer.ggml.* keys (pieces with U+2581 for
 // spaces, scores, token types).
 // `extra_control` pieces are appended as control tokens.
+// Attention kinds as gguf_attention_kinds reads them: kinds_key (one name per layer) and, when a
+// kind needs them, the additive width and the sparse pattern under prefix (e.g.
+// "llama.attention."). Nothing when kinds is empty.
+void add_attention_kinds(GgufWriter& w, const std::string& kinds_key, const std::string& prefix,
+                         const std::vector<AttnKind>& kinds, const ModelConfig& c);
+// Additive attention parameters of one layer as `p`NAME_add_{q,k,v}.weight (F32).
+void add_additive_tensors(GgufWriter& w, const std::string& p, const char* name, const AdditiveWeights& a,
+                          const ModelConfig& c);
 void add_spm_tokenizer(GgufWriter& w, const Tokenizer& tok, const std::vector<std::string>& extra_control = {});
 
 // A T5 Unigram vocabulary as tokenizer.ggml.* keys: pieces (U+2581 for spaces) with their

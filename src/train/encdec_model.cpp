@@ -7,6 +7,7 @@
 #include "../common.h"
 #include "../kernels/activation.h"
 #include "../kernels/activation_backward.h"
+#include "../kernels/attention_additive.h"
 #include "../kernels/attention_bias_backward.h"
 #include "../kernels/matmul.h"
 #include "../kernels/matmul_backward.h"
@@ -34,6 +35,8 @@ ModelConfig EncDecTrainShape::model_config() const {
   need(seq_len > 1 && seq_len <= 4096, "seq_len = " + std::to_string(seq_len) + " must be 2..4096");
   need(rel_buckets >= 4 && rel_buckets <= 256, "rel_buckets must be 4..256");
   need(decoder_start_id >= 0 && decoder_start_id < vocab, "decoder start token outside the vocabulary");
+  need(additive_cross >= 0 && additive_cross <= 4096,
+       "additive_cross = " + std::to_string(additive_cross) + " must be 0..4096");
   ModelConfig c;
   c.arch = "t5";
   c.dim = dim;
@@ -51,6 +54,7 @@ ModelConfig EncDecTrainShape::model_config() const {
   c.causal = false;
   c.ffn = FfnKind::ReLU;
   c.tied_classifier = true;
+  c.additive_dim = additive_cross;
   c.validate();
   return c;
 }
@@ -84,6 +88,12 @@ EncDecParamLayout::EncDecParamLayout(const EncDecTrainShape& s) {
       L.ck = take(d * d);
       L.cv = take(d * d);
       L.co = take(d * d);
+      if (s.additive_cross > 0) {
+        const int64_t rows = (int64_t)s.n_heads * s.additive_cross, hd = s.dim / s.n_heads;
+        L.cadd_wq = take(rows * hd);
+        L.cadd_wk = take(rows * hd);
+        L.cadd_v = take(rows);
+      }
     }
     L.ffn_norm = norm();
     L.w_up = take(h * d);
@@ -130,6 +140,12 @@ void EncDecTrainModel::init(uint64_t seed) {
       fill(L.ck, d * d, 1.0 / std::sqrt((double)d));
       fill(L.cv, d * d, 1.0 / std::sqrt((double)d));
       fill(L.co, d * d, res / std::sqrt((double)d));
+      if (L.cadd_wq >= 0) {  // tanh inputs of order one, scores near zero: uniform alignments at first
+        const int64_t rows = (int64_t)s_.n_heads * s_.additive_cross;
+        fill(L.cadd_wq, rows * hd, 1.0 / std::sqrt((double)hd));
+        fill(L.cadd_wk, rows * hd, 1.0 / std::sqrt((double)hd));
+        fill(L.cadd_v, rows, 1.0 / std::sqrt((double)s_.additive_cross));
+      }
     }
     fill(L.w_up, h * d, 1.0 / std::sqrt((double)d));
     fill(L.w_down, d * h, res / std::sqrt((double)h));
@@ -262,6 +278,71 @@ void EncDecTrainModel::attention_back(Kind kind, const float* q, const float* k,
   });
 }
 
+// The additive kernel's arguments for head h of one example's cross-attention span.
+static AdditiveAttentionArgs additive_span_args(const Span& sp, const EncDecTrainShape& s, const float* P,
+                                                const EncDecParamLayout::Layer& L, int h, const float* q,
+                                                const float* k, const float* v, const float* out, const float* probs) {
+  const int D = s.dim, hd = D / s.n_heads, da = s.additive_cross;
+  AdditiveAttentionArgs a;
+  a.n_q = sp.q_len;
+  a.n_kv = sp.k_len;
+  a.d_q = a.d_k = a.d_v = hd;
+  a.d_att = da;
+  a.q = q + (int64_t)sp.q_off * D + (int64_t)h * hd;
+  a.k = k + (int64_t)sp.k_off * D + (int64_t)h * hd;
+  a.values = v + (int64_t)sp.k_off * D + (int64_t)h * hd;
+  a.q_stride = a.k_stride = a.values_stride = a.out_stride = D;
+  a.w_q = P + L.cadd_wq + (int64_t)h * da * hd;
+  a.w_k = P + L.cadd_wk + (int64_t)h * da * hd;
+  a.v = P + L.cadd_v + (int64_t)h * da;
+  a.out = const_cast<float*>(out) + (int64_t)sp.q_off * D + (int64_t)h * hd;
+  a.probs = const_cast<float*>(probs) + sp.p_off + (int64_t)h * sp.q_len * sp.k_len;
+  return a;
+}
+
+void EncDecTrainModel::additive_cross(const EncDecParamLayout::Layer& L, const float* q, const float* k, const float* v,
+                                      float* out, std::vector<float>& probs) {
+  int64_t total = 0;
+  const std::vector<Span> spans = spans_of(2, src_off_, src_len_, tgt_off_, tgt_len_, s_, &total);
+  grow(probs, (size_t)total);
+  pool_->parallel_for(s_.n_heads, 1, [&](int h0, int h1, int) {
+    for (const Span& sp : spans)
+      for (int h = h0; h < h1; h++)
+        attention_additive_simd(additive_span_args(sp, s_, params_.data(), L, h, q, k, v, out, probs.data()));
+  });
+}
+
+void EncDecTrainModel::additive_cross_back(const EncDecParamLayout::Layer& L, const float* q, const float* k,
+                                           const float* v, const float* out, const float* probs, const float* dout,
+                                           float* dq, float* dk, float* dv) {
+  int64_t total = 0;
+  const std::vector<Span> spans = spans_of(2, src_off_, src_len_, tgt_off_, tgt_len_, s_, &total);
+  const int D = s_.dim, hd = D / s_.n_heads, da = s_.additive_cross;
+  const int64_t nw = (int64_t)da * hd;
+  // Each head owns its parameters' gradient rows and its columns of dq, dk, dv: heads split freely.
+  pool_->parallel_for(s_.n_heads, 1, [&](int h0, int h1, int) {
+    std::vector<float> g(2 * nw + da);
+    for (int h = h0; h < h1; h++)
+      for (const Span& sp : spans) {
+        const AdditiveAttentionArgs a = additive_span_args(sp, s_, params_.data(), L, h, q, k, v, out, probs);
+        AdditiveAttentionGrads gr;
+        gr.probs = a.probs;
+        gr.out = a.out;
+        gr.dout = dout + (int64_t)sp.q_off * D + (int64_t)h * hd;
+        gr.dq = dq + (int64_t)sp.q_off * D + (int64_t)h * hd;
+        gr.dk = dk + (int64_t)sp.k_off * D + (int64_t)h * hd;
+        gr.dvalues = dv + (int64_t)sp.k_off * D + (int64_t)h * hd;
+        gr.dw_q = g.data();
+        gr.dw_k = g.data() + nw;
+        gr.dv = g.data() + 2 * nw;
+        attention_additive_backward_simd(a, gr);
+        add_f32_simd(&grads_[L.cadd_wq + h * nw], g.data(), (int)nw);
+        add_f32_simd(&grads_[L.cadd_wk + h * nw], g.data() + nw, (int)nw);
+        add_f32_simd(&grads_[L.cadd_v + (int64_t)h * da], g.data() + 2 * nw, da);
+      }
+  });
+}
+
 void EncDecTrainModel::layer_forward(Acts& A, const EncDecParamLayout::Layer& L, std::vector<float>& x, bool dec) {
   const int D = s_.dim, F = s_.hidden_dim, n = dec ? Nt_ : Ns_;
   std::vector<float> tmp((size_t)n * D);
@@ -287,7 +368,8 @@ void EncDecTrainModel::layer_forward(Acts& A, const EncDecParamLayout::Layer& L,
     matmul(A.cq.data(), A.xnc.data(), L.cq, D, D, n);
     matmul(A.ck.data(), enc_out_.data(), L.ck, D, D, Ns_);
     matmul(A.cv.data(), enc_out_.data(), L.cv, D, D, Ns_);
-    attention(Kind::Cross, A.cq.data(), A.ck.data(), A.cv.data(), A.catt.data(), A.cprobs);
+    if (L.cadd_wq >= 0) additive_cross(L, A.cq.data(), A.ck.data(), A.cv.data(), A.catt.data(), A.cprobs);
+    else attention(Kind::Cross, A.cq.data(), A.ck.data(), A.cv.data(), A.catt.data(), A.cprobs);
     matmul(tmp.data(), A.catt.data(), L.co, D, D, n);
     for (size_t i = 0; i < x.size(); i++) x[i] += tmp[i];
   }
@@ -313,8 +395,12 @@ void EncDecTrainModel::layer_backward(Acts& A, const EncDecParamLayout::Layer& L
   if (dec) {
     std::vector<float> dq((size_t)n * D, 0.0f), dk((size_t)Ns_ * D, 0.0f), dv((size_t)Ns_ * D, 0.0f);
     matmul_back(datt.data(), false, dx.data(), A.catt.data(), L.co, D, D, n);
-    attention_back(Kind::Cross, A.cq.data(), A.ck.data(), A.cv.data(), A.catt.data(), A.cprobs.data(), datt.data(),
-                   dq.data(), dk.data(), dv.data());
+    if (L.cadd_wq >= 0)
+      additive_cross_back(L, A.cq.data(), A.ck.data(), A.cv.data(), A.catt.data(), A.cprobs.data(), datt.data(),
+                          dq.data(), dk.data(), dv.data());
+    else
+      attention_back(Kind::Cross, A.cq.data(), A.ck.data(), A.cv.data(), A.catt.data(), A.cprobs.data(), datt.data(),
+                     dq.data(), dk.data(), dv.data());
     matmul_back(dxn.data(), false, dq.data(), A.xnc.data(), L.cq, D, D, n);
     matmul_back(denc_out_.data(), true, dk.data(), enc_out_.data(), L.ck, D, D, Ns_);
     matmul_back(denc_out_.data(), true, dv.data(), enc_out_.data(), L.cv, D, D, Ns_);
@@ -409,6 +495,7 @@ EncDecModelData EncDecTrainModel::view() const {
   m.encdec.n_dec_layers = s_.dec_layers;
   m.encdec.decoder_start_id = s_.decoder_start_id;
   m.config.attn_scale = 1.0f;
+  if (s_.additive_cross > 0) m.encdec.cross_attn.assign(s_.dec_layers, AttnKind::Additive);
   const float* P = params_.data();
   const int64_t d = s_.dim, h = s_.hidden_dim;
   auto t = [&](int64_t off, int64_t rows, int64_t cols) {
@@ -435,6 +522,7 @@ EncDecModelData EncDecTrainModel::view() const {
       o.ck = t(L.ck, d, d);
       o.cv = t(L.cv, d, d);
       o.co = t(L.co, d, d);
+      if (L.cadd_wq >= 0) o.cross_add = {P + L.cadd_wq, P + L.cadd_wk, P + L.cadd_v};
     }
     o.ffn_norm = P + L.ffn_norm;
     o.w_up = t(L.w_up, h, d);

@@ -25,6 +25,8 @@ struct EncDecTrainShape {
   int rel_buckets = 32, rel_max_distance = 128;
   int decoder_start_id = 0;
   float norm_eps = 1e-6f;
+  // > 0: every decoder layer's cross-attention is additive (Bahdanau) with a tanh layer this wide.
+  int additive_cross = 0;
   ModelConfig model_config() const;  // throws Error(BadArgument) for impossible shapes
 };
 
@@ -32,6 +34,7 @@ struct EncDecParamLayout {
   struct Layer {
     int64_t attn_norm, wq, wk, wv, wo;
     int64_t cross_norm = -1, cq = -1, ck = -1, cv = -1, co = -1;  // decoder layers only
+    int64_t cadd_wq = -1, cadd_wk = -1, cadd_v = -1;              // additive cross-attention only
     int64_t ffn_norm, w_up, w_down;
   };
   int64_t tok_embed = 0;               // (vocab, dim)
@@ -82,6 +85,12 @@ class EncDecTrainModel {
   void attention(Kind kind, const float* q, const float* k, const float* v, float* out, std::vector<float>& probs);
   void attention_back(Kind kind, const float* q, const float* k, const float* v, const float* out, const float* probs,
                       const float* dout, float* dq, float* dk, float* dv);
+  // Additive cross-attention of every example, forward or backward (into dq/dk/dv and the
+  // parameters' gradients), for decoder layer L.
+  void additive_cross(const EncDecParamLayout::Layer& L, const float* q, const float* k, const float* v, float* out,
+                      std::vector<float>& probs);
+  void additive_cross_back(const EncDecParamLayout::Layer& L, const float* q, const float* k, const float* v,
+                           const float* out, const float* probs, const float* dout, float* dq, float* dk, float* dv);
   void layer_forward(Acts& A, const EncDecParamLayout::Layer& L, std::vector<float>& x, bool dec);
   void layer_backward(Acts& A, const EncDecParamLayout::Layer& L, std::vector<float>& dx, bool dec);
 

@@ -34,6 +34,7 @@ bool is_encdec_train_config(const std::string& text, const std::vector<std::stri
 EncDecTrainConfig parse_encdec_train_config(const std::string& text, const std::vector<std::string>& overrides,
                                             const std::string& origin) {
   EncDecTrainConfig c;
+  int additive_dim = 0;
   for_each_config_entry(text, overrides, origin, [&](const ConfigEntry& e) {
     const std::string &k = e.key, &v = e.value;
     EncDecTrainShape& s = c.shape;
@@ -47,6 +48,11 @@ EncDecTrainConfig parse_encdec_train_config(const std::string& text, const std::
     else if (k == "dec_layers") s.dec_layers = (int)e.i64(1, 64);
     else if (k == "seq_len") s.seq_len = (int)e.i64(2, 4096);
     else if (k == "rel_buckets") s.rel_buckets = (int)e.i64(4, 256);
+    else if (k == "cross_attention") {
+      if (v != "softmax" && v != "additive") e.bad("cross_attention is softmax or additive");
+      if (v == "softmax") s.additive_cross = 0;
+      else if (s.additive_cross == 0) s.additive_cross = -1;  // width: additive_dim, else the head width
+    } else if (k == "additive_dim") additive_dim = (int)e.i64(1, 4096);
     else if (k == "task") {
       if (v != "dates") e.bad("the only generated task is 'dates'");
       c.task = v;
@@ -56,10 +62,14 @@ EncDecTrainConfig parse_encdec_train_config(const std::string& text, const std::
       fail(ErrorCode::BadArgument,
            e.where + ": unknown key '" + k +
                "' for arch = encdec (known: arch dim n_heads hidden_dim enc_layers dec_layers seq_len "
-               "rel_buckets task val_examples data_seed " +
+               "rel_buckets cross_attention additive_dim task val_examples data_seed " +
                kTrainRunKeys + ")");
   });
   finish_run_config(c);
+  if (c.shape.additive_cross != 0)
+    c.shape.additive_cross = additive_dim > 0 ? additive_dim : c.shape.dim / std::max(1, c.shape.n_heads);
+  else if (additive_dim > 0)
+    fail(ErrorCode::BadArgument, "train config: additive_dim needs cross_attention = additive");
   c.shape.vocab = (int)char_vocab_pieces(date_alphabet()).size();
   c.shape.model_config();  // shape errors now, before any work
   return c;
@@ -118,6 +128,7 @@ std::vector<uint8_t> encdec_to_gguf(const EncDecModelData& m, const std::string&
   w.add_f32("t5.attention.layer_norm_rms_epsilon", c.norm_eps);
   w.add_u32("t5.attention.relative_buckets_count", c.rel_buckets);
   w.add_u32("t5.decoder_start_token_id", m.encdec.decoder_start_id);
+  add_attention_kinds(w, "t5.cross_attention.layer_kinds", "t5.attention.", m.encdec.cross_attn, c);
   auto mat = [&](const std::string& n, const Tensor& t) {
     w.add_tensor(n, {(uint64_t)t.cols, (uint64_t)t.rows}, t.f32(), type);
   };
@@ -138,6 +149,7 @@ std::vector<uint8_t> encdec_to_gguf(const EncDecModelData& m, const std::string&
       mat(p + "cross_attn_k.weight", L.ck);
       mat(p + "cross_attn_v.weight", L.cv);
       mat(p + "cross_attn_o.weight", L.co);
+      if (L.cross_add.wq) add_additive_tensors(w, p, "cross_attn", L.cross_add, c);
     }
     vec(p + "ffn_norm.weight", L.ffn_norm, c.dim);
     mat(p + "ffn_up.weight", L.w_up);

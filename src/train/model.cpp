@@ -11,6 +11,8 @@
 #include "../kernels/activation_backward.h"
 #include "../kernels/attention.h"
 #include "../kernels/attention_backward.h"
+#include "../kernels/attention_sparse.h"
+#include "../model/blocks.h"
 #include "../kernels/matmul.h"
 #include "../kernels/matmul_backward.h"
 #include "../kernels/norm.h"
@@ -47,6 +49,12 @@ ParamLayout::ParamLayout(const ModelConfig& c) {
     L.w_gate = take(h * d);
     L.w_down = take(d * h);
     L.w_up = take(h * d);
+    if (c.attn_of(l) == AttnKind::Additive) {
+      const int64_t rows = (int64_t)c.n_heads * c.additive_dim;
+      L.add_wq = take(rows * c.head_dim);
+      L.add_wk = take(rows * c.head_dim);
+      L.add_v = take(rows);
+    }
     layers.push_back(L);
   }
   final_norm = norm();
@@ -61,6 +69,10 @@ TrainModel::TrainModel(const ModelConfig& c, ThreadPool* pool) : c_(c), lay_(c),
   if (!c_.tied_classifier) fail(ErrorCode::Unsupported, "training supports a tied classifier only");
   if (c_.sliding_window != 0) fail(ErrorCode::Unsupported, "training does not support sliding-window attention");
   if (c_.q_dim() != c_.dim) fail(ErrorCode::Unsupported, "training needs n_heads * head_dim == dim");
+  for (int l = 0; l < c_.n_layers; l++)
+    if (c_.attn_of(l) == AttnKind::Linear || c_.window_of(l) != 0)
+      fail(ErrorCode::Unsupported, "training does not support layer " + std::to_string(l) + "'s " +
+                                       (c_.window_of(l) ? "sliding-window" : "linear") + " attention");
   params_.assign(lay_.total, 0.0f);
   grads_.assign(lay_.total, 0.0f);
 }
@@ -84,13 +96,19 @@ void TrainModel::init(uint64_t seed) {
     fill(L.w_gate, h * d, std);
     fill(L.w_down, d * h, res_std);
     fill(L.w_up, h * d, std);
+    if (L.add_wq >= 0) {  // tanh inputs of order one for unit-size q and k
+      const int64_t rows = (int64_t)c_.n_heads * c_.additive_dim;
+      fill(L.add_wq, rows * c_.head_dim, 1.0f / std::sqrt((float)c_.head_dim));
+      fill(L.add_wk, rows * c_.head_dim, 1.0f / std::sqrt((float)c_.head_dim));
+      fill(L.add_v, rows, std);
+    }
   }
 }
 
 void TrainModel::zero_grads() { std::memset(grads_.data(), 0, grads_.size() * sizeof(float)); }
 
 // Below this many multiply-adds a product runs on the calling thread.
-static constexpr int64_t kMinParallelWork = 1 << 15;
+static constexpr int64_t kMinTrainParallelWork = 1 << 15;
 
 // f(i) for each row i < n, rows split over the pool (element-wise work: any split gives the same bits).
 template <class F>
@@ -118,7 +136,7 @@ static constexpr int kTokBlock = 256;
 // xp, kTokBlock tokens at a time before each section, and shared.
 static void packed_product(ThreadPool* pool, std::vector<float>& xp, float* y, const float* x, const float* W, int rows,
                            int cols, int n, bool accumulate) {
-  if ((int64_t)rows * cols * n < kMinParallelWork || n < kXPackMinTokens) {
+  if ((int64_t)rows * cols * n < kMinTrainParallelWork || n < kXPackMinTokens) {
     if (accumulate) return matmul_f32_acc_simd(y, rows, x, cols, W, n, cols, 0, rows);
     return matmul_f32_simd(y, rows, x, cols, W, n, cols, 0, rows);
   }
@@ -305,7 +323,7 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
         a.n_q = a.n_kv = T;
         a.out = A.att.data() + (size_t)b * T * qd;
         a.probs = A.probs.data() + (size_t)b * c.n_heads * T * T;
-        attention_flash(a, h, h + 1);
+        attend(c, c.attn_of(l), additive_of(l), a, h, h + 1);
       }
     });
     std::vector<float> tmp((size_t)N * D);
@@ -328,6 +346,72 @@ double TrainModel::forward(const int* inputs, const int* targets, int B, int T) 
   matmul(dlogits_.data(), xf_.data(), lay_.tok_embed, V, D, N);
   // Logits -> mean loss, and the rows become d(mean loss)/d(logits).
   return mean_cross_entropy(pool_, dlogits_.data(), V, targets_.data(), N);
+}
+
+AdditiveWeights TrainModel::additive_of(int l) const {
+  const auto& L = lay_.layers[l];
+  if (L.add_wq < 0) return {};
+  return {params_.data() + L.add_wq, params_.data() + L.add_wk, params_.data() + L.add_v};
+}
+
+// dq, dk, dv of an additive layer from datt_, and its parameters' gradients: per (sequence,
+// query head) into add_grads_ (heads of one group add their dk and dv in head order), then
+// summed over the sequences in order, so any thread count gives the same bits.
+void TrainModel::additive_backward(int l, int B, int T) {
+  const ModelConfig& c = c_;
+  const auto& L = lay_.layers[l];
+  LayerActs& A = acts_[l];
+  const int qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const int64_t nw = (int64_t)c.additive_dim * hd, per = 2 * nw + c.additive_dim;
+  grow(add_grads_, (size_t)B * c.n_heads * per);
+  const AdditiveWeights w = additive_of(l);
+  pool_->parallel_for(B * c.n_kv_heads, 1, [&](int u0, int u1, int) {
+    std::vector<float> dk((size_t)T * kvd), dv((size_t)T * kvd);
+    for (int u = u0; u < u1; u++) {
+      const int b = u / c.n_kv_heads, g = u % c.n_kv_heads;
+      AttentionArgs a;
+      sequence_args(a, c, A.q.data(), A.k.data(), A.v.data(), b, T);
+      a.n_q = a.n_kv = T;
+      a.out = A.att.data() + (size_t)b * T * qd;
+      a.probs = A.probs.data() + (size_t)b * c.n_heads * T * T;
+      for (int h = g * group; h < (g + 1) * group; h++) {
+        const AdditiveAttentionArgs d = additive_head_args(c, w, a, h);
+        float* pg = add_grads_.data() + ((size_t)b * c.n_heads + h) * per;
+        AdditiveAttentionGrads gr;
+        gr.probs = d.probs;
+        gr.out = d.out;
+        gr.dout = datt_.data() + (size_t)b * T * qd + (size_t)h * hd;
+        gr.dq = dq_.data() + (size_t)b * T * qd + (size_t)h * hd;
+        gr.dk = dk.data() + (size_t)g * hd;
+        gr.dvalues = dv.data() + (size_t)g * hd;
+        gr.dw_q = pg;
+        gr.dw_k = pg + nw;
+        gr.dv = pg + 2 * nw;
+        attention_additive_backward_simd(d, gr);
+        for (int t = 0; t < T; t++) {
+          float* ok = dk_.data() + ((size_t)b * T + t) * kvd + (size_t)g * hd;
+          float* ov = dv_.data() + ((size_t)b * T + t) * kvd + (size_t)g * hd;
+          const float* ik = dk.data() + (size_t)t * kvd + (size_t)g * hd;
+          const float* iv = dv.data() + (size_t)t * kvd + (size_t)g * hd;
+          if (h == g * group) {
+            std::memcpy(ok, ik, hd * sizeof(float));
+            std::memcpy(ov, iv, hd * sizeof(float));
+          } else {
+            add_f32_simd(ok, ik, hd);
+            add_f32_simd(ov, iv, hd);
+          }
+        }
+      }
+    }
+  });
+  float* G = grads_.data();
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < c.n_heads; h++) {
+      const float* pg = add_grads_.data() + ((size_t)b * c.n_heads + h) * per;
+      add_f32_simd(G + L.add_wq + (int64_t)h * nw, pg, (int)nw);
+      add_f32_simd(G + L.add_wk + (int64_t)h * nw, pg + nw, (int)nw);
+      add_f32_simd(G + L.add_v + (int64_t)h * c.additive_dim, pg + 2 * nw, c.additive_dim);
+    }
 }
 
 void TrainModel::backward() {
@@ -363,21 +447,25 @@ void TrainModel::backward() {
     norm_rows_back(A.x_mid, L.ffn_norm, N);
     // Attention: x_mid = x_in + W_o attention(rope(W_q xn1), rope(W_k xn1), W_v xn1).
     matmul_back(datt_.data(), false, dx_.data(), A.att.data(), L.wo, D, qd, N);
-    pool_->parallel_for(B * c.n_kv_heads, 1, [&](int u0, int u1, int) {
-      for (int u = u0; u < u1; u++) {
-        const int b = u / c.n_kv_heads, g = u % c.n_kv_heads;
-        AttentionBackwardArgs a;
-        sequence_args(a, c, A.q.data(), A.k.data(), A.v.data(), b, T);
-        a.n = T;
-        a.probs = A.probs.data() + (size_t)b * c.n_heads * T * T;
-        a.out = A.att.data() + (size_t)b * T * qd;
-        a.dout = datt_.data() + (size_t)b * T * qd;
-        a.dq = dq_.data() + (size_t)b * T * qd;
-        a.dk = dk_.data() + (size_t)b * T * kvd;
-        a.dv = dv_.data() + (size_t)b * T * kvd;
-        attention_backward_simd(a, g, g + 1);
-      }
-    });
+    const AttnKind kind = c.attn_of(l);
+    if (kind == AttnKind::Additive) additive_backward(l, B, T);
+    else
+      pool_->parallel_for(B * c.n_kv_heads, 1, [&](int u0, int u1, int) {
+        for (int u = u0; u < u1; u++) {
+          const int b = u / c.n_kv_heads, g = u % c.n_kv_heads;
+          AttentionBackwardArgs a;
+          sequence_args(a, c, A.q.data(), A.k.data(), A.v.data(), b, T);
+          a.n = T;
+          a.probs = A.probs.data() + (size_t)b * c.n_heads * T * T;
+          a.out = A.att.data() + (size_t)b * T * qd;
+          a.dout = datt_.data() + (size_t)b * T * qd;
+          a.dq = dq_.data() + (size_t)b * T * qd;
+          a.dk = dk_.data() + (size_t)b * T * kvd;
+          a.dv = dv_.data() + (size_t)b * T * kvd;
+          if (kind == AttnKind::BlockSparse) attention_block_sparse_backward(a, c.sparse, g, g + 1);
+          else attention_backward_simd(a, g, g + 1);
+        }
+      });
     each_row(pool_, N, [&](int i) {
       const int t = i % T;
       rope_adjacent_backward_simd(&dq_[(size_t)i * qd], c.n_heads, hd, c.rot_dims(), &rope_cos_[t * half],
@@ -423,6 +511,7 @@ LoadedModel TrainModel::view() const {
     lw.w_gate = t(L.w_gate, h, d);
     lw.w_down = t(L.w_down, d, h);
     lw.w_up = t(L.w_up, h, d);
+    if (L.add_wq >= 0) lw.additive = {P + L.add_wq, P + L.add_wk, P + L.add_v};
     w.layers.push_back(lw);
   }
   w.final_norm = P + lay_.final_norm;

@@ -20,6 +20,9 @@ struct LinearScratch {
 struct ParamLayout {
   struct Layer {
     int64_t attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_down, w_up;
+    // Additive attention layers: W_q, W_k (n_heads * additive_dim, head_dim), v (n_heads,
+    // additive_dim), after the layer's other tensors; -1 in other layers.
+    int64_t add_wq = -1, add_wk = -1, add_v = -1;
   };
   int64_t tok_embed = 0;  // (vocab, dim)
   std::vector<Layer> layers;
@@ -32,8 +35,9 @@ struct ParamLayout {
 
 class TrainModel {
  public:
-  // Supported: RMSNorm, RoPE (adjacent pairs), SwiGLU, tied classifier, no biases; anything else
-  // is refused with Error(Unsupported). pool may be shared with other work.
+  // Supported: RMSNorm, RoPE (adjacent pairs), SwiGLU, tied classifier, no biases; softmax,
+  // block-sparse and additive attention layers; anything else is refused with
+  // Error(Unsupported). pool may be shared with other work.
   TrainModel(const ModelConfig& c, ThreadPool* pool);
 
   const ModelConfig& config() const { return c_; }
@@ -85,6 +89,11 @@ class TrainModel {
   std::vector<float> rope_cos_, rope_sin_;     // (T, n_rot/2)
   // Backward scratch.
   std::vector<float> dx_, dxn_, dq_, dk_, dv_, datt_, dh_, dg_, du_;
+  // Additive layers: per (sequence, head) parameter gradients, summed in a fixed order after.
+  std::vector<float> add_grads_;
+  void additive_backward(int l, int B, int T);
+  // Layer l's additive parameters as views into params_ (nulls in other layers).
+  AdditiveWeights additive_of(int l) const;
 };
 
 // Pieces of a training pass over flat f32 parameters that TrainModel and EncDecTrainModel

@@ -115,9 +115,11 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
   TrainConfig c;
   c.model.dim = 0;
   int n_heads = 0, n_kv_heads = 0;
+  std::string attention;  // attention kinds: one for every layer, or one per layer, comma-separated
   for_each_config_entry(text, overrides, origin, [&](const ConfigEntry& e) {
     const std::string &k = e.key, &v = e.value;
     if (parse_run_config_entry(c, e)) return;
+    if (parse_attention_entry(c.model, attention, e)) return;
     if (k == "dim") c.model.dim = (int)e.i64(1, 1 << 14);
     else if (k == "n_layers") c.model.n_layers = (int)e.i64(1, 256);
     else if (k == "n_heads") n_heads = (int)e.i64(1, 1024);
@@ -138,7 +140,7 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
            e.where + ": unknown key '" + k +
                "' (known: init dim n_layers n_heads n_kv_heads hidden_dim seq_len vocab tokenizer data "
                "val_fraction eval_batches state resume stop_at " +
-               kTrainRunKeys + ")");
+               kAttentionKeys + " " + kTrainRunKeys + ")");
   });
 
   ModelConfig& m = c.model;
@@ -153,6 +155,7 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
          "init (a model to fine-tune) brings its own shape and tokenizer: remove dim, n_layers, n_heads, n_kv_heads, "
          "hidden_dim, vocab and tokenizer (seq_len may shorten the training windows)");
     need(!c.data.empty(), "data (a UTF-8 text file) is missing");
+    need(attention.empty(), "init brings its own attention kinds: remove attention");
     return c;
   }
   need(m.dim > 0, "dim is missing");
@@ -170,7 +173,51 @@ TrainConfig parse_train_config(const std::string& text, const std::vector<std::s
        "n_heads " + std::to_string(n_heads) + " is not a multiple of n_kv_heads " + std::to_string(m.n_kv_heads));
   m.head_dim = m.dim / n_heads;
   need(m.head_dim % 2 == 0, "head dim (dim / n_heads) must be even for RoPE");
+  finish_attention_kinds(m, attention, "train config");
   return c;
+}
+
+const char* const kAttentionKeys =
+    "attention additive_dim sparse_block sparse_window sparse_global sparse_random sparse_seed";
+
+bool parse_attention_entry(ModelConfig& m, std::string& attention, const ConfigEntry& e) {
+  const std::string& k = e.key;
+  if (k == "attention") attention = e.value;
+  else if (k == "additive_dim") m.additive_dim = (int)e.i64(1, 4096);
+  else if (k == "sparse_block") m.sparse.block = (int)e.i64(1, 1 << 16);
+  else if (k == "sparse_window") m.sparse.window_blocks = (int)e.i64(0, 1 << 16);
+  else if (k == "sparse_global") m.sparse.global_tokens = (int)e.i64(0, 1 << 16);
+  else if (k == "sparse_random") m.sparse.random_blocks = (int)e.i64(0, 1024);
+  else if (k == "sparse_seed") m.sparse.seed = (uint64_t)e.i64(0, 0xffffffffll);
+  else return false;
+  return true;
+}
+
+void finish_attention_kinds(ModelConfig& m, const std::string& attention, const std::string& what) {
+  m.layer_attn.clear();
+  if (attention.empty()) return;
+  std::vector<AttnKind> kinds;
+  size_t at = 0;
+  while (at <= attention.size()) {
+    size_t end = attention.find(',', at);
+    if (end == std::string::npos) end = attention.size();
+    std::string name = attention.substr(at, end - at);
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    if (name == "softmax") kinds.push_back(AttnKind::Softmax);
+    else if (name == "additive") kinds.push_back(AttnKind::Additive);
+    else if (name == "block_sparse") kinds.push_back(AttnKind::BlockSparse);
+    else
+      fail(ErrorCode::BadArgument,
+           what + ": attention kind '" + name + "' is not one of softmax, additive, block_sparse");
+    at = end + 1;
+  }
+  if (kinds.size() == 1) kinds.assign(m.n_layers, kinds[0]);
+  if ((int)kinds.size() != m.n_layers)
+    fail(ErrorCode::BadArgument, what + ": attention lists " + std::to_string(kinds.size()) + " kinds for " +
+                                     std::to_string(m.n_layers) + " layers (give one, or one per layer)");
+  m.layer_attn = kinds;
+  if (m.has_attn(AttnKind::Additive) && m.additive_dim == 0) m.additive_dim = m.head_dim;
 }
 
 std::vector<ParamSegment> optimizer_segments(const std::vector<std::pair<int64_t, int64_t>>& norms, int64_t n_params) {
@@ -251,8 +298,9 @@ static void check_base(const LoadedModel& m) {
   if (c.arch != "llama") no("architecture '" + c.arch + "' (training supports llama models)");
   if (!c.tied_classifier) no("its classifier is separate from the token embedding (training supports tied ones)");
   for (int l = 0; l < c.n_layers; l++)
-    if (c.attn_of(l) != AttnKind::Softmax || c.window_of(l) != 0)
-      no("layer " + std::to_string(l) + " uses linear or sliding-window attention");
+    if ((c.attn_of(l) != AttnKind::Softmax && c.attn_of(l) != AttnKind::BlockSparse) || c.window_of(l) != 0)
+      no("layer " + std::to_string(l) + " uses " + (c.window_of(l) ? "sliding-window" : attn_kind_name(c.attn_of(l))) +
+         " attention (fine-tuning takes softmax and block-sparse layers)");
   const ModelWeights& w = m.weights;
   if (w.pos_embed || w.rope_factors || w.rope_factors_long || w.rope_factors_short || c.rope_attn_factor != 1.0f ||
       c.rope_yarn || w.final_norm_b)

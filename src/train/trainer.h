@@ -158,6 +158,13 @@ struct ConfigEntry {
 };
 // Calls f for each key = value line of text ('#' starts a comment, blank lines are skipped),
 // then for each override ("key=value"); a line without '=' throws Error(BadArgument).
+// The attention keys both trainers read (kAttentionKeys): `attention` (softmax, additive or
+// block_sparse: one for every layer or a comma-separated list, one per layer) is kept as text
+// until the layer count is known; the others set m's additive width and sparse pattern.
+extern const char* const kAttentionKeys;
+bool parse_attention_entry(ModelConfig& m, std::string& attention, const ConfigEntry& e);
+// m.layer_attn from the `attention` text (n_layers known); additive width defaults to head_dim.
+void finish_attention_kinds(ModelConfig& m, const std::string& attention, const std::string& what);
 void for_each_config_entry(const std::string& text, const std::vector<std::string>& overrides,
                            const std::string& origin, const std::function<void(const ConfigEntry&)>& f);
 

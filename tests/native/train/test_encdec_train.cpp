@@ -171,9 +171,13 @@ EncDecTrainShape tiny_shape(int vocab) {
   return s;
 }
 
-TEST(EncDecTrainModel, GradientMatchesFiniteDifferencesOfTheLoss) {
+// The whole model's gradient against central differences of its loss; additive: with additive
+// cross-attention (its W_q, W_k and v checked too).
+void check_model_gradient(bool additive) {
   ThreadPool pool(2);
-  EncDecTrainModel m(tiny_shape(11), &pool);
+  EncDecTrainShape shape = tiny_shape(11);
+  if (additive) shape.additive_cross = 3;
+  EncDecTrainModel m(shape, &pool);
   m.init(3);
   // Non-trivial norms and bias tables, so their gradients are tested away from the initial point.
   std::mt19937 g(5);
@@ -183,6 +187,11 @@ TEST(EncDecTrainModel, GradientMatchesFiniteDifferencesOfTheLoss) {
     m.params()[m.layout().enc_bias + i] = std::uniform_real_distribution<float>(-1, 1)(g);
     m.params()[m.layout().dec_bias + i] = std::uniform_real_distribution<float>(-1, 1)(g);
   }
+  // Additive: feed-forwards off (zero up and down projections), so no ReLU kink can straddle
+  // the larger differences below; the attention paths are the ones under test.
+  for (const auto* stack : {&m.layout().enc, &m.layout().dec})
+    for (const auto& Ly : *stack)
+      for (int64_t i = 0; additive && i < 24 * 16; i++) m.params()[Ly.w_up + i] = m.params()[Ly.w_down + i] = 0.0f;
   const std::vector<std::vector<int>> src = {{3, 4, 5, 6, 1}, {7, 8, 1}, {9, 10, 3, 4, 5, 6, 7, 1}};
   const std::vector<std::vector<int>> tgt = {{5, 3, 1}, {8, 8, 7, 1}, {1}};
   m.zero_grads();
@@ -217,7 +226,22 @@ TEST(EncDecTrainModel, GradientMatchesFiniteDifferencesOfTheLoss) {
     tensors.push_back({d + "cv", {D.cv, 256}});
     tensors.push_back({d + "co", {D.co, 256}});
     tensors.push_back({d + "w_up", {D.w_up, 24 * 16}});
+    if (additive) {
+      tensors.push_back({d + "cross W_q", {D.cadd_wq, 2 * 3 * 8}});
+      tensors.push_back({d + "cross W_k", {D.cadd_wk, 2 * 3 * 8}});
+      tensors.push_back({d + "cross v", {D.cadd_v, 2 * 3}});
+    }
   }
+  // Additive: the cross-attention's tensors only (the rest is the plain model's, checked above).
+  // Its gradients are smaller against the float loss's rounding, so the differences take a
+  // larger h (their error falls as 1/h while the Richardson step keeps the h^2 error out).
+  if (additive)
+    tensors.erase(std::remove_if(tensors.begin(), tensors.end(),
+                                 [](const auto& t) {
+                                   const std::string n = t.first.substr(t.first.find('.') + 1);
+                                   return n != "cq" && n != "ck" && n != "cv" && n != "co" && n.rfind("cross ", 0) != 0;
+                                 }),
+                  tensors.end());
   // A difference quotient that straddles a ReLU kink is not the derivative: elements whose
   // perturbed forwards flip any ReLU input's sign are skipped (another is drawn; every tensor keeps at least 3); the
   // rest must match the Richardson extrapolation of the quotients at h and 2h (h large enough that float rounding stays
@@ -239,7 +263,7 @@ TEST(EncDecTrainModel, GradientMatchesFiniteDifferencesOfTheLoss) {
     const bool all = span.second <= 16;  // bias tables and norms: every element; else 6 samples
     for (int s = 0; s < (all ? span.second : 40) && (all || got.size() < 6); s++) {
       const int64_t i = span.first + (all ? s : (int64_t)(g() % span.second));
-      const float p0 = m.params()[i], h = 2e-3f;
+      const float p0 = m.params()[i], h = additive ? 4e-3f : 2e-3f;
       kink = false;
       const double d1 = (loss_at(i, p0 + h) - loss_at(i, p0 - h)) / (2.0 * h);
       const double d2 = (loss_at(i, p0 + 2 * h) - loss_at(i, p0 - 2 * h)) / (4.0 * h);
@@ -254,19 +278,27 @@ TEST(EncDecTrainModel, GradientMatchesFiniteDifferencesOfTheLoss) {
     EXPECT_GE(got.size(), 3u) << name;
     if (!got.empty()) EXPECT_TRUE(Near(name, got, want, 1e-2)) << name;
   }
-  EXPECT_GE(checked, 150) << skipped << " skipped, " << checked << " checked";
+  EXPECT_GE(checked, additive ? 40 : 150) << skipped << " skipped, " << checked << " checked";
 }
 
-TEST(EncDecTrainModel, ForwardMatchesTheInferenceModelThroughAGgufRoundTrip) {
+TEST(EncDecTrainModel, GradientMatchesFiniteDifferencesOfTheLoss) { check_model_gradient(false); }
+TEST(EncDecTrainModel, AdditiveCrossAttentionGradientMatchesFiniteDifferences) { check_model_gradient(true); }
+
+class EncDecRoundTrip : public ::testing::TestWithParam<bool> {};
+
+// Plain, then with additive cross-attention (its kinds and tensors through the GGUF).
+TEST_P(EncDecRoundTrip, ForwardMatchesTheInferenceModelThroughAGgufRoundTrip) {
   ThreadPool pool(2);
   const std::string alphabet = date_alphabet();
   const Tokenizer tok = char_unigram_tokenizer(alphabet);
   EncDecTrainShape s = tiny_shape(tok.vocab_size());
+  if (GetParam()) s.additive_cross = 5;
   EncDecTrainModel m(s, &pool);
   m.init(9);
   const std::vector<Seq2SeqExample> ex = generate_dates(4, 3, DateSplit::Train);
   auto blob = std::make_shared<VectorBlob>(encdec_to_gguf(m.view(), alphabet, "t"));
   EncoderDecoder inf(load_encdec_model(blob), 0, std::make_shared<ThreadPool>(1));
+  EXPECT_EQ(inf.encdec().cross_attn, std::vector<AttnKind>(GetParam() ? s.dec_layers : 0, AttnKind::Additive));
   std::unique_ptr<Tokenizer> ftok = embedded_tokenizer(blob);
   ASSERT_TRUE(ftok && ftok->is_unigram());
   for (const auto& e : ex) {
@@ -290,6 +322,8 @@ TEST(EncDecTrainModel, ForwardMatchesTheInferenceModelThroughAGgufRoundTrip) {
     EXPECT_NEAR(loss, want, 1e-4 * std::max(1.0, want)) << e.source;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Kinds, EncDecRoundTrip, ::testing::Values(false, true));
 
 TEST(EncDecTrainModel, MiniatureDatesRunLossFalls) {
   EncDecTrainConfig c = parse_encdec_train_config(

@@ -59,6 +59,47 @@ ModelConfig tiny_config(int vocab = 23) {
   return c;
 }
 
+// Block-sparse (dense scores under the pattern's mask) or additive attention of layer L in
+// float64, from the definitions; the layout of attention_d.
+std::vector<double> kinds_attention_d(const ModelConfig& c, AttnKind kind, const ParamLayout::Layer& L,
+                                      const std::vector<double>& P, const std::vector<double>& q,
+                                      const std::vector<double>& k, const std::vector<double>& v, int n) {
+  const int H = c.n_heads, KVH = c.n_kv_heads, hd = c.head_dim, da = c.additive_dim;
+  std::vector<double> out((size_t)n * H * hd, 0.0);
+  for (int h = 0; h < H; h++) {
+    const int gk = h / (H / KVH);
+    for (int i = 0; i < n; i++) {
+      std::vector<double> s(i + 1, -INFINITY);
+      double mx = -INFINITY;
+      for (int j = 0; j <= i; j++) {
+        const double* qi = &q[(i * H + h) * hd];
+        const double* kj = &k[(j * KVH + gk) * hd];
+        double d = 0;
+        if (kind == AttnKind::Additive) {
+          for (int a = 0; a < da; a++) {
+            double u = 0;
+            for (int e = 0; e < hd; e++)
+              u += P[L.add_wq + ((int64_t)h * da + a) * hd + e] * qi[e] +
+                   P[L.add_wk + ((int64_t)h * da + a) * hd + e] * kj[e];
+            d += P[L.add_v + (int64_t)h * da + a] * std::tanh(u);
+          }
+        } else {
+          if (!c.sparse.visible(i, j, n, true)) continue;
+          for (int e = 0; e < hd; e++) d += qi[e] * kj[e];
+          d /= std::sqrt((double)hd);
+        }
+        s[j] = d;
+        mx = std::max(mx, d);
+      }
+      double z = 0;
+      for (int j = 0; j <= i; j++) z += (s[j] = std::exp(s[j] - mx));
+      for (int j = 0; j <= i; j++)
+        for (int e = 0; e < hd; e++) out[(i * H + h) * hd + e] += s[j] / z * v[(j * KVH + gk) * hd + e];
+    }
+  }
+  return out;
+}
+
 // The model's mean cross-entropy in float64, written from the formulas (not from the kernels).
 double ref_loss(const ModelConfig& c, const ParamLayout& lay, const std::vector<double>& P, const std::vector<int>& in,
                 const std::vector<int>& tg, int B, int T) {
@@ -92,7 +133,8 @@ double ref_loss(const ModelConfig& c, const ParamLayout& lay, const std::vector<
     std::vector<std::vector<double>> x(T);
     for (int t = 0; t < T; t++)
       x[t].assign(&P[lay.tok_embed + (int64_t)in[b * T + t] * D], &P[lay.tok_embed + (int64_t)in[b * T + t] * D] + D);
-    for (const auto& L : lay.layers) {
+    for (int l = 0; l < (int)lay.layers.size(); l++) {
+      const auto& L = lay.layers[l];
       std::vector<double> q(T * qd), k(T * kvd), v(T * kvd);
       for (int t = 0; t < T; t++) {
         auto xn = rms(x[t].data(), L.attn_norm);
@@ -103,7 +145,8 @@ double ref_loss(const ModelConfig& c, const ParamLayout& lay, const std::vector<
         std::copy(kk.begin(), kk.end(), k.begin() + t * kvd);
         std::copy(vv.begin(), vv.end(), v.begin() + t * kvd);
       }
-      auto att = attention_d(q, k, v, T, c.n_heads, c.n_kv_heads, hd);
+      auto att = c.attn_of(l) == AttnKind::Softmax ? attention_d(q, k, v, T, c.n_heads, c.n_kv_heads, hd)
+                                                   : kinds_attention_d(c, c.attn_of(l), L, P, q, k, v, T);
       for (int t = 0; t < T; t++) {
         auto o = mv(std::vector<double>(att.begin() + t * qd, att.begin() + (t + 1) * qd), L.wo, D, qd);
         for (int i = 0; i < D; i++) x[t][i] += o[i];
@@ -173,6 +216,65 @@ TEST(TrainModel, LossGradientMatchesFiniteDifferencesOfAFloat64Forward) {
   part("final_norm", lay.final_norm, d);
 }
 
+// A block-sparse layer (block 2, its own block only, one global token, one random block: keys
+// hidden at T = 8) and an additive one, against the float64 forward.
+TEST(TrainModel, SparseAndAdditiveLayersGradientsMatchFiniteDifferences) {
+  ModelConfig c = tiny_config();
+  c.layer_attn = {AttnKind::BlockSparse, AttnKind::Additive};
+  c.additive_dim = 3;
+  c.sparse.block = 2;
+  c.sparse.window_blocks = 0;
+  c.sparse.global_tokens = 1;
+  c.sparse.random_blocks = 1;
+  c.sparse.seed = 3;
+  ThreadPool pool(2);
+  qkv::TrainModel m(c, &pool);
+  m.init(7);
+  std::mt19937 g(11);
+  for (auto& p : m.params()) p *= 12.0f;
+  for (auto [b, e] : m.layout().norms)
+    for (int64_t i = b; i < e; i++) m.params()[i] = 0.5f + (float)(g() % 1000) / 1000.0f;
+  const auto& lay = m.layout();
+  for (int64_t i = 0; i < (int64_t)c.n_heads * c.additive_dim * c.head_dim; i++) {  // tanh off its flat ends
+    m.params()[lay.layers[1].add_wq + i] *= 0.1f;
+    m.params()[lay.layers[1].add_wk + i] *= 0.1f;
+  }
+  const int B = 2, T = 8;
+  int hidden = 0;
+  for (int i = 0; i < T; i++)
+    for (int j = 0; j <= i; j++) hidden += !c.sparse.visible(i, j, T, true);
+  ASSERT_GT(hidden, 4) << "the pattern must hide keys";
+  std::vector<int> in(B * T), tg(B * T);
+  for (auto& t : in) t = (int)(g() % c.vocab_size);
+  for (auto& t : tg) t = (int)(g() % c.vocab_size);
+  m.zero_grads();
+  const double loss = m.forward(in.data(), tg.data(), B, T);
+  m.backward();
+  const double want_loss = ref_loss(c, lay, to_d(m.params()), in, tg, B, T);
+  EXPECT_NEAR(loss, want_loss, 1e-4 * std::fabs(want_loss));
+  auto fd = fd_grad(to_d(m.params()), [&](const std::vector<double>& p) { return ref_loss(c, lay, p, in, tg, B, T); });
+  auto part = [&](const std::string& what, int64_t off, int64_t n) {
+    std::vector<float> a(m.grads().begin() + off, m.grads().begin() + off + n);
+    std::vector<double> f(fd.begin() + off, fd.begin() + off + n);
+    EXPECT_TRUE(GradNear(what, a, f, 5e-3, 1e-6));
+  };
+  const int64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), na = (int64_t)c.n_heads * c.additive_dim;
+  part("token embedding", lay.tok_embed, c.vocab_size * d);
+  for (int l = 0; l < 2; l++) {
+    const auto& L = lay.layers[l];
+    const std::string p = std::string(attn_kind_name(c.attn_of(l))) + " layer ";
+    part(p + "wq", L.wq, q * d);
+    part(p + "wk", L.wk, kv * d);
+    part(p + "wv", L.wv, kv * d);
+    part(p + "wo", L.wo, d * q);
+  }
+  part("additive W_q", lay.layers[1].add_wq, na * c.head_dim);
+  part("additive W_k", lay.layers[1].add_wk, na * c.head_dim);
+  part("additive v", lay.layers[1].add_v, na);
+  EXPECT_EQ(lay.layers[0].add_wq, -1);
+  EXPECT_EQ(lay.total, lay.layers[1].add_v + na + d) << "the additive parameters sit in the flat array";
+}
+
 TEST(TrainModel, RefusesWhatItCannotTrain) {
   ThreadPool pool(1);
   ModelConfig c = tiny_config();
@@ -197,9 +299,21 @@ Tokenizer toy_tokenizer(int vocab) {
   return bpe_tokenizer(train_bpe(text, vocab));
 }
 
-TEST(TrainExport, GgufCheckpointGivesTheSameLossThroughTheInferenceEngine) {
+class TrainExport : public ::testing::TestWithParam<bool> {};
+
+// Plain, then with a block-sparse and an additive layer (their keys and tensors in the file).
+TEST_P(TrainExport, GgufCheckpointGivesTheSameLossThroughTheInferenceEngine) {
   Tokenizer tok = toy_tokenizer(300);
   ModelConfig c = tiny_config(tok.vocab_size());
+  if (GetParam()) {
+    c.layer_attn = {AttnKind::Additive, AttnKind::BlockSparse};
+    c.additive_dim = 5;
+    c.sparse.block = 2;
+    c.sparse.window_blocks = 0;
+    c.sparse.global_tokens = 1;
+    c.sparse.random_blocks = 1;
+    c.sparse.seed = 9;
+  }
   ThreadPool pool(2);
   qkv::TrainModel m(c, &pool);
   m.init(3);
@@ -218,6 +332,7 @@ TEST(TrainExport, GgufCheckpointGivesTheSameLossThroughTheInferenceEngine) {
     auto etok = embedded_tokenizer(blob);
     ASSERT_TRUE(etok);
     EXPECT_EQ(etok->encode("the word was god", true, false), tok.encode("the word was god", true, false));
+    EXPECT_EQ(tr->config().layer_attn, c.layer_attn);
     tr->forward(in.data(), T, 0, true);
     double l = 0;
     for (int t = 0; t < T; t++) {
@@ -228,6 +343,7 @@ TEST(TrainExport, GgufCheckpointGivesTheSameLossThroughTheInferenceEngine) {
     EXPECT_NEAR(l, loss, type == QType::F32 ? 1e-4 * loss : 2e-2 * loss) << (type == QType::F32 ? "f32" : "f16");
   }
 }
+INSTANTIATE_TEST_SUITE_P(Kinds, TrainExport, ::testing::Values(false, true));
 
 // ---- the trainer -------------------------------------------------------------------------
 
