@@ -11,6 +11,7 @@
 
 #include "common.h"
 #include "formats/hf.h"
+#include "model/config.h"
 #include "model/weights.h"
 #include "sampler/sampler.h"
 
@@ -172,6 +173,40 @@ inline val float_array(const float* p, size_t n) {
 }
 inline val byte_array(const std::string& s) {
   return val::global("Uint8Array").new_(val(typed_memory_view(s.size(), reinterpret_cast<const uint8_t*>(s.data()))));
+}
+
+// Attention kinds of n layers (empty: all softmax) as names, for info().
+inline val attention_kind_names(const std::vector<qkv::AttnKind>& kinds, int n) {
+  val a = val::array();
+  for (int l = 0; l < n; l++)
+    a.call<void>("push", std::string(qkv::attn_kind_name(kinds.empty() ? qkv::AttnKind::Softmax : kinds[l])));
+  return a;
+}
+// The parameters of the kinds: additiveLength (0: no additive layer) and sparsePattern (null: no
+// block-sparse layer) on o.
+inline void attention_kind_params(const qkv::ModelConfig& c, bool additive, bool sparse, val& o) {
+  o.set("additiveLength", additive ? c.additive_dim : 0);
+  if (!sparse) {
+    o.set("sparsePattern", val::null());
+    return;
+  }
+  val p = val::object();
+  p.set("blockSize", c.sparse.block);
+  p.set("windowBlocks", c.sparse.window_blocks);
+  p.set("globalTokens", c.sparse.global_tokens);
+  p.set("randomBlocks", c.sparse.random_blocks);
+  p.set("seed", (double)c.sparse.seed);
+  o.set("sparsePattern", p);
+}
+// Which keys the block-sparse pattern lets queries q0..q0+n_q-1 see among n_kv keys: a Uint8Array
+// (n_q, n_kv), 1 visible (the explorer draws the pattern as this mask).
+inline val sparse_mask(const qkv::ModelConfig& c, int q0, int n_q, int n_kv, bool causal) {
+  if (q0 < 0 || n_q < 0 || n_kv < 0 || (int64_t)n_q * n_kv > (1 << 24))
+    qkv::fail(qkv::ErrorCode::BadArgument, "sparse mask: queries and keys must be 0..4096 each");
+  std::vector<uint8_t> m((size_t)n_q * n_kv);
+  for (int i = 0; i < n_q; i++)
+    for (int j = 0; j < n_kv; j++) m[(size_t)i * n_kv + j] = c.sparse.visible(q0 + i, j, n_kv, causal) ? 1 : 0;
+  return val::global("Uint8Array").new_(val(typed_memory_view(m.size(), m.data())));
 }
 
 }  // namespace qkv_js

@@ -1,6 +1,7 @@
 // Embind surface of encoder-decoder models (t5 GGUF): EncDecModel loads one from a heap buffer,
 // encodes a source and steps the decoder one sampled token at a time for src/js/encdec.js;
 // inspect() returns encoder, decoder self- and cross-attention maps for a source and target.
+#include <algorithm>
 #include <memory>
 
 #include "bindings_common.h"
@@ -33,6 +34,10 @@ class JsEncDec {
                                     std::to_string(model_->config().vocab_size));
   }
 
+  val sparseMask(int q0, int n_q, int n_kv, bool causal) const {
+    return guard([&] { return sparse_mask(model_->config(), q0, n_q, n_kv, causal); });
+  }
+
   val info() const {
     const ModelConfig& c = model_->config();
     val o = val::object();
@@ -62,6 +67,16 @@ class JsEncDec {
     o.set("addBos", tok_->add_bos());
     o.set("decoderStartId", model_->encdec().decoder_start_id);
     o.set("tokenizer", std::string(tok_->is_unigram() ? "unigram" : tok_->is_bpe() ? "bpe" : "sentencepiece"));
+    const EncDecConfig& e = model_->encdec();
+    o.set("attentionKinds", attention_kind_names(e.enc_attn, c.n_layers));
+    o.set("decoderAttentionKinds", attention_kind_names(e.dec_attn, e.n_dec_layers));
+    o.set("crossAttentionKinds", attention_kind_names(e.cross_attn, e.n_dec_layers));
+    auto any = [&](AttnKind k) {
+      for (const auto* v : {&e.enc_attn, &e.dec_attn, &e.cross_attn})
+        if (std::find(v->begin(), v->end(), k) != v->end()) return true;
+      return false;
+    };
+    attention_kind_params(c, any(AttnKind::Additive), any(AttnKind::BlockSparse), o);
     o.set("chatFormat", std::string("none"));
     o.set("chatFormatGuessed", false);
     o.set("chatFallbackReason", std::string());
@@ -206,6 +221,7 @@ EMSCRIPTEN_BINDINGS(qkv_encdec) {
   class_<JsEncDec>("EncDecModel")
       .constructor(&construct<JsEncDec, const JsBuffer&, int>, allow_raw_pointers())
       .function("info", &JsEncDec::info)
+      .function("sparseMask", &JsEncDec::sparseMask)
       .function("tokenizeSource", &JsEncDec::tokenizeSource)
       .function("tokenizeSpecial", &JsEncDec::tokenizeSpecial)
       .function("piece", &JsEncDec::piece)

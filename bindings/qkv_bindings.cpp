@@ -274,12 +274,18 @@ class JsModel {
                                    : tok_->is_wordpiece() ? "wordpiece"
                                                           : "sentencepiece"));
     embed_info(c, o);
+    o.set("attentionKinds", attention_kind_names(c.layer_attn, c.n_layers));
+    attention_kind_params(c, c.has_attn(AttnKind::Additive), c.has_attn(AttnKind::BlockSparse), o);
     const ChatTemplate& ct = chat_;
     o.set("chatFormat", std::string(chat_format_name(ct.format)));
     o.set("chatFormatGuessed", ct.guessed);
     o.set("chatTemplate", std::string(ct.jinja_ok ? "jinja" : ct.jinja.empty() ? "none" : "builtin"));
     o.set("chatFallbackReason", ct.fallback_reason);
     return o;
+  }
+
+  val sparseMask(int q0, int n_q, int n_kv) const {
+    return guard([&] { return sparse_mask(model_.config, q0, n_q, n_kv, model_.config.causal); });
   }
 
   val tokenize(std::string text, bool bos) const {
@@ -606,6 +612,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("setTokenizer", &JsModel::setTokenizer)
       .function("hasTokenizer", &JsModel::hasTokenizer)
       .function("info", &JsModel::info)
+      .function("sparseMask", &JsModel::sparseMask)
       .function("tokenize", &JsModel::tokenize)
       .function("tokenizeSpecial", &JsModel::tokenizeSpecial)
       .function("tokenizeWork", &JsModel::tokenizeWork)

@@ -305,6 +305,16 @@ export interface ModelInfo {
    * 'wordwrap' (unsupported)". Empty when the model's template is used or there is none.
    */
   chatFallbackReason: string;
+  /**
+   * The attention kind of each layer (docs/attention-kinds.md): 'softmax' (scaled dot-product),
+   * 'linear', 'additive' (Bahdanau: v . tanh(W_q q + W_k k)), 'block_sparse' (softmax over the
+   * sparsePattern's key blocks). Encoder-decoder models: the encoder's.
+   */
+  attentionKinds: AttentionKind[];
+  /** Width of the additive layers' tanh layer; 0 when no layer is additive. */
+  additiveLength: number;
+  /** The block-sparse layers' pattern; null when no layer is block-sparse. */
+  sparsePattern: SparsePattern | null;
   threads: number;
   /** The kernels' instruction set: 'wasm' (SIMD128) or 'wasm-relaxed' (relaxed SIMD); natively e.g. 'avx512bw'. */
   simd: string;
@@ -315,6 +325,21 @@ export interface ModelInfo {
   device: DeviceInfo;
   threading: { mode: 'pthreads' | 'single'; reason: string; threads: number };
   memory: { weightBytes: number; kvCacheBytes: number; gpuKvCacheBytes: number; heapBytes: number };
+}
+
+export type AttentionKind = 'softmax' | 'linear' | 'additive' | 'block_sparse';
+
+/**
+ * Which keys a block-sparse layer's queries see (besides causality): blocks of blockSize
+ * positions; a query sees its own block and windowBlocks blocks either side, the first
+ * globalTokens positions (which also see everything), and randomBlocks blocks drawn from seed.
+ */
+export interface SparsePattern {
+  blockSize: number;
+  windowBlocks: number;
+  globalTokens: number;
+  randomBlocks: number;
+  seed: number;
 }
 
 /** How embed() turns per-token states into one vector: their mean, the first ([CLS]) token's, or the last token's. */
@@ -437,6 +462,12 @@ export declare class Model {
    */
   applyChatTemplate(messages: ChatMessage[], options?: ChatTemplateOptions & { addGenerationPrompt?: boolean }): string;
   /** Text to token ids, BOS first (where the model adds one) unless { bos: false }; special: parse control tokens in the text. */
+  /**
+   * The block-sparse pattern (info.sparsePattern) as a mask: rows for queries at positions
+   * queryStart.. (queries of them), columns for keys 0..keys-1; 1 where the pattern lets the query
+   * see the key (before causality). Throws 'bad_argument' when the model has no block-sparse layer.
+   */
+  sparseMask(options: { queryStart?: number; queries: number; keys: number }): Uint8Array;
   tokenize(text: string, options?: { bos?: boolean; special?: boolean }): number[];
   /**
    * Token ids to text; BOS/EOS skipped; invalid UTF-8 becomes U+FFFD. The dummy-prefix space the
@@ -470,6 +501,10 @@ export interface EncoderDecoderInfo extends Omit<ModelInfo, 'encoder' | 'pooling
   decoderLayers: number;
   /** The first decoder input (T5: the pad token, 0). */
   decoderStartId: number;
+  /** Attention kind of each decoder layer's self-attention (attentionKinds: the encoder's). */
+  decoderAttentionKinds: AttentionKind[];
+  /** Attention kind of each decoder layer's cross-attention. */
+  crossAttentionKinds: AttentionKind[];
 }
 
 /**
@@ -505,6 +540,11 @@ export declare class EncoderDecoderModel {
   generate(source: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   complete(source: string, options?: GenerateOptions): Promise<string>;
   /** Text to ids: by default as the encoder takes a source (EOS appended); { source: false } for the bare pieces. */
+  /**
+   * The block-sparse pattern as a mask (Model.sparseMask); causal: true for the decoder's
+   * self-attention, false for the encoder's and cross-attention (default false).
+   */
+  sparseMask(options: { queryStart?: number; queries: number; keys: number; causal?: boolean }): Uint8Array;
   tokenize(text: string, options?: { source?: boolean; special?: boolean }): number[];
   /** Target ids to text (control tokens skipped). */
   detokenize(ids: ArrayLike<number>): string;

@@ -1,7 +1,7 @@
 // The qkv JS API over the Embind module, independent of where it runs (Node, browser, worker).
 // Entry points (node.js, browser.js) supply the module loader and path reading.
 import { QkvError, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
-import { LOAD_KEYS, call, checkSimdOption, yieldToLoop } from './util.js';
+import { LOAD_KEYS, call, checkSimdOption, sparseMaskOf, yieldToLoop } from './util.js';
 import { readModelSource, readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, chooseDevice, createGpuSession, embedGpu } from './gpu-backend.js';
 import { EncoderDecoderModel } from './encdec.js';
@@ -511,6 +511,12 @@ export class Model {
     const { bos = true, special = false } = checkOptions(options, ['bos', 'special'], 'tokenize');
     check(typeof text === 'string', `tokenize takes a string, got ${typeof text}`);
     return Array.from(call(() => h.tokenizeSpecial(wellFormed(text), !!bos, !!special)));
+  }
+
+  /** The block-sparse pattern as a mask over (queries, keys): 1 visible (types/index.d.ts). */
+  sparseMask(options) {
+    const h = this._live();
+    return sparseMaskOf(this._info, options, ['queryStart', 'queries', 'keys'], (q0, nq, nk) => h.sparseMask(q0, nq, nk));
   }
 
   /** Token ids to text (BOS/EOS skipped; invalid UTF-8 becomes U+FFFD). */

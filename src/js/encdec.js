@@ -2,7 +2,7 @@
 // decoder-only models stream a continuation ({token, text} items, stop strings, AbortSignal,
 // lastGeneration stats); inspect(source, target) gives encoder, decoder self- and cross-attention.
 import { QkvError, check, checkOptions, throwIfAborted } from './errors.js';
-import { call } from './util.js';
+import { call, sparseMaskOf } from './util.js';
 import { generationOptions, generationStats, tokenLoop, wellFormed } from './generation.js';
 import { inspectionView } from './inspection.js';
 
@@ -25,6 +25,12 @@ export class EncoderDecoderModel {
   _live() {
     if (!this._h) throw new QkvError('disposed', 'this model was disposed');
     return this._h;
+  }
+
+  /** The block-sparse pattern as a mask over (queries, keys): 1 visible (types/index.d.ts). */
+  sparseMask(options) {
+    const h = this._live();
+    return sparseMaskOf(this._info, options, ['queryStart', 'queries', 'keys', 'causal'], (q0, nq, nk, causal) => h.sparseMask(q0, nq, nk, causal));
   }
 
   /** Architecture, sizes (encoderLayers, decoderLayers), threads, memory. */

@@ -47,7 +47,8 @@ export function gpuUnsupported(d) {
   // Neither comes from a file qkv reads: only models built through the C++ API have them.
   if (d.positional === 'sinusoidal') return 'sinusoidal positions are not implemented on WebGPU';
   if (!['rope', 'rope-neox', 'learned', 'none'].includes(d.positional)) return `${d.positional} positions are not implemented on WebGPU`;
-  if (d.layerAttn.some((a) => a !== 'softmax')) return 'linear-attention layers are not implemented on WebGPU';
+  const other = d.layerAttn.findIndex((a) => a !== 'softmax');
+  if (other >= 0) return `layer ${other} uses ${d.layerAttn[other]} attention, which is not implemented on WebGPU`;
   if (d.causal && !d.hasClassifier) return `${d.arch} has no language-model head`;
   if (d.headDim > MAX_HEAD_DIM) return `head_dim ${d.headDim} exceeds the WebGPU attention kernel's ${MAX_HEAD_DIM}`;
   if (d.rotDims % 2 || d.rotDims > d.headDim) return `RoPE over ${d.rotDims} of ${d.headDim} dims is not implemented on WebGPU`;

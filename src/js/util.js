@@ -1,5 +1,5 @@
 // Small helpers the API modules (core.js, encdec.js, trainer.js) share.
-import { QkvError, check, describe, toQkvError } from './errors.js';
+import { QkvError, check, checkOptions, describe, toQkvError } from './errors.js';
 
 /** Gives the event loop a turn (so aborts, UI events and other tasks can run). */
 export const yieldToLoop = typeof setImmediate === 'function'
@@ -74,4 +74,18 @@ export function chooseSimd(simd = 'auto', { supported = relaxedSimdSupported(), 
     return { relaxed: false, reason: 'the relaxed-SIMD build is not present' };
   }
   return { relaxed: true, reason: 'the engine runs relaxed SIMD: fused multiply-add, 8-bit dot products' };
+}
+
+/**
+ * sparseMask() of both model classes: options checked, then the engine's mask (fn(queryStart,
+ * queries, keys, causal)). @internal
+ */
+export function sparseMaskOf(info, options, keys, fn) {
+  const o = checkOptions(options, keys, 'sparseMask');
+  check(info.sparsePattern, 'sparseMask: this model has no block-sparse attention layer');
+  const { queryStart = 0, queries, keys: n } = o;
+  for (const [k, v] of [['queryStart', queryStart], ['queries', queries], ['keys', n]]) {
+    check(Number.isInteger(v) && v >= 0 && v <= 4096, `sparseMask: ${k} must be an integer 0..4096, got ${describe(v)}`);
+  }
+  return call(() => fn(queryStart, queries, n, !!o.causal));
 }

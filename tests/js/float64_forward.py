@@ -97,11 +97,20 @@ def opt(n): return T(n) if n in tens else None
 W = []
 for l in range(L):
     pfx = 'blk.%d.' % l
-    names = ['attn_norm','attn_q','attn_k','attn_v','attn_qkv','attn_output','ffn_norm','ffn_gate','ffn_up','ffn_down','attn_q_norm','attn_k_norm','post_attention_norm','post_ffw_norm']
+    names = ['attn_norm','attn_q','attn_k','attn_v','attn_qkv','attn_output','ffn_norm','ffn_gate','ffn_up','ffn_down','attn_q_norm','attn_k_norm','post_attention_norm','post_ffw_norm','attn_add_q','attn_add_k','attn_add_v']
     W.append({k: opt(pfx + k + '.weight') for k in names})
     for k in names: W[l][k + '.b'] = opt(pfx + k + '.bias')
 pos_emb = T('position_embd.weight') if gpt2 else None
-ids = json.load(open(idsfile))['ids']
+req = json.load(open(idsfile)); ids = req['ids']
+# Attention kinds (docs/attention-kinds.md): additive layers score v . tanh(W_q q + W_k k) per
+# head; block-sparse layers are dense attention under the pattern's mask, given by the caller
+# (mask[p][j]: query position p sees key j).
+kinds = g('attention.layer_kinds', ['softmax'] * L); da = g('attention.additive.length', 0); smask = req.get('mask')
+def score(l, hh, qh, kj):
+    if kinds[l] != 'additive': return sum(a*c for a, c in zip(qh, kj)) / math.sqrt(hd)
+    w = W[l]; r0 = hh * da
+    return sum(w['attn_add_v'][hh][a] * math.tanh(sum(wq * qi for wq, qi in zip(w['attn_add_q'][r0 + a], qh)) +
+                                                  sum(wk * ki for wk, ki in zip(w['attn_add_k'][r0 + a], kj))) for a in range(da))
 K = [[] for _ in range(L)]; V = [[] for _ in range(L)]
 for pos, tok in enumerate(ids):
     x = emb[tok][:]
@@ -122,8 +131,8 @@ for pos, tok in enumerate(ids):
         o = []
         for hh in range(H):
             kh = hh // (H // KV); qh = qs[hh]
-            js = [j for j in range(pos + 1) if not (local and pos - j >= window)]
-            sc = [sum(a*c for a, c in zip(qh, K[l][j][kh*hd:(kh+1)*hd])) / math.sqrt(hd) for j in js]
+            js = [j for j in range(pos + 1) if not (local and pos - j >= window) and (kinds[l] != 'block_sparse' or smask[pos][j])]
+            sc = [score(l, hh, qh, K[l][j][kh*hd:(kh+1)*hd]) for j in js]
             if attn_cap: sc = [attn_cap * math.tanh(s_ / attn_cap) for s_ in sc]
             m = max(sc); e = [math.exp(s_ - m) for s_ in sc]; z = sum(e)
             o += [sum(e[t] / z * V[l][j][kh*hd + d_] for t, j in enumerate(js)) for d_ in range(hd)]
