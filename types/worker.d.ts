@@ -33,6 +33,8 @@ export interface RemoteModel {
   refreshInfo(): Promise<ModelInfo>;
   tokenize(text: string, options?: { bos?: boolean; special?: boolean }): Promise<number[]>;
   detokenize(ids: ArrayLike<number>): Promise<string>;
+  /** Model.sparseMask in the worker. */
+  sparseMask(options: { queryStart?: number; queries: number; keys: number }): Promise<Uint8Array>;
   /** Sentence embeddings, computed in the worker (see Model.embed). */
   embed(texts: string | string[], options?: EmbedOptions): Promise<Float32Array[]>;
   /** Reranker scores, computed in the worker (see Model.rerank). */
@@ -53,6 +55,8 @@ export interface RemoteEncoderDecoderModel {
   refreshInfo(): Promise<EncoderDecoderInfo>;
   tokenize(text: string, options?: { source?: boolean; special?: boolean }): Promise<number[]>;
   detokenize(ids: ArrayLike<number>): Promise<string>;
+  /** Model.sparseMask in the worker. */
+  sparseMask(options: { queryStart?: number; queries: number; keys: number; causal?: boolean }): Promise<Uint8Array>;
   generate(source: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   complete(source: string, options?: GenerateOptions): Promise<string>;
   inspect(source: string, options?: { target?: string | number[]; maxTokens?: number }): Promise<EncoderDecoderInspection>;

@@ -84,6 +84,7 @@ export class Explorer {
   setModel(model) {
     this.release();
     this.model = model;
+    this.maskKey = null;
     this.encdec = false;
     this.inspection = null;
     this.pieces = new Map();
@@ -99,8 +100,11 @@ export class Explorer {
     const { heads, kvHeads } = model.info;
     this.encdec = !!model.info.encoderDecoder;
     const layers = this.encdec ? model.info.decoderLayers : model.info.layers;
+    // Each layer's attention kind (softmax unless the model says otherwise) in its label.
+    const kinds = (this.encdec ? model.info.crossAttentionKinds : model.info.attentionKinds) ?? [];
+    const kindOf = (l) => (kinds[l] && kinds[l] !== 'softmax' ? `, ${kinds[l].replace('_', '-')} attention` : '');
     for (let l = 0; l < layers; l++) {
-      layer.add(new Option(this.encdec ? `Decoder ${l + 1} of ${layers}, cross-attention` : `${l + 1} of ${layers}`, String(l)));
+      layer.add(new Option(this.encdec ? `Decoder ${l + 1} of ${layers}, cross-attention${kindOf(l)}` : `${l + 1} of ${layers}${kindOf(l)}`, String(l)));
     }
     head.add(new Option(`Average over ${heads} heads`, 'avg'));
     for (let h = 0; h < heads; h++) head.add(new Option(`Head ${h + 1}${kvHeads < heads ? ` (kv ${Math.floor(h / (heads / kvHeads)) + 1})` : ''}`, String(h)));
@@ -297,8 +301,9 @@ export class Explorer {
     const layer = Number(this.el.layer.value), head = this.el.head.value;
     try {
       const m = await this.map(layer, head);
+      const mask = await this.maskOf(layer, m);
       if (epoch !== this.epoch) return;
-      this.current = { ...m, layer, head };
+      this.current = { ...m, layer, head, mask };
       const { canvas, details } = this.el;
       canvas.dataset.rows = String(m.rows);
       canvas.dataset.cols = String(m.cols);
@@ -320,8 +325,22 @@ export class Explorer {
     const row = m && this.selected >= 0 ? this.selected - (cross ? 0 : m.cols - m.rows) : -1;
     this.geom = drawHeatmap(this.el.canvas, {
       probs: m?.probs, rows: m?.rows ?? 0, cols: m?.cols ?? 0, labels: cross ? this.sourceLabels : this.labels,
-      rowLabels: cross ? this.labels : null, causal: !cross, selected: row, hover: this.hover, scale: this.el.scale.value,
+      rowLabels: cross ? this.labels : null, causal: !cross, mask: m?.mask ?? null, selected: row,
+      hover: this.hover, scale: this.el.scale.value,
     });
+  }
+
+  /** A block-sparse layer's pattern as the mask of map m, from the engine (null for other kinds). */
+  async maskOf(layer, m) {
+    const info = this.model?.info;
+    const kinds = (this.encdec ? info?.crossAttentionKinds : info?.attentionKinds) ?? [];
+    if (kinds[layer] !== 'block_sparse' || typeof this.model.sparseMask !== 'function') return null;
+    const key = `${m.rows}x${m.cols}:${!!m.cross}`;
+    if (this.maskKey !== key) {
+      this.maskKey = key;
+      this.mask = this.model.sparseMask(m.cross ? { queries: m.rows, keys: m.cols } : { queryStart: m.cols - m.rows, queries: m.rows, keys: m.cols });
+    }
+    return this.mask;
   }
 
   cellOf(e) {

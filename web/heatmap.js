@@ -35,10 +35,11 @@ const LABEL_MARGIN = 72;
  * Draws `probs` (rows x cols, row-major). Query row i sits at position cols - rows + i, so
  * keys beyond it are masked (the causal mask) and drawn as background. With causal: false
  * (cross-attention: target rows over source columns) nothing is masked, `labels` names the
- * columns and `rowLabels` the rows.
+ * columns and `rowLabels` the rows. `mask` (rows x cols, optional): 0 where the layer's attention
+ * pattern hides the key (block-sparse layers), drawn as background like the causal mask.
  * Returns the geometry {x0, y0, cell, cw, ch, rows, cols} used by cellAt() (cw/ch: cell width/height).
  */
-export function drawHeatmap(canvas, { probs, rows, cols, labels, rowLabels = null, causal = true, selected = -1, hover = null, scale = 'sqrt' }) {
+export function drawHeatmap(canvas, { probs, rows, cols, labels, rowLabels = null, causal = true, mask = null, selected = -1, hover = null, scale = 'sqrt' }) {
   const cssW = Math.max(120, canvas.clientWidth || 320);
   const dpr = Math.min(3, globalThis.devicePixelRatio || 1);
   const px = Math.round(cssW * dpr);
@@ -71,7 +72,7 @@ export function drawHeatmap(canvas, { probs, rows, cols, labels, rowLabels = nul
   for (let r = 0; r < rows; r++) {
     for (let c = 0; c < cols; c++) {
       const o = (r * cols + c) * 4;
-      if (causal && c > r + offset) {
+      if ((causal && c > r + offset) || (mask && !mask[r * cols + c])) {
         img.data[o] = bgRgb[0]; img.data[o + 1] = bgRgb[1]; img.data[o + 2] = bgRgb[2];
       } else {
         const p = probs[r * cols + c];

@@ -193,6 +193,7 @@ class RemoteModel {
   refreshInfo() { return this._c.request({ op: 'info', handle: this._h }).then((i) => (this.info = i)); }
   tokenize(text, options) { return this._c.request({ op: 'call', handle: this._h, method: 'tokenize', args: [text, options] }); }
   detokenize(ids) { return this._c.request({ op: 'call', handle: this._h, method: 'detokenize', args: [Array.from(ids)] }); }
+  sparseMask(options) { return this._c.request({ op: 'call', handle: this._h, method: 'sparseMask', args: [options] }); }
   /** Sentence embeddings (see Model.embed); the Float32Arrays come back as transferred copies. */
   embed(texts, options = {}) {
     const { signal, ...rest } = options ?? {};
@@ -242,6 +243,7 @@ class RemoteEncoderDecoderModel {
   refreshInfo() { return this._c.request({ op: 'info', handle: this._h }).then((i) => (this.info = i)); }
   tokenize(text, options) { return this._call('tokenize', text, options); }
   detokenize(ids) { return this._call('detokenize', Array.from(ids)); }
+  sparseMask(options) { return this._call('sparseMask', options); }
   generate(source, options) {
     const [rest, signal] = stripSignal(options);
     return this._c.stream({ op: 'generate', handle: this._h, prompt: source, options: rest }, signal, (s) => { this.lastGeneration = s; });

@@ -25,9 +25,9 @@ function target(h) {
 function register(o) { const h = nextHandle++; objects.set(h, o); return h; }
 
 const CALLS = {
-  model: new Set(['tokenize', 'detokenize', 'complete', 'embed', 'rerank', 'applyChatTemplate']),
+  model: new Set(['tokenize', 'detokenize', 'sparseMask', 'complete', 'embed', 'rerank', 'applyChatTemplate']),
   session: new Set(['feed', 'prefill', 'logits', 'sample', 'truncate', 'reset', 'attention', 'complete']),
-  encdec: new Set(['tokenize', 'detokenize', 'complete', '_inspectRaw']),
+  encdec: new Set(['tokenize', 'detokenize', 'sparseMask', 'complete', '_inspectRaw']),
 };
 
 async function handle(msg) {
