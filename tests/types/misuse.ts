@@ -7,6 +7,8 @@ async function misuse(model: Model): Promise<void> {
   await loadModel('m.bin', { tokenizer: 5 });
   // @ts-expect-error threads is 'auto' or a number
   await loadModel('m.bin', { tokenizer: 't.bin', threads: 'many' });
+  // @ts-expect-error a decoder's mask has no causal option (it is its model's)
+  model.sparseMask({ queries: 2, keys: 2, causal: true });
   // @ts-expect-error prompts are strings
   model.generate(42);
   // @ts-expect-error temperature is a number

@@ -15,6 +15,11 @@ async function main(): Promise<void> {
   const mode: 'pthreads' | 'single' = info.threading.mode;
   const build: string = info.simd + ': ' + info.simdReason;
   console.log(info.vocabSize, info.memory.heapBytes, mode, build);
+  const kinds: ('softmax' | 'linear' | 'additive' | 'block_sparse')[] = info.attentionKinds;
+  if (info.sparsePattern) {
+    const mask: Uint8Array = model.sparseMask({ queryStart: 4, queries: 2, keys: 6 });
+    console.log(kinds, info.sparsePattern.blockSize, info.additiveLength, mask.length);
+  }
   for await (const { token, text } of model.generate('Once', { maxTokens: 8, temperature: 0.7, topK: 40, topP: 0.9, minP: 0.05, repetitionPenalty: 1.1, seed: 1, stop: ['\n'], signal: ac.signal })) {
     console.log(token, text);
   }
