@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { before, test } from 'node:test';
 import { models as sharedModels, root } from './helpers.mjs';
 import { QkvError, loadModel } from '../../src/js/node.js';
+import { gpuUnsupported } from '../../src/js/gpu-model.js';
 
 const maker = join(root, 'build', 'qkv_test_models');
 const outDir = join(root, 'test-artifacts', 'attention-kinds-models');
@@ -44,6 +45,11 @@ test('the model describes its attention kinds and pattern', { skip }, async () =
   }
 });
 
+test('WebGPU refuses the kinds, naming the first such layer (the model then runs in WASM)', () => {
+  const d = { positional: 'rope', layerAttn: ['softmax', 'additive', 'block_sparse'] };
+  assert.equal(gpuUnsupported(d), 'layer 1 uses additive attention, which is not implemented on WebGPU');
+});
+
 test('logits within TOL of a float64 forward pass (sparse layer as masked dense attention)', { skip }, async (t) => {
   const model = await loadModel(path, { threads: 1 });
   try {
@@ -68,6 +74,41 @@ test('logits within TOL of a float64 forward pass (sparse layer as masked dense 
     for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]));
     t.diagnostic(`${n} tokens: max |qkv - float64| = ${worst.toExponential(2)}`);
     assert.ok(worst <= TOL, `logits differ from float64 by up to ${worst}`);
+  } finally {
+    model.dispose();
+  }
+});
+
+// The shipped translator with additive cross-attention (models/dates-encdec-additive.gguf, trained
+// by qkv: models/README.md) in WASM: its kinds, translations (ISO dates: the task's definition) and
+// cross-attention rows that are distributions.
+const DATES = [
+  ['the twenty-third of March, nineteen ninety-four', '1994-03-23'],
+  ['July 4th, 1976', '1976-07-04'],
+  ['31/12/1999', '1999-12-31'],
+  ['9 November 1989', '1989-11-09'],
+  ['21st of June 2039', '2039-06-21'],
+  ['Mar 5, 1921', '1921-03-05'],
+];
+test('the additive dates translator runs in WASM', async () => {
+  const model = await loadModel(join(root, 'models', 'dates-encdec-additive.gguf'), { threads: 1 });
+  try {
+    assert.deepEqual(model.info.crossAttentionKinds, ['additive', 'additive']);
+    assert.deepEqual(model.info.decoderAttentionKinds, ['softmax', 'softmax']);
+    assert.equal(model.info.additiveLength, 16);
+    let right = 0;
+    for (const [source, iso] of DATES) right += (await model.complete(source, { maxTokens: 16, temperature: 0 })) === iso ? 1 : 0;
+    assert.equal(right, DATES.length, `${right} of ${DATES.length} right`);
+    const [source] = DATES[0];
+    const m = await model.inspect(source, { maxTokens: 12 });
+    for (let l = 0; l < m.decoderLayers; l++) {
+      for (let h = 0; h < m.heads; h++) {
+        for (const row of m.cross(l, h)) {
+          assert.equal(row.length, source.length + 1);
+          assert.ok(Math.abs(row.reduce((a, b) => a + b, 0) - 1) < 1e-4);
+        }
+      }
+    }
   } finally {
     model.dispose();
   }
