@@ -25,6 +25,11 @@ Transformer::Transformer(LoadedModel model, int context, std::shared_ptr<ThreadP
   if (c.pos == PosKind::RelativeBucket)
     fail(ErrorCode::Unsupported,
          "relative-bucket positions (T5) run in the encoder-decoder model (EncoderDecoder) only");
+  for (int l = 0; l < c.n_layers; l++) {
+    const AdditiveWeights& a = l < (int)m_.weights.layers.size() ? m_.weights.layers[l].additive : AdditiveWeights{};
+    if (c.attn_of(l) == AttnKind::Additive && (!a.wq || !a.wk || !a.v))
+      fail(ErrorCode::BadModel, "layer " + std::to_string(l) + ": additive attention without its parameters");
+  }
   if (!pool_) pool_ = std::make_shared<ThreadPool>(1);
   if (context < 0) fail(ErrorCode::BadArgument, "context must be positive, got " + std::to_string(context));
   ctx_ = context == 0 ? c.seq_len : context;

@@ -248,6 +248,11 @@ TEST(AttentionKindsModel, BadKindsAndParametersAreRefusedByName) {
   s.layer_kinds = {"softmax", "additive", "softmax"};
   expect_load_error(replaced(write_test_model(s), "blk.1.attn_add_v", "blk.0.attn_add_v"), ErrorCode::BadModel,
                     "tensor blk.0.attn_add_v.weight belongs to additive attention");
+  // A model built in code that names a layer additive without its parameters.
+  LoadedModel no_params = load_model(blob_of(write_test_model(kinds_spec())));
+  no_params.weights.layers[2].additive = {};
+  no_params.config.layer_attn[2] = AttnKind::Additive;
+  EXPECT_THROW(Transformer(no_params, 0, nullptr), Error);
   // A width of zero and a zero block size fail the options table's checks.
   s = kinds_spec();
   s.additive_len = 0;
