@@ -744,3 +744,24 @@ test('built-in models: the dates encoder-decoder (models/dates-encdec-t5.gguf) t
     await srv.close();
   }
 });
+
+test('built-in models: kjv-sparse names its block-sparse layers in the explorer and draws them', { skip }, async () => {
+  const srv = await startServer(dist, { coopCoep: true });
+  let context;
+  try {
+    const opened = await openDemo(`${srv.url}?builtin=kjv-sparse`);
+    context = opened.context;
+    const { page, errors } = opened;
+    await generateToEnd(page, 'In the beginning God created the heaven and the earth.');
+    await page.click('#explorer > summary');
+    await page.waitForFunction(() => document.getElementById('explorer').dataset.state === 'ready', null, { timeout: 20000 });
+    await selectAndWait(page, 'layer', '0');
+    const labels = await page.evaluate(() => [...document.getElementById('layer').options].map((o) => o.text));
+    assert.deepEqual(labels, ['1 of 2, block-sparse attention', '2 of 2, block-sparse attention']);
+    await page.locator('#heatmap').screenshot({ path: join(artifacts, 'demo-explorer-sparse.png') });
+    assert.deepEqual(realErrors(errors), [], 'console or page errors');
+  } finally {
+    await context?.close();
+    await srv.close();
+  }
+});
