@@ -79,8 +79,14 @@ std::string model_info_json(const std::shared_ptr<const Blob>& model, const Blob
   const bool gguf = looks_like_gguf(model->data(), model->size());
   const bool encdec = gguf && is_encdec_model(model);
   ModelConfig c;
-  if (encdec) c = load_encdec_model(model).config;
-  else c = load_model(model).config;
+  std::vector<AttnKind> cross;  // encoder-decoders: the cross-attention's kinds
+  if (encdec) {
+    EncDecModelData m = load_encdec_model(model);
+    c = m.config;
+    cross = m.encdec.cross_attn;
+  } else {
+    c = load_model(model).config;
+  }
   std::unique_ptr<Tokenizer> t = tokenizer_of(model, tok, c.vocab_size);
   std::string o = "{\n";
   auto field = [&](const char* k, const std::string& v) {
@@ -104,6 +110,15 @@ std::string model_info_json(const std::shared_ptr<const Blob>& model, const Blob
   str("positional", pos_kind_name(c.pos));
   str("ffn", ffn_kind_name(c.ffn));
   field("tiedClassifier", c.tied_classifier ? "true" : "false");
+  // Attention kinds other than softmax (docs/attention-kinds.md), only where the file has them.
+  auto kinds = [&](const char* k, const std::vector<AttnKind>& v) {
+    if (v.empty()) return;
+    std::string a;
+    for (AttnKind x : v) a += (a.empty() ? "[" : ", ") + json_string(attn_kind_name(x));
+    field(k, a + "]");
+  };
+  kinds("attentionKinds", c.layer_attn);
+  kinds("crossAttentionKinds", cross);
   num("fileBytes", (long long)input_bytes(*model));
   str("tokenizer", !t                  ? "none"
                    : t->is_bpe()       ? "bpe"

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cli/inspect.h"
 #include "common.h"
 #include "formats/loader.h"
 #include "model/transformer.h"
@@ -154,6 +155,15 @@ TEST(AttentionKindsModel, LoadsTheKindsAndTheirParameters) {
   EXPECT_EQ(c.sparse.seed, 7u);
   EXPECT_NE(m.weights.layers[1].additive.wq, nullptr);
   EXPECT_EQ(m.weights.layers[0].additive.wq, nullptr);
+}
+
+// `qkv info` (both CLIs) lists the kinds where the file has them.
+TEST(AttentionKindsModel, InfoListsTheKinds) {
+  const std::string info = model_info_json(blob_of(write_test_model(kinds_spec())), nullptr);
+  EXPECT_NE(info.find("\"attentionKinds\": [\"block_sparse\", \"additive\", \"softmax\"]"), std::string::npos) << info;
+  TestModelSpec plain = kinds_spec();
+  plain.layer_kinds.clear();
+  EXPECT_EQ(model_info_json(blob_of(write_test_model(plain)), nullptr).find("attentionKinds"), std::string::npos);
 }
 
 // Batched prefill (chunks of 64), then the KV-cache path (a continued prefill and single tokens),
