@@ -1,0 +1,201 @@
+// The WASM prefill GEMM: weight rows and activations packed so that lane l of every
+// i32x4.dot_i16x8 belongs to activation block l of a group of four.
+#pragma once
+// After wasm_tile.h and tiles.h (the grouped tile: it runs the tail blocks, and decode).
+#include <chrono>
+#include <vector>
+
+#include "../trial.h"
+
+namespace qkv {
+namespace qdot_detail {
+namespace {
+
+// The grouped tile sums each block's four i32 lanes with shuffles (hsum4) before scaling: per
+// (row, token, block) that is four dots, three adds and about two and a half shuffle-and-add
+// steps, and its 2 x 4 x 4 live block sums spill. Here both operands are packed once per call
+// (the activations) or per panel of rows (the weights, reused by every token), 32-bit pairs
+// interleaved over a group of four blocks: packed vector m of a group holds, in lane l, the pair
+// m of block l (elements 2m, 2m + 1 in the order the decoder's W32 lists them). Sixteen dots and
+// adds then leave the four block sums in the four lanes, with no shuffle, and one i32 vector per
+// (row, token) is live. The float work is the grouped tile's, operation for operation, so prefill
+// still gives decode's bits. Q6_K's integer scales are folded into its packed weights (|code *
+// scale| <= 32 * 128 fits i16; the sums are the same integers).
+constexpr int kPackVecs = 16;                  // packed vectors per group of four blocks
+constexpr int kPackGroup = kPackVecs + 2;      // + the four scales and the four mins / sums
+constexpr int kPackMinTokens = 8;              // below this the grouped tile runs
+constexpr int kPackRows = 2, kPackTokens = 4;  // the register tile
+
+// Four blocks' 32 i16 values (as W32 / X32 lay them: elements 0-7, 8-15, 16-23, 24-31) into the
+// 16 interleaved vectors at out.
+inline void interleave4(const v128_t (*v)[4], v128_t* out) {
+  for (int k = 0; k < 4; k++) {  // a 4 x 4 transpose of 32-bit lanes per quarter
+    const v128_t a = v[0][k], b = v[1][k], c = v[2][k], d = v[3][k];
+    const v128_t ab0 = wasm_i32x4_shuffle(a, b, 0, 4, 1, 5), ab1 = wasm_i32x4_shuffle(a, b, 2, 6, 3, 7);
+    const v128_t cd0 = wasm_i32x4_shuffle(c, d, 0, 4, 1, 5), cd1 = wasm_i32x4_shuffle(c, d, 2, 6, 3, 7);
+    out[4 * k + 0] = wasm_i32x4_shuffle(ab0, cd0, 0, 1, 4, 5);
+    out[4 * k + 1] = wasm_i32x4_shuffle(ab0, cd0, 2, 3, 6, 7);
+    out[4 * k + 2] = wasm_i32x4_shuffle(ab1, cd1, 0, 1, 4, 5);
+    out[4 * k + 3] = wasm_i32x4_shuffle(ab1, cd1, 2, 3, 6, 7);
+  }
+}
+
+// Token t's first ng groups of blocks: per group the 16 packed vectors, d of the four blocks,
+// and s (the min term's sums).
+template <class XB>
+void pack_activations(const XB* x, int ng, v128_t* out) {
+  for (int g = 0; g < ng; g++, out += kPackGroup) {
+    const XB* xb = x + 4 * g;
+    v128_t v[4][4];
+    for (int i = 0; i < 4; i++) {
+      const X32 q = load_x32(xb[i].q);
+      v[i][0] = q.a, v[i][1] = q.b, v[i][2] = q.c, v[i][3] = q.d;
+    }
+    interleave4(v, out);
+    out[kPackVecs] = wasm_f32x4_make(xb[0].d, xb[1].d, xb[2].d, xb[3].d);
+    out[kPackVecs + 1] = wasm_f32x4_make(xb[0].s, xb[1].s, xb[2].s, xb[3].s);
+  }
+}
+
+// One weight row's first ng groups (4 * ng blocks of 32): the packed codes, then the group's
+// scales and mins as the grouped tile's group_scales gives them.
+template <class D>
+void pack_row(const uint8_t* row, int ng, v128_t* out) {
+  D dec;
+  for (int g = 0; g < ng; g++, out += kPackGroup) {
+    const int b0 = 4 * g;  // first activation block of the group
+    v128_t v[4][4];
+    v128_t d4, m4 = fzero();
+    if constexpr (D::kSub == 1) {
+      for (int i = 0; i < 4; i++) {
+        dec.prepare(row + (size_t)(b0 + i) * D::kBytes);
+        const W32 w = dec.w(0);
+        v[i][0] = w.a, v[i][1] = w.b, v[i][2] = w.c, v[i][3] = w.d;
+      }
+      D::group_scales(row + (size_t)b0 * D::kBytes, &d4, &m4);
+    } else {
+      const int j0 = b0 % D::kSub;
+      if (j0 == 0) dec.prepare(row + (size_t)(b0 / D::kSub) * D::kBytes);
+      for (int i = 0; i < 4; i++) {
+        W32 w = dec.w(j0 + i);
+        if constexpr (D::kKind == Kind::Signed16) {
+          const v128_t sa = wasm_i16x8_splat((int16_t)dec.sa(j0 + i)), sb = wasm_i16x8_splat((int16_t)dec.sb(j0 + i));
+          w = {wasm_i16x8_mul(w.a, sa), wasm_i16x8_mul(w.b, sa), wasm_i16x8_mul(w.c, sb), wasm_i16x8_mul(w.d, sb)};
+        }
+        v[i][0] = w.a, v[i][1] = w.b, v[i][2] = w.c, v[i][3] = w.d;
+      }
+      dec.group_scales(j0, &d4, &m4);
+    }
+    interleave4(v, out);
+    out[kPackVecs] = d4;
+    out[kPackVecs + 1] = m4;
+  }
+}
+
+// out[r * NT + t] (+)= row r . token t over ng packed groups.
+template <bool kMin, int NR, int NT>
+inline void packed_tile(const v128_t* const* w, const v128_t* const* x, int ng, float* out) {
+  F acc[NR][NT], macc[NR][NT];
+  for (int r = 0; r < NR; r++)
+    for (int t = 0; t < NT; t++) acc[r][t] = macc[r][t] = fzero();
+  for (int g = 0; g < ng; g++) {
+    const size_t o = (size_t)g * kPackGroup;
+    I32 s[NR][NT];
+    for (int r = 0; r < NR; r++)
+      for (int t = 0; t < NT; t++) s[r][t] = wasm_i32x4_splat(0);
+        // A loop, not unrolled, so each step's products stay beside its loads: V8 places arithmetic
+        // just before its first use, which for unrolled sums is after the group's last load (pin()).
+#pragma nounroll
+    for (int m = 0; m < kPackVecs; m++) {
+      v128_t wv[NR];
+      for (int r = 0; r < NR; r++) wv[r] = wasm_v128_load(w[r] + o + m);
+      for (int t = 0; t < NT; t++) {
+        const v128_t xv = wasm_v128_load(x[t] + o + m);
+        for (int r = 0; r < NR; r++) {
+          const v128_t p = wasm_i32x4_dot_i16x8(wv[r], xv);
+          s[r][t] = wasm_i32x4_add(s[r][t], p);
+        }
+      }
+    }
+    for (int t = 0; t < NT; t++) {
+      const v128_t xd = wasm_v128_load(x[t] + o + kPackVecs);
+      const v128_t xsum = kMin ? wasm_v128_load(x[t] + o + kPackVecs + 1) : fzero();
+      for (int r = 0; r < NR; r++) {
+        acc[r][t] = fmadd_v(s[r][t], wasm_f32x4_mul(wasm_v128_load(w[r] + o + kPackVecs), xd), acc[r][t]);
+        if constexpr (kMin)
+          macc[r][t] = wasm_f32x4_add(macc[r][t], wasm_f32x4_mul(wasm_v128_load(w[r] + o + kPackVecs + 1), xsum));
+      }
+    }
+  }
+  for (int r = 0; r < NR; r++)
+    for (int t = 0; t < NT; t++) out[r * NT + t] = fsum(acc[r][t]) + fsum(macc[r][t]);
+}
+
+// Y = X W^T over rows [r0, r1) for T tokens, as prefill_tiles computes it: the whole groups
+// packed, the last nb % 4 blocks (one-block types only) through the grouped tile, added last as
+// the grouped tile adds its scalar tail.
+template <class D, class XB>
+void prefill_packed(float* Y, int64_t ldy, const XB* X, const uint8_t* W, size_t rb, int T, int nb, int r0, int r1) {
+  constexpr bool kMin = D::kKind == Kind::UnsignedMin;
+  constexpr int NR = kPackRows, NT = kPackTokens;
+  const int ng = nb / 4, tail = nb % 4;
+  const size_t per = (size_t)ng * kPackGroup;  // vectors per packed row or token
+  thread_local std::vector<v128_t> xp, wp;
+  xp.resize(per * (size_t)T);
+  wp.resize(per * NR);
+  for (int t = 0; t < T; t++) pack_activations(X + (size_t)t * nb, ng, xp.data() + per * t);
+  float out[NR * NT], tout[NR * NT];
+  for (int r = r0; r < r1; r += NR) {
+    const int nr = r1 - r < NR ? r1 - r : NR;
+    const v128_t* w[NR];
+    const uint8_t* rows[NR];
+    for (int k = 0; k < NR; k++) {
+      rows[k] = W + (size_t)(r + (k < nr ? k : nr - 1)) * rb;
+      if (k < nr) pack_row<D>(rows[k], ng, wp.data() + per * k);
+      w[k] = wp.data() + per * (k < nr ? k : nr - 1);
+    }
+    for (int t = 0; t < T; t += NT) {
+      const v128_t* x[NT];
+      const XB* xs[NT];
+      for (int i = 0; i < NT; i++) {
+        const int tt = t + i < T ? t + i : T - 1;
+        x[i] = xp.data() + per * tt;
+        xs[i] = X + (size_t)tt * nb + 4 * ng;
+      }
+      packed_tile<kMin, NR, NT>(w, x, ng, out);
+      if (tail) {
+        const uint8_t* trows[NR];
+        for (int k = 0; k < NR; k++) trows[k] = rows[k] + (size_t)(4 * ng) * D::kBytes;
+        tile<D, NR, NT, XB>(trows, xs, tail, tout);
+        for (int i = 0; i < NR * NT; i++) out[i] += tout[i];
+      }
+      for (int i = 0; i < NT && t + i < T; i++)
+        for (int k = 0; k < nr; k++) Y[(t + i) * ldy + r + k] = out[k * NT + i];
+    }
+  }
+}
+
+// Prefill of T >= kPackMinTokens tokens: the packed GEMM or the grouped tile (prefill_tiles),
+// whichever this engine runs faster for type D, timed on the first calls (they give the same
+// bits; the 8-bit relaxed tiles of the nibble types may beat the packed 16-bit products).
+template <class D, class XB>
+void prefill_gemm(float* Y, int64_t ldy, const XB* X, const uint8_t* W, size_t rb, int T, int nb, int r0, int r1) {
+  static Trial trial;
+  auto run = [&](int which) {
+    if (which == 1) prefill_packed<D>(Y, ldy, X, W, rb, T, nb, r0, r1);
+    else prefill_tiles(BlockTile<D, XB>{nb}, Y, ldy, X, (size_t)nb, W, rb, T, r0, r1);
+  };
+  const int forced = g_prefill_forced.load(std::memory_order_relaxed);
+  if (forced >= 0) return run(forced);
+  const int kept = trial.decided();
+  if (kept >= 0) return run(kept);
+  const int which = trial.pick();
+  const auto start = std::chrono::steady_clock::now();
+  run(which);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  trial.report(which, (double)T * nb * (r1 - r0), took.count());
+}
+
+}  // namespace
+}  // namespace qdot_detail
+}  // namespace qkv
