@@ -38,6 +38,9 @@ template <bool P8>
 constexpr int kPackGroup = kPackVecs<P8> + 2;  // + the four scales and the four mins / sums
 constexpr int kPackMinTokens = 8;              // below this the grouped tile runs
 constexpr int kPackRows = 2, kPackTokens = 4;  // the register tile
+// Tokens packed at a time: their activations stay in L2 while every panel of rows passes, and the
+// per-thread buffer stays bounded (the weight panels are packed again per block: a few percent).
+constexpr int kPackTokenBlock = 128;
 
 // Four blocks' values, Q vectors each (i16: Q = 4, elements 0-7, 8-15, 16-23, 24-31 as W32 / X32
 // lay them; bytes: Q = 2, elements 0-15, 16-31), into the 4 * Q interleaved vectors at out.
@@ -187,36 +190,40 @@ void prefill_packed(float* Y, int64_t ldy, const XB* X, const uint8_t* W, size_t
   const int ng = nb / 4, tail = nb % 4;
   const size_t per = (size_t)ng * kPackGroup<P8>;  // vectors per packed row or token
   thread_local std::vector<v128_t> xp, wp;
-  xp.resize(per * (size_t)T);
+  const int tb = T < kPackTokenBlock ? T : kPackTokenBlock;
+  xp.resize(per * (size_t)tb);
   wp.resize(per * NR);
-  for (int t = 0; t < T; t++) pack_activations<P8>(X + (size_t)t * nb, ng, xp.data() + per * t);
   float out[NR * NT], tout[NR * NT];
-  for (int r = r0; r < r1; r += NR) {
-    const int nr = r1 - r < NR ? r1 - r : NR;
-    const v128_t* w[NR];
-    const uint8_t* rows[NR];
-    for (int k = 0; k < NR; k++) {
-      rows[k] = W + (size_t)(r + (k < nr ? k : nr - 1)) * rb;
-      if (k < nr) pack_row<D>(rows[k], ng, wp.data() + per * k);
-      w[k] = wp.data() + per * (k < nr ? k : nr - 1);
-    }
-    for (int t = 0; t < T; t += NT) {
-      const v128_t* x[NT];
-      const XB* xs[NT];
-      for (int i = 0; i < NT; i++) {
-        const int tt = t + i < T ? t + i : T - 1;
-        x[i] = xp.data() + per * tt;
-        xs[i] = X + (size_t)tt * nb + 4 * ng;
+  for (int t0 = 0; t0 < T; t0 += tb) {
+    const int t1 = T - t0 < tb ? T : t0 + tb;
+    for (int t = t0; t < t1; t++) pack_activations<P8>(X + (size_t)t * nb, ng, xp.data() + per * (t - t0));
+    for (int r = r0; r < r1; r += NR) {
+      const int nr = r1 - r < NR ? r1 - r : NR;
+      const v128_t* w[NR];
+      const uint8_t* rows[NR];
+      for (int k = 0; k < NR; k++) {
+        rows[k] = W + (size_t)(r + (k < nr ? k : nr - 1)) * rb;
+        if (k < nr) pack_row<D>(rows[k], ng, wp.data() + per * k);
+        w[k] = wp.data() + per * (k < nr ? k : nr - 1);
       }
-      packed_tile<kMin, P8, NR, NT>(w, x, ng, out);
-      if (tail) {
-        const uint8_t* trows[NR];
-        for (int k = 0; k < NR; k++) trows[k] = rows[k] + (size_t)(4 * ng) * D::kBytes;
-        tile<D, NR, NT, XB>(trows, xs, tail, tout);
-        for (int i = 0; i < NR * NT; i++) out[i] += tout[i];
+      for (int t = t0; t < t1; t += NT) {
+        const v128_t* x[NT];
+        const XB* xs[NT];
+        for (int i = 0; i < NT; i++) {
+          const int tt = t + i < t1 ? t + i : t1 - 1;
+          x[i] = xp.data() + per * (tt - t0);
+          xs[i] = X + (size_t)tt * nb + 4 * ng;
+        }
+        packed_tile<kMin, P8, NR, NT>(w, x, ng, out);
+        if (tail) {
+          const uint8_t* trows[NR];
+          for (int k = 0; k < NR; k++) trows[k] = rows[k] + (size_t)(4 * ng) * D::kBytes;
+          tile<D, NR, NT, XB>(trows, xs, tail, tout);
+          for (int i = 0; i < NR * NT; i++) out[i] += tout[i];
+        }
+        for (int i = 0; i < NT && t + i < t1; i++)
+          for (int k = 0; k < nr; k++) Y[(t + i) * ldy + r + k] = out[k * NT + i];
       }
-      for (int i = 0; i < NT && t + i < T; i++)
-        for (int k = 0; k < nr; k++) Y[(t + i) * ldy + r + k] = out[k * NT + i];
     }
   }
 }

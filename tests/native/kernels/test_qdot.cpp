@@ -209,7 +209,8 @@ TEST(QDotKernel, ExtremeBlocksMatchReference) {
 // starts inside the matrix) give each token exactly what decoding it alone gives. In the WASM
 // builds, products of >= 8 tokens run either the grouped tile or the packed GEMM (wasm_gemm.h:
 // whole groups of four blocks packed, the last nb % 4 blocks through the tile): both are forced
-// in turn, over rows of 3 blocks (all tail), 9 (two groups and a tail) and 512 elements.
+// in turn, over rows of 3 blocks (all tail), 9 (two groups and a tail) and 512 elements, and
+// 130 tokens (past the 128 the GEMM packs at a time).
 TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
   const int d = 37;
   for (int kernel : {0, 1})
@@ -223,7 +224,7 @@ TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
         }
         // Both scale conversions of the WASM kernels (finite: the one models use once it is checked).
         for (bool finite : {false, qdot_scales_finite(t, W.data(), d, n)})
-          for (int T : {1, 2, 3, 4, 5, 7, 8, 9, 13}) {
+          for (int T : {1, 2, 3, 4, 5, 7, 8, 9, 13, 130}) {
             std::vector<BlockQ8A> X = quantized(randn(T * n, 9 + T));
             std::vector<float> Y(T * d, -1.0f);
             matmul_q8_simd(t, Y.data(), d, X.data(), W.data(), T, n, 3, d, finite);
