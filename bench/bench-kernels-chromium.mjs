@@ -10,7 +10,8 @@
 //   node bench/bench-kernels-chromium.mjs [--rounds 15] [--only f32,q8_0] [BUILD.mjs ...]
 //
 // --only keeps the cases of the listed types (q8_0, q4_0, q4_k, q6_k, f32, f32-r4, f32-r6, attn-1l, attn-12l,
-// q8_0-dram, q4_0-dram, q4_k-dram, q6_k-dram, q4_0-layers, q8_0-layers).
+// q8_0-dram, q4_0-dram, q4_k-dram, q6_k-dram, q4_0-layers, q8_0-layers; TYPE-tile and TYPE-gemm,
+// the 64-token prefill with the grouped tile or the packed GEMM kept, for all eight integer types).
 //
 // With no BUILD, it runs build-wasm/qkv_kernel_bench_web.mjs (`cmake --build build-wasm --target
 // qkv_kernel_bench_web`; build-wasm-relaxed/ has the relaxed-SIMD kernels). Given

@@ -3,7 +3,8 @@
 // Node's V8 and Chromium's differ in how they lower SIMD128, so kernel work for the browser is
 // measured in the browser. Each case: quantize the activations, then Y = X W^T through
 // matmul_q8_simd, 1 thread; decode (T = 1) over a matrix that fits in cache and one that does
-// not, and a 64-token prefill; decode from DRAM ("-dram": a 131072 x 2048 matrix, 151-285 MiB,
+// not, and a 64-token prefill (the build's choice, and "-tile" / "-gemm": the grouped tile or the
+// packed GEMM kept, for every integer type); decode from DRAM ("-dram": a 131072 x 2048 matrix, 151-285 MiB,
 // far past the L3) and through four layers of the ~1B shape ("-layers": width 2048, hidden 5632,
 // each matrix its own buffer, as a decode step reads them). Then the f32 product of a 64-token
 // prefill (matmul_f32_simd's packed-token kernel) at the 110M shape's two matrix shapes: "f32" with
@@ -30,7 +31,8 @@ struct Case {
   qkv::QType type;  // the stored type of Quant cases
   const char* type_name;
   int d, n, T;   // attention: d = cached positions, n = heads x head_dim, T = layers
-  int tile = 0;  // F32: the tile height to keep (matmul_f32_force_tile_rows), 0 for the build's choice
+  int tile = 0;  // F32: the tile height to keep (matmul_f32_force_tile_rows), 0 for the build's choice;
+                 // Quant: 1 the grouped prefill tile, 2 the packed GEMM (qdot_force_prefill_kernel)
 };
 
 const Case kCases[] = {
@@ -46,6 +48,22 @@ const Case kCases[] = {
     {Kind::Quant, qkv::QType::Q6_K, "q6_k", 2048, 768, 1},
     {Kind::Quant, qkv::QType::Q6_K, "q6_k", 32768, 768, 1},
     {Kind::Quant, qkv::QType::Q6_K, "q6_k", 2048, 768, 64},
+    {Kind::Quant, qkv::QType::Q8_0, "q8_0-tile", 2048, 768, 64, 1},
+    {Kind::Quant, qkv::QType::Q8_0, "q8_0-gemm", 2048, 768, 64, 2},
+    {Kind::Quant, qkv::QType::Q4_0, "q4_0-tile", 2048, 768, 64, 1},
+    {Kind::Quant, qkv::QType::Q4_0, "q4_0-gemm", 2048, 768, 64, 2},
+    {Kind::Quant, qkv::QType::Q4_1, "q4_1-tile", 2048, 768, 64, 1},
+    {Kind::Quant, qkv::QType::Q4_1, "q4_1-gemm", 2048, 768, 64, 2},
+    {Kind::Quant, qkv::QType::Q5_0, "q5_0-tile", 2048, 768, 64, 1},
+    {Kind::Quant, qkv::QType::Q5_0, "q5_0-gemm", 2048, 768, 64, 2},
+    {Kind::Quant, qkv::QType::Q5_1, "q5_1-tile", 2048, 768, 64, 1},
+    {Kind::Quant, qkv::QType::Q5_1, "q5_1-gemm", 2048, 768, 64, 2},
+    {Kind::Quant, qkv::QType::Q4_K, "q4_k-tile", 2048, 768, 64, 1},
+    {Kind::Quant, qkv::QType::Q4_K, "q4_k-gemm", 2048, 768, 64, 2},
+    {Kind::Quant, qkv::QType::Q5_K, "q5_k-tile", 2048, 768, 64, 1},
+    {Kind::Quant, qkv::QType::Q5_K, "q5_k-gemm", 2048, 768, 64, 2},
+    {Kind::Quant, qkv::QType::Q6_K, "q6_k-tile", 2048, 768, 64, 1},
+    {Kind::Quant, qkv::QType::Q6_K, "q6_k-gemm", 2048, 768, 64, 2},
     {Kind::Quant, qkv::QType::Q8_0, "q8_0-dram", 131072, 2048, 1},
     {Kind::Quant, qkv::QType::Q4_0, "q4_0-dram", 131072, 2048, 1},
     {Kind::Quant, qkv::QType::Q4_K, "q4_k-dram", 131072, 2048, 1},
@@ -237,7 +255,10 @@ double run_case(int c) {
     qkv::matmul_q8_simd(k.type, Y.data(), k.d, xq.data(), W.data(), k.T, k.n, 0, k.d, finite);
     g_sink = Y[0];
   };
-  return time_best(once);
+  qkv::qdot_force_prefill_kernel(k.tile - 1);
+  const double s = time_best(once);
+  qkv::qdot_force_prefill_kernel(-1);
+  return s;
 }
 
 }  // extern "C"

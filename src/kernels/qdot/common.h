@@ -1,5 +1,6 @@
 // Internal to src/kernels/qdot/: ISA selection and helpers shared by every implementation.
 #pragma once
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -77,6 +78,9 @@ inline float fma_s(float a, float b, float c) {
 // How a decoder's integers multiply: signed weights, unsigned weights plus min(j) * d_x * sum(q),
 // or signed weights whose two halves carry the integer scales sa(j), sb(j).
 enum class Kind { Signed, UnsignedMin, Signed16 };
+
+// What qdot_force_prefill_kernel set (-1: no kernel forced).
+extern std::atomic<int> g_prefill_forced;
 
 // The K types through the scalar reference, one output at a time (the builds without a
 // super-block kernel: their models never call it).

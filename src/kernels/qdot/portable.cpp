@@ -8,6 +8,8 @@ namespace qdot_detail {
 namespace {
 
 // W32: 32 weight integers; X32: 32 activations; I32: an integer sum; F: a float accumulator.
+// Each operation builds a fresh W32 from const references: g++ 12 with AVX-512 on miscompiled
+// the in-place form (a by-value W32 changed and returned) in Q5_K's multi-row and prefill tiles.
 struct W32 {
   int16_t v[32];
 };
@@ -39,26 +41,32 @@ inline W32 nibbles16(const uint8_t* p) {
   }
   return r;
 }
-inline W32 low4(W32 v) {
-  for (auto& e : v.v) e &= 0x0f;
-  return v;
+inline W32 low4(const W32& v) {
+  W32 r;
+  for (int k = 0; k < 32; k++) r.v[k] = (int16_t)(v.v[k] & 0x0f);
+  return r;
 }
-inline W32 high4(W32 v) {
-  for (auto& e : v.v) e = (e >> 4) & 0x0f;
-  return v;
+inline W32 high4(const W32& v) {
+  W32 r;
+  for (int k = 0; k < 32; k++) r.v[k] = (int16_t)((v.v[k] >> 4) & 0x0f);
+  return r;
 }
-inline W32 bits_at(W32 v, int s, int mask) {
-  for (auto& e : v.v) e = (s >= 0 ? e >> s : e << -s) & mask;
-  return v;
+inline W32 bits_at(const W32& v, int s, int mask) {
+  const int left = s < 0 ? -s : 0, right = s > 0 ? s : 0;
+  W32 r;
+  for (int k = 0; k < 32; k++) r.v[k] = (int16_t)(((v.v[k] << left) >> right) & mask);
+  return r;
 }
-inline W32 or8(W32 a, W32 b) {
-  for (int k = 0; k < 32; k++) a.v[k] |= b.v[k];
-  return a;
+inline W32 or8(const W32& a, const W32& b) {
+  W32 r;
+  for (int k = 0; k < 32; k++) r.v[k] = (int16_t)(a.v[k] | b.v[k]);
+  return r;
 }
 // Bytes loaded by load_w32 are unsigned; a signed weight type reinterprets them first.
-inline W32 sub8(W32 v, int c) {
-  for (auto& e : v.v) e = (int16_t)(int8_t)(uint8_t)(e - c);
-  return v;
+inline W32 sub8(const W32& v, int c) {
+  W32 r;
+  for (int k = 0; k < 32; k++) r.v[k] = (int16_t)(int8_t)(uint8_t)(v.v[k] - c);
+  return r;
 }
 inline W32 bits_to_16s(uint32_t bits) {
   W32 r;

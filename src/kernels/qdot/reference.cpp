@@ -6,6 +6,9 @@
 namespace qkv {
 using namespace qdot_detail;
 
+std::atomic<int> qdot_detail::g_prefill_forced{-1};
+void qdot_force_prefill_kernel(int which) { g_prefill_forced.store(which == 0 || which == 1 ? which : -1); }
+
 bool qtype_int_dot(QType t) {
   switch (t) {
     case QType::Q8_0:

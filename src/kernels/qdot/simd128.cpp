@@ -33,8 +33,9 @@ inline auto weight_pair(const D& dec, int j) {
 }  // namespace qkv
 
 #include "wasm_tile.h"
-// (after the tile it runs)
+// (after the tile they run)
 #include "tiles.h"
+#include "wasm_gemm.h"
 
 namespace qkv {
 namespace qdot_detail {
@@ -49,6 +50,7 @@ template <class D>
 void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, int T, int n, int r0, int r1) {
   const int nb = n / 32;
   const size_t rb = (size_t)(nb / D::kSub) * D::kBytes;
+  if (T >= kPackMinTokens) return prefill_gemm<D>(Y, ldy, X, W, rb, T, nb, r0, r1);
   if (T > 1) return prefill_tiles(BlockTile<D, BlockQ8A>{nb}, Y, ldy, X, (size_t)nb, W, rb, T, r0, r1);
   decode_tiles<kDecodeRows<D>>(BlockTile<D, BlockQ8A>{nb}, Y, X, W, rb, r0, r1);
 }

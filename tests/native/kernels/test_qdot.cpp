@@ -206,40 +206,50 @@ TEST(QDotKernel, ExtremeBlocksMatchReference) {
 }
 
 // Prefill tiles (2 rows x 4 tokens, short last groups, an odd row count, a row range that
-// starts inside the matrix) give each token exactly what decoding it alone gives.
+// starts inside the matrix) give each token exactly what decoding it alone gives. In the WASM
+// builds, products of >= 8 tokens run either the grouped tile or the packed GEMM (wasm_gemm.h:
+// whole groups of four blocks packed, the last nb % 4 blocks through the tile): both are forced
+// in turn, over rows of 3 blocks (all tail), 9 (two groups and a tail) and 512 elements, and
+// 130 tokens (past the 128 the GEMM packs at a time).
 TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
   const int d = 37;
-  for (QType t : kIntTypes) {
-    const int n = qtype_block(t) == 256 ? 512 : 96;
-    std::vector<uint8_t> W;
-    for (int r = 0; r < d; r++) {
-      std::vector<uint8_t> row = stored_row(t, randn(n, 50 + r, 0.1f), 0);
-      W.insert(W.end(), row.begin(), row.end());
-    }
-    for (int T : {1, 2, 3, 4, 5, 7, 9}) {
-      std::vector<BlockQ8A> X = quantized(randn(T * n, 9 + T));
-      std::vector<float> Y(T * d, -1.0f);
-      matmul_q8_simd(t, Y.data(), d, X.data(), W.data(), T, n, 3, d);
-      for (int tok = 0; tok < T; tok++) {
-        std::vector<float> y1(d, -1.0f);
-        matmul_q8_simd(t, y1.data(), d, X.data() + tok * (n / 32), W.data(), 1, n, 3, d);
+  for (int kernel : {0, 1})
+    for (QType t : kIntTypes)
+      for (int n : qtype_block(t) == 256 ? std::vector<int>{512} : std::vector<int>{96, 288}) {
+        qdot_force_prefill_kernel(kernel);
+        std::vector<uint8_t> W;
         for (int r = 0; r < d; r++) {
-          const float got = Y[tok * d + r];
-          if (r < 3) {
-            ASSERT_EQ(got, -1.0f) << "row outside the range was written";
-            continue;
-          }
-          ASSERT_EQ(got, y1[r]) << name(t) << " T " << T << " token " << tok << " row " << r;
-          double mag = 0;
-          const float want = dot_q8_ref(t, W.data() + r * qtype_row_bytes(t, n), X.data() + tok * (n / 32), n, &mag);
-          ASSERT_NEAR(got, want, fp_tol(n, mag)) << name(t) << " T " << T << " row " << r;
+          std::vector<uint8_t> row = stored_row(t, randn(n, 50 + r, 0.1f), 0);
+          W.insert(W.end(), row.begin(), row.end());
         }
+        // Both scale conversions of the WASM kernels (finite: the one models use once it is checked).
+        for (bool finite : {false, qdot_scales_finite(t, W.data(), d, n)})
+          for (int T : {1, 2, 3, 4, 5, 7, 8, 9, 13, 130}) {
+            std::vector<BlockQ8A> X = quantized(randn(T * n, 9 + T));
+            std::vector<float> Y(T * d, -1.0f);
+            matmul_q8_simd(t, Y.data(), d, X.data(), W.data(), T, n, 3, d, finite);
+            for (int tok = 0; tok < T; tok++) {
+              std::vector<float> y1(d, -1.0f);
+              matmul_q8_simd(t, y1.data(), d, X.data() + tok * (n / 32), W.data(), 1, n, 3, d, finite);
+              for (int r = 0; r < d; r++) {
+                const float got = Y[tok * d + r];
+                if (r < 3) {
+                  ASSERT_EQ(got, -1.0f) << "row outside the range was written";
+                  continue;
+                }
+                ASSERT_EQ(got, y1[r]) << name(t) << " T " << T << " token " << tok << " row " << r;
+                double mag = 0;
+                const float want =
+                    dot_q8_ref(t, W.data() + r * qtype_row_bytes(t, n), X.data() + tok * (n / 32), n, &mag);
+                ASSERT_NEAR(got, want, fp_tol(n, mag)) << name(t) << " T " << T << " row " << r;
+              }
+            }
+            std::vector<float> R(T * d, -1.0f);
+            matmul_q8_ref(t, R.data(), d, X.data(), W.data(), T, n, 3, d);
+            for (int i = 0; i < T * d; i++) ASSERT_NEAR(R[i], Y[i], 1e-4 * (std::fabs(R[i]) + 1)) << name(t);
+          }
       }
-      std::vector<float> R(T * d, -1.0f);
-      matmul_q8_ref(t, R.data(), d, X.data(), W.data(), T, n, 3, d);
-      for (int i = 0; i < T * d; i++) ASSERT_NEAR(R[i], Y[i], 1e-4 * (std::fabs(R[i]) + 1)) << name(t);
-    }
-  }
+  qdot_force_prefill_kernel(-1);
 }
 
 // qdot_scales_finite (the loader's check before the WASM kernels' faster scale conversion):

@@ -80,22 +80,29 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
         std::memcpy(t == QType::Q6_K ? p + 208 : p, &h, 2);
         if (t == QType::Q4_1 || t == QType::Q5_1 || t == QType::Q4_K || t == QType::Q5_K) std::memcpy(p + 2, &h, 2);
       }
-      std::vector<BlockQ8A> X5(5 * (n / 32));
-      for (int k = 0; k < 5; k++) {
+      // 9 tokens: the WASM builds' packed GEMM (>= 8 tokens) and grouped tile, each forced.
+      constexpr int kT = 9;
+      std::vector<BlockQ8A> X5(kT * (n / 32));
+      for (int k = 0; k < kT; k++) {
         std::vector<float> x(n);
         for (int i = 0; i < n; i++) x[i] = ((i + k) % 3 == 0 ? -1.0f : 1.0f) * ((i * (k + 1)) % 7 == 0 ? 1e-3f : 1.0f);
         quantize_act_q8_simd(x.data(), X5.data() + k * (n / 32), n);
       }
-      float y5[5];
-      matmul_q8_simd(t, y5, 1, X5.data(), row.data(), 5, n, 0, 1);
-      for (int k = 0; k < 5; k++) {
+      float y5[2][kT];
+      for (int kernel : {0, 1}) {
+        qdot_force_prefill_kernel(kernel);
+        matmul_q8_simd(t, y5[kernel], 1, X5.data(), row.data(), kT, n, 0, 1);
+      }
+      qdot_force_prefill_kernel(-1);
+      for (int k = 0; k < kT; k++) {
         double mag = 0;
         const float ref = dot_q8_ref(t, row.data(), X5.data() + k * (n / 32), n, &mag);
         float y1 = 0;
         matmul_q8_simd(t, &y1, 1, X5.data() + k * (n / 32), row.data(), 1, n, 0, 1);
         check(std::fabs(y1 - ref) <= (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30,
               "edge blocks: simd vs reference", (int)t, fill, y1, ref);
-        check(y1 == y5[k], "edge blocks: prefill vs decode (bit-exact)", (int)t, fill, y5[k], y1);
+        for (int kernel : {0, 1})
+          check(y1 == y5[kernel][k], "edge blocks: prefill vs decode (bit-exact)", (int)t, fill, y5[kernel][k], y1);
       }
     }
   }
