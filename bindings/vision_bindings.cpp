@@ -64,34 +64,58 @@ class JsImageModel {
   // rgba: a heap buffer of width * height * 4 bytes; options: {pooling, normalize, project, size,
   // resize} (checked in JS; checked again here). Returns a Float32Array.
   val embedImage(const JsBuffer& rgba, int width, int height, val options) {
+    return guard([&] { return embed(rgba, width, height, options); });
+  }
+
+  // embedImage plus the attention of every layer and head: {embedding, attention: Float32Array
+  // (layers * heads * rows * rows), rows, gridHeight, gridWidth}.
+  val inspectImage(const JsBuffer& rgba, int width, int height, val options) {
     return guard([&] {
-      ImageEmbedOptions o;
-      ImagePreprocess p = pre_;
-      auto opt = [&](const char* k) {
-        return options.isUndefined() || options.isNull() ? val::undefined() : options[k];
-      };
-      val pooling = opt("pooling");
-      if (pooling.isString()) {
-        const std::string s = pooling.as<std::string>();
-        if (s != "cls" && s != "mean") fail(ErrorCode::BadArgument, "pooling must be 'cls' or 'mean'");
-        o.pooling = s == "cls" ? PoolKind::Cls : PoolKind::Mean;
-      }
-      if (opt("normalize").isFalse()) o.normalize = false;
-      if (opt("project").isFalse()) o.project = false;
-      val size = opt("size");
-      if (size.isNumber()) p.size = size.as<int>();
-      val resize = opt("resize");
-      if (resize.isString()) p.mode = parse_resize_mode(resize.as<std::string>());
-      const std::vector<float> e = embed_image(*model_, p, rgba.blob()->data(), rgba.blob()->size(), width, height, o);
-      return val::global("Float32Array").new_(val(typed_memory_view(e.size(), e.data())));
+      struct Capture {  // off again whatever embed() throws
+        Transformer& m;
+        explicit Capture(Transformer& t) : m(t) { m.set_capture_attention(true); }
+        ~Capture() { m.set_capture_attention(false); }
+      } capture(*model_);
+      val out = val::object();
+      out.set("embedding", embed(rgba, width, height, options));
+      const std::vector<float>& a = model_->attention();
+      out.set("attention", val::global("Float32Array").new_(val(typed_memory_view(a.size(), a.data()))));
+      out.set("rows", model_->attention_queries());
+      const int g = size_ / model_->config().patch_size;
+      out.set("gridHeight", g);
+      out.set("gridWidth", g);
+      return out;
     });
   }
 
  private:
+  // Options checked (again: JS checks them first), the image preprocessed and embedded.
+  val embed(const JsBuffer& rgba, int width, int height, val options) {
+    ImageEmbedOptions o;
+    ImagePreprocess p = pre_;
+    auto opt = [&](const char* k) { return options.isUndefined() || options.isNull() ? val::undefined() : options[k]; };
+    val pooling = opt("pooling");
+    if (pooling.isString()) {
+      const std::string s = pooling.as<std::string>();
+      if (s != "cls" && s != "mean") fail(ErrorCode::BadArgument, "pooling must be 'cls' or 'mean'");
+      o.pooling = s == "cls" ? PoolKind::Cls : PoolKind::Mean;
+    }
+    if (opt("normalize").isFalse()) o.normalize = false;
+    if (opt("project").isFalse()) o.project = false;
+    val size = opt("size");
+    if (size.isNumber()) p.size = size.as<int>();
+    val resize = opt("resize");
+    if (resize.isString()) p.mode = parse_resize_mode(resize.as<std::string>());
+    size_ = p.size;
+    const std::vector<float> e = embed_image(*model_, p, rgba.blob()->data(), rgba.blob()->size(), width, height, o);
+    return val::global("Float32Array").new_(val(typed_memory_view(e.size(), e.data())));
+  }
+
   std::shared_ptr<ThreadPool> pool_;
   std::unique_ptr<Transformer> model_;
   ImagePreprocess pre_;
   std::string projector_;
+  int size_ = 0;  // the input side of the last call
 };
 
 // Whether the bytes are an image encoder GGUF (general.architecture clip): loadModel picks the class.
@@ -120,5 +144,6 @@ EMSCRIPTEN_BINDINGS(qkv_vision) {
   class_<JsImageModel>("ImageModel")
       .constructor(&construct<JsImageModel, const JsBuffer&, int>, allow_raw_pointers())
       .function("info", &JsImageModel::info)
-      .function("embedImage", &JsImageModel::embedImage);
+      .function("embedImage", &JsImageModel::embedImage)
+      .function("inspectImage", &JsImageModel::inspectImage);
 }

@@ -266,7 +266,9 @@ const float* Transformer::encode_image(const float* pixels, int height, int widt
     bool& f;
     explicit Flag(bool& b) : f(b) { f = true; }
     ~Flag() { f = false; }
-  } flag(encoding_);
+  } flag(encoding_), flag_image(imaging_);
+  if (capture_) attn_.start(c.n_layers, c.n_heads, N, N);
+  else attn_.clear();
   float* x = x_.data();
   matmul(x + (int64_t)cls * dim, dim, patches_.data(), K, w.patch_embed, np);
   if (cls) std::memcpy(x, w.class_embed, dim * sizeof(float));
@@ -406,7 +408,7 @@ void Transformer::layer_attention(int l) {
   a.q_pos0 = cur_pos_;
   a.causal = true;
   a.window = c.window_of(l);
-  if (capture_ && !encoding_) {
+  if (capture_ && (!encoding_ || imaging_)) {
     chunk_probs_.assign((size_t)c.n_heads * B * a.n_kv, 0.0f);
     a.probs = chunk_probs_.data();
   }
@@ -450,7 +452,8 @@ void Transformer::layer_rest(int l) {
   const int B = cur_b_, dim = c.dim, qd = c.q_dim(), hid = c.hidden_dim;
   float* x = x_.data();
   // This chunk's rows into the (layer, head, query, key) record of the whole call.
-  if (capture_ && !encoding_) attn_.place(l, chunk_probs_.data(), cur_pos_ - (attn_.n_kv - attn_.n_q), B, cur_pos_ + B);
+  if (capture_ && (!encoding_ || imaging_))
+    attn_.place(l, chunk_probs_.data(), cur_pos_ - (attn_.n_kv - attn_.n_q), B, cur_pos_ + B);
   // Parallel (Command-R): the feed-forward reads the attention's normed input (still in xb_), and
   // the attention output is added after the feed-forward's.
   const bool parallel = c.parallel_ffn;

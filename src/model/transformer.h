@@ -64,6 +64,8 @@ class Transformer {
   // learned positions (bicubic-interpolated, as resize_bicubic_torch, when the grid differs from
   // the trained one), the pre-norm, then encode()'s layers and final norm. Returns the states,
   // (image_rows(height, width), dim), valid until the next call.
+  // With set_capture_attention(true), the call also records every layer's and head's softmax
+  // probabilities, (n_layers, n_heads, rows, rows), readable with attention().
   const float* encode_image(const float* pixels, int height, int width);
   int image_rows(int height, int width) const;
   static constexpr int kMinEncodeCapacity = 1024;
@@ -108,6 +110,7 @@ class Transformer {
   AttentionRecord attn_;
   // encode() in flight: per token its position and type, per text its first row (n_seqs + 1).
   bool encoding_ = false;
+  bool imaging_ = false;  // encode_image() in flight: one sequence, so its attention can be recorded
   int rows_cap_ = kMaxBatch;
   std::vector<int> row_pos_, row_type_, seq_start_;
   // encode_image: unfolded patches (n_patches, n_channels * patch^2), and the position rows of

@@ -205,6 +205,30 @@ TEST(VisionModel, LegacyFfnNamesReadByShape) {
   EXPECT_EQ(max_diff(a, b), 0.0);
 }
 
+TEST(VisionModel, CapturesAttentionWithoutChangingTheEmbedding) {
+  ImagePreprocess p;
+  auto m = load(TestClipSpec{}, &p);
+  const std::vector<float> plain = embed(*m, p, 16, 16);
+  EXPECT_TRUE(m->attention().empty());
+  m->set_capture_attention(true);
+  const std::vector<float> seen = embed(*m, p, 16, 16);
+  EXPECT_EQ(max_diff(plain, seen), 0.0);
+  const int rows = 17, L = m->config().n_layers, H = m->config().n_heads;
+  ASSERT_EQ(m->attention().size(), (size_t)L * H * rows * rows);
+  double lo = 1e9, hi = 0;
+  for (int r = 0; r < L * H * rows; r++) {
+    double sum = 0;
+    for (int j = 0; j < rows; j++) sum += m->attention()[(size_t)r * rows + j];
+    lo = std::min(lo, sum);
+    hi = std::max(hi, sum);
+  }
+  EXPECT_NEAR(lo, 1.0, 1e-5);
+  EXPECT_NEAR(hi, 1.0, 1e-5);
+  m->set_capture_attention(false);
+  embed(*m, p, 16, 16);
+  EXPECT_TRUE(m->attention().empty());
+}
+
 TEST(VisionModel, SiglipHasNoClassToken) {
   TestClipSpec s;
   s.class_token = false;
