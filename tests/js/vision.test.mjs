@@ -152,6 +152,17 @@ test('bad images and options are typed errors', { skip }, async () => {
   await assert.rejects(model.embedImage(image(4, 4, 1)), (e) => e.code === 'disposed');
 });
 
+test('the Worker wrapper refuses image encoders by name', { skip }, async () => {
+  const { createWorker } = await import('../../src/js/worker-client.js');
+  const w = await createWorker();
+  try {
+    await assert.rejects(w.loadModel(join(outDir, 'clip.gguf'), { threads: 1 }),
+      (e) => e.code === 'unsupported' && /image encoders .* Worker/.test(e.message));
+  } finally {
+    await w.terminate();
+  }
+});
+
 test('a corrupt mmproj file is a typed error', { skip }, async () => {
   const { readFileSync } = await import('node:fs');
   const bytes = readFileSync(join(outDir, 'clip.gguf'));
