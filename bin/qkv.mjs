@@ -264,7 +264,7 @@ async function embedImage(mod, argv) {
         resize = v;
       } else if (a === '--threads') {
         if ((threads = int(1, 256)) === null) return fail('bad_argument', `--threads must be an integer in 1..256, got '${v}'`);
-      } else if ((size = int(1, 16384)) === null) return fail('bad_argument', `--size must be an integer in 1..16384, got '${v}'`);
+      } else if ((size = int(1, 4096)) === null) return fail('bad_argument', `--size must be an integer in 1..4096, got '${v}'`);
     } else if (a.startsWith('-') && a.length > 1) return fail('bad_argument', mod.unknownOptionMessage(a, FLAGS));
     else paths.push(a);
   }

@@ -298,7 +298,7 @@ static int cmd_embed_image(const std::vector<std::string>& args) {
       if (v != "cls" && v != "mean") fail(ErrorCode::BadArgument, "--pooling must be cls or mean, got '" + v + "'");
       o.pooling = parse_pooling(v);
     } else if (a == "--threads") threads = integer(a, value(i), 1, 256);
-    else if (a == "--size") size = integer(a, value(i), 1, kMaxImageSide);
+    else if (a == "--size") size = integer(a, value(i), 1, kMaxEncoderSide);
     else if (a == "--resize") resize = value(i);
     else if (a.size() > 1 && a[0] == '-')
       fail(ErrorCode::BadArgument, unknown_option_message(a, {"--pooling", "--no-normalize", "--no-project", "--size",

@@ -60,9 +60,8 @@ void ModelConfig::validate() const {
   if (is_vision()) {
     need(vocab_size == 0, "an image encoder has no vocabulary (vocab_size = " + s(vocab_size) + ")");
     need(patch_size <= 1024, "patch_size = " + s(patch_size) + " (must be 1..1024)");
-    need(
-        image_size >= patch_size && image_size <= (1 << 15) && image_size % patch_size == 0,
-        "image_size = " + s(image_size) + " (must be a multiple of patch_size = " + s(patch_size) + ", at most 32768)");
+    need(image_size >= patch_size && image_size <= 4096 && image_size % patch_size == 0,
+         "image_size = " + s(image_size) + " (must be a multiple of patch_size = " + s(patch_size) + ", at most 4096)");
     need(n_channels >= 1 && n_channels <= 4, "image channels = " + s(n_channels) + " (must be 1..4)");
     need(!causal, "image encoders are bidirectional");
     need(pos == PosKind::Learned, "image encoders take learned positions");

@@ -124,7 +124,9 @@ std::vector<float> preprocess_image(const uint8_t* rgba, uint64_t bytes, int wid
     fail(ErrorCode::BadArgument, "image data holds " + std::to_string(bytes) + " bytes; a " + std::to_string(width) +
                                      "x" + std::to_string(height) + " RGBA image needs " +
                                      std::to_string((uint64_t)width * height * 4));
-  if (p.size <= 0 || p.size > kMaxImageSide) fail(ErrorCode::BadArgument, "image size must be positive");
+  if (p.size <= 0 || p.size > kMaxEncoderSide)
+    fail(ErrorCode::BadArgument,
+         "the encoder's input side must be 1.." + std::to_string(kMaxEncoderSide) + ", got " + std::to_string(p.size));
   const int S = p.size;
   int rw = S, rh = S;  // resized sides
   if (p.mode == ResizeMode::Crop) {

@@ -38,6 +38,7 @@ struct ImagePreprocess {
 
 // Largest width or height accepted (larger images are an error naming it, not an allocation).
 constexpr int kMaxImageSide = 16384;
+constexpr int kMaxEncoderSide = 4096;         // the encoder's input side (ImagePreprocess::size)
 constexpr int64_t kMaxImagePixels = 1 << 26;  // 8192 x 8192: the float planes then take 768 MiB
 
 // RGBA bytes (width * height * 4, row-major, alpha ignored) -> (3, size, size) floats:
