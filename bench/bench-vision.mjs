@@ -37,7 +37,7 @@ for (const t of threads) {
   const t0 = performance.now();
   for (let i = 0; i < images; i++) await m.embedImage(img);
   const ms = (performance.now() - t0) / images;
-  console.log(`wasm ${m.info.simd}, ${t} thread${t > 1 ? 's' : ''}: ${ms.toFixed(0)} ms/image (${(1000 / ms).toFixed(2)} images/s)`);
+  console.log(`WASM (SIMD ${m.info.simd}), ${t} thread${t > 1 ? 's' : ''}: ${ms.toFixed(0)} ms/image (${(1000 / ms).toFixed(2)} images/s)`);
   m.dispose();
 }
 const native = join(root, 'build', 'qkv');
