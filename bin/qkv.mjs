@@ -19,6 +19,10 @@ function usage(mod, out) {
     `                                   TYPE: ${mod.qtypeNames()}\n` +
     '  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n' +
     '                                   one JSON array (the text\'s embedding) per line\n' +
+    '  qkv embed-image MMPROJ IMAGE... [--pooling cls|mean] [--no-normalize] [--no-project]\n' +
+    '                 [--size N] [--resize crop|squash] [--threads N]\n' +
+    '                                   an image encoder (llama.cpp mmproj GGUF) on binary PPM/PGM\n' +
+    '                                   images: one JSON array (the image\'s embedding) per line\n' +
     '  qkv serve MODEL [--port 8080] [--host 127.0.0.1] [--name ID] [-z TOK] [--threads N] [--ctx N] [--max-body BYTES] [--max-pending N]\n' +
     '                                   an OpenAI-compatible HTTP server (/v1/chat/completions, ...)\n' +
     '  qkv --version                    print the version\n\n' + mod.runUsage());
@@ -237,6 +241,59 @@ async function embed(mod, argv) {
   }
 }
 
+// `qkv embed-image MMPROJ IMAGE...`: binary PPM/PGM images (decoded by the engine, as the native
+// CLI does: Node has no PNG/JPEG decoder built in), one JSON array per image.
+async function embedImage(mod, argv) {
+  const { loadModel } = await import('../src/js/node.js');
+  const paths = [];
+  let pooling, normalize = true, project = true, threads = 'auto', size, resize;
+  const FLAGS = ['--pooling', '--no-normalize', '--no-project', '--size', '--resize', '--threads'];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--no-normalize') normalize = false;
+    else if (a === '--no-project') project = false;
+    else if (['--pooling', '--threads', '--size', '--resize'].includes(a)) {
+      if (i + 1 >= argv.length) return fail('bad_argument', `${a} needs a value`);
+      const v = argv[++i];
+      const int = (lo, hi) => (/^[0-9]+$/.test(v) && Number(v) >= lo && Number(v) <= hi ? Number(v) : null);
+      if (a === '--pooling') {
+        if (v !== 'cls' && v !== 'mean') return fail('bad_argument', `--pooling must be cls or mean, got '${v}'`);
+        pooling = v;
+      } else if (a === '--resize') {
+        if (v !== 'crop' && v !== 'squash') return fail('bad_argument', `resize mode '${v}' is not one of crop, squash`);
+        resize = v;
+      } else if (a === '--threads') {
+        if ((threads = int(1, 256)) === null) return fail('bad_argument', `--threads must be an integer in 1..256, got '${v}'`);
+      } else if ((size = int(1, 4096)) === null) return fail('bad_argument', `--size must be an integer in 1..4096, got '${v}'`);
+    } else if (a.startsWith('-') && a.length > 1) return fail('bad_argument', mod.unknownOptionMessage(a, FLAGS));
+    else paths.push(a);
+  }
+  if (paths.length === 0) return fail('bad_argument', 'embed-image needs MMPROJ (usage: qkv embed-image MMPROJ IMAGE...)');
+  if (paths.length < 2) return fail('bad_argument', 'embed-image needs at least one IMAGE');
+  let m;
+  try {
+    m = await loadModel(paths[0], { threads });
+    for (const p of paths.slice(1)) {
+      let img;
+      const buf = await readPathIntoHeap(mod, p, 'the image');
+      try {
+        img = mod.decodeImage(buf);
+      } catch (e) {
+        return fail(e.code ?? 'bad_argument', `${p}: ${e.message} (convert it first, e.g. with ImageMagick: convert IN.png OUT.ppm)`);
+      } finally {
+        buf.delete();
+      }
+      const v = await m.embedImage(img, { pooling, normalize, project, resize, ...(size ? { size } : {}) });
+      process.stdout.write(`[${Array.from(v, g9).join(',')}]\n`);
+    }
+    return 0;
+  } catch (e) {
+    return fail(e.code ?? 'internal', e.message);
+  } finally {
+    m?.dispose();
+  }
+}
+
 // A file streamed into the heap (no second copy of it outside), as the native CLI maps it.
 async function readPathIntoHeap(mod, path, what) {
   let size;
@@ -343,10 +400,11 @@ async function main(argv) {
   if (cmd === 'info' || cmd === 'tokenize') return inspect(mod, cmd, rest);
   if (cmd === 'perplexity') return perplexity(mod, rest);
   if (cmd === 'embed') return embed(mod, rest);
+  if (cmd === 'embed-image') return embedImage(mod, rest);
   if (cmd === 'serve') return serveCmd(rest);
   if (cmd === 'quantize') return quantize(rest);
   if (cmd !== 'run' && cmd !== 'logits') {
-    const commands = ['run', 'info', 'tokenize', 'logits', 'perplexity', 'quantize', 'embed'];
+    const commands = ['run', 'info', 'tokenize', 'logits', 'perplexity', 'quantize', 'embed', 'embed-image'];
     process.stderr.write(`qkv: unknown command '${cmd}'${mod.didYouMean(cmd, commands)}\n\n`);
     usage(mod, process.stderr);
     return 1;

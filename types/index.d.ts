@@ -557,12 +557,119 @@ export declare class EncoderDecoderModel {
   dispose(): void;
 }
 
+/** Raw pixels, row-major RGBA (4 bytes a pixel; alpha is ignored). ImageData has this shape. */
+export interface RawImage {
+  data: Uint8Array | Uint8ClampedArray;
+  /** 1..16384 */
+  width: number;
+  /** 1..16384 */
+  height: number;
+}
+
+/**
+ * What embedImage() takes: raw RGBA everywhere; in the browser also what the platform decodes
+ * (a Blob or File of PNG, JPEG, GIF, WebP, BMP through createImageBitmap) or draws on a canvas.
+ */
+export type ImageInput = RawImage | ImageData | ImageBitmap | HTMLImageElement | HTMLCanvasElement | OffscreenCanvas | HTMLVideoElement | VideoFrame | Blob;
+
+export interface ImageEmbedOptions {
+  /** 'cls': the class token's final state; 'mean': the average over the patches. Default: 'cls' when the model has a class token (CLIP), else 'mean' (SigLIP). */
+  pooling?: 'cls' | 'mean';
+  /** Unit L2 length (default true). */
+  normalize?: boolean;
+  /** Through the model's visual_projection when it has one (default true); info.embeddingDim numbers, else info.dim. */
+  project?: boolean;
+  /** The encoder's input side in pixels, a multiple of info.patchSize (default info.imageSize); other sizes interpolate the learned positions (bicubic, as PyTorch's F.interpolate). */
+  size?: number;
+  /** 'crop': shorter side to `size`, then the centre square (CLIP's processor); 'squash': straight to size x size (SigLIP's). Default info.resize. */
+  resize?: 'crop' | 'squash';
+  /** Checked before the work starts. */
+  signal?: AbortSignal;
+}
+
+/** The attention of an image encoder for one image (ImageEncoderModel.inspectImage). */
+export interface ImageInspection {
+  embedding: Float32Array;
+  /** Query and key rows: the class token (if any) then gridHeight * gridWidth patches. */
+  rows: number;
+  classToken: boolean;
+  gridHeight: number;
+  gridWidth: number;
+  layers: number;
+  heads: number;
+  /** `rows` rows of `rows` softmax probabilities (each sums to 1); row 0 is the class token's when there is one. */
+  attention(layer: number, head: number): Float32Array[];
+}
+
+/** What an image encoder (an mmproj GGUF's vision tower) reports. */
+export interface ImageEncoderInfo {
+  arch: 'clip';
+  imageEncoder: true;
+  description: string;
+  /** Width of the encoder's states. */
+  dim: number;
+  hiddenDim: number;
+  layers: number;
+  heads: number;
+  headDim: number;
+  patchSize: number;
+  /** The input side the position table was learned for. */
+  imageSize: number;
+  classToken: boolean;
+  ffn: 'gelu' | 'quick-gelu';
+  /** The default pooling. */
+  pooling: 'cls' | 'mean';
+  /** Rows of visual_projection (0: none). */
+  projectionDim: number;
+  /** Length of embedImage()'s vectors by default. */
+  embeddingDim: number;
+  /** The default resize mode. */
+  resize: 'crop' | 'squash';
+  /** Per channel (R, G, B), on the 0..1 scale: (v / 255 - mean) / std. */
+  imageMean: number[];
+  imageStd: number[];
+  /** clip.projector_type of the file ('' if none): the VLM projector, not run by embedImage. */
+  projector: string;
+  weightBytes: number;
+  threads: number;
+  simd: string;
+  backend: 'wasm';
+  device: DeviceInfo;
+  threading: ModelInfo['threading'];
+  simdReason: string;
+  memory: ModelInfo['memory'];
+}
+
+/**
+ * An image encoder: the CLIP or SigLIP vision tower of a llama.cpp mmproj GGUF
+ * (general.architecture "clip"), a Vision Transformer run in WASM. See docs/vision.md.
+ */
+export declare class ImageEncoderModel {
+  private constructor();
+  readonly info: ImageEncoderInfo;
+  readonly warnings: QkvWarning[];
+  /**
+   * One image's embedding (info.embeddingDim numbers, or info.dim with { project: false }).
+   * Bad images (wrong byte count, zero or huge sides, undecodable Blobs) and options: QkvError
+   * 'bad_argument'; a Blob where no decoder exists (Node): 'unsupported'.
+   */
+  embedImage(image: ImageInput, options?: ImageEmbedOptions): Promise<Float32Array>;
+  /**
+   * embedImage() and where the encoder looked: every layer's and head's attention over the class
+   * token (if any) and the patches (row-major from the top-left one).
+   */
+  inspectImage(image: ImageInput, options?: ImageEmbedOptions): Promise<ImageInspection>;
+  /** embedImage() over a list, in order. */
+  embedImages(images: ImageInput[], options?: ImageEmbedOptions): Promise<Float32Array[]>;
+  dispose(): void;
+}
+
 /**
  * Loads a GGUF model or a llama2.c checkpoint with its tokenizer. A `t5` GGUF gives an
- * EncoderDecoderModel: name it as the type argument (loadModel<EncoderDecoderModel>(...)) or
- * check `model instanceof EncoderDecoderModel`.
+ * EncoderDecoderModel, an mmproj / `clip` GGUF an ImageEncoderModel: name it as the type
+ * argument (loadModel<ImageEncoderModel>(...)) or check `model instanceof ImageEncoderModel`.
  */
-export declare function loadModel<M extends Model | EncoderDecoderModel = Model>(source: ModelFiles, options?: LoadOptions): Promise<M>;
+export declare function loadModel<M extends Model | EncoderDecoderModel | ImageEncoderModel = Model>(source: ModelFiles, options?: LoadOptions): Promise<M>;
 
 /** Weight types quantize() writes (the native CLI's `qkv quantize --type`). */
 export type QuantizeType = 'q8_0' | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q4_k' | 'q5_k' | 'f16' | 'bf16' | 'f32';

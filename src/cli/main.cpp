@@ -1,6 +1,7 @@
 // The native `qkv` command: `run` (llama2.c run.c's contract: generated text on stdout, speed
 // on stderr) and `logits` (writes the prompt's logits as raw f32, for conformance tests).
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -11,6 +12,8 @@
 
 #include "../common.h"
 #include "../engine/embed.h"
+#include "../engine/embed_image.h"
+#include "../formats/gguf_clip.h"
 #include "../engine/perplexity.h"
 #include "../formats/file.h"
 #include "../engine/encdec_generate.h"
@@ -44,6 +47,10 @@ static int usage(FILE* f) {
           "                                   perplexity on a text, in windows of N tokens\n"
           "  qkv embed MODEL TEXT... [--pooling mean|cls|last] [--no-normalize] [--truncate] [--threads N]\n"
           "                                   one JSON array (the text's embedding) per line\n"
+          "  qkv embed-image MMPROJ IMAGE... [--pooling cls|mean] [--no-normalize] [--no-project]\n"
+          "                 [--size N] [--resize crop|squash] [--threads N]\n"
+          "                                   an image encoder (llama.cpp mmproj GGUF) on binary PPM/PGM\n"
+          "                                   images: one JSON array (the image's embedding) per line\n"
           "  qkv --version                    print the version\n%s\n%s",
           QKV_VERSION, qtype_names(), train_usage(), run_usage());
   return f == stderr ? 1 : 0;
@@ -264,6 +271,71 @@ static int cmd_embed(const std::vector<std::string>& args) {
   return 0;
 }
 
+// qkv embed-image MMPROJ IMAGE... [--pooling P] [--no-normalize] [--no-project] [--size N] [--resize M] [--threads N]
+static int cmd_embed_image(const std::vector<std::string>& args) {
+  std::vector<std::string> paths;
+  ImageEmbedOptions o;
+  int threads = 0, size = 0;
+  std::string resize;
+  auto value = [&](size_t& i) -> const std::string& {
+    if (i + 1 >= args.size()) fail(ErrorCode::BadArgument, args[i] + " needs a value");
+    return args[++i];
+  };
+  auto integer = [](const std::string& flag, const std::string& v, int lo, int hi) {
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end || n < lo || n > hi)
+      fail(ErrorCode::BadArgument,
+           flag + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got '" + v + "'");
+    return (int)n;
+  };
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    if (a == "--no-normalize") o.normalize = false;
+    else if (a == "--no-project") o.project = false;
+    else if (a == "--pooling") {
+      const std::string& v = value(i);
+      if (v != "cls" && v != "mean") fail(ErrorCode::BadArgument, "--pooling must be cls or mean, got '" + v + "'");
+      o.pooling = parse_pooling(v);
+    } else if (a == "--threads") threads = integer(a, value(i), 1, 256);
+    else if (a == "--size") size = integer(a, value(i), 1, kMaxEncoderSide);
+    else if (a == "--resize") resize = value(i);
+    else if (a.size() > 1 && a[0] == '-')
+      fail(ErrorCode::BadArgument, unknown_option_message(a, {"--pooling", "--no-normalize", "--no-project", "--size",
+                                                              "--resize", "--threads"}));
+    else paths.push_back(a);
+  }
+  if (paths.empty()) fail(ErrorCode::BadArgument, "embed-image needs MMPROJ (usage: qkv embed-image MMPROJ IMAGE...)");
+  if (paths.size() < 2) fail(ErrorCode::BadArgument, "embed-image needs at least one IMAGE");
+  ImageModelData d = load_image_model(map_file(paths[0]));
+  ImagePreprocess pp = d.preprocess;
+  if (size) pp.size = size;
+  if (!resize.empty()) pp.mode = parse_resize_mode(resize);
+  auto pool = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
+  Transformer model(std::move(d.model), 0, pool);
+  std::string line;
+  char buf[32];
+  for (size_t k = 1; k < paths.size(); k++) {
+    auto file = map_file(paths[k]);
+    int w = 0, h = 0;
+    std::vector<uint8_t> rgba;
+    try {
+      rgba = decode_pnm(file->data(), file->size(), &w, &h);
+    } catch (const Error& e) {
+      fail(e.code(), paths[k] + ": " + e.what() + " (convert it first, e.g. with ImageMagick: convert IN.png OUT.ppm)");
+    }
+    const std::vector<float> e = embed_image(model, pp, rgba.data(), rgba.size(), w, h, o);
+    line = "[";
+    for (size_t i = 0; i < e.size(); i++) {
+      snprintf(buf, sizeof buf, "%s%.9g", i ? "," : "", e[i]);
+      line += buf;
+    }
+    line += "]\n";
+    fwrite(line.data(), 1, line.size(), stdout);
+  }
+  return 0;
+}
+
 // qkv info MODEL [-z TOK] / qkv tokenize MODEL [-z TOK] TEXT
 static int cmd_inspect(const std::string& cmd, const std::vector<std::string>& args) {
   const InspectArgs a = parse_inspect_args(cmd, args);
@@ -308,9 +380,10 @@ int main(int argc, char** argv) {
     if (cmd == "quantize") return cmd_quantize(args);
     if (cmd == "perplexity") return cmd_perplexity(args);
     if (cmd == "embed") return cmd_embed(args);
+    if (cmd == "embed-image") return cmd_embed_image(args);
     fprintf(stderr, "qkv: unknown command '%s'%s\n\n", cmd.c_str(),
             did_you_mean(cmd, {"run", "info", "tokenize", "logits", "convert", "quantize", "perplexity", "embed",
-                               "train", "train-tokenizer"})
+                               "embed-image", "train", "train-tokenizer"})
                 .c_str());
     return usage(stderr);
   } catch (const Error& e) {

@@ -429,6 +429,10 @@ LoadedModel load_gguf_model(const GgufFile& g) {
          "GGUF architecture '" + arch +
              "' is an encoder-decoder model, which this operation does not take (it takes decoder-only "
              "models); generate with it through `qkv run` or loadModel()");
+  if (!row && arch == "clip")
+    fail(ErrorCode::Unsupported,
+         "this GGUF is an image encoder (an mmproj / clip file), not a language model: embed images with it "
+         "(`qkv embed-image`, loadModel() then embedImage())");
   if (!row)
     fail(ErrorCode::Unsupported,
          "GGUF architecture '" + arch + "' is not supported; supported: " + gguf_supported_archs());

@@ -10,6 +10,7 @@ export { Model, QkvError, Session, TRAIN_PRESETS, Trainer };
 export { ErrorCodes } from './errors.js';
 export { QUANTIZE_TYPES };
 export { EncoderDecoderModel } from './encdec.js';
+export { ImageEncoderModel } from './vision.js';
 
 const MAX_WASM_THREADS = 8;
 const cache = new Map();

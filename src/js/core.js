@@ -5,6 +5,7 @@ import { LOAD_KEYS, call, checkSimdOption, sparseMaskOf, yieldToLoop } from './u
 import { readModelSource, readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, chooseDevice, createGpuSession, embedGpu } from './gpu-backend.js';
 import { EncoderDecoderModel } from './encdec.js';
+import { ImageEncoderModel } from './vision.js';
 import { constrainSampler } from './sampling.js';
 import { GENERATE_KEYS, SAMPLER_KEYS, checkNumber, generationOptions, generationStats, tokenLoop, wellFormed } from './generation.js';
 
@@ -685,6 +686,12 @@ export async function loadModelWith(env, source, options = {}) {
   let modelBuf = null, tokBuf = null, handle = null;
   try {
     modelBuf = await readModelSource(mod, source, { what: 'the model', onProgress, signal, openPath: env.openPath, listDir: env.listDir });
+    if (call(() => mod.isImageEncoder(modelBuf))) {  // mmproj / clip: an image encoder, its own class (src/js/vision.js)
+      handle = call(() => new mod.ImageModel(modelBuf, runtime.threads));
+      modelBuf.delete(); modelBuf = null;
+      throwIfAborted(signal);
+      return new ImageEncoderModel(mod, handle, runtime, options.device ?? 'auto');
+    }
     if (call(() => mod.isEncoderDecoder(modelBuf))) {  // t5: encoder-decoder, its own class (src/js/encdec.js)
       handle = call(() => new mod.EncDecModel(modelBuf, runtime.threads));
       modelBuf.delete(); modelBuf = null;

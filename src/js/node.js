@@ -13,6 +13,7 @@ export { Model, QkvError, Session, TRAIN_PRESETS, Trainer };
 export { ErrorCodes } from './errors.js';
 export { QUANTIZE_TYPES };
 export { EncoderDecoderModel } from './encdec.js';
+export { ImageEncoderModel } from './vision.js';
 
 async function openPath(path, signal) {
   let st;

@@ -43,6 +43,10 @@ async function handle(msg) {
         onWarning: (w) => post({ type: 'warning', warnKey, value: w }),
       };
       const model = await api.loadModel(msg.source, options);
+      if (model instanceof api.ImageEncoderModel) {
+        model.dispose();
+        throw new api.QkvError('unsupported', 'image encoders (mmproj GGUF) do not run through the Worker wrapper yet: load them with loadModel() on the page or in a worker of your own');
+      }
       value = { handle: register(model), info: model.info };
     } else if (op === 'quantize') {
       // The output: streamed back as 'chunk' messages (the page's onChunk) or one transferred buffer.

@@ -18,6 +18,9 @@ void gelu_ref(float* x, int n) {
     x[i] = 0.5f * v * (1.0f + std::tanh(kGeluC * (v + 0.044715f * v * v * v)));
   }
 }
+void quick_gelu_ref(float* x, int n) {
+  for (int i = 0; i < n; i++) x[i] = x[i] * (1.0f / (1.0f + std::exp(-1.702f * x[i])));
+}
 void relu_ref(float* x, int n) {
   for (int i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
@@ -49,6 +52,14 @@ void gelu_simd(float* x, int n) {
   int i = 0;
   for (; i + kLanes <= n; i += kLanes) gelu_b(fbatch::load_unaligned(x + i)).store_unaligned(x + i);
   gelu_ref(x + i, n - i);
+}
+void quick_gelu_simd(float* x, int n) {
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const fbatch v = fbatch::load_unaligned(x + i);
+    (v / (fbatch(1.0f) + xsimd::exp(fbatch(-1.702f) * v))).store_unaligned(x + i);
+  }
+  quick_gelu_ref(x + i, n - i);
 }
 void relu_simd(float* x, int n) {
   int i = 0;

@@ -9,6 +9,9 @@ void silu_simd(float* x, int n);
 // gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   (GPT-2's tanh form), in place
 void gelu_ref(float* x, int n);
 void gelu_simd(float* x, int n);
+// quick_gelu(x) = x * sigmoid(1.702 x)   (OpenAI CLIP's approximation), in place
+void quick_gelu_ref(float* x, int n);
+void quick_gelu_simd(float* x, int n);
 // relu(x) = max(x, 0)                               in place
 void relu_ref(float* x, int n);
 void relu_simd(float* x, int n);

@@ -98,6 +98,7 @@ void ffn_hidden(ThreadPool& pool, ProductInput& in, FfnKind kind, const float* x
       }
       if (b_up) add_f32_simd(o, b_up + r0, r1 - r0);
       if (kind == FfnKind::GELU) gelu_simd(o, r1 - r0);
+      else if (kind == FfnKind::QuickGELU) quick_gelu_simd(o, r1 - r0);
       else relu_simd(o, r1 - r0);
     }
   });

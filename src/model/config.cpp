@@ -25,6 +25,7 @@ const char* ffn_kind_name(FfnKind k) {
     case FfnKind::GELU: return "gelu";
     case FfnKind::ReLU: return "relu";
     case FfnKind::GeGLU: return "geglu";
+    case FfnKind::QuickGELU: return "quick-gelu";
   }
   return "?";
 }
@@ -64,7 +65,22 @@ void ModelConfig::validate() const {
        "n_kv_heads = " + s(n_kv_heads) + " (must be 1..n_heads = " + s(n_heads) + ")");
   need(n_heads % n_kv_heads == 0, "n_heads = " + s(n_heads) + " is not a multiple of n_kv_heads = " + s(n_kv_heads));
   need(head_dim > 0 && head_dim <= 1024, "head_dim = " + s(head_dim) + " (must be 1..1024)");
-  need(vocab_size > 0 && vocab_size <= (1 << 22), "vocab_size = " + s(vocab_size) + " (must be 1..4194304)");
+  if (is_vision()) {
+    need(vocab_size == 0, "an image encoder has no vocabulary (vocab_size = " + s(vocab_size) + ")");
+    need(patch_size <= 1024, "patch_size = " + s(patch_size) + " (must be 1..1024)");
+    need(image_size >= patch_size && image_size <= 4096 && image_size % patch_size == 0,
+         "image_size = " + s(image_size) + " (must be a multiple of patch_size = " + s(patch_size) + ", at most 4096)");
+    need(n_channels >= 1 && n_channels <= 4, "image channels = " + s(n_channels) + " (must be 1..4)");
+    need(!causal, "image encoders are bidirectional");
+    need(pos == PosKind::Learned, "image encoders take learned positions");
+    need(seq_len == grid() * grid() + (class_token ? 1 : 0), "position rows = " + s(seq_len) + " for a " + s(grid()) +
+                                                                 " x " + s(grid()) + " grid" +
+                                                                 (class_token ? " and a class token" : ""));
+    need(pooling == PoolKind::Cls || pooling == PoolKind::Mean, "image encoders pool by class token or mean");
+    need(pooling != PoolKind::Cls || class_token, "class-token pooling needs a class token");
+  } else {
+    need(vocab_size > 0 && vocab_size <= (1 << 22), "vocab_size = " + s(vocab_size) + " (must be 1..4194304)");
+  }
   need(seq_len > 0 && seq_len <= (1 << 20), "seq_len = " + s(seq_len) + " (must be 1..1048576)");
   need(sliding_window >= 0, "sliding_window = " + s(sliding_window));
   need(layer_attn.empty() || (int)layer_attn.size() == n_layers,

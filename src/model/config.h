@@ -14,8 +14,8 @@ enum class NormKind { RMSNorm, LayerNorm };
 // key - query distance (no absolute position in the residual stream).
 enum class PosKind { None, RopeAdjacent, RopeHalves, Learned, Sinusoidal, RelativeBucket };
 // SwiGLU: silu(x W_gate) * (x W_up); GeGLU: gelu_tanh(x W_gate) * (x W_up) (Gemma, T5 v1.1
-// "gated-gelu"); GELU/ReLU: act(x W_up + b).
-enum class FfnKind { SwiGLU, GELU, ReLU, GeGLU };
+// "gated-gelu"); GELU/ReLU/QuickGELU: act(x W_up + b) (QuickGELU: x sigmoid(1.702 x), OpenAI CLIP).
+enum class FfnKind { SwiGLU, GELU, ReLU, GeGLU, QuickGELU };
 // Softmax: scaled dot-product attention. Linear: the elu+1 feature-map kernel (linear attention).
 // Additive: Bahdanau's v . tanh(W_q q + W_k k) per head (LayerWeights::add_*). BlockSparse:
 // softmax attention over ModelConfig::sparse's pattern of key blocks only.
@@ -118,6 +118,18 @@ struct ModelConfig {
   bool embed_norm = false;
   PoolKind pooling = PoolKind::None;
   bool is_encoder() const { return !causal; }
+
+  // Vision Transformers (patch_size > 0; Transformer::encode_image): the image, (n_channels, h, w)
+  // floats, is cut into patch_size x patch_size patches, each flattened (channel, row, column)
+  // and projected by ModelWeights::patch_embed (the stride = patch convolution as one product);
+  // an optional class token goes first; positions are learned rows (pos_table) for a square
+  // grid of image_size / patch_size patches a side, interpolated for other grids. vocab_size is 0.
+  int patch_size = 0;
+  int image_size = 0;
+  int n_channels = 3;
+  bool class_token = false;
+  bool is_vision() const { return patch_size > 0; }
+  int grid() const { return is_vision() ? image_size / patch_size : 0; }  // patches a side at image_size
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

@@ -12,6 +12,7 @@
 #include "../kernels/matmul.h"
 #include "../kernels/norm.h"
 #include "../kernels/rope.h"
+#include "../vision/image.h"
 #include "blocks.h"
 
 namespace qkv {
@@ -160,6 +161,7 @@ const float* Transformer::encode(const int* tokens, const int* types, const int*
     fail(ErrorCode::BadArgument, "encode got " + std::to_string(total) + " tokens in one call; at most " +
                                      std::to_string(encode_capacity()) + " (split the batch)");
   const int N = (int)total;
+  if (c.is_vision()) fail(ErrorCode::Unsupported, c.arch + " is an image encoder: it takes images, not tokens");
   check_tokens(tokens, N, c.vocab_size);
   for (int i = 0; i < N; i++) {
     if (types && (types[i] < 0 || types[i] >= std::max(1, c.n_token_types)))
@@ -183,12 +185,106 @@ const float* Transformer::encode(const int* tokens, const int* types, const int*
     ~Flag() { f = false; }
   } flag(encoding_);
   chunk_embed(tokens, N, 0);
+  encode_layers(N);
+  return x_.data();
+}
+
+void Transformer::encode_layers(int rows) {
+  const ModelConfig& c = m_.config;
   for (int l = 0; l < c.n_layers; l++) {
     layer_qkv(l);
     layer_attention(l);
     layer_rest(l);
   }
-  if (m_.weights.final_norm) norm_rows(c, x_.data(), x_.data(), m_.weights.final_norm, m_.weights.final_norm_b, N);
+  if (m_.weights.final_norm) norm_rows(c, x_.data(), x_.data(), m_.weights.final_norm, m_.weights.final_norm_b, rows);
+}
+
+int Transformer::image_rows(int height, int width) const {
+  const ModelConfig& c = m_.config;
+  if (!c.is_vision()) fail(ErrorCode::Unsupported, c.arch + " is not an image encoder");
+  const int p = c.patch_size;
+  if (height <= 0 || width <= 0 || height % p != 0 || width % p != 0)
+    fail(ErrorCode::BadArgument, "image input is " + std::to_string(width) + "x" + std::to_string(height) +
+                                     "; both sides must be positive multiples of the patch size " + std::to_string(p));
+  const int64_t rows = (int64_t)(height / p) * (width / p) + (c.class_token ? 1 : 0);
+  if (rows > encode_capacity() * 16)
+    fail(ErrorCode::BadArgument, "image input " + std::to_string(width) + "x" + std::to_string(height) + " makes " +
+                                     std::to_string(rows) + " patches; at most " +
+                                     std::to_string(encode_capacity() * 16) + " (use a smaller image)");
+  return (int)rows;
+}
+
+const float* Transformer::positions_for(int gh, int gw) {
+  const ModelConfig& c = m_.config;
+  if (gh == pos_gh_ && gw == pos_gw_) return pos_rows_.data();
+  const int dim = c.dim, g = c.grid(), cls = c.class_token ? 1 : 0;
+  const Tensor& t = m_.weights.pos_table;
+  std::vector<float> table((size_t)t.rows * dim);
+  for (int64_t r = 0; r < t.rows; r++) dequantize_row_simd(t.type, t.row(r), table.data() + r * dim, dim);
+  pos_rows_.assign((size_t)(cls + gh * gw) * dim, 0.0f);
+  if (cls) std::memcpy(pos_rows_.data(), table.data(), dim * sizeof(float));
+  if (gh == g && gw == g) {
+    std::memcpy(pos_rows_.data() + (int64_t)cls * dim, table.data() + (int64_t)cls * dim,
+                (size_t)g * g * dim * sizeof(float));
+  } else {
+    // The patch rows as dim planes of (g, g), resampled to (gh, gw), back to rows.
+    std::vector<float> planes((size_t)dim * g * g), out((size_t)dim * gh * gw);
+    for (int i = 0; i < g * g; i++)
+      for (int d = 0; d < dim; d++) planes[(size_t)d * g * g + i] = table[(size_t)(cls + i) * dim + d];
+    resize_bicubic_torch(planes.data(), dim, g, g, out.data(), gh, gw);
+    for (int i = 0; i < gh * gw; i++)
+      for (int d = 0; d < dim; d++) pos_rows_[(size_t)(cls + i) * dim + d] = out[(size_t)d * gh * gw + i];
+  }
+  pos_gh_ = gh;
+  pos_gw_ = gw;
+  return pos_rows_.data();
+}
+
+const float* Transformer::encode_image(const float* pixels, int height, int width) {
+  const ModelConfig& c = m_.config;
+  const ModelWeights& w = m_.weights;
+  const int N = image_rows(height, width);
+  const int p = c.patch_size, C = c.n_channels, gh = height / p, gw = width / p, np = gh * gw, K = C * p * p;
+  const int cls = c.class_token ? 1 : 0, dim = c.dim;
+  reserve_rows(N);
+  try {
+    patches_.resize((size_t)np * K);
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCode::OutOfMemory,
+         "not enough memory for the patches of a " + std::to_string(width) + "x" + std::to_string(height) + " image");
+  }
+  // Unfold: patch (py, px) -> one row of (channel, row, column), the convolution kernel's layout.
+  for (int py = 0; py < gh; py++)
+    for (int px = 0; px < gw; px++) {
+      float* row = patches_.data() + (int64_t)(py * gw + px) * K;
+      for (int ch = 0; ch < C; ch++)
+        for (int y = 0; y < p; y++)
+          std::memcpy(row + (ch * p + y) * p, pixels + ((int64_t)ch * height + py * p + y) * width + px * p,
+                      p * sizeof(float));
+    }
+  row_pos_.assign(N, 0);
+  row_type_.assign(N, 0);
+  seq_start_.assign({0, N});
+  cur_b_ = N;
+  cur_pos_ = 0;
+  struct Flag {
+    bool& f;
+    explicit Flag(bool& b) : f(b) { f = true; }
+    ~Flag() { f = false; }
+  } flag(encoding_), flag_image(imaging_);
+  if (capture_) attn_.start(c.n_layers, c.n_heads, N, N);
+  else attn_.clear();
+  float* x = x_.data();
+  matmul(x + (int64_t)cls * dim, dim, patches_.data(), K, w.patch_embed, np);
+  if (cls) std::memcpy(x, w.class_embed, dim * sizeof(float));
+  const float* pos = positions_for(gh, gw);
+  for (int r = 0; r < N; r++) {
+    float* xr = x + (int64_t)r * dim;
+    if (w.patch_bias && r >= cls) add_f32_simd(xr, w.patch_bias, dim);
+    add_f32_simd(xr, pos + (int64_t)r * dim, dim);
+  }
+  if (w.embed_norm) norm_rows(c, x, x, w.embed_norm, w.embed_norm_b, N);
+  encode_layers(N);
   return x_.data();
 }
 
@@ -317,7 +413,7 @@ void Transformer::layer_attention(int l) {
   a.q_pos0 = cur_pos_;
   a.causal = true;
   a.window = c.window_of(l);
-  if (capture_ && !encoding_) {
+  if (capture_ && (!encoding_ || imaging_)) {
     chunk_probs_.assign((size_t)c.n_heads * B * a.n_kv, 0.0f);
     a.probs = chunk_probs_.data();
   }
@@ -363,7 +459,8 @@ void Transformer::layer_rest(int l) {
   const int B = cur_b_, dim = c.dim, qd = c.q_dim(), hid = c.hidden_dim;
   float* x = x_.data();
   // This chunk's rows into the (layer, head, query, key) record of the whole call.
-  if (capture_ && !encoding_) attn_.place(l, chunk_probs_.data(), cur_pos_ - (attn_.n_kv - attn_.n_q), B, cur_pos_ + B);
+  if (capture_ && (!encoding_ || imaging_))
+    attn_.place(l, chunk_probs_.data(), cur_pos_ - (attn_.n_kv - attn_.n_q), B, cur_pos_ + B);
   // Parallel (Command-R): the feed-forward reads the attention's normed input (still in xb_), and
   // the attention output is added after the feed-forward's.
   const bool parallel = c.parallel_ffn;

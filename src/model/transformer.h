@@ -57,6 +57,17 @@ class Transformer {
   // (sum(lens), dim), valid until the next call. At most encode_capacity() tokens per call.
   const float* encode(const int* tokens, const int* types, const int* lens, int n_seqs);
   int encode_capacity() const { return std::max(kMinEncodeCapacity, ctx_); }
+
+  // Vision Transformers (config().is_vision()): one image, (n_channels, height, width) floats
+  // already normalised, height and width multiples of patch_size. The patches' projections (one
+  // matrix product over the unfolded patches), the class token first if the model has one,
+  // learned positions (bicubic-interpolated, as resize_bicubic_torch, when the grid differs from
+  // the trained one), the pre-norm, then encode()'s layers and final norm. Returns the states,
+  // (image_rows(height, width), dim), valid until the next call.
+  // With set_capture_attention(true), the call also records every layer's and head's softmax
+  // probabilities, (n_layers, n_heads, rows, rows), readable with attention().
+  const float* encode_image(const float* pixels, int height, int width);
+  int image_rows(int height, int width) const;
   static constexpr int kMinEncodeCapacity = 1024;
 
  private:
@@ -70,8 +81,10 @@ class Transformer {
   void chunk_logits(float* logits_out, bool all_logits);
   void matmul(float* y, int64_t ldy, const float* x, int64_t ldx, const Tensor& w, int n_tok);
   void residual_product(const float* in, int64_t ld_in, const Tensor& w, const float* bias, const float* post_norm);
-  void reserve_rows(int rows);      // activation buffers for `rows` tokens (encode)
-  void size_rope_tables(int rows);  // the cos/sin tables (and the local layers', if any) for `rows` tokens
+  void reserve_rows(int rows);                 // activation buffers for `rows` tokens (encode)
+  void encode_layers(int rows);                // encode()'s layers and final norm over x_'s rows
+  const float* positions_for(int gh, int gw);  // (rows, dim) position rows for a gh x gw grid
+  void size_rope_tables(int rows);             // the cos/sin tables (and the local layers', if any) for `rows` tokens
 
   LoadedModel m_;
   int ctx_;
@@ -97,8 +110,13 @@ class Transformer {
   AttentionRecord attn_;
   // encode() in flight: per token its position and type, per text its first row (n_seqs + 1).
   bool encoding_ = false;
+  bool imaging_ = false;  // encode_image() in flight: one sequence, so its attention can be recorded
   int rows_cap_ = kMaxBatch;
   std::vector<int> row_pos_, row_type_, seq_start_;
+  // encode_image: unfolded patches (n_patches, n_channels * patch^2), and the position rows of
+  // the last grid asked for (decoded, interpolated when it differs from the trained grid).
+  std::vector<float> patches_, pos_rows_;
+  int pos_gh_ = 0, pos_gw_ = 0;
 };
 
 }  // namespace qkv

@@ -100,6 +100,12 @@ struct ModelWeights {
   const float *rope_factors_short = nullptr, *rope_factors_long = nullptr;
   const float* type_embed = nullptr;  // (n_token_types, dim) encoders: token-type (segment) rows
   const float *embed_norm = nullptr, *embed_norm_b = nullptr;  // (dim,) LayerNorm of the embeddings (BERT)
+  // Vision Transformers (config.is_vision()): the patch projection (dim, n_channels * patch^2) and
+  // its bias (dim,), the class token (dim,), the learned positions (seq_len, dim) in any float
+  // type, and an optional projection of the pooled vector (proj_dim, dim) (CLIP's
+  // visual_projection). embed_norm is the norm before the first layer (CLIP's pre_ln).
+  Tensor patch_embed, pos_table, projection;
+  const float *patch_bias = nullptr, *class_embed = nullptr;
   std::vector<LayerWeights> layers;
   const float* final_norm = nullptr;  // (dim,); null for encoders without one (BERT)
   const float* final_norm_b = nullptr;

@@ -1,10 +1,10 @@
 // libFuzzer target over everything that reads untrusted model bytes: the GGUF reader (header,
 // metadata, tensor table), the GGUF model and tokenizer loaders, the llama2.c checkpoint loader,
 // the llama2.c tokenizer.bin parser, the encoder-decoder (t5) loader with its Unigram
-// tokenizer, the safetensors reader and the tokenizer.json reader. A file that loads is then used a little (a tokenizer
-// round trip, a 2-token forward pass; for t5 an encode and a 2-token decode), so views that point outside the file are
-// caught too. Any crash, sanitizer report, leak, timeout or oversized allocation fails the run; a qkv::Error is the
-// expected outcome for bad bytes.
+// tokenizer, the image encoder (mmproj / clip) loader with one small image, the safetensors reader and the
+// tokenizer.json reader. A file that loads is then used a little (a tokenizer round trip, a 2-token forward pass; for
+// t5 an encode and a 2-token decode), so views that point outside the file are caught too. Any crash, sanitizer report,
+// leak, timeout or oversized allocation fails the run; a qkv::Error is the expected outcome for bad bytes.
 //
 // Seeds: run with QKV_FUZZ_WRITE_SEEDS=DIR to write a seed corpus made by qkv's own writers
 // (llama2.c checkpoints and tokenizer, GGUF in every writable type) into DIR and exit.
@@ -20,7 +20,9 @@
 
 #include "common.h"
 #include "formats/gguf.h"
+#include "formats/gguf_clip.h"
 #include "formats/gguf_encdec.h"
+#include "engine/embed_image.h"
 #include "formats/gguf_model.h"
 #include "formats/gguf_writer.h"
 #include "formats/hf.h"
@@ -58,8 +60,19 @@ void exercise_encdec(const std::shared_ptr<const Blob>& blob) {
   if (t.context() >= 2) t.decode(ids, 2, 0, true);
 }
 
+// Image encoder GGUF (mmproj / clip): its loader and one 3 x 2 image through the encoder.
+void exercise_image(const std::shared_ptr<const Blob>& blob) {
+  ImageModelData d = load_image_model(blob);
+  const ImagePreprocess p = d.preprocess;
+  Transformer t(std::move(d.model), 0, nullptr);
+  const uint8_t rgba[24] = {0,  10,  20,  255, 30,  40, 50, 255, 60, 70,  80, 255,
+                            90, 100, 110, 255, 255, 0,  0,  255, 0,  255, 0,  255};
+  embed_image(t, p, rgba, sizeof rgba, 3, 2, ImageEmbedOptions{});
+}
+
 void exercise(const std::shared_ptr<const Blob>& blob) {
   if (is_encdec_model(blob)) return exercise_encdec(blob);
+  if (is_image_model(blob)) return exercise_image(blob);
   LoadedModel m = load_model(blob);
   std::unique_ptr<Tokenizer> tok;
   try {

@@ -1,8 +1,14 @@
 // Compile-only: the declarations must reject these (each @ts-expect-error fails the build if
 // the line type-checks).
-import { loadModel, quantize, type Model } from 'qkv';
+import { loadModel, quantize, type ImageEncoderModel, type Model } from 'qkv';
 
-async function misuse(model: Model): Promise<void> {
+async function misuse(model: Model, clip: ImageEncoderModel): Promise<void> {
+  // @ts-expect-error image pooling is cls or mean
+  await clip.embedImage({ data: new Uint8Array(4), width: 1, height: 1 }, { pooling: 'last' });
+  // @ts-expect-error raw images are bytes, not a number array
+  await clip.embedImage({ data: [0, 0, 0, 255], width: 1, height: 1 });
+  // @ts-expect-error resize is crop or squash
+  await clip.embedImage(new Blob([]), { resize: 'fit' });
   // @ts-expect-error the tokenizer is a source, not a number
   await loadModel('m.bin', { tokenizer: 5 });
   // @ts-expect-error threads is 'auto' or a number

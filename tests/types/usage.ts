@@ -1,5 +1,5 @@
 // Compile-only check of the public types (tsc --noEmit): every documented call, as users write it.
-import { loadModel, quantize, QUANTIZE_TYPES, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats, type EmbedPooling, type EncoderDecoderModel, type EncoderDecoderInfo, type EncoderDecoderInspection } from 'qkv';
+import { loadModel, quantize, QUANTIZE_TYPES, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats, type EmbedPooling, type EncoderDecoderModel, type EncoderDecoderInfo, type EncoderDecoderInspection, type ImageEncoderModel, type ImageEncoderInfo, type RawImage } from 'qkv';
 import { createWorker, type RemoteModel, type RemoteEncoderDecoderModel } from 'qkv/worker';
 
 async function main(): Promise<void> {
@@ -63,6 +63,16 @@ async function main(): Promise<void> {
   const row: Float32Array = map.cross(ei.decoderLayers - 1, 0)[0];
   console.log(row.length === map.sourceTokens.length, t5.tokenize('a', { source: false }), t5.lastGeneration?.promptTokens);
   t5.dispose();
+  const clip = await loadModel<ImageEncoderModel>('mmproj.gguf', { threads: 2 });
+  const ci: ImageEncoderInfo = clip.info;
+  const raw: RawImage = { data: new Uint8Array(4 * 4 * 4), width: 4, height: 4 };
+  const v: Float32Array = await clip.embedImage(raw, { pooling: 'mean', size: ci.imageSize, resize: 'squash' });
+  const vs: Float32Array[] = await clip.embedImages([raw, new Blob([])], { project: false });
+  console.log(v.length === ci.embeddingDim, vs.length, ci.patchSize, ci.imageMean[0]);
+  const seen = await clip.inspectImage(raw);
+  const fromCls: Float32Array = seen.attention(seen.layers - 1, 0)[0];
+  console.log(fromCls.length === seen.rows, seen.gridWidth * seen.gridHeight + (seen.classToken ? 1 : 0) === seen.rows);
+  clip.dispose();
   const w = await createWorker();
   const rm: RemoteModel = await w.loadModel(new URL('https://example.com/m.bin'), { tokenizer: 'tok.bin' });
   for await (const t of rm.generate('x')) console.log(t.text);

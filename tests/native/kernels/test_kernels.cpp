@@ -472,7 +472,7 @@ TEST_P(SoftmaxKernel, SimdMatchesRef) {
 INSTANTIATE_TEST_SUITE_P(Sizes, SoftmaxKernel, QKV_SIZE_OFF_PARAMS);
 
 // ---- activations ----------------------------------------------------------------------------
-enum Act { kSilu, kGelu, kRelu, kSwiglu, kGeglu, kScale };
+enum Act { kSilu, kGelu, kRelu, kSwiglu, kGeglu, kScale, kQuickGelu };
 const char* act_name(int a) {
   switch (a) {
     case kSilu: return "Silu";
@@ -480,6 +480,7 @@ const char* act_name(int a) {
     case kRelu: return "Relu";
     case kGeglu: return "Geglu";
     case kScale: return "Scale";
+    case kQuickGelu: return "QuickGelu";
     default: return "Swiglu";
   }
 }
@@ -521,6 +522,10 @@ TEST_P(ActivationKernel, SimdMatchesRef) {
       qkv::geglu_ref(ref.data(), up.data(), n);
       qkv::geglu_simd(x.data(), up.data(), n);
       break;
+    case kQuickGelu:
+      qkv::quick_gelu_ref(ref.data(), n);
+      qkv::quick_gelu_simd(x.data(), n);
+      break;
     case kScale:
       qkv::scale_ref(ref.data(), 45.25f, n);
       qkv::scale_simd(x.data(), 45.25f, n);
@@ -543,7 +548,7 @@ TEST_P(ActivationKernel, SimdMatchesRef) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, ActivationKernel,
                          ::testing::Combine(::testing::Values((int)kSilu, (int)kGelu, (int)kRelu, (int)kSwiglu,
-                                                              (int)kGeglu, (int)kScale),
+                                                              (int)kGeglu, (int)kScale, (int)kQuickGelu),
                                             ::testing::ValuesIn(vector_sizes()), ::testing::ValuesIn(kOffsets)),
                          [](const ::testing::TestParamInfo<ActParam>& info) {
                            return std::string(act_name(std::get<0>(info.param))) + "_n" +

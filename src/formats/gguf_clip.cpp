@@ -1,0 +1,169 @@
+// mmproj / CLIP GGUF files: clip.vision.* hyperparameters and v.* tensors as views, every shape
+// and type checked before a view is made.
+#include "gguf_clip.h"
+
+#include <array>
+#include <cmath>
+
+#include "../common.h"
+
+namespace qkv {
+
+namespace {
+[[noreturn]] void bad(const std::string& m) { fail(ErrorCode::BadModel, "GGUF (mmproj): " + m); }
+
+Tensor weight(const GgufFile& g, const std::string& name, int64_t rows, int64_t cols, bool required = true) {
+  return gguf_weight(g, name, rows, cols, required, false, "");
+}
+const float* vec(const GgufFile& g, const std::string& name, int64_t n, bool required = true) {
+  return gguf_weight(g, name, 1, n, required, true, "it must be F32").f32();
+}
+std::string shape_of(const GgufTensorInfo& t) {
+  std::string s;
+  for (uint64_t d : t.dims) s += (s.empty() ? "" : " x ") + std::to_string(d);
+  return "[" + s + "]";
+}
+
+// The convolution kernel [patch, patch, channels, dim] as a (dim, channels * patch^2) matrix.
+Tensor patch_kernel(const GgufFile& g, int p, int channels, int dim) {
+  const char* name = "v.patch_embd.weight";
+  const GgufTensorInfo* t = g.find_tensor(name);
+  if (!t) bad(std::string("tensor ") + name + " is missing");
+  if (t->rank() > 4 || (int64_t)t->dim(0) != p || (int64_t)t->dim(1) != p || (int64_t)t->dim(2) != channels ||
+      (int64_t)t->dim(3) != dim)
+    bad(std::string("tensor ") + name + " has shape " + shape_of(*t) + ", expected [" + std::to_string(p) + " x " +
+        std::to_string(p) + " x " + std::to_string(channels) + " x " + std::to_string(dim) + "]");
+  DType type;
+  if (!qtype_of_ggml(t->type, &type) || (type != DType::F32 && type != DType::F16 && type != DType::BF16))
+    fail(ErrorCode::Unsupported, std::string("GGUF (mmproj): tensor ") + name + " is " + ggml_type_name(t->type) +
+                                     "; the patch kernel must be F32, F16 or BF16");
+  Tensor w;
+  w.type = type;
+  w.data = g.tensor_data(*t);
+  w.rows = dim;
+  w.cols = (int64_t)channels * p * p;
+  return w;
+}
+
+std::array<float, 3> triple(const GgufFile& g, const std::string& key, float def) {
+  std::array<float, 3> out{def, def, def};
+  const GgufValue* v = g.find(key);
+  if (!v) return out;
+  if (v->kind != GgufKind::ARRAY || v->size() != 3) bad(key + " must be an array of 3 numbers");
+  for (size_t i = 0; i < 3; i++) {
+    const double x = v->num_at(i);
+    if (!std::isfinite(x)) bad(key + " holds a value that is not finite");
+    out[i] = (float)x;
+  }
+  return out;
+}
+}  // namespace
+
+bool gguf_is_clip(const GgufFile& g) {
+  const GgufValue* a = g.find("general.architecture");
+  return a && a->kind == GgufKind::STRING && a->s == "clip";
+}
+
+ImageModelData load_gguf_clip(const GgufFile& g) {
+  if (!gguf_is_clip(g)) fail(ErrorCode::Unsupported, "not an image encoder (general.architecture is not clip)");
+  if (!gguf_flag(g, "clip.has_vision_encoder", false))
+    fail(ErrorCode::Unsupported, "this mmproj file has no vision encoder (clip.has_vision_encoder is not true)");
+  auto key = [](const char* k) { return std::string("clip.vision.") + k; };
+  auto num = [&](const char* k) { return gguf_int(g.get_int(key(k)), key(k)); };
+  ImageModelData d;
+  ModelConfig& c = d.model.config;
+  c.arch = "clip";
+  c.dim = num("embedding_length");
+  c.hidden_dim = num("feed_forward_length");
+  c.n_layers = num("block_count");
+  c.n_heads = c.n_kv_heads = num("attention.head_count");
+  if (c.n_heads <= 0 || c.dim % c.n_heads != 0)
+    bad("embedding_length " + std::to_string(c.dim) + " is not a multiple of head_count " + std::to_string(c.n_heads));
+  c.head_dim = c.dim / c.n_heads;
+  c.patch_size = num("patch_size");
+  c.image_size = num("image_size");
+  if (c.patch_size <= 0) bad("clip.vision.patch_size must be positive");
+  c.norm = NormKind::LayerNorm;
+  c.norm_eps = (float)g.get_float_or(key("attention.layer_norm_epsilon"), 1e-5);
+  c.pos = PosKind::Learned;
+  c.causal = false;
+  c.tied_classifier = false;
+  c.vocab_size = 0;
+  if (gguf_flag(g, "clip.use_silu", false))
+    fail(ErrorCode::Unsupported, "GGUF (mmproj): SiLU vision feed-forwards (clip.use_silu) are not supported");
+  c.ffn = gguf_flag(g, "clip.use_gelu", false) ? FfnKind::GELU : FfnKind::QuickGELU;
+  ModelWeights& w = d.model.weights;
+  c.class_token = g.find_tensor("v.class_embd") != nullptr;
+  c.pooling = c.class_token ? PoolKind::Cls : PoolKind::Mean;
+  const int grid = c.patch_size > 0 ? c.image_size / c.patch_size : 0;
+  c.seq_len = grid * grid + (c.class_token ? 1 : 0);
+  c.validate();  // sizes in range before any shape is derived from them
+  const int64_t dm = c.dim, h = c.hidden_dim;
+  w.patch_embed = patch_kernel(g, c.patch_size, c.n_channels, c.dim);
+  w.patch_bias = vec(g, "v.patch_embd.bias", dm, false);
+  if (c.class_token) w.class_embed = vec(g, "v.class_embd", dm);
+  w.pos_table = weight(g, "v.position_embd.weight", c.seq_len, dm);
+  if (w.pos_table.type != DType::F32 && w.pos_table.type != DType::F16 && w.pos_table.type != DType::BF16)
+    fail(ErrorCode::Unsupported, "GGUF (mmproj): v.position_embd.weight must be F32, F16 or BF16");
+  w.embed_norm = vec(g, "v.pre_ln.weight", dm, false);
+  w.embed_norm_b = vec(g, "v.pre_ln.bias", dm, false);
+  w.final_norm = vec(g, "v.post_ln.weight", dm, false);
+  w.final_norm_b = vec(g, "v.post_ln.bias", dm, false);
+  w.layers.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; l++) {
+    const std::string p = "v.blk." + std::to_string(l) + ".";
+    LayerWeights& L = w.layers[l];
+    L.attn_norm = vec(g, p + "ln1.weight", dm);
+    L.attn_norm_b = vec(g, p + "ln1.bias", dm, false);
+    L.wq = weight(g, p + "attn_q.weight", dm, dm);
+    L.wk = weight(g, p + "attn_k.weight", dm, dm);
+    L.wv = weight(g, p + "attn_v.weight", dm, dm);
+    L.wo = weight(g, p + "attn_out.weight", dm, dm);
+    L.bq = vec(g, p + "attn_q.bias", dm, false);
+    L.bk = vec(g, p + "attn_k.bias", dm, false);
+    L.bv = vec(g, p + "attn_v.bias", dm, false);
+    L.bo = vec(g, p + "attn_out.bias", dm, false);
+    L.ffn_norm = vec(g, p + "ln2.weight", dm);
+    L.ffn_norm_b = vec(g, p + "ln2.bias", dm, false);
+    // llama.cpp's legacy converter wrote fc1 as ffn_down and fc2 as ffn_up; the shapes say which
+    // is which (clip.cpp swaps them the same way).
+    std::string up = p + "ffn_up.", down = p + "ffn_down.";
+    const GgufTensorInfo* t = g.find_tensor(down + "weight");
+    if (t && (int64_t)t->dim(0) == dm && (int64_t)t->dim(1) == h && h != dm) std::swap(up, down);
+    L.w_up = weight(g, up + "weight", h, dm);
+    L.b_up = vec(g, up + "bias", h, false);
+    L.w_down = weight(g, down + "weight", dm, h);
+    L.b_down = vec(g, down + "bias", dm, false);
+  }
+  if (const GgufTensorInfo* t = g.find_tensor("visual_projection.weight")) {
+    const int64_t proj = t->dim(1);
+    if (proj < 1 || proj > (1 << 16)) bad("visual_projection.weight has shape " + shape_of(*t));
+    w.projection = weight(g, "visual_projection.weight", proj, dm);
+  }
+  ImagePreprocess& pp = d.preprocess;
+  pp.size = c.image_size;
+  // CLIP's processor crops the centre of the shorter side's resize; SigLIP's squashes to a square.
+  pp.mode = c.class_token ? ResizeMode::Crop : ResizeMode::Squash;
+  const auto mean = triple(g, key("image_mean"), 0.5f), sd = triple(g, key("image_std"), 0.5f);
+  for (int i = 0; i < 3; i++) {
+    if (!(sd[i] > 0.0f)) bad(key("image_std") + " must be positive");
+    pp.mean[i] = mean[i];
+    pp.std[i] = sd[i];
+  }
+  if (const GgufValue* v = g.find("clip.projector_type"); v && v->kind == GgufKind::STRING) d.projector = v->s;
+  d.model.storage = g.blob();
+  return d;
+}
+
+bool is_image_model(const std::shared_ptr<const Blob>& blob) {
+  return blob && looks_like_gguf(blob->data(), blob->size()) && gguf_is_clip(GgufFile::parse(blob));
+}
+
+ImageModelData load_image_model(std::shared_ptr<const Blob> blob) {
+  if (!blob || blob->size() == 0) fail(ErrorCode::BadModel, "model file is empty");
+  if (!looks_like_gguf(blob->data(), blob->size()))
+    fail(ErrorCode::Unsupported, "image encoders load from GGUF files (llama.cpp's mmproj / clip) only");
+  return load_gguf_clip(GgufFile::parse(std::move(blob)));
+}
+
+}  // namespace qkv
