@@ -10,7 +10,7 @@ import { QkvError } from './errors.js';
 import { gpuRowBytes } from './gpu-products.js';
 import { loadShader } from './webgpu.js';
 
-const BufferUsage = globalThis.GPUBufferUsage ?? { COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 };
+const BufferUsage = globalThis.GPUBufferUsage ?? { COPY_SRC: 0x4, COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 };
 
 /** The engine's limit on experts (src/model/config.cpp; MAX_E of moe_route.wgsl). */
 export const MOE_MAX_EXPERTS = 512;
@@ -65,7 +65,8 @@ export async function loadMoeShaders() {
  * @param {GPUBuffer} o.input (T, dim) the normed activations; o.output (T, dim) the experts' sum
  * @param {(size: number, usage: number, label: string) => GPUBuffer} o.make the forward's allocator
  * @param {Map} o.cache pipelines by key, shared by the model's layers
- * @returns {{encode(pass: GPUComputePassEncoder, n: number): void}}
+ * @returns {{encode(pass: GPUComputePassEncoder, n: number): void, sel: GPUBuffer, gates: GPUBuffer}}
+ *   sel, gates: (T, used) the last step's chosen experts (u32) and their weights (f32)
  */
 export function createMoeFfn(o) {
   const { device, shaders, products, step, T, experts: E, used: K, router, gate, up, down, input, output, make, cache } = o;
@@ -80,7 +81,7 @@ export function createMoeFfn(o) {
   if (Math.ceil(Math.max(hid, dim) / R) > maxGroups || T * K > maxGroups) {
     throw new QkvError('unsupported', `experts of ${hid} x ${dim} exceed this GPU's dispatch limits`);
   }
-  const st = BufferUsage.STORAGE;
+  const st = BufferUsage.STORAGE | BufferUsage.COPY_SRC;  // COPY_SRC: tests read the routing back
   const logits = make(T * E * 4, st, 'moe-router-logits');
   const sel = make(T * K * 4, st, 'moe-chosen');
   const gates = make(T * K * 4, st, 'moe-gates');
@@ -121,6 +122,7 @@ export function createMoeFfn(o) {
     [3, c.weight.parts[0].buffer], [4, hidden], [5, output], [6, sel], [7, gates]]));
   const guX = Math.ceil(hid / R), dnX = Math.ceil(dim / R);
   return {
+    sel, gates,
     encode(pass, n) {
       routerOp.encode(pass, n);
       pass.setPipeline(routePipe);
