@@ -1,8 +1,8 @@
 // Mixture-of-experts feed-forward products (src/js/gpu-moe.js) over the stacked expert weights
 // as stored (weights.wgsl decodes any type), reading each token's chosen experts from the GPU
 // (moe_route.wgsl): no readback, and only the chosen experts' rows are read. CPU twin: moe_ffn
-// in src/model/blocks.cpp. Prepended by the host: the constants WG, R, RED, weights.wgsl and
-// load_unit for the weight's type.
+// in src/model/blocks.cpp. Prepended by the host: the constants WG, R, RED, TT, REDG,
+// weights.wgsl and load_unit for the weight's type.
 //
 // One weight buffer holds the whole experts e0 .. e0 + ne of a stack (expert e's rows at
 // (e - e0) * rows); stacks over the binding limit are split into several such chunks, and each
@@ -11,6 +11,12 @@
 //            dispatch (ceil(rows / R), n * K); W = gate, U = up
 //   down:    y[t] (+)= sum_k gates[t * K + k] * D_e h[t * K + k]   (first chunk: =, later: +=)
 //            dispatch (ceil(rows / R), n); W = U = down
+// Prefill groups the slots by expert (moe_route.wgsl group), so that a weight unit read once
+// serves TT of an expert's slots:
+//   gate_up_grouped: as gate_up, for the slots lists[e][TT z ..] of expert e = e0 + y
+//            dispatch (ceil(rows / R), ne, ceil(n / TT))
+//   down_grouped: ys[slot] = D_e h[slot] for the same slots (moe_route.wgsl combine then sums
+//            them with their weights)   dispatch (ceil(rows / R), ne, ceil(n / TT))
 // A workgroup of WG threads computes R consecutive rows of one slot (gate_up) or token (down):
 // the threads stride over the rows' 32-value units, then a workgroup-memory reduction.
 //
@@ -22,6 +28,8 @@
 //   5 y      storage rw    array<f32> (gate_up: (n * K, rows); down: (n, rows))
 //   6 sel    storage read  array<u32> (n, K) chosen experts
 //   7 gates  storage read  array<f32> (n, K) their weights (down only)
+//   8 counts storage read  array<u32> (E,)   slots per expert (grouped)
+//   9 lists  storage read  array<u32> (E, T) each expert's slots (grouped; T = params.cap)
 
 struct MoeParams {
   e0: u32,         // first expert of this chunk
@@ -32,6 +40,10 @@ struct MoeParams {
   units: u32,      // ceil(cols / 32)
   k: u32,          // experts per token
   first: u32,      // down: 1 writes y, 0 adds to it
+  cap: u32,        // grouped: tokens per step at most (the row length of lists)
+  pad0: u32,
+  pad1: u32,
+  pad2: u32,
 };
 
 struct Step { n: u32 };
@@ -42,6 +54,8 @@ struct Step { n: u32 };
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 @group(0) @binding(6) var<storage, read> sel: array<u32>;
 @group(0) @binding(7) var<storage, read> gates: array<f32>;
+@group(0) @binding(8) var<storage, read> counts: array<u32>;
+@group(0) @binding(9) var<storage, read> lists: array<u32>;
 
 var<workgroup> red: array<f32, RED>;  // RED = WG * 2 * R
 
@@ -134,5 +148,91 @@ fn down(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var v = red[lid * WG];
     if (p.first == 0u) { v += y[i]; }
     y[i] = v;
+  }
+}
+
+var<workgroup> redg: array<f32, REDG>;  // REDG = WG * 2 * R * TT
+
+// The slots of tile z of expert e (e0 + y): their indices, and how many of the TT are real.
+fn tile_slots(e: u32, z: u32) -> vec2<u32> {
+  let c = counts[e];
+  let first = z * TT;
+  return vec2<u32>(first, select(0u, min(TT, c - first), first < c));
+}
+
+// Sums redg[i * WG + lid] over lid for rows i < n.
+fn reduce_g(n: u32, lid: u32) {
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    if (lid < s) {
+      for (var i = 0u; i < n; i++) { redg[i * WG + lid] += redg[i * WG + lid + s]; }
+    }
+    workgroupBarrier();
+  }
+}
+
+@compute @workgroup_size(WG)
+fn gate_up_grouped(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let p = params;
+  let e = p.e0 + wid.y;
+  let r0 = wid.x * R;
+  let ts = tile_slots(e, wid.z);
+  if (ts.y == 0u || r0 >= p.rows) { return; }
+  var slot: array<u32, TT>;
+  for (var j = 0u; j < TT; j++) { slot[j] = lists[e * p.cap + ts.x + min(j, ts.y - 1u)]; }
+  let first = wid.y * p.rows;
+  var acc: array<f32, R * TT>;
+  var accu: array<f32, R * TT>;
+  for (var u = lid; u < p.units; u += WG) {
+    var xv: array<array<vec4<f32>, 8>, TT>;
+    for (var j = 0u; j < ts.y; j++) { xv[j] = x_unit((slot[j] / p.k) * p.cols, u, p.cols); }
+    for (var r = 0u; r < R; r++) {
+      let row = first + min(r0 + r, p.rows - 1u);
+      load_unit(row * p.row_bytes, u, p.cols, false);
+      for (var j = 0u; j < ts.y; j++) { acc[r * TT + j] += dot_unit(xv[j]); }
+      load_unit(row * p.row_bytes, u, p.cols, true);
+      for (var j = 0u; j < ts.y; j++) { accu[r * TT + j] += dot_unit(xv[j]); }
+    }
+  }
+  for (var i = 0u; i < R * TT; i++) {
+    redg[i * WG + lid] = acc[i];
+    redg[(R * TT + i) * WG + lid] = accu[i];
+  }
+  reduce_g(2u * R * TT, lid);
+  if (lid < R * TT) {
+    let r = lid / TT;
+    let j = lid % TT;
+    if (r0 + r < p.rows && j < ts.y) {
+      let g = redg[lid * WG];
+      y[slot[j] * p.rows + r0 + r] = g / (1.0 + exp(-g)) * redg[(R * TT + lid) * WG];
+    }
+  }
+}
+
+@compute @workgroup_size(WG)
+fn down_grouped(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let p = params;
+  let e = p.e0 + wid.y;
+  let r0 = wid.x * R;
+  let ts = tile_slots(e, wid.z);
+  if (ts.y == 0u || r0 >= p.rows) { return; }
+  var slot: array<u32, TT>;
+  for (var j = 0u; j < TT; j++) { slot[j] = lists[e * p.cap + ts.x + min(j, ts.y - 1u)]; }
+  let first = wid.y * p.rows;
+  var acc: array<f32, R * TT>;
+  for (var u = lid; u < p.units; u += WG) {
+    var xv: array<array<vec4<f32>, 8>, TT>;
+    for (var j = 0u; j < ts.y; j++) { xv[j] = x_unit(slot[j] * p.cols, u, p.cols); }
+    for (var r = 0u; r < R; r++) {
+      load_unit((first + min(r0 + r, p.rows - 1u)) * p.row_bytes, u, p.cols, false);
+      for (var j = 0u; j < ts.y; j++) { acc[r * TT + j] += dot_unit(xv[j]); }
+    }
+  }
+  for (var i = 0u; i < R * TT; i++) { redg[i * WG + lid] = acc[i]; }
+  reduce_g(R * TT, lid);
+  if (lid < R * TT) {
+    let r = lid / TT;
+    let j = lid % TT;
+    if (r0 + r < p.rows && j < ts.y) { y[slot[j] * p.rows + r0 + r] = redg[lid * WG]; }
   }
 }

@@ -31,6 +31,7 @@ const SHAPES = [
   { E: 7, K: 3, n: 3, norm: true, split: true, ties: false },
   { E: 4, K: 4, n: 1, norm: true, split: false, ties: true },
   { E: 3, K: 2, n: 5, norm: false, split: true, ties: true },
+  { E: 6, K: 2, n: 19, norm: true, split: false, ties: false },
 ];
 
 function cases() {
