@@ -12,7 +12,8 @@
 //   (attention_cached.wgsl; attention_full.wgsl where the probabilities are kept: captured
 //   maps, encoders' bidirectional attention); x += rs * [post_norm](att Wo^T + b);
 //   [x = norm(x): post-norm blocks]; [norm(x) -> xb]; hb = act(in Wg^T) * (in Wu^T) (GLU) or
-//   act(in Wu^T + b); x += rs * [post_norm](hb Wd^T + b) [x = norm(x)]. Parallel blocks
+//   act(in Wu^T + b); x += rs * [post_norm](hb Wd^T + b) [x = norm(x)]; mixture-of-experts
+//   layers instead route in to their chosen experts and add the weighted sum (gpu-moe.js). Parallel blocks
 //   (Command-R): the feed-forward reads the attention's input and its output is added first.
 //   Decoders: final norm of the last row (or of every row), classifier, logit scale, soft-cap.
 //   Encoders (encode()): final norm if any, the hidden states read back for pooling in WASM.
