@@ -415,6 +415,8 @@ class JsModel {
       o.set("qkNormWhole", c.qk_norm_whole);
       o.set("parallelFfn", c.parallel_ffn);
       o.set("experts", c.n_experts);
+      o.set("expertsUsed", c.n_experts_used);
+      o.set("expertNormTopk", c.expert_norm_topk);
       val tensors = val::array();
       auto mat = [&](int layer, const char* role, const Tensor& t) {
         if (!t) return;
@@ -465,6 +467,10 @@ class JsModel {
         mat(l, "w_down", L.w_down);
         vec(l, "b_up", L.b_up, 1, hid);
         vec(l, "b_down", L.b_down, 1, d);
+        mat(l, "router", L.router);  // mixture of experts: (experts, dim) and the stacked experts
+        mat(l, "gate_exps", L.gate_exps);
+        mat(l, "up_exps", L.up_exps);
+        mat(l, "down_exps", L.down_exps);
       }
       o.set("tensors", tensors);
       return o;

@@ -12,11 +12,13 @@
 //   (attention_cached.wgsl; attention_full.wgsl where the probabilities are kept: captured
 //   maps, encoders' bidirectional attention); x += rs * [post_norm](att Wo^T + b);
 //   [x = norm(x): post-norm blocks]; [norm(x) -> xb]; hb = act(in Wg^T) * (in Wu^T) (GLU) or
-//   act(in Wu^T + b); x += rs * [post_norm](hb Wd^T + b) [x = norm(x)]. Parallel blocks
+//   act(in Wu^T + b); x += rs * [post_norm](hb Wd^T + b) [x = norm(x)]; mixture-of-experts
+//   layers instead route in to their chosen experts and add the weighted sum (gpu-moe.js). Parallel blocks
 //   (Command-R): the feed-forward reads the attention's input and its output is added first.
 //   Decoders: final norm of the last row (or of every row), classifier, logit scale, soft-cap.
 //   Encoders (encode()): final norm if any, the hidden states read back for pooling in WASM.
 import { QkvError } from './errors.js';
+import { MOE_MAX_EXPERTS, createMoeFfn, isExpertRole, loadMoeShaders, uploadExperts } from './gpu-moe.js';
 import { GPU_WEIGHT_TYPES, createProducts } from './gpu-products.js';
 import { TOPK_MAX, candidateLogits, createTopK, gpuCandidates } from './gpu-topk.js';
 import { loadShader } from './webgpu.js';
@@ -55,7 +57,8 @@ export function gpuUnsupported(d) {
   if (d.heads % d.kvHeads) return 'query heads must be a multiple of key/value heads';
   if (!['swiglu', 'geglu', 'gelu', 'relu'].includes(d.ffn)) return `the ${d.ffn} feed-forward is not implemented on WebGPU`;
   if (!Array.isArray(d.layerRope)) return 'this WASM build does not describe which layers take RoPE';
-  if (d.experts > 0) return 'mixture-of-experts feed-forwards (Qwen3-MoE, OLMoE, Granite-MoE) are not implemented on WebGPU';
+  if (d.experts > 0 && d.expertsUsed === undefined) return 'this WASM build does not describe mixture-of-experts layers';
+  if (d.experts > MOE_MAX_EXPERTS) return `${d.experts} experts exceed the WebGPU router's ${MOE_MAX_EXPERTS}`;
   const roles = new Set(d.tensors.map((t) => `${t.layer}:${t.role}`));
   if (d.causal && !roles.has('-1:final_norm')) return 'models without a final norm are not implemented on WebGPU';
   const normWidth = { q_norm: d.qkNormWhole ? d.heads * d.headDim : d.headDim, k_norm: d.qkNormWhole ? d.kvHeads * d.headDim : d.headDim };
@@ -94,7 +97,9 @@ export async function createGpuModel(device, desc) {
   try {
     for (const t of d.tensors) {
       const key = `${t.layer}:${t.role}`;
-      if (VECTOR_ROLES.has(t.role)) {
+      if (isExpertRole(t.role)) {
+        weights.set(key, uploadExperts(products, t, d.experts, Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize)));
+      } else if (VECTOR_ROLES.has(t.role)) {
         const b = buffer(t.bytes.byteLength, S.STORAGE | S.COPY_DST, key);
         device.queue.writeBuffer(b, 0, t.bytes.buffer, t.bytes.byteOffset, t.bytes.byteLength);
         weights.set(key, { buffer: b });
@@ -137,6 +142,8 @@ export async function createGpuModel(device, desc) {
     return pipelines.get(key);
   }
   const dummy = buffer(16, S.STORAGE, 'dummy');
+  const moeShaders = d.experts > 0 ? await loadMoeShaders() : null;
+  const moePipelines = new Map();
 
   function dispose() {
     for (const w of weights.values()) if (w.destroy) w.destroy();
@@ -249,7 +256,8 @@ export async function createGpuModel(device, desc) {
       const preFfn = !parallel && !d.postNorm && W(l, 'ffn_norm');
       const in2 = parallel ? in1 : preFfn ? xb : x;
       const n1 = preAttn ? normOf(W(l, 'attn_norm'), W(l, 'attn_norm_b')) : undefined;
-      const n2 = parallel ? n1 : preFfn ? normOf(W(l, 'ffn_norm'), W(l, 'ffn_norm_b')) : undefined;
+      const moe = !!W(l, 'router');  // its ffn norm stays a dispatch: the router and experts read xb
+      const n2 = parallel ? n1 : preFfn && !moe ? normOf(W(l, 'ffn_norm'), W(l, 'ffn_norm_b')) : undefined;
       const L = { l, preAttn, preFfn, parallel, fuse1: !!n1, fuse2: !!n2 };
       L.qkv = [
         P({ weight: W(l, 'wq'), x: at(in1), y: at(q), bias: biasOf(W(l, 'bq')), norm: n1 }),
@@ -263,11 +271,22 @@ export async function createGpuModel(device, desc) {
         W(l, 'k_norm') ? normInplace('rmsnorm', W(l, 'k_norm'), null, k, whole ? kvd : hd, whole ? 1 : kvHeads) : null,
       ].filter(Boolean);
       L.out = residual(W(l, 'wo'), W(l, 'bo'), att, W(l, 'attn_post_norm'));
-      L.up = glu
-        ? [P({ weight: W(l, 'w_gate'), glu: { up: W(l, 'w_up'), act: d.ffn === 'swiglu' ? 'silu' : 'gelu' }, x: at(in2), y: at(hb), norm: n2 })]
-        : [P({ weight: W(l, 'w_up'), x: at(in2), y: at(hb), bias: biasOf(W(l, 'b_up')), norm: n2 }),
-          elt('act', { N: hid, ACT: d.ffn === 'gelu' ? 0 : 1 }, [step, hb], hid)];
-      L.down = residual(W(l, 'w_down'), W(l, 'b_down'), hb, W(l, 'ffn_post_norm'));
+      if (!moe) {
+        L.up = glu
+          ? [P({ weight: W(l, 'w_gate'), glu: { up: W(l, 'w_up'), act: d.ffn === 'swiglu' ? 'silu' : 'gelu' }, x: at(in2), y: at(hb), norm: n2 })]
+          : [P({ weight: W(l, 'w_up'), x: at(in2), y: at(hb), bias: biasOf(W(l, 'b_up')), norm: n2 }),
+            elt('act', { N: hid, ACT: d.ffn === 'gelu' ? 0 : 1 }, [step, hb], hid)];
+        L.down = residual(W(l, 'w_down'), W(l, 'b_down'), hb, W(l, 'ffn_post_norm'));
+      } else {
+        // The experts' sum into tmp, then x += rs * [post_norm](tmp), as moe_ffn's caller does.
+        L.up = [createMoeFfn({
+          device, shaders: moeShaders, products, step, T, experts: d.experts, used: d.expertsUsed, normTopk: d.expertNormTopk,
+          router: W(l, 'router'), gate: W(l, 'gate_exps'), up: W(l, 'up_exps'), down: W(l, 'down_exps'), input: in2, output: tmp, make, cache: moePipelines,
+        })];
+        const post = W(l, 'ffn_post_norm');
+        L.down = [post ? op('norm', 'add', { LAYER: 0, EPS: d.normEps, N: dim, HAS_B: 0, RPT: 1, SCALE: rs }, [step, post.buffer, dummy, x, tmp], (t) => [t])
+          : elt('axpy', { N: dim, SCALE: rs }, [step, x, tmp], dim)];
+      }
       L.norm1 = preAttn ? norm('main', W(l, 'attn_norm'), W(l, 'attn_norm_b'), x, xb) : null;
       L.norm2 = preFfn ? norm('main', W(l, 'ffn_norm'), W(l, 'ffn_norm_b'), x, xb) : null;
       // Post-norm blocks (BERT): x = norm(x + sublayer(x)).

@@ -37,6 +37,10 @@ const GGUF = [
   ['exaone', 'f32, NeoX RoPE'], ['internlm2', 'f32'],
   ['llama-f16', 'f16'], ['llama-bf16', 'bf16'], ['llama-q8_0', 'q8_0'], ['llama-q4_0', 'q4_0'], ['qwen2-q4_1', 'q4_1'],
   ['gpt2-q5_0', 'q5_0'], ['qwen3-q5_1', 'q5_1'], ['llama-q4_k', 'q4_k'], ['llama-q5_k', 'q5_k + q6_k'],
+  // Mixture of experts: router, top-k and experts on the GPU (gpu-moe.js).
+  // (webgpu_moe.test.mjs covers the routing variants and every stored type kernel by kernel.)
+  ['olmoe', 'f32, 8 experts, 2 per token'],
+  ['granitemoe', 'f32, 8 experts, 2 per token, Granite multipliers'], ['qwen3moe-q8_0', 'q8_0, 4 experts, 3 per token'],
 ];
 
 // Test models whose captured attention maps are checked: plain, soft-cap and windows, local RoPE
@@ -205,6 +209,19 @@ async function child() {
     mkdirSync(outDir, { recursive: true });
     const made = spawnSync(maker, [outDir, models], { encoding: 'utf8' });
     if (made.status !== 0) emit({ name: 'test models', error: made.stderr });
+    await run('instrumented MoE decode', async () => {
+      const g = await load(join(outDir, 'olmoe.gguf'), { device: 'webgpu' });
+      const counts = instrument(g._mod);
+      const s = g.createSession();
+      await s.prefill(Array.from({ length: 9 }, (_, i) => 1 + i * 7));
+      const before = { ...counts };
+      const n = 6;
+      for (let i = 0; i < n; i++) await s.feed([s.sample({ temperature: 0 })]);
+      const per = (k) => (counts[k] - before[k]) / n;
+      const r = { submitsPerToken: per('submits'), bytesPerToken: per('mappedBytes'), cpuForwards: counts.forwards, vocab: g.info.vocabSize, backend: s.backend };
+      g.dispose();
+      return r;
+    });
     for (const [name, types] of GGUF) {
       await run(`gguf: ${name}`, async () => {
         const path = join(outDir, `${name}.gguf`);
@@ -404,6 +421,13 @@ if (process.argv.includes('--child')) {
       assert.ok(r.bytesPerToken <= 4 * r.vocab, `${r.bytesPerToken} bytes read back per token (vocab ${r.vocab})`);
       assert.ok(r.callsPerToken < r.layers, `${r.callsPerToken} binding calls per token: per-layer work on the CPU?`);
       t.diagnostic(`per token: ${r.submitsPerToken} submit, ${r.bytesPerToken} bytes read back, ${r.callsPerToken} binding calls (${r.layers} layers)`);
+    });
+    await t.test('MoE: one submit, no CPU forward per decoded token', { skip: !existsSync(maker) ? `${maker} is not built` : filtered('instrumented MoE decode') }, () => {
+      const r = get('instrumented MoE decode');
+      assert.equal(r.backend, 'webgpu');
+      assert.equal(r.submitsPerToken, 1);
+      assert.equal(r.cpuForwards, 0, 'no token went through the WASM forward');
+      assert.ok(r.bytesPerToken <= 4 * r.vocab, `${r.bytesPerToken} bytes read back per token (vocab ${r.vocab})`);
     });
     await t.test('logits and attention maps match WASM', { skip: filtered('logits over a chunk boundary, prefill reuse, captured attention') }, () => {
       const r = get('logits over a chunk boundary, prefill reuse, captured attention');
