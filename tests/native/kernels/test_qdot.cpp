@@ -205,8 +205,9 @@ TEST(QDotKernel, ExtremeBlocksMatchReference) {
   }
 }
 
-// Prefill tiles (2 rows x 4 tokens, short last groups, an odd row count, a row range that
-// starts inside the matrix) give each token exactly what decoding it alone gives.
+// Prefill tiles (2 rows x 4 tokens, and on AVX-512 VNNI groups of 16 tokens: short last groups,
+// several groups, an odd row count, a row range that starts inside the matrix) give each token
+// exactly what decoding it alone gives.
 TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
   const int d = 37;
   for (QType t : kIntTypes) {
@@ -216,7 +217,7 @@ TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
       std::vector<uint8_t> row = stored_row(t, randn(n, 50 + r, 0.1f), 0);
       W.insert(W.end(), row.begin(), row.end());
     }
-    for (int T : {1, 2, 3, 4, 5, 7, 9}) {
+    for (int T : {1, 2, 3, 4, 5, 7, 9, 16, 17, 35}) {
       std::vector<BlockQ8A> X = quantized(randn(T * n, 9 + T));
       std::vector<float> Y(T * d, -1.0f);
       matmul_q8_simd(t, Y.data(), d, X.data(), W.data(), T, n, 3, d);
@@ -238,6 +239,39 @@ TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
       std::vector<float> R(T * d, -1.0f);
       matmul_q8_ref(t, R.data(), d, X.data(), W.data(), T, n, 3, d);
       for (int i = 0; i < T * d; i++) ASSERT_NEAR(R[i], Y[i], 1e-4 * (std::fabs(R[i]) + 1)) << name(t);
+    }
+  }
+}
+
+// Prefill of the extreme blocks above (every byte 0xff or 0x80, activations at +-127, the
+// largest integer sums) across 2 token groups equals decode bit for bit and the reference.
+TEST(QDotMatmul, ExtremeBlocksBatchedEqualDecode) {
+  const int d = 5, T = 19;
+  for (QType t : kIntTypes) {
+    const int n = qtype_block(t) == 256 ? 512 : 96;
+    const size_t bb = qtype_row_bytes(t, qtype_block(t));
+    for (uint8_t fill : {0xff, 0x80}) {
+      std::vector<uint8_t> W(qtype_row_bytes(t, n) * d, fill);
+      const uint16_t h = f32_to_f16(60000.0f);  // finite scales (0xffff is a NaN)
+      for (size_t b = 0; b < W.size() / bb; b++) {
+        uint8_t* p = W.data() + b * bb;
+        std::memcpy(t == QType::Q6_K ? p + 208 : p, &h, 2);
+        if (t == QType::Q4_1 || t == QType::Q5_1 || t == QType::Q4_K || t == QType::Q5_K) std::memcpy(p + 2, &h, 2);
+      }
+      std::vector<float> x(T * n);
+      for (int k = 0; k < T * n; k++) x[k] = (k % 32 == 1 || (k + k / n) % 3 == 0) ? -1.0f : 1.0f;
+      std::vector<BlockQ8A> X = quantized(x);
+      std::vector<float> Y(T * d);
+      matmul_q8_simd(t, Y.data(), d, X.data(), W.data(), T, n, 0, d);
+      for (int tok = 0; tok < T; tok++)
+        for (int r = 0; r < d; r++) {
+          float y1 = 0;
+          matmul_q8_simd(t, &y1, 1, X.data() + tok * (n / 32), W.data() + r * qtype_row_bytes(t, n), 1, n, 0, 1);
+          ASSERT_EQ(Y[tok * d + r], y1) << name(t) << " fill " << (int)fill << " token " << tok;
+          double mag = 0;
+          const float want = dot_q8_ref(t, W.data() + r * qtype_row_bytes(t, n), X.data() + tok * (n / 32), n, &mag);
+          ASSERT_NEAR(y1, want, fp_tol(n, mag)) << name(t);
+        }
     }
   }
 }
