@@ -1,5 +1,5 @@
-// The native prefill products on AVX-512 VNNI (native.h includes it where the CPU has it): tokens
-// in the lanes, rounded exactly as decode rounds.
+// The native prefill products of every block type on AVX-512 VNNI (native.h includes it where
+// the CPU has it): tokens in the lanes, rounded exactly as decode rounds.
 #pragma once
 // Over avx2.cpp's primitives and blocks.h / tile_generic.h's decoders.
 #include <immintrin.h>
@@ -15,10 +15,6 @@ namespace {
 // with I the exact integer sum of the block's products 4k..4k+3, the min term goes into a
 // scalar in block order, and the end is fsum(acc) + macc. Here the prefill keeps those 8 lanes
 // as 8 vectors whose lanes are tokens.
-
-// True for the decoders the VNNI tile runs (Q6_K's two scales per block stay on the AVX2 tile).
-template <class D>
-constexpr bool kVnni = D::kKind != Kind::Signed16;
 
 // The activations are packed once per call, 16 tokens to a group: per block, 8 vectors whose
 // lane t holds token t's bytes 4k..4k+3 plus 128 (unsigned: vpdpbusd multiplies unsigned by
@@ -59,10 +55,11 @@ inline void pack_x(PackedX& p, const BlockQ8A* X, size_t per_token, int nb, int 
     }
 }
 
-// One row's blocks unpacked: 32 signed codes, -128 times the sum of each 4, scale and min.
+// One row's blocks unpacked: 32 signed codes, -128 times the sum of each 4, scale and min (or
+// Q6_K's integer scales of the two halves).
 struct RowCodes {
   std::vector<int8_t> q;
-  std::vector<int32_t> corr;
+  std::vector<int32_t> corr, half;
   std::vector<float> d, m;
 };
 
@@ -70,6 +67,7 @@ template <class D>
 inline void unpack_row(RowCodes& rc, const uint8_t* row, int nb) {
   rc.q.resize((size_t)nb * 32);
   rc.corr.resize((size_t)nb * 8);
+  rc.half.resize((size_t)nb * 2);
   rc.d.resize(nb);
   rc.m.resize(nb);
   D dec;
@@ -84,6 +82,7 @@ inline void unpack_row(RowCodes& rc, const uint8_t* row, int nb) {
                           _mm256_sub_epi32(_mm256_setzero_si256(), sums));
       rc.d[b] = dec.d(j);
       if constexpr (D::kKind == Kind::UnsignedMin) rc.m[b] = dec.min(j);
+      if constexpr (D::kKind == Kind::Signed16) rc.half[2 * b] = dec.sa(j), rc.half[2 * b + 1] = dec.sb(j);
     }
   }
 }
@@ -116,7 +115,10 @@ inline void vnni_prefill_rows(float* Y, int64_t ldy, const PackedX& px, const Ro
         for (int i = 0; i < NR; i++) {
           const __m512i w =
               _mm512_set1_epi32((int)u32_at(reinterpret_cast<const uint8_t*>(&rc[i].q[(size_t)b * 32 + 4 * k])));
-          const __m512i sum = _mm512_dpbusd_epi32(_mm512_set1_epi32(rc[i].corr[(size_t)b * 8 + k]), xv, w);
+          __m512i sum = _mm512_dpbusd_epi32(_mm512_set1_epi32(rc[i].corr[(size_t)b * 8 + k]), xv, w);
+          // Q6_K: dot_ss16's madd multiplies the sums of products 0..15 by sa, 16..31 by sb
+          if constexpr (D::kKind == Kind::Signed16)
+            sum = _mm512_mullo_epi32(sum, _mm512_set1_epi32(rc[i].half[2 * b + (k >= 4)]));
           acc[i][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), sc[i], acc[i][k]);
         }
       }
