@@ -67,7 +67,17 @@ if (!existsSync(qkvBin) || !existsSync(join(root, 'dist', 'qkv-mt.wasm'))) {
 mkdirSync(dir, { recursive: true });
 
 // ---- model files (bench/bench-models.mjs) ---------------------------------------------
-const ggufFor = (shape, type) => benchModel({ dir, qkvBin, shape: SHAPES[shape], name: shape, type, log: (m) => console.error(`[bench-wllama] ${m}`) });
+// The shapes' trained length (1024) grows to hold the longest prompt and the decoded tokens; such
+// a model is cached under its own name (110m-ctx2048).
+const seqFor = (shape) => {
+  let seq = SHAPES[shape].seq;
+  while (seq < Math.max(...promptLens) + decode + 8) seq *= 2;
+  return seq;
+};
+const ggufFor = (shape, type) => {
+  const seq = seqFor(shape), name = seq === SHAPES[shape].seq ? shape : `${shape}-ctx${seq}`;
+  return benchModel({ dir, qkvBin, shape: { ...SHAPES[shape], seq }, name, type, log: (m) => console.error(`[bench-wllama] ${m}`) });
+};
 
 // ---- server (bench/bench-server.mjs) -----------------------------------------------------
 const { server, base } = await serveBenchPage({ root, modelDir: dir, title: 'qkv vs wllama', script: '/qkv/bench/wllama-page.mjs' });
