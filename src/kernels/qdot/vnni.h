@@ -135,12 +135,23 @@ inline void vnni_prefill_rows(float* Y, int64_t ldy, const PackedX& px, const Ro
   }
 }
 
+// One per thread, shared by every block type (not one per template instance).
+struct Scratch {
+  PackedX px;
+  RowCodes rc[2];
+};
+inline Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
 template <class D>
 void vnni_prefill(float* Y, int64_t ldy, const BlockQ8A* X, size_t per_token, const uint8_t* W, size_t rb, int nb,
                   int T, int r0, int r1) {
   constexpr int NR = 2;
-  thread_local PackedX px;
-  thread_local RowCodes rc[NR];
+  Scratch& sc = scratch();
+  PackedX& px = sc.px;
+  RowCodes* rc = sc.rc;
   pack_x(px, X, per_token, nb, T);
   int r = r0;
   for (; r + NR <= r1; r += NR) {
