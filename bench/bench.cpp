@@ -9,7 +9,7 @@
 //      best of several passes, with 1 thread and with N threads (ThreadPool::parallel_for).
 //   3. Kernels: matvec_f32_simd (GFLOP/s and GB/s of weights streamed), matmul_f32_simd at
 //      T=1 (the decode path) and T=64 tokens, the stored-type products (f16 through
-//      matmul_q_simd, q8_0/q4_0/q4_k through matmul_q8_simd with the activation quantization
+//      matmul_q_simd, every block type through matmul_q8_simd with the activation quantization
 //      included), attention_flash (prefill and decode shapes),
 //      and the fork-join cost of one empty parallel_for.
 //   4. End to end, through Transformer::forward: prefill tokens/s (the whole prompt in one
@@ -250,7 +250,11 @@ void quantize_row(qkv::QType type, const float* x, void* dst, int n) {
       return;
     case qkv::QType::Q8_0: return qkv::quantize_row_q8_0(x, dst, n);
     case qkv::QType::Q4_0: return qkv::quantize_row_q4_0(x, dst, n);
+    case qkv::QType::Q4_1: return qkv::quantize_row_q4_1(x, dst, n);
+    case qkv::QType::Q5_0: return qkv::quantize_row_q5_0(x, dst, n);
+    case qkv::QType::Q5_1: return qkv::quantize_row_q5_1(x, dst, n);
     case qkv::QType::Q4_K: return qkv::quantize_row_q4_k(x, dst, n);
+    case qkv::QType::Q5_K: return qkv::quantize_row_q5_k(x, dst, n);
     case qkv::QType::Q6_K: return qkv::quantize_row_q6_k(x, dst, n);
     default: qkv::fail(qkv::ErrorCode::Unsupported, "the benchmark does not quantize to this type");
   }
@@ -419,7 +423,8 @@ void bench_kernels(const Options& opt, const std::vector<std::shared_ptr<qkv::Th
   {
     const int n = 768, d = 2048;
     const std::vector<float> Wf = random_floats((size_t)d * n, 17, 0.05f);
-    for (qkv::QType type : {qkv::QType::F16, qkv::QType::Q8_0, qkv::QType::Q4_0, qkv::QType::Q4_K}) {
+    for (qkv::QType type : {qkv::QType::F16, qkv::QType::Q8_0, qkv::QType::Q4_0, qkv::QType::Q4_1, qkv::QType::Q5_0,
+                            qkv::QType::Q5_1, qkv::QType::Q4_K, qkv::QType::Q5_K, qkv::QType::Q6_K}) {
       const size_t rb = qkv::qtype_row_bytes(type, n);
       std::vector<uint8_t> W(rb * d);
       for (int r = 0; r < d; r++) quantize_row(type, Wf.data() + (size_t)r * n, W.data() + r * rb, n);

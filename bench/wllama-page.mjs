@@ -41,11 +41,13 @@ window.benchQkv = async ({ model, threads, prompt, decode, runs, simd }) => {
 // sampler 256 additions per token.
 const BAN_BYTES = Object.fromEntries(Array.from({ length: 256 }, (_, i) => [String(3 + i), -1e4]));
 window.benchWllama = async ({ model, threads, prompt, decode, runs }) => {
+  // The context holds the prompt (one token per letter, plus BOS) and the decoded tokens.
+  const nCtx = 64 * Math.ceil((prompt.length + decode + 8) / 64);
   const w = new Wllama({ default: '/wllama/wasm/wllama.wasm' }, { suppressNativeLog: true });
   let t = performance.now();
   const blobs = [];  // one file, or llama.cpp split files in order
   for (const url of model) blobs.push(await (await fetch(url)).blob());
-  await w.loadModel(blobs, { n_threads: threads, n_ctx: 512, n_batch: 512, seed: 1 });
+  await w.loadModel(blobs, { n_threads: threads, n_ctx: Math.max(512, nCtx), n_batch: 512, seed: 1 });
   const loadMs = performance.now() - t;
   try {
     const pre = [], dec = [];

@@ -1,4 +1,5 @@
-// The integer dot products on x86 AVX2 (maddubs / madd, which xsimd has no equivalent for).
+// The integer dot products on x86 AVX2 (maddubs / madd, which xsimd has no equivalent for), and
+// AVX-512 VNNI where the target has it (vnni.h).
 #include "common.h"
 
 #if QKV_QDOT_AVX2
@@ -78,8 +79,15 @@ inline float fsum(F a) {
 }  // namespace qdot_detail
 }  // namespace qkv
 
+// AVX-512 VNNI (vpdpbusd) where the compiler targets it: vnni.h's tiles, through native.h.
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+#define QKV_QDOT_VNNI 1
+#else
+#define QKV_QDOT_VNNI 0
+#endif
+
 #include "native.h"
 
-const char* qkv::qdot_impl_name() { return "avx2"; }
+const char* qkv::qdot_impl_name() { return QKV_QDOT_VNNI ? "avx512-vnni" : "avx2"; }
 
 #endif

@@ -4,6 +4,9 @@
 #include "tile_generic.h"
 // (after the tile it runs)
 #include "tiles.h"
+#if QKV_QDOT_VNNI
+#include "vnni.h"
+#endif
 
 namespace qkv {
 namespace qdot_detail {
@@ -14,6 +17,9 @@ template <class D>
 void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, int T, int n, int r0, int r1) {
   const int nb = n / 32;
   const size_t rb = (size_t)(nb / D::kSub) * D::kBytes;
+#if QKV_QDOT_VNNI
+  if (T > 1) return vnni_prefill<D>(Y, ldy, X, (size_t)nb, W, rb, nb, T, r0, r1);
+#endif
   if (T > 1) return prefill_tiles(BlockTile<D, BlockQ8A>{nb}, Y, ldy, X, (size_t)nb, W, rb, T, r0, r1);
   decode_tiles<2>(BlockTile<D, BlockQ8A>{nb}, Y, X, W, rb, r0, r1);
 }

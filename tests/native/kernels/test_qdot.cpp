@@ -205,8 +205,8 @@ TEST(QDotKernel, ExtremeBlocksMatchReference) {
   }
 }
 
-// Prefill tiles (2 rows x 4 tokens, short last groups, an odd row count, a row range that
-// starts inside the matrix) give each token exactly what decoding it alone gives. In the WASM
+// Prefill tiles (2 rows x 4 tokens, on AVX-512 VNNI groups of 16 tokens, short last groups,
+// an odd row count, a row range that starts inside the matrix) give each token exactly what decoding it alone gives. In the WASM
 // builds, products of >= 8 tokens run either the grouped tile or the packed GEMM (wasm_gemm.h:
 // whole groups of four blocks packed, the last nb % 4 blocks through the tile): both are forced
 // in turn, over rows of 3 blocks (all tail), 9 (two groups and a tail) and 512 elements, and
@@ -224,7 +224,7 @@ TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
         }
         // Both scale conversions of the WASM kernels (finite: the one models use once it is checked).
         for (bool finite : {false, qdot_scales_finite(t, W.data(), d, n)})
-          for (int T : {1, 2, 3, 4, 5, 7, 8, 9, 13, 130}) {
+          for (int T : {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 35, 130}) {
             std::vector<BlockQ8A> X = quantized(randn(T * n, 9 + T));
             std::vector<float> Y(T * d, -1.0f);
             matmul_q8_simd(t, Y.data(), d, X.data(), W.data(), T, n, 3, d, finite);
@@ -250,6 +250,39 @@ TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
           }
       }
   qdot_force_prefill_kernel(-1);
+}
+
+// Prefill of the extreme blocks above (every byte 0xff or 0x80, activations at +-127, the
+// largest integer sums) across 2 token groups equals decode bit for bit and the reference.
+TEST(QDotMatmul, ExtremeBlocksBatchedEqualDecode) {
+  const int d = 5, T = 19;
+  for (QType t : kIntTypes) {
+    const int n = qtype_block(t) == 256 ? 512 : 96;
+    const size_t bb = qtype_row_bytes(t, qtype_block(t));
+    for (uint8_t fill : {0xff, 0x80}) {
+      std::vector<uint8_t> W(qtype_row_bytes(t, n) * d, fill);
+      const uint16_t h = f32_to_f16(60000.0f);  // finite scales (0xffff is a NaN)
+      for (size_t b = 0; b < W.size() / bb; b++) {
+        uint8_t* p = W.data() + b * bb;
+        std::memcpy(t == QType::Q6_K ? p + 208 : p, &h, 2);
+        if (t == QType::Q4_1 || t == QType::Q5_1 || t == QType::Q4_K || t == QType::Q5_K) std::memcpy(p + 2, &h, 2);
+      }
+      std::vector<float> x(T * n);
+      for (int k = 0; k < T * n; k++) x[k] = (k % 32 == 1 || (k + k / n) % 3 == 0) ? -1.0f : 1.0f;
+      std::vector<BlockQ8A> X = quantized(x);
+      std::vector<float> Y(T * d);
+      matmul_q8_simd(t, Y.data(), d, X.data(), W.data(), T, n, 0, d);
+      for (int tok = 0; tok < T; tok++)
+        for (int r = 0; r < d; r++) {
+          float y1 = 0;
+          matmul_q8_simd(t, &y1, 1, X.data() + tok * (n / 32), W.data() + r * qtype_row_bytes(t, n), 1, n, 0, 1);
+          ASSERT_EQ(Y[tok * d + r], y1) << name(t) << " fill " << (int)fill << " token " << tok;
+          double mag = 0;
+          const float want = dot_q8_ref(t, W.data() + r * qtype_row_bytes(t, n), X.data() + tok * (n / 32), n, &mag);
+          ASSERT_NEAR(y1, want, fp_tol(n, mag)) << name(t);
+        }
+    }
+  }
 }
 
 // qdot_scales_finite (the loader's check before the WASM kernels' faster scale conversion):
