@@ -1,6 +1,6 @@
 // The qkv JS API over the Embind module, independent of where it runs (Node, browser, worker).
 // Entry points (node.js, browser.js) supply the module loader and path reading.
-import { QkvError, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
+import { QkvError, bareMessage, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
 import { LOAD_KEYS, call, checkSimdOption, yieldToLoop } from './util.js';
 import { isPartSource, readModelSource, readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, WEIGHTS, chooseDevice, createGpuSession, embedGpu, loadWeightsOnGpu } from './gpu-backend.js';
@@ -744,7 +744,7 @@ export async function loadModelWith(env, source, options = {}) {
       // 'auto' for a model the heap cannot hold: its weights straight to the GPU, if there is one.
       const err = toQkvError(e);
       if (err.code !== 'out_of_memory' || options.weights !== undefined || options.device === 'wasm' || !again) throw err;
-      return await onGpu(err.message);
+      return await onGpu(bareMessage(err));
     }
     if (call(() => mod.isEncoderDecoder(modelBuf))) {  // t5: encoder-decoder, its own class (src/js/encdec.js)
       handle = call(() => new mod.EncDecModel(modelBuf, runtime.threads));

@@ -34,6 +34,12 @@ export class QkvError extends Error {
   }
 }
 
+/** An error's message without the advice QkvError appended (to quote it inside another message). */
+export function bareMessage(e) {
+  const hint = HINTS[e.code];
+  return hint && e.message.endsWith(`. ${hint}`) ? e.message.slice(0, -hint.length - 2) : e.message;
+}
+
 /** Converts anything thrown by the engine or the platform into a QkvError. */
 export function toQkvError(e) {
   if (e instanceof QkvError) return e;

@@ -17,7 +17,7 @@
 import { QkvError, throwIfAborted, toQkvError } from './errors.js';
 import { createGpuModel, gpuUnsupported } from './gpu-model.js';
 import { createProducts } from './gpu-products.js';
-import { abortable, allocHeapBuffer, isHfCheckpoint, modelParts, openSource, toBytes } from './source.js';
+import { abortable, allocHeapBuffer, closeChunks, isHfCheckpoint, modelParts, openSource, toBytes } from './source.js';
 import { call } from './util.js';
 
 /** Bytes of the staging buffer between the source and the GPU (and at most as much in flight in the driver). */
@@ -138,7 +138,7 @@ export async function loadGpuResident(mod, device, source, { threads, onProgress
     for (let i = 0; i < files.length; i++) {
       const fwhat = files.length > 1 ? `${what} (file ${i + 1} of ${files.length})` : what;
       const { size, chunks } = await openSource(files[i], { what: fwhat, signal, openPath });
-      const f = { what: fwhat, size, it: abortable(chunks, signal, fwhat)[Symbol.asyncIterator](), pending: [], pendingBytes: 0, ended: false };
+      const f = { what: fwhat, size, chunks, it: abortable(chunks, signal, fwhat)[Symbol.asyncIterator](), pending: [], pendingBytes: 0, ended: false };
       opened.push(f);
       f.layout = await readHeader(mod, f);
       throwIfAborted(signal);
@@ -247,6 +247,6 @@ export async function loadGpuResident(mod, device, source, { threads, onProgress
     throw signal?.aborted ? new QkvError('aborted', `loading ${what} was aborted`) : toQkvError(e);
   } finally {
     for (const b of heap) b.delete();
-    for (const f of opened) if (!f.ended) Promise.resolve(f.it.return?.()).catch(() => {});
+    for (const f of opened) if (!f.ended) closeChunks(f.chunks);
   }
 }

@@ -85,7 +85,14 @@ export async function openSource(source, { what, signal, openPath }) {
 /** Copies a source (see openSource) into a new heap buffer. */
 export async function readSource(mod, source, { what, onProgress, signal, openPath }) {
   const { size, chunks } = await openSource(source, { what, signal, openPath });
-  if (size !== null) return fill(mod, size, chunks, { what, onProgress, signal });
+  if (size !== null) {
+    try {
+      return await fill(mod, size, chunks, { what, onProgress, signal });
+    } catch (e) {
+      closeChunks(chunks);  // e.g. refused before the first read: a file stream left open would report its errors to no one
+      throw e;
+    }
+  }
   // Unknown length: gather, then copy once into the heap (the chunks are dropped right after).
   const parts = [];
   let loaded = 0;
@@ -97,6 +104,17 @@ export async function readSource(mod, source, { what, onProgress, signal, openPa
     onProgress?.({ loaded, total: null });
   }
   return fill(mod, loaded, parts, { what, onProgress: null, signal });
+}
+
+/** Closes a source's chunks that were not read to their end (a Node stream, or an iterator). */
+export function closeChunks(chunks) {
+  try {
+    if (typeof chunks?.destroy === 'function') {
+      chunks.on?.('error', () => {});  // a Node stream still opening reports its errors after this
+      chunks.destroy();
+    }
+    else Promise.resolve(chunks?.return?.()).catch(() => {});
+  } catch { /* already closed */ }
 }
 
 // Reads a ReadableStream to its end. Only an early exit (abort, error) cancels it: releasing
