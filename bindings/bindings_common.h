@@ -92,11 +92,40 @@ class JsBuffer {
   val view() const { return val(typed_memory_view((size_t)blob_->size(), blob_->mutable_data())); }
   double size() const { return (double)blob_->size(); }
   std::shared_ptr<HeapBlob> blob() const { return blob_; }
+  // A GPU-resident load: this buffer is the header of a file of `size` bytes; setSparse makes it
+  // a SparseBlob, and addRange gives it the bytes of the tensors kept in the heap.
+  void setSparse(double size) {
+    guard([&] {
+      if (!(size >= (double)blob_->size()) || size > 9007199254740991.0)
+        fail(ErrorCode::BadArgument, "setSparse: the file size must be at least the header's");
+      // Again once a source of unknown length has ended (its size known): the ranges carry over.
+      sparse_ = std::make_shared<SparseBlob>(blob_, (uint64_t)size);
+      for (const auto& r : ranges_) sparse_->add(r.first, r.second);
+      return 0;
+    });
+  }
+  void addRange(double offset, const JsBuffer& bytes) {
+    guard([&] {
+      if (!sparse_) fail(ErrorCode::BadArgument, "addRange: not a sparse buffer (setSparse first)");
+      if (!(offset >= 0) || offset + bytes.size() > (double)sparse_->size())
+        fail(ErrorCode::BadArgument, "addRange: the range runs past the end of the file");
+      sparse_->add((uint64_t)offset, bytes.blob_);
+      ranges_.emplace_back((uint64_t)offset, bytes.blob_);
+      return 0;
+    });
+  }
+  // Bytes in the heap: the buffer, or a sparse file's header and ranges.
+  double heldBytes() const { return (double)(sparse_ ? sparse_->held_bytes() : blob_->size()); }
+  // Forgets the parts added (a GPU-resident load adds them again once their sizes are known).
+  void clearParts() {
+    parts_.clear();
+    part_names_.clear();
+  }
   // The next file of a split GGUF model, read into its own buffer (this one is the first).
   void addPart(const JsBuffer& next) {
     guard([&] {
       if (next.blob_ == blob_) fail(ErrorCode::BadArgument, "a buffer cannot be its own next part");
-      parts_.push_back(next.blob_);
+      parts_.push_back(next.file());
       part_names_.push_back(next.name_);
       return 0;
     });
@@ -110,14 +139,21 @@ class JsBuffer {
       for (size_t i = 0; i < parts_.size(); i++) files.emplace_back(part_names_[i], parts_[i]);
       return std::make_shared<HfFiles>(std::move(files));
     }
-    if (parts_.empty()) return blob_;
-    std::vector<std::shared_ptr<const Blob>> all{blob_};
+    if (parts_.empty()) return file();
+    std::vector<std::shared_ptr<const Blob>> all{file()};
     all.insert(all.end(), parts_.begin(), parts_.end());
     return std::make_shared<SplitBlob>(std::move(all));
   }
 
  private:
+  // This file: the buffer, or the SparseBlob it heads.
+  std::shared_ptr<const Blob> file() const {
+    if (sparse_) return sparse_;
+    return blob_;
+  }
   std::shared_ptr<HeapBlob> blob_;
+  std::shared_ptr<SparseBlob> sparse_;
+  std::vector<std::pair<uint64_t, std::shared_ptr<const Blob>>> ranges_;  // sparse_'s
   std::vector<std::shared_ptr<const Blob>> parts_;
   std::vector<std::string> part_names_;
   std::string name_;

@@ -12,6 +12,7 @@
 #include "embed_bindings.h"
 #include "cli/args.h"
 #include "cli/inspect.h"
+#include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "engine/generate.h"
 #include "engine/session.h"
@@ -426,6 +427,13 @@ class JsModel {
         e.set("type", std::string(qtype_name(t.type)));
         e.set("rows", (double)t.rows);
         e.set("cols", (double)t.cols);
+        e.set("byteLength", (double)t.rows * (double)t.row_bytes());
+        if (!t.resident()) {  // a GPU-resident load: where its bytes lie in the source (part, offset)
+          e.set("part", t.absent_part);
+          e.set("offset", (double)t.absent_offset);
+          tensors.call<void>("push", e);
+          return;
+        }
         e.set("bytes", val(typed_memory_view((size_t)t.rows * t.row_bytes(), static_cast<const uint8_t*>(t.data))));
         tensors.call<void>("push", e);
       };
@@ -440,8 +448,10 @@ class JsModel {
       vec(-1, "embed_norm_b", w.embed_norm_b, 1, c.dim);
       vec(-1, "final_norm", w.final_norm, 1, c.dim);
       vec(-1, "final_norm_b", w.final_norm_b, 1, c.dim);
-      if (w.classifier.data != w.tok_embed.data) mat(-1, "classifier", w.classifier);
-      o.set("tiedClassifier", w.classifier.data == w.tok_embed.data);
+      const bool tied =
+          w.classifier.data == w.tok_embed.data && w.classifier.absent_offset == w.tok_embed.absent_offset;
+      if (!tied) mat(-1, "classifier", w.classifier);
+      o.set("tiedClassifier", tied);
       o.set("hasClassifier", (bool)w.classifier);
       const int d = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), hid = c.hidden_dim, hd = c.head_dim;
       for (int l = 0; l < c.n_layers; l++) {
@@ -531,6 +541,37 @@ class JsModel {
   std::shared_ptr<TokenTrie> trie_;
 };
 
+// A GPU-resident load's plan for one GGUF file from its first bytes (`head`) and its length:
+// {dataOffset, tensors: [{name, offset (in the file), bytes, heap}]}, heap: kept in the heap
+// (gguf_keeps_in_heap), else streamed to the GPU. Null while `head` is too short to hold the
+// whole header (read more); other errors are the parser's, with offsets checked against `size`.
+val gguf_layout(const JsBuffer& head, double size) {
+  return guard([&] {
+    if (!(size >= head.size()) || size > 9007199254740991.0) fail(ErrorCode::BadArgument, "ggufLayout: bad file size");
+    auto sparse = std::make_shared<SparseBlob>(head.blob(), (uint64_t)size);
+    GgufFile g;
+    try {
+      g = GgufFile::parse_part(sparse);
+    } catch (const Error& e) {
+      if (head.size() < size && e.code() == ErrorCode::BadModel) return val::null();
+      throw;
+    }
+    val tensors = val::array();
+    for (const GgufTensorInfo& t : g.tensors()) {
+      val e = val::object();
+      e.set("name", t.name);
+      e.set("offset", (double)g.tensor_file_offset(t));
+      e.set("bytes", (double)t.bytes);
+      e.set("heap", gguf_keeps_in_heap(t));
+      tensors.call<void>("push", e);
+    }
+    val o = val::object();
+    o.set("dataOffset", (double)g.data_offset());
+    o.set("tensors", tensors);
+    return o;
+  });
+}
+
 std::string simd_arch() { return simd_arch_name(); }
 std::string usage() { return run_usage(); }
 std::string qtypes() { return qtype_names(); }
@@ -576,11 +617,16 @@ EMSCRIPTEN_BINDINGS(qkv) {
   function("inspectNeedsTokenizer", &inspect_needs_tokenizer);
   function("inspect", &inspect_run);
   function("benchAttention", &bench_attention_threads);
+  function("ggufLayout", &gguf_layout);
   class_<JsBuffer>("Buffer")
       .constructor<double>()
       .function("view", &JsBuffer::view)
       .function("size", &JsBuffer::size)
       .function("addPart", &JsBuffer::addPart)
+      .function("setSparse", &JsBuffer::setSparse)
+      .function("clearParts", &JsBuffer::clearParts)
+      .function("addRange", &JsBuffer::addRange)
+      .function("heldBytes", &JsBuffer::heldBytes)
       .function("setName", &JsBuffer::setName);
   class_<JsRunArgs>("RunArgs")
       .class_function("parse", &JsRunArgs::parse, allow_raw_pointers())

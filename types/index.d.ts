@@ -3,11 +3,13 @@
 /**
  * Stable error codes carried by every QkvError. 'bad_argument' also covers an unknown option key
  * (the message names it and the known key it resembles); 'busy': a second generation (or a feed,
- * prefill, truncate, sample) on a session whose generation is still running.
+ * prefill, truncate, sample) on a session whose generation is still running. 'webgpu_failed': the
+ * GPU of a model loaded with weights: 'gpu' was lost or failed; its weights were on the GPU only,
+ * so it cannot go on in WASM: Model.reload() loads it again.
  */
 export type ErrorCode =
   | 'bad_model' | 'bad_tokenizer' | 'bad_argument' | 'unsupported' | 'out_of_memory'
-  | 'io' | 'aborted' | 'disposed' | 'busy' | 'internal';
+  | 'io' | 'aborted' | 'disposed' | 'busy' | 'internal' | 'webgpu_failed';
 
 export declare const ErrorCodes: readonly ErrorCode[];
 
@@ -83,6 +85,17 @@ export interface LoadOptions {
    * shader-f16); 'f16' is accepted and warns ('webgpu_f16_unavailable') that f32 is used.
    */
   gpuPrecision?: 'auto' | 'f32' | 'f16';
+  /**
+   * Where the weights live. 'heap' (default): the file is read into the WebAssembly heap (then
+   * uploaded when the model runs on WebGPU). 'gpu': a GGUF model's weight matrices stream from the
+   * source straight into GPU buffers through an 8 MiB staging buffer, never whole in JS or in the
+   * heap, so models larger than the 4 GiB wasm32 heap run; the heap keeps the header (metadata,
+   * tokenizer), the vectors (norms, biases) and f32 position tables. Needs WebGPU (not with device
+   * 'wasm'); the CPU cannot run such a model, so a lost GPU gives 'webgpu_failed' (Model.reload()).
+   * Unset with device 'auto': a model whose file does not fit the heap loads this way when there
+   * is a WebGPU adapter (else 'out_of_memory').
+   */
+  weights?: 'heap' | 'gpu';
   /** The WebGPU entry point; default navigator.gpu. In Node pass `create([])` from the 'webgpu' package. */
   gpu?: object;
   /** Called with each warning (WebGPU unavailable or lost, and the fallback taken); default console.warn. */
@@ -109,6 +122,8 @@ export interface DeviceInfo {
   requested: 'auto' | 'webgpu' | 'wasm';
   reason: string;
   adapter?: { vendor: string; architecture: string; device: string; description: string };
+  /** 'gpu': the weights are in GPU memory only (the weights load option, or 'auto' for a model too large for the heap). */
+  weights?: 'gpu';
   /** Element type of the GPU KV cache (WebGPU only; always 'f32' today). */
   kvType?: 'f32' | 'f16';
   /**
@@ -324,7 +339,27 @@ export interface ModelInfo {
   backend: 'webgpu' | 'wasm';
   device: DeviceInfo;
   threading: { mode: 'pthreads' | 'single'; reason: string; threads: number };
-  memory: { weightBytes: number; kvCacheBytes: number; gpuKvCacheBytes: number; heapBytes: number };
+  memory: ModelMemory;
+}
+
+/** Where a model's bytes are: the WebAssembly heap, GPU buffers, and a GPU-resident load's staging. */
+export interface ModelMemory {
+  /** The model file's bytes (the first file of a split model). */
+  weightBytes: number;
+  /** Sessions' CPU KV caches. */
+  kvCacheBytes: number;
+  /** Sessions' GPU KV caches. */
+  gpuKvCacheBytes: number;
+  /** The whole WebAssembly heap (it never shrinks: its peak). */
+  heapBytes: number;
+  /** Weights in the heap: the whole file for a load through the heap; with weights: 'gpu' the vectors only. */
+  heapWeightBytes: number;
+  /** Weights in GPU buffers (0 in WASM). */
+  gpuWeightBytes: number;
+  /** GPU buffers of weights and KV caches. */
+  gpuBufferBytes: number;
+  /** The staging buffer a weights: 'gpu' load streamed through (freed once loaded); 0 otherwise. */
+  stagingBytes: number;
 }
 
 export type AttentionKind = 'softmax' | 'linear' | 'additive' | 'block_sparse';
@@ -450,6 +485,11 @@ export declare class Model {
   readonly warnings: QkvWarning[];
   /** The default session used by generate()/complete(). */
   readonly session: Session;
+  /**
+   * Loads this model again from the same source with the same options, disposes this one and
+   * returns the new one (after 'webgpu_failed'). 'unsupported' for a source of one-time chunks.
+   */
+  reload(): Promise<Model>;
   createSession(options?: { contextLength?: number }): Session;
   generate(prompt: string, options?: GenerateOptions): AsyncGenerator<GeneratedToken, void, undefined>;
   complete(prompt: string, options?: GenerateOptions): Promise<string>;

@@ -321,6 +321,21 @@ uint64_t GgufTensorInfo::elements() const {
 
 bool looks_like_gguf(const uint8_t* data, uint64_t size) { return size >= 4 && std::memcmp(data, "GGUF", 4) == 0; }
 
+bool gguf_keeps_in_heap(const GgufTensorInfo& t) {
+  return t.rank() == 1 || t.name == "position_embd.weight" || t.name == "token_types.weight";
+}
+
+const uint8_t* GgufFile::tensor_data(const GgufTensorInfo& t) const {
+  if (const SparseBlob* s = part_sparse_[t.part]) return s->find(part_offset_[t.part] + t.offset, t.bytes);
+  return part_data_[t.part] + t.offset;
+}
+
+bool GgufFile::sparse() const {
+  for (const SparseBlob* s : part_sparse_)
+    if (s) return true;
+  return false;
+}
+
 // split.no / split.count of one file (0 / 1 when it is not a part of a split model).
 static void split_keys(const GgufFile& g, int64_t* no, int64_t* count) {
   *no = g.get_int_or("split.no", 0);
@@ -374,6 +389,8 @@ GgufFile GgufFile::parse(std::shared_ptr<const Blob> blob) {
       g.tensors_.push_back(std::move(t));
     }
     g.part_data_.push_back(p.part_data_[0]);
+    g.part_sparse_.push_back(p.part_sparse_[0]);
+    g.part_offset_.push_back(p.part_offset_[0]);
   }
   if (const GgufValue* c = g.find("split.tensors.count"))
     if (!c->is_int() || c->i != (int64_t)g.tensors_.size())
@@ -388,6 +405,8 @@ GgufFile GgufFile::from_views(std::shared_ptr<const Blob> owner, std::shared_ptr
   GgufFile g = parse_one(std::move(header));
   if (!g.tensors_.empty() || tensors.size() != data.size()) bad("internal: views given to a header that has tensors");
   g.part_data_.clear();
+  g.part_sparse_.assign(tensors.size(), nullptr);
+  g.part_offset_.assign(tensors.size(), 0);
   for (size_t i = 0; i < tensors.size(); i++) {
     GgufTensorInfo& t = tensors[i];
     t.part = (uint32_t)i;
@@ -403,7 +422,9 @@ GgufFile GgufFile::from_views(std::shared_ptr<const Blob> owner, std::shared_ptr
 GgufFile GgufFile::parse_one(std::shared_ptr<const Blob> blob) {
   GgufFile g;
   g.blob_ = blob;
-  Reader r(blob->data(), blob->size());
+  // A SparseBlob holds the header only: read within it, check tensors against the whole file.
+  const auto* sparse = dynamic_cast<const SparseBlob*>(blob.get());
+  Reader r(blob->data(), sparse ? sparse->head_size() : blob->size());
   r.need(4, "the magic");
   if (!looks_like_gguf(blob->data(), blob->size())) bad("not a GGUF file (bad magic)");
   r.read<uint32_t>("the magic");
@@ -476,7 +497,9 @@ GgufFile GgufFile::parse_one(std::shared_ptr<const Blob> blob) {
   for (size_t i = 1; i < order.size(); i++)
     if (order[i - 1]->offset + order[i - 1]->bytes > order[i]->offset)
       bad("tensors " + order[i - 1]->name + " and " + order[i]->name + " overlap");
-  g.part_data_ = {blob->data() + std::min<uint64_t>(g.data_offset_, blob->size())};
+  g.part_data_ = {sparse ? nullptr : blob->data() + std::min<uint64_t>(g.data_offset_, blob->size())};
+  g.part_sparse_ = {sparse};
+  g.part_offset_ = {g.data_offset_};
   return g;
 }
 
@@ -553,6 +576,13 @@ Tensor gguf_weight(const GgufFile& g, const std::string& name, int64_t rows, int
   w.data = g.tensor_data(*t);
   w.rows = rows;
   w.cols = cols;
+  if (!w.data) {  // on the GPU only (a GPU-resident load)
+    if (vec) fail(ErrorCode::Internal, "GGUF: vector " + name + " is not in memory");
+    w.data = absent_placeholder();
+    w.absent_offset = (int64_t)g.tensor_file_offset(*t);
+    w.absent_part = t->part;
+    return w;
+  }
   w.finite_scales = qdot_uses_finite_scales() && qdot_scales_finite(type, w.data, rows, (int)cols);
   return w;
 }

@@ -100,6 +100,8 @@ class GgufFile {
   // is read as one model: metadata from its first file, the tensors of every file. A single
   // file that says it is one of several (split.count > 1) is refused, naming what to load.
   static GgufFile parse(std::shared_ptr<const Blob> blob);
+  // One file by itself, a part of a split model or not (a GPU-resident load plans each part).
+  static GgufFile parse_part(std::shared_ptr<const Blob> blob) { return parse_one(std::move(blob)); }
   // A model whose metadata is `header` (a GGUF without tensors) and whose tensors lie elsewhere,
   // each at its own pointer (Hugging Face checkpoints: views into safetensors data, kept alive
   // by `owner`, which becomes blob()). Tensor offsets and parts are set here.
@@ -126,11 +128,18 @@ class GgufFile {
   double get_float_or(const std::string& key, double def) const;
 
   const GgufTensorInfo* find_tensor(const std::string& name) const;
-  const uint8_t* tensor_data(const GgufTensorInfo& t) const { return part_data_[t.part] + t.offset; }
+  // The tensor's bytes; null when they are not in memory (a SparseBlob part that does not hold them).
+  const uint8_t* tensor_data(const GgufTensorInfo& t) const;
+  // Where the tensor's bytes start in its part's file.
+  uint64_t tensor_file_offset(const GgufTensorInfo& t) const { return part_offset_[t.part] + t.offset; }
+  // Whether some part is a SparseBlob (a GPU-resident load).
+  bool sparse() const;
 
  private:
   static GgufFile parse_one(std::shared_ptr<const Blob> blob);
-  std::vector<const uint8_t*> part_data_;  // each part's data section
+  std::vector<const uint8_t*> part_data_;       // each part's data section
+  std::vector<const SparseBlob*> part_sparse_;  // each part's SparseBlob, or null
+  std::vector<uint64_t> part_offset_;           // each part's data section offset in its file
   std::shared_ptr<const Blob> blob_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
@@ -142,6 +151,11 @@ class GgufFile {
 };
 
 bool looks_like_gguf(const uint8_t* data, uint64_t size);
+
+// Whether a GPU-resident load keeps a tensor in the heap: vectors (norms, biases, RoPE factors)
+// and the f32 tables the forward adds as floats (learned positions, token types). Every matrix
+// goes to the GPU, so the heap does not grow with the weights.
+bool gguf_keeps_in_heap(const GgufTensorInfo& t);
 
 // The name ending of part `no` (from 1) of a model split into `count` files by llama.cpp's
 // gguf-split: "-00002-of-00003.gguf".

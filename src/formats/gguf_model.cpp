@@ -312,6 +312,12 @@ Tensor experts(const GgufFile& g, const std::string& name, int64_t n_experts, in
   w.data = g.tensor_data(*t);
   w.rows = n_experts * rows;
   w.cols = cols;
+  if (!w.data) {  // on the GPU only (a GPU-resident load)
+    w.data = absent_placeholder();
+    w.absent_offset = (int64_t)g.tensor_file_offset(*t);
+    w.absent_part = t->part;
+    return w;
+  }
   w.finite_scales = qdot_uses_finite_scales() && qdot_scales_finite(type, w.data, w.rows, (int)cols);
   return w;
 }
@@ -319,7 +325,8 @@ Tensor experts(const GgufFile& g, const std::string& name, int64_t n_experts, in
 // Rows [r0, r0 + n) of a matrix: a view, no copy (rows of any type are whole blocks).
 Tensor rows_of(const Tensor& t, int64_t r0, int64_t n) {
   Tensor v = t;
-  v.data = static_cast<const uint8_t*>(t.data) + (size_t)r0 * t.row_bytes();
+  if (t.resident()) v.data = static_cast<const uint8_t*>(t.data) + (size_t)r0 * t.row_bytes();
+  else v.absent_offset += r0 * (int64_t)t.row_bytes();  // on the GPU only: where its rows start in the file
   v.rows = n;
   return v;
 }
@@ -626,6 +633,7 @@ LoadedModel load_gguf_model(const GgufFile& g) {
   LoadedModel m;
   m.config = c;
   m.storage = g.blob();
+  m.weights_resident = !g.sparse();
   if (row->encoder) {
     load_encoder_weights(g, *row, m);
     return m;

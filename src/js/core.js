@@ -1,9 +1,9 @@
 // The qkv JS API over the Embind module, independent of where it runs (Node, browser, worker).
 // Entry points (node.js, browser.js) supply the module loader and path reading.
-import { QkvError, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
+import { QkvError, bareMessage, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
 import { LOAD_KEYS, call, checkSimdOption, sparseMaskOf, yieldToLoop } from './util.js';
-import { readModelSource, readSource } from './source.js';
-import { DEVICES, GPU_PRECISIONS, chooseDevice, createGpuSession, embedGpu } from './gpu-backend.js';
+import { isPartSource, readModelSource, readSource } from './source.js';
+import { DEVICES, GPU_PRECISIONS, WEIGHTS, chooseDevice, createGpuSession, embedGpu, loadWeightsOnGpu } from './gpu-backend.js';
 import { EncoderDecoderModel } from './encdec.js';
 import { ImageEncoderModel } from './vision.js';
 import { constrainSampler } from './sampling.js';
@@ -181,6 +181,7 @@ export class Session {
       if (!this._h || !this._gpu || err.code === 'bad_argument' || err.code === 'disposed') throw err;
       this._model._gpuFailed(e);  // warns once and moves every session of the model to WASM
       if (this._gpu) this._toWasm();
+      if (this._model._lost) throw this._model._lost;  // its weights were on the GPU only
       this._feedWasm(() => this._h.feed(Array.from(ids), !!allLogits));
     } finally {
       this._busy = false;
@@ -206,6 +207,7 @@ export class Session {
   _live() {
     if (!this._h) throw new QkvError('disposed', 'this session was disposed');
     this._model._live();
+    if (this._model._lost) throw this._model._lost;
     return this._h;
   }
 
@@ -441,8 +443,13 @@ export class Model {
     this._default = null;
     /** Texts and tokens of the last embed() call. */
     this.lastEmbedding = null;
-    const { gpu, warning, ...deviceInfo } = device;
+    const { gpu, warning, memory, ...deviceInfo } = device;
     this._device = deviceInfo;
+    // A GPU-resident load (weights: 'gpu'): the matrices are in GPU memory only.
+    this._gpuOnly = deviceInfo.weights === 'gpu';
+    this._loadMemory = memory ?? null;  // {heapWeightBytes, stagingBytes} of such a load
+    this._lost = null;  // the QkvError('webgpu_failed') every call gets once its GPU is lost
+    this._reload = null;  // loads the model again from its source (reload())
     this._gpu = gpu ?? null;
     this._onWarning = onWarning;
     /** Warnings so far ({code, message}): WebGPU unavailable or lost, with the fallback taken. */
@@ -464,12 +471,24 @@ export class Model {
     }
   }
 
-  /** A WebGPU failure: warn once, then run every session in WASM. @internal */
+  /**
+   * A WebGPU failure: warn once, then run every session in WASM; a GPU-resident model, whose
+   * weights were on the GPU only, cannot: every later call throws 'webgpu_failed'. @internal
+   */
   _gpuFailed(e) {
     const gpu = this._gpu;
     if (!gpu) return;
     this._gpu = null;
     const message = e?.message ?? String(e);
+    if (this._gpuOnly) {
+      this._lost = new QkvError('webgpu_failed', `WebGPU failed (${message}) and this model's weights were in GPU memory ` +
+        "only (weights: 'gpu'), so it cannot go on in WASM", { cause: e });
+      this._device = { ...this._device, kind: 'wasm', reason: `WebGPU failed; the weights were on the GPU only: ${message}` };
+      this._warn({ code: 'webgpu_failed', message: this._lost.message });
+      for (const s of this._sessions) if (s._gpu && !s._busy) s._toWasm();
+      try { gpu.model.dispose(); gpu.device.destroy?.(); } catch { /* already gone */ }
+      return;
+    }
     this._device = { ...this._device, kind: 'wasm', reason: `WebGPU failed, moved to WASM: ${message}` };
     this._warn({ code: 'webgpu_failed', message: `WebGPU failed, the model now runs in WASM: ${message}` });
     for (const s of this._sessions) if (s._gpu && !s._busy) s._toWasm();
@@ -496,11 +515,33 @@ export class Model {
       device: { ...this._device },
       threading: { ...this._runtime.threading, threads: i.threads },
       simdReason: this._runtime.simd.reason,
-      memory: {
-        weightBytes: i.weightBytes, kvCacheBytes: kv, gpuKvCacheBytes: gpuKv,
-        heapBytes: this._mod.HEAPU8 ? this._mod.HEAPU8.byteLength : 0,
-      },
+      memory: this._memory(kv, gpuKv),
     };
+  }
+
+  /** info.memory: the heap, the GPU's buffers and the load's staging, apart. */
+  _memory(kv, gpuKv) {
+    const weightBytes = this._info.weightBytes, gpuWeightBytes = this._gpu?.model.weightBytes ?? 0;
+    return {
+      weightBytes, kvCacheBytes: kv, gpuKvCacheBytes: gpuKv,
+      heapBytes: this._mod.HEAPU8 ? this._mod.HEAPU8.byteLength : 0,
+      heapWeightBytes: this._loadMemory ? this._loadMemory.heapWeightBytes : weightBytes,
+      gpuWeightBytes, gpuBufferBytes: gpuWeightBytes + gpuKv,
+      stagingBytes: this._loadMemory ? this._loadMemory.stagingBytes : 0,
+    };
+  }
+
+  /**
+   * Loads this model again from the same source with the same options (after a lost GPU: code
+   * 'webgpu_failed'), disposes this one and returns the new one.
+   */
+  async reload() {
+    if (!this._reload) {
+      throw new QkvError('unsupported', 'this model was loaded from a one-time stream of chunks: call loadModel() with its source again');
+    }
+    const fresh = await this._reload();
+    this.dispose();
+    return fresh;
   }
 
   /**
@@ -607,6 +648,7 @@ export class Model {
         this._gpuFailed(e);
       }
     }
+    if (this._lost) throw this._lost;
     return call(() => h.embed(batch, opts));
   }
 
@@ -670,6 +712,9 @@ export async function loadModelWith(env, source, options = {}) {
   check(onWarning === undefined || typeof onWarning === 'function', 'onWarning must be a function');
   check(options.device === undefined || DEVICES.includes(options.device),
     `device must be one of ${DEVICES.map((d) => `'${d}'`).join(', ')}, got ${describe(options.device)}`);
+  check(options.weights === undefined || WEIGHTS.includes(options.weights),
+    `weights must be one of ${WEIGHTS.map((d) => `'${d}'`).join(', ')}, got ${describe(options.weights)}`);
+  check(options.weights !== 'gpu' || options.device !== 'wasm', "weights: 'gpu' runs on WebGPU: it cannot go with device: 'wasm'");
   check(options.gpuPrecision === undefined || GPU_PRECISIONS.includes(options.gpuPrecision),
     `gpuPrecision must be one of ${GPU_PRECISIONS.map((d) => `'${d}'`).join(', ')}, got ${describe(options.gpuPrecision)}`);
   check(signal === undefined || signal === null || typeof signal.aborted === 'boolean', 'signal must be an AbortSignal');
@@ -683,9 +728,31 @@ export async function loadModelWith(env, source, options = {}) {
   const { mod, runtime } = await env.load(options);
   throwIfAborted(signal);
   // Progress over both files: the tokenizer is small, the model dominates.
+  // Sources that can be read again (reload(), and 'auto' moving a model too big for the heap to the GPU).
+  const again = isPartSource(source) || (Array.isArray(source) && source.every(isPartSource)) ||
+    source instanceof ArrayBuffer || ArrayBuffer.isView(source);
+  const finish = (m) => {
+    if (again) m._reload = () => loadModelWith(env, source, options);
+    return m;
+  };
+  const onGpu = async (why) => {
+    const device = await loadWeightsOnGpu(mod, source, options, { threads: runtime.threads, openPath: env.openPath, listDir: env.listDir }, why);
+    if (signal?.aborted) { device.gpu.model.dispose(); device.gpu.device.destroy?.(); device.handle.delete(); }
+    throwIfAborted(signal);
+    const { handle: h, ...rest } = device;
+    return finish(new Model(mod, h, runtime, rest, onWarning, options.maxMemory));
+  };
+  if (options.weights === 'gpu') return onGpu(null);
   let modelBuf = null, tokBuf = null, handle = null;
   try {
-    modelBuf = await readModelSource(mod, source, { what: 'the model', onProgress, signal, openPath: env.openPath, listDir: env.listDir });
+    try {
+      modelBuf = await readModelSource(mod, source, { what: 'the model', onProgress, signal, openPath: env.openPath, listDir: env.listDir });
+    } catch (e) {
+      // 'auto' for a model the heap cannot hold: its weights straight to the GPU, if there is one.
+      const err = toQkvError(e);
+      if (err.code !== 'out_of_memory' || options.weights !== undefined || options.device === 'wasm' || !again) throw err;
+      return await onGpu(bareMessage(err));
+    }
     if (call(() => mod.isImageEncoder(modelBuf))) {  // mmproj / clip: an image encoder, its own class (src/js/vision.js)
       handle = call(() => new mod.ImageModel(modelBuf, runtime.threads));
       modelBuf.delete(); modelBuf = null;
@@ -720,7 +787,7 @@ export async function loadModelWith(env, source, options = {}) {
     const device = await chooseDevice(handle, info, options);
     if (signal?.aborted) device.gpu?.device.destroy?.();
     throwIfAborted(signal);
-    return new Model(mod, handle, runtime, device, onWarning, options.maxMemory);
+    return finish(new Model(mod, handle, runtime, device, onWarning, options.maxMemory));
   } catch (e) {
     modelBuf?.delete();
     tokBuf?.delete();

@@ -3,7 +3,7 @@
 /** Stable error codes; `code` never changes meaning between versions. */
 export const ErrorCodes = Object.freeze([
   'bad_model', 'bad_tokenizer', 'bad_argument', 'unsupported', 'out_of_memory', 'io', 'aborted',
-  'disposed', 'busy', 'internal',
+  'disposed', 'busy', 'internal', 'webgpu_failed',
 ]);
 
 const HINTS = {
@@ -17,6 +17,7 @@ const HINTS = {
   disposed: 'Load the model again or create a new session.',
   busy: 'Finish, break out of or abort the running generation first, or use another session (model.createSession()).',
   internal: 'This is a bug in qkv; please report it with the model and the call that failed.',
+  webgpu_failed: 'Load the model again: await model.reload(), or loadModel() with its source.',
 };
 
 export class QkvError extends Error {
@@ -31,6 +32,12 @@ export class QkvError extends Error {
     this.name = 'QkvError';
     this.code = ErrorCodes.includes(code) ? code : 'internal';
   }
+}
+
+/** An error's message without the advice QkvError appended (to quote it inside another message). */
+export function bareMessage(e) {
+  const hint = HINTS[e.code];
+  return hint && e.message.endsWith(`. ${hint}`) ? e.message.slice(0, -hint.length - 2) : e.message;
 }
 
 /** Converts anything thrown by the engine or the platform into a QkvError. */

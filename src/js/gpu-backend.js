@@ -3,10 +3,13 @@
 // faster; anything the GPU path cannot run, or a missing GPU, gives WASM with the reason.
 import { QkvError } from './errors.js';
 import { createGpuModel } from './gpu-model.js';
+import { loadGpuResident } from './gpu-resident.js';
 import { hasShaderF16, requestQkvDevice } from './webgpu.js';
 
 export const DEVICES = Object.freeze(['auto', 'webgpu', 'wasm']);
 export const GPU_PRECISIONS = Object.freeze(['auto', 'f32', 'f16']);
+/** Where the weights live: the WASM heap (then uploaded to the GPU if it runs there), or GPU memory only. */
+export const WEIGHTS = Object.freeze(['heap', 'gpu']);
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const clock = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
@@ -149,5 +152,39 @@ export async function chooseDevice(handle, info, options) {
     gpu.model.dispose();
     device.destroy?.();
     return { kind: 'wasm', requested, adapter, reason: `auto: the WebGPU probe failed (${e.message})` };
+  }
+}
+
+/**
+ * A GPU-resident load (src/js/gpu-resident.js) on a new device: {kind: 'webgpu', requested,
+ * weights: 'gpu', reason, adapter, kvType, gpu, handle, memory}. `why`: the heap's error that
+ * sent a model here under device 'auto' (null: weights: 'gpu' was asked for).
+ */
+export async function loadWeightsOnGpu(mod, source, options, env, why) {
+  let device, adapter;
+  try {
+    ({ device, adapterInfo: adapter } = await requestQkvDevice({ gpu: options.gpu }));
+  } catch (e) {
+    if (why) throw new QkvError('out_of_memory', `${why}; nor can its weights go to GPU memory instead: ${e.message}`, { cause: e });
+    throw new QkvError('unsupported', `weights: 'gpu' needs WebGPU: ${e.message}`, { cause: e });
+  }
+  try {
+    const r = await loadGpuResident(mod, device, source, {
+      threads: env.threads, onProgress: options.onProgress, signal: options.signal, openPath: env.openPath, listDir: env.listDir,
+    });
+    if (!r.handle.hasTokenizer()) {
+      r.gpu.model.dispose();
+      r.handle.delete();
+      throw new QkvError('unsupported', "weights: 'gpu' needs a GGUF model with its tokenizer");
+    }
+    return {
+      kind: 'webgpu', requested: options.device ?? 'auto', weights: 'gpu',
+      reason: why ? `auto: the model does not fit the WebAssembly heap (${why}), so its weights went to GPU memory`
+        : "weights: 'gpu': the weight matrices streamed to GPU memory",
+      adapter, kvType: 'f32', gpu: r.gpu, handle: r.handle, memory: r.memory,
+    };
+  } catch (e) {
+    device.destroy?.();
+    throw e;
   }
 }

@@ -99,6 +99,9 @@ export async function createGpuModel(device, desc) {
       const key = `${t.layer}:${t.role}`;
       if (isExpertRole(t.role)) {
         weights.set(key, uploadExperts(products, t, d.experts, Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize)));
+      } else if (t.weight) {  // already streamed to the GPU (a GPU-resident load: src/js/gpu-resident.js)
+        const w = t.weight;
+        weights.set(key, VECTOR_ROLES.has(t.role) ? { buffer: w.parts[0].buffer, destroy: () => w.destroy() } : w);
       } else if (VECTOR_ROLES.has(t.role)) {
         const b = buffer(t.bytes.byteLength, S.STORAGE | S.COPY_DST, key);
         device.queue.writeBuffer(b, 0, t.bytes.buffer, t.bytes.byteOffset, t.bytes.byteLength);
@@ -106,7 +109,7 @@ export async function createGpuModel(device, desc) {
       } else {
         weights.set(key, products.upload({ type: t.type, rows: t.rows, cols: t.cols, bytes: t.bytes, label: key }));
       }
-      weightBytes += t.bytes.byteLength;
+      weightBytes += t.byteLength ?? t.bytes.byteLength;
     }
   } catch (e) {
     await device.popErrorScope();

@@ -14,6 +14,9 @@
 //     // maxBufferSize (e.g. a 128k-row classifier); written with queue.writeBuffer, padded to 4 bytes
 //     // (plus one word, so that unaligned 4-byte reads stay inside the buffer).
 //     // No f32 copy of a weight on the GPU.
+//   Products.allocate({type, rows, cols, label}) -> GpuWeight
+//     // upload()'s buffers, unwritten: bytes of row r go to the part holding it at
+//     // (r - firstRow) * rowBytes (a GPU-resident load writes them as they stream in).
 //
 //   Products.product({weight, x: {buffer, offset=0}, y: {buffer, offset=0}, maxTokens,
 //                     accumulate=false, bias /*{buffer, offset}|undefined*/, glu /*{up: GpuWeight, act:'silu'|'gelu'}|undefined*/,
@@ -200,6 +203,29 @@ export function createProducts(device, options = {}) {
   }
 
   function upload({ type, rows, cols, bytes, label = type }) {
+    const w = allocate({ type, rows, cols, label });
+    if (!(bytes instanceof Uint8Array)) { w.destroy(); throw bad('upload: bytes must be a Uint8Array'); }
+    if (bytes.length !== w.bytes) {
+      w.destroy();
+      throw bad(`upload: ${label}: ${bytes.length} bytes for ${rows} x ${cols} ${type} (want ${w.bytes})`);
+    }
+    for (const p of w.parts) {
+      const size = p.rows * w.rowBytes;
+      const aligned = size & ~3;
+      const src = bytes.subarray(p.firstRow * w.rowBytes, p.firstRow * w.rowBytes + size);
+      if (aligned) device.queue.writeBuffer(p.buffer, 0, src, 0, aligned);
+      if (size > aligned) {
+        const tail = new Uint8Array(4);
+        tail.set(src.subarray(aligned));
+        device.queue.writeBuffer(p.buffer, aligned, tail);
+      }
+    }
+    return w;
+  }
+
+  // The buffers of a weight, unwritten (upload() fills them; a GPU-resident load streams into
+  // them, src/js/gpu-resident.js): whole rows per buffer, padded to 4 bytes plus one word.
+  function allocate({ type, rows, cols, label = type }) {
     checkLive();
     if (!GPU_WEIGHT_TYPES.includes(type)) {
       throw new QkvError('unsupported', `upload: weight type '${type}' has no GPU kernel (${GPU_WEIGHT_TYPES.join(', ')})`);
@@ -207,11 +233,7 @@ export function createProducts(device, options = {}) {
     if (!isInt(rows) || rows < 1 || !isInt(cols) || cols < 1) throw bad('upload: rows and cols must be integers >= 1');
     const [block] = LAYOUT[type];
     if (cols % block) throw bad(`upload: ${type} rows of ${cols} values do not split into blocks of ${block}`);
-    if (!(bytes instanceof Uint8Array)) throw bad('upload: bytes must be a Uint8Array');
     const rowBytes = gpuRowBytes(type, cols);
-    if (bytes.length !== rows * rowBytes) {
-      throw bad(`upload: ${label}: ${bytes.length} bytes for ${rows} x ${cols} ${type} (want ${rows * rowBytes})`);
-    }
     // Whole rows per buffer, leaving room for the 4-byte padding and the over-read word.
     const perPart = Math.floor((Math.floor(maxBinding / 4) * 4 - 8) / rowBytes);
     if (perPart < 1) {
@@ -220,21 +242,13 @@ export function createProducts(device, options = {}) {
     const parts = [];
     for (let firstRow = 0; firstRow < rows; firstRow += perPart) {
       const n = Math.min(perPart, rows - firstRow);
-      const size = n * rowBytes;
-      const aligned = size & ~3;
+      const aligned = (n * rowBytes) & ~3;
       const buffer = makeBuffer(aligned + 8, BufferUsage.STORAGE | BufferUsage.COPY_DST,
         parts.length || firstRow + n < rows ? `${label} rows ${firstRow}..${firstRow + n}` : label);
-      const src = bytes.subarray(firstRow * rowBytes, firstRow * rowBytes + size);
-      if (aligned) device.queue.writeBuffer(buffer, 0, src, 0, aligned);
-      if (size > aligned) {
-        const tail = new Uint8Array(4);
-        tail.set(src.subarray(aligned));
-        device.queue.writeBuffer(buffer, aligned, tail);
-      }
       parts.push({ buffer, firstRow, rows: n });
     }
     return {
-      type, rows, cols, bytes: bytes.length, rowBytes, parts,
+      type, rows, cols, bytes: rows * rowBytes, rowBytes, parts,
       destroy() {
         for (const p of parts) { p.buffer.destroy(); owned.delete(p.buffer); }
         parts.length = 0;
@@ -413,6 +427,7 @@ export function createProducts(device, options = {}) {
   return {
     device,
     upload,
+    allocate,
     product,
     gather,
     /** Resolves when every op created so far has its pipelines. */

@@ -26,10 +26,10 @@ function isAsyncIterable(x) { return x != null && typeof x[Symbol.asyncIterator]
 function isIterable(x) { return x != null && typeof x !== 'string' && typeof x[Symbol.iterator] === 'function'; }
 
 /**
- * Copies a source into a new heap buffer. `openPath(path, signal)` handles strings that are not
- * URLs (Node only) and returns {size, chunks: AsyncIterable<Uint8Array>}.
+ * Opens a source: {size (null when unknown), chunks: AsyncIterable|Iterable of byte chunks}.
+ * `openPath(path, signal)` handles strings that are not URLs (Node only) and returns the same.
  */
-export async function readSource(mod, source, { what, onProgress, signal, openPath }) {
+export async function openSource(source, { what, signal, openPath }) {
   throwIfAborted(signal);
   let size = null;
   let chunks;
@@ -69,7 +69,7 @@ export async function readSource(mod, source, { what, onProgress, signal, openPa
       } catch {
         throw new QkvError('bad_argument', `${what}: '${source}' is not a valid URL`);
       }
-      return readSource(mod, url, { what, onProgress, signal, openPath });
+      return openSource(url, { what, signal, openPath });
     }
     ({ size, chunks } = await openPath(source, signal));
   } else if (isAsyncIterable(source) || isIterable(source)) {
@@ -79,8 +79,20 @@ export async function readSource(mod, source, { what, onProgress, signal, openPa
       'pass a URL, a path (Node), a Blob/File, an ArrayBuffer/Uint8Array, or an (async) iterable of Uint8Array chunks');
   }
   if (chunks && typeof chunks.getReader === 'function') chunks = readerIterable(chunks);
+  return { size, chunks };
+}
 
-  if (size !== null) return fill(mod, size, chunks, { what, onProgress, signal });
+/** Copies a source (see openSource) into a new heap buffer. */
+export async function readSource(mod, source, { what, onProgress, signal, openPath }) {
+  const { size, chunks } = await openSource(source, { what, signal, openPath });
+  if (size !== null) {
+    try {
+      return await fill(mod, size, chunks, { what, onProgress, signal });
+    } catch (e) {
+      closeChunks(chunks);  // e.g. refused before the first read: a file stream left open would report its errors to no one
+      throw e;
+    }
+  }
   // Unknown length: gather, then copy once into the heap (the chunks are dropped right after).
   const parts = [];
   let loaded = 0;
@@ -92,6 +104,17 @@ export async function readSource(mod, source, { what, onProgress, signal, openPa
     onProgress?.({ loaded, total: null });
   }
   return fill(mod, loaded, parts, { what, onProgress: null, signal });
+}
+
+/** Closes a source's chunks that were not read to their end (a Node stream, or an iterator). */
+export function closeChunks(chunks) {
+  try {
+    if (typeof chunks?.destroy === 'function') {
+      chunks.on?.('error', () => {});  // a Node stream still opening reports its errors after this
+      chunks.destroy();
+    }
+    else Promise.resolve(chunks?.return?.()).catch(() => {});
+  } catch { /* already closed */ }
 }
 
 // Reads a ReadableStream to its end. Only an early exit (abort, error) cancels it: releasing
@@ -114,7 +137,7 @@ async function* readerIterable(stream) {
  * Iterates `chunks` but rejects with 'aborted' as soon as the signal fires, even while the
  * source is stalled waiting for its next chunk; the source is then closed.
  */
-async function* abortable(chunks, signal, what) {
+export async function* abortable(chunks, signal, what) {
   if (!signal) { yield* chunks; return; }
   const it = chunks[Symbol.asyncIterator] ? chunks[Symbol.asyncIterator]() : chunks[Symbol.iterator]();
   let onAbort;
@@ -137,7 +160,7 @@ async function* abortable(chunks, signal, what) {
   }
 }
 
-function toBytes(c, what) {
+export function toBytes(c, what) {
   if (c instanceof Uint8Array) return c;
   if (c instanceof ArrayBuffer) return new Uint8Array(c);
   if (ArrayBuffer.isView(c)) return new Uint8Array(c.buffer, c.byteOffset, c.byteLength);

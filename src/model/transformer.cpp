@@ -102,8 +102,17 @@ void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits) {
   }
 }
 
+// A GPU-resident model's matrices are not in the heap: the CPU forward cannot run it.
+static void check_resident(const LoadedModel& m) {
+  if (!m.weights_resident)
+    fail(ErrorCode::Unsupported,
+         "this model's weights are on the GPU only (loaded with weights: 'gpu'); the CPU cannot run it: load the "
+         "model again (without weights: 'gpu' if it fits the WebAssembly heap)");
+}
+
 const float* Transformer::forward(const int* tokens, int n, int pos, bool all_logits) {
   const ModelConfig& c = m_.config;
+  check_resident(m_);
   prepare(tokens, n, pos, all_logits);
   for (int i = 0; i < n; i += kMaxBatch) {
     int b = std::min(kMaxBatch, n - i);
@@ -148,6 +157,7 @@ void Transformer::reserve_rows(int rows) {
 
 const float* Transformer::encode(const int* tokens, const int* types, const int* lens, int n_seqs) {
   const ModelConfig& c = m_.config;
+  check_resident(m_);
   if (n_seqs <= 0) fail(ErrorCode::BadArgument, "encode needs at least one text");
   int64_t total = 0;
   for (int s = 0; s < n_seqs; s++) {

@@ -40,6 +40,41 @@ inline uint64_t model_bytes(const Blob& b) {
   return n;
 }
 
+// A model file of which only the header and some byte ranges are in memory (a GPU-resident
+// load: the large tensors' bytes went from the source straight to GPU buffers). As a Blob it is
+// the header's bytes with the whole file's length, so offsets are still checked against the file.
+class SparseBlob : public Blob {
+ public:
+  SparseBlob(std::shared_ptr<const Blob> head, uint64_t size) : head_(std::move(head)), size_(size) {}
+  const uint8_t* data() const override { return head_->data(); }
+  uint64_t size() const override { return size_; }
+  uint64_t head_size() const { return head_->size() < size_ ? head_->size() : size_; }
+  // Bytes of the file held from `offset` on (ranges must not overlap; checked by the caller).
+  void add(uint64_t offset, std::shared_ptr<const Blob> bytes) { ranges_.push_back({offset, std::move(bytes)}); }
+  // The file's bytes [offset, offset + n) when one held range covers them, else null.
+  const uint8_t* find(uint64_t offset, uint64_t n) const {
+    for (const Range& r : ranges_)
+      if (offset >= r.offset && offset - r.offset <= r.bytes->size() && n <= r.bytes->size() - (offset - r.offset))
+        return r.bytes->data() + (offset - r.offset);
+    return nullptr;
+  }
+  // Bytes held in memory: the header and every range.
+  uint64_t held_bytes() const {
+    uint64_t n = head_size();
+    for (const Range& r : ranges_) n += r.bytes->size();
+    return n;
+  }
+
+ private:
+  struct Range {
+    uint64_t offset;
+    std::shared_ptr<const Blob> bytes;
+  };
+  std::shared_ptr<const Blob> head_;
+  uint64_t size_;
+  std::vector<Range> ranges_;
+};
+
 class VectorBlob : public Blob {
  public:
   explicit VectorBlob(std::vector<uint8_t> v) : v_(std::move(v)) {}
@@ -59,6 +94,11 @@ struct Tensor {
   const void* data = nullptr;
   int64_t rows = 0, cols = 0;
   bool finite_scales = false;  // every f16 scale is finite (checked on load in WASM builds; see qdot.h)
+  // Not in memory (a GPU-resident load): data is a placeholder never read (the CPU forward refuses
+  // such a model); the bytes lie at this offset of file `absent_part` of the model.
+  int64_t absent_offset = -1;
+  uint32_t absent_part = 0;
+  bool resident() const { return absent_offset < 0; }
   const float* f32() const { return static_cast<const float*>(data); }
   size_t row_bytes() const { return qtype_row_bytes(type, (int)cols); }
   const void* row(int64_t r) const { return static_cast<const uint8_t*>(data) + (size_t)r * row_bytes(); }
@@ -123,6 +163,14 @@ struct LoadedModel {
   ModelConfig config;
   ModelWeights weights;
   std::shared_ptr<const Blob> storage;
+  // False when some weights are not in memory (a GPU-resident load): no CPU forward can run.
+  bool weights_resident = true;
 };
+
+// What a Tensor that is not in memory points at (never read).
+inline const void* absent_placeholder() {
+  static const uint64_t none = 0;
+  return &none;
+}
 
 }  // namespace qkv
