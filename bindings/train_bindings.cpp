@@ -88,7 +88,8 @@ TrainConfig train_config(const val& o) {
   m.additive_dim = integer(o, "additiveDim", 0, 0, 4096);
   const val sp = o["sparsePattern"];
   if (!sp.isUndefined() && !sp.isNull()) {
-    if (sp.typeOf().as<std::string>() != "object") fail(ErrorCode::BadArgument, "option sparsePattern must be an object");
+    if (sp.typeOf().as<std::string>() != "object")
+      fail(ErrorCode::BadArgument, "option sparsePattern must be an object");
     m.sparse.block = integer(sp, "blockSize", m.sparse.block, 1, 1 << 16);
     m.sparse.window_blocks = integer(sp, "windowBlocks", m.sparse.window_blocks, 0, 1 << 16);
     m.sparse.global_tokens = integer(sp, "globalTokens", 0, 0, 1 << 16);
