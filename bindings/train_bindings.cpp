@@ -49,7 +49,8 @@ int integer(const val& o, const char* key, int def, int lo, int hi) {
 }
 
 // opts: {dim, layers, heads, kvHeads, hiddenDim, seq, vocab, batch, steps, warmup, lr, minLr,
-// weightDecay, clip, beta1, beta2, seed, valFraction, evalBatches} (the JS layer fills defaults).
+// weightDecay, clip, beta1, beta2, seed, valFraction, evalBatches, attention, additiveDim,
+// sparsePattern} (the JS layer fills defaults).
 TrainConfig train_config(const val& o) {
   TrainConfig c;
   ModelConfig& m = c.model;
@@ -76,6 +77,29 @@ TrainConfig train_config(const val& o) {
   c.seed = (uint64_t)seed;
   c.val_fraction = num(o, "valFraction", 0.05);
   c.eval_batches = integer(o, "evalBatches", 4, 1, 100000);
+  // Attention kinds of a fresh model: the native config's attention / additive_dim / sparse_* keys.
+  std::string attention;
+  const val a = o["attention"];
+  if (!a.isUndefined() && !a.isNull()) {
+    if (a.typeOf().as<std::string>() != "string")
+      fail(ErrorCode::BadArgument, "option attention must be a comma-separated string of kinds");
+    attention = a.as<std::string>();
+  }
+  m.additive_dim = integer(o, "additiveDim", 0, 0, 4096);
+  const val sp = o["sparsePattern"];
+  if (!sp.isUndefined() && !sp.isNull()) {
+    if (sp.typeOf().as<std::string>() != "object")
+      fail(ErrorCode::BadArgument, "option sparsePattern must be an object");
+    m.sparse.block = integer(sp, "blockSize", m.sparse.block, 1, 1 << 16);
+    m.sparse.window_blocks = integer(sp, "windowBlocks", m.sparse.window_blocks, 0, 1 << 16);
+    m.sparse.global_tokens = integer(sp, "globalTokens", 0, 0, 1 << 16);
+    m.sparse.random_blocks = integer(sp, "randomBlocks", 0, 0, 1024);
+    const double s = num(sp, "seed", 0);
+    if (!(s >= 0) || s > 4294967295.0 || s != std::floor(s))
+      fail(ErrorCode::BadArgument, "option sparsePattern.seed must be an integer in [0, 4294967295]");
+    m.sparse.seed = (uint64_t)s;
+  }
+  if (!attention.empty() && m.n_layers > 0) finish_attention_kinds(m, attention, "createTrainer");
   return c;
 }
 
@@ -136,6 +160,8 @@ class JsTrainer {
     o.set("valTokens", (double)t_->val_tokens());
     o.set("threads", t_->threads());
     o.set("description", c.describe());
+    o.set("attentionKinds", qkv_js::attention_kind_names(c.layer_attn, c.n_layers));
+    qkv_js::attention_kind_params(c, c.has_attn(AttnKind::Additive), c.has_attn(AttnKind::BlockSparse), o);
     return o;
   }
 

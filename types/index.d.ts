@@ -795,6 +795,9 @@ export type TrainPreset = 'tiny' | 'small' | 'medium';
 /** Presets: shape plus the default seq and vocab for it. */
 export declare const TRAIN_PRESETS: Readonly<Record<TrainPreset, Readonly<TrainShape & { seq: number; vocab: number }>>>;
 
+/** The attention kinds a trained layer may use. */
+export type TrainAttentionKind = 'softmax' | 'additive' | 'block_sparse';
+
 export interface TrainOptions {
   /** The training text (UTF-8; blank lines separate documents). The last valFraction is held out. */
   text: string | ArrayBuffer | ArrayBufferView | Blob;
@@ -829,6 +832,18 @@ export interface TrainOptions {
   evalBatches?: number;
   /** Refuse (code 'out_of_memory') runs whose estimated memory exceeds this (default 2 GiB). */
   maxMemory?: number;
+  /**
+   * A fresh model's attention (docs/attention-kinds.md): one kind for every layer or one per
+   * layer (default all 'softmax'). Not with `model` (a fine-tuned model keeps its kinds).
+   */
+  attention?: TrainAttentionKind | TrainAttentionKind[];
+  /** Width of the additive layers' tanh layer (1..4096; default the head width). Needs an additive layer. */
+  additiveDim?: number;
+  /**
+   * The block-sparse layers' pattern; fields left out take their defaults (blockSize 64,
+   * windowBlocks 1, the others 0). Needs a block_sparse layer.
+   */
+  sparsePattern?: Partial<SparsePattern>;
   /** general.name of the GGUF that toGGUF() writes. */
   name?: string;
   /** As for loadModel: threads for the matrix work. */
@@ -876,6 +891,12 @@ export interface TrainInfo {
   valTokens: number;
   threads: number;
   description: string;
+  /** Each layer's attention kind, as Model.info reports them. */
+  attentionKinds: AttentionKind[];
+  /** Width of the additive layers' tanh layer (0: none). */
+  additiveLength: number;
+  /** The block-sparse layers' pattern (null: none). */
+  sparsePattern: SparsePattern | null;
   /** Whether the engine runs in a worker. */
   worker: boolean;
   threading?: { mode: 'pthreads' | 'single'; reason: string; threads: number };

@@ -22,6 +22,7 @@ export function initTrain(hooks) {
     $('train-download').disabled = st.running || !has || st.trainer.stepsDone === 0;
     $('train-use').disabled = st.running || !has || st.trainer.stepsDone === 0;
     $('train-preset').disabled = $('train-mode').value !== 'fresh';
+    $('train-attention').disabled = $('train-mode').value !== 'fresh';
     $('train-panel').dataset.state = st.running ? 'running' : has ? (st.trainer.done ? 'done' : 'stopped') : 'idle';
   }
 
@@ -104,6 +105,11 @@ export function initTrain(hooks) {
       const p = $('train-preset').value;
       o.shape = p;
       o.name = `qkv ${p} (trained in the browser)`;
+      // Every layer of the chosen kind (docs/attention-kinds.md); blocks of 16 keep a sparse
+      // pattern visible in the tiny preset's 64-token windows.
+      const kind = $('train-attention').value;
+      if (kind !== 'softmax') o.attention = kind;
+      if (kind === 'block_sparse') o.sparsePattern = { blockSize: 16, windowBlocks: 1, globalTokens: 4, randomBlocks: 1 };
     }
     // A short text cannot fill long windows: shorten them (at least 8 tokens) to fit.
     const seq = o.model ? 128 : TRAIN_PRESETS[o.shape].seq;
@@ -161,7 +167,8 @@ export function initTrain(hooks) {
     try {
       st.trainer = await createTrainer(o);
       const i = st.trainer.info;
-      $('train-info').textContent = `${(i.params / 1e6).toFixed(2)}M parameters (dim ${i.dim}, ${i.layers} layers, vocabulary ${i.vocabSize}) · ` +
+      $('train-info').textContent = `${(i.params / 1e6).toFixed(2)}M parameters (dim ${i.dim}, ${i.layers} layers, vocabulary ${i.vocabSize}` +
+        `${i.attentionKinds?.some((k) => k !== 'softmax') ? `, ${[...new Set(i.attentionKinds)].join('/')} attention` : ''}) · ` +
         `${i.trainTokens} training tokens, ${i.valTokens} held out · batch ${i.batch} × ${i.seq} · ${i.threads} thread${i.threads > 1 ? 's' : ''} in a worker`;
     } catch (e) {
       st.running = false;

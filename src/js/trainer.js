@@ -19,7 +19,11 @@ const DEFAULTS = Object.freeze({
 
 /** The options of createTrainer(). */
 const TRAIN_KEYS = ['text', 'model', 'tokenizer', 'shape', 'threads', 'simd', 'worker', 'seq', 'batch', 'steps', 'warmup',
-  'lr', 'minLr', 'weightDecay', 'clip', 'beta1', 'beta2', 'seed', 'valFraction', 'evalBatches', 'maxMemory', 'name', 'signal'];
+  'lr', 'minLr', 'weightDecay', 'clip', 'beta1', 'beta2', 'seed', 'valFraction', 'evalBatches', 'maxMemory', 'name', 'signal',
+  'attention', 'additiveDim', 'sparsePattern'];
+
+/** Attention kinds a trained layer may use (docs/attention-kinds.md). */
+const TRAIN_ATTENTION_KINDS = ['softmax', 'additive', 'block_sparse'];
 
 /** Text up to this many UTF-8 bytes (the encoded tokens and the BPE statistics scale with it). */
 export const MAX_TRAIN_TEXT_BYTES = 256 * 1024 ** 2;
@@ -44,6 +48,40 @@ function isSource(x) {
 }
 
 /**
+ * The attention options of a fresh model of `layers` layers, as the engine's native-config
+ * equivalents: {attention (comma-separated, one per layer), additiveDim, sparsePattern}.
+ */
+function attentionOptions({ attention, additiveDim, sparsePattern }, layers, fineTune) {
+  const given = attention !== undefined || additiveDim !== undefined || sparsePattern !== undefined;
+  if (!given) return {};
+  check(!fineTune, 'a fine-tuned model keeps its own attention kinds: leave attention, additiveDim and sparsePattern out');
+  const list = attention === undefined ? ['softmax'] : typeof attention === 'string' ? [attention] : attention;
+  check(Array.isArray(list) && list.length > 0,
+    `attention must be a kind or an array of kinds (one per layer), got ${describe(attention)}`);
+  for (const k of list) {
+    check(TRAIN_ATTENTION_KINDS.includes(k),
+      `attention kind ${describe(k)} is not one of ${TRAIN_ATTENTION_KINDS.map((x) => `'${x}'`).join(', ')}`);
+  }
+  check(list.length === 1 || list.length === layers,
+    `attention lists ${list.length} kinds for ${layers} layers (give one, or one per layer)`);
+  int({ additiveDim }, 'additiveDim', 1, 4096);
+  check(additiveDim === undefined || list.includes('additive'), 'additiveDim is the width of additive layers: attention has none');
+  if (sparsePattern !== undefined) {
+    check(sparsePattern !== null && typeof sparsePattern === 'object' && !Array.isArray(sparsePattern),
+      'sparsePattern must be {blockSize, windowBlocks, globalTokens, randomBlocks, seed}');
+    checkOptions(sparsePattern, ['blockSize', 'windowBlocks', 'globalTokens', 'randomBlocks', 'seed'], 'createTrainer sparsePattern');
+    const p = Object.fromEntries(Object.entries(sparsePattern).map(([k, v]) => [`sparsePattern.${k}`, v]));
+    int(p, 'sparsePattern.blockSize', 1, 65536);
+    int(p, 'sparsePattern.windowBlocks', 0, 65536);
+    int(p, 'sparsePattern.globalTokens', 0, 65536);
+    int(p, 'sparsePattern.randomBlocks', 0, 1024);
+    int(p, 'sparsePattern.seed', 0, 0xffffffff);
+    check(list.includes('block_sparse'), 'sparsePattern is the pattern of block_sparse layers: attention has none');
+  }
+  return { attention: list.join(','), additiveDim, sparsePattern };
+}
+
+/**
  * Validates createTrainer options and fills defaults. Throws QkvError('bad_argument') naming
  * the first bad option. Returns {opts (for the engine), model, tokenizer, text, threads}.
  * @internal
@@ -51,7 +89,7 @@ function isSource(x) {
 export function trainOptions(options) {
   check(options !== null && typeof options === 'object' && !Array.isArray(options), 'createTrainer takes an options object');
   checkOptions(options, TRAIN_KEYS, 'createTrainer');
-  const { text, model, tokenizer, shape, threads = 'auto', simd, worker, ...rest } = options;
+  const { text, model, tokenizer, shape, threads = 'auto', simd, worker, attention, additiveDim, sparsePattern, ...rest } = options;
   const isText = typeof text === 'string' || text instanceof ArrayBuffer || ArrayBuffer.isView(text) ||
     (typeof Blob !== 'undefined' && text instanceof Blob);
   check(isText, `text must be a string (or UTF-8 bytes, a Blob), got ${text === null ? 'null' : typeof text}`);
@@ -85,6 +123,7 @@ export function trainOptions(options) {
   } else {
     check(shape === undefined, 'give either model (to fine-tune) or shape (a fresh model), not both');
   }
+  const kinds = attentionOptions({ attention, additiveDim, sparsePattern }, shp.layers, model !== undefined && model !== null);
   let vocab = 0, tokSource = null;
   if (tokenizer !== undefined && tokenizer !== null) {
     if (isSource(tokenizer)) {
@@ -121,7 +160,7 @@ export function trainOptions(options) {
   const warmup = o.warmup ?? Math.min(Math.round(o.steps / 10), 100);
   const { signal, name, ...engine } = o;
   return {
-    opts: { ...engine, ...shp, seq, warmup, vocab },
+    opts: { ...engine, ...shp, ...kinds, seq, warmup, vocab },
     model: model ?? null, tokenizer: tokSource, text, threads, simd: simd ?? 'auto', worker: worker ?? 'auto', signal,
     name: name ?? (model ? 'qkv fine-tuned' : 'qkv trained'),
   };

@@ -663,6 +663,19 @@ test('web demo Train panel: trains a tiny model in a worker, stop/resume, loss f
     const ft = await page.evaluate(() => ({ ...document.getElementById('train-loss').dataset }));
     assert.ok(Number(ft.first) < 0.8 * Number(c.first), `fine-tuning started from scratch? first loss ${ft.first}, fresh ${c.first}`);
     assert.match(await page.textContent('#train-info'), /dim 64, 2 layers/);
+    // A fresh block-sparse model: the choice reaches the trainer and the GGUF it writes.
+    await page.selectOption('#train-mode', 'fresh');
+    await page.selectOption('#train-attention', 'block_sparse');
+    await page.fill('#train-steps', '3');
+    await page.click('#train-start');
+    await page.waitForFunction(() => document.getElementById('train-panel').dataset.state === 'done' &&
+      document.getElementById('train-loss').dataset.points === '3', null, { timeout: 60000 });
+    assert.match(await page.textContent('#train-info'), /block_sparse attention/);
+    const [sparseDownload] = await Promise.all([page.waitForEvent('download'), page.click('#train-download')]);
+    const sparse = await loadModel(await readFile(await sparseDownload.path()), { threads: 1, simd: 'baseline' });
+    assert.deepEqual(sparse.info.attentionKinds, ['block_sparse', 'block_sparse']);
+    assert.equal(sparse.info.sparsePattern.blockSize, 16);
+    sparse.dispose();
     assert.deepEqual(realErrors(errors), [], 'console or page errors');
   } finally {
     await context?.close();

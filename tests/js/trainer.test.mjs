@@ -82,6 +82,47 @@ test('same configuration and thread count: the losses of the native trainer (qkv
   }
 });
 
+test('attention kinds (a block-sparse and an additive layer): the losses of the native trainer, and the GGUF keeps the kinds', { skip: !haveNative && 'no native build' }, async () => {
+  // seq 32 in blocks of 4 with a window of 1 and one random block: the pattern hides keys, so a
+  // trainer that dropped it would give other losses; the later steps' losses follow the gradients.
+  const data = join(tmp, 'toy.txt'), tok = join(tmp, 'toy-kinds-tok.gguf');
+  writeFileSync(data, TEXT);
+  let r = runNative(['train-tokenizer', data, '--vocab', '300', '--out', tok]);
+  assert.equal(r.status, 0, r.stderr);
+  const steps = 6;
+  const conf = join(tmp, 'toy-kinds.conf');
+  writeFileSync(conf, `dim = 32\nn_layers = 2\nn_heads = 4\nn_kv_heads = 2\nhidden_dim = 64\nseq_len = 32\nbatch = 4\n` +
+    `attention = block_sparse, additive\nadditive_dim = 12\nsparse_block = 4\nsparse_window = 1\nsparse_global = 2\n` +
+    `sparse_random = 1\nsparse_seed = 5\n` +
+    `steps = ${steps}\nwarmup = 2\nlr = 1e-2\nseed = 7\nval_fraction = 0.1\neval_interval = 0\nlog_interval = 1\nthreads = 1\n` +
+    `data = ${data}\ntokenizer = ${tok}\nout = ${join(tmp, 'native-kinds.gguf')}\n`);
+  r = runNative(['train', conf]);
+  assert.equal(r.status, 0, r.stderr);
+  const native = [...r.stderr.matchAll(/step +\d+\/\d+ \| loss ([0-9.]+)/g)].map((m) => Number(m[1]));
+  assert.equal(native.length, steps, r.stderr);
+  const pattern = { blockSize: 4, windowBlocks: 1, globalTokens: 2, randomBlocks: 1, seed: 5 };
+  const t = await createTrainer({ ...BASE, tokenizer: readFileSync(tok), steps, threads: 1, simd: 'baseline',
+    attention: ['block_sparse', 'additive'], additiveDim: 12, sparsePattern: pattern });
+  try {
+    assert.deepEqual(t.info.attentionKinds, ['block_sparse', 'additive']);
+    assert.equal(t.info.additiveLength, 12);
+    assert.deepEqual(t.info.sparsePattern, pattern);
+    const js = await losses(t, steps);
+    for (let i = 0; i < steps; i++) assert.ok(Math.abs(js[i] - native[i]) < 2e-4, `step ${i + 1}: JS ${js[i]}, native ${native[i]}`);
+    // The written model carries the kinds it trained with, as the engine reads them back.
+    const m = await loadModel(await t.toGGUF({ dtype: 'f32' }), { threads: 1, simd: 'baseline' });
+    try {
+      assert.deepEqual(m.info.attentionKinds, ['block_sparse', 'additive']);
+      assert.equal(m.info.additiveLength, 12);
+      assert.deepEqual(m.info.sparsePattern, pattern);
+    } finally {
+      m.dispose();
+    }
+  } finally {
+    t.dispose();
+  }
+});
+
 test('saveState/loadState and stop()/run() continue exactly', async () => {
   const whole = await createTrainer({ ...BASE, threads: 1 });
   const want = await losses(whole, 12);
@@ -254,6 +295,20 @@ test('bad options are typed errors naming the problem', async () => {
   await bad({ ...BASE, model: 42, shape: undefined }, 'bad_argument', /model must be/);
   await bad({ ...BASE, model: join(tmp, 'missing.gguf'), shape: undefined, tokenizer: undefined }, 'io', /missing\.gguf/);
   await bad({ ...BASE, model: new Uint8Array(64), shape: undefined, tokenizer: undefined }, 'bad_model', /./);
+  // Attention kinds: unknown kinds, wrong counts, options without their layers, a fine-tuned model's kinds.
+  await bad({ ...BASE, attention: 'dense' }, 'bad_argument', /attention kind "dense" is not one of/);
+  await bad({ ...BASE, attention: ['softmax', 'additive', 'softmax'] }, 'bad_argument', /3 kinds for 2 layers/);
+  await bad({ ...BASE, attention: 7 }, 'bad_argument', /attention must be a kind or an array/);
+  await bad({ ...BASE, attention: 'linear' }, 'bad_argument', /not one of 'softmax', 'additive', 'block_sparse'/);
+  await bad({ ...BASE, attention: 'additive', additiveDim: 0 }, 'bad_argument', /additiveDim must be in/);
+  await bad({ ...BASE, additiveDim: 8 }, 'bad_argument', /additiveDim .* attention has none/);
+  await bad({ ...BASE, attention: 'block_sparse', sparsePattern: { blockSize: 0 } }, 'bad_argument', /sparsePattern.blockSize must be in/);
+  await bad({ ...BASE, attention: 'block_sparse', sparsePattern: { block: 8 } }, 'bad_argument', /unknown option 'block'/);
+  await bad({ ...BASE, attention: 'block_sparse', sparsePattern: { seed: -1 } }, 'bad_argument', /sparsePattern.seed must be in/);
+  await bad({ ...BASE, attention: 'block_sparse', sparsePattern: 'local' }, 'bad_argument', /sparsePattern must be/);
+  await bad({ ...BASE, sparsePattern: { blockSize: 8 } }, 'bad_argument', /sparsePattern .* attention has none/);
+  await bad({ ...BASE, model: join(root, 'models', 'kjv-2m.gguf'), shape: undefined, tokenizer: undefined, attention: 'additive' },
+    'bad_argument', /keeps its own attention kinds/);
   // Memory: refused up front (estimate against maxMemory), never an allocation failure midway.
   await bad({ ...BASE, shape: { dim: 4096, layers: 64, heads: 32, hiddenDim: 16384 }, batch: 64, seq: 1024, threads: 1 },
     'out_of_memory', /needs about .* over the cap/);

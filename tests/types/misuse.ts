@@ -56,6 +56,8 @@ async function trainMisuse(): Promise<void> {
   await createTrainer({ text: 'x', shape: 'huge' });
   // @ts-expect-error steps is a number
   await createTrainer({ text: 'x', steps: '10' });
+  // @ts-expect-error linear attention does not train
+  await createTrainer({ text: 'x', attention: 'linear' });
   const t = await createTrainer({ text: 'x' });
   // @ts-expect-error dtype is f32 or f16
   await t.toGGUF({ dtype: 'q4_0' });

@@ -106,6 +106,9 @@ async function training(): Promise<void> {
   await t.dispose();
   await createTrainer({ text: new Blob(['x']), model: 'model.gguf', seq: 64, shape: undefined });
   await createTrainer({ text: 'x', shape: { dim: 64, layers: 2, heads: 4, hiddenDim: 128 } });
+  const tk = await createTrainer({ text: 'x', attention: ['block_sparse', 'additive'], additiveDim: 16, sparsePattern: { blockSize: 16, globalTokens: 4 } });
+  const tkKinds: string[] = tk.info.attentionKinds;
+  console.log(tkKinds, tk.info.additiveLength, tk.info.sparsePattern?.windowBlocks);
 }
 void training;
 
