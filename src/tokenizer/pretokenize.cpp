@@ -108,6 +108,8 @@ const char* const kPoro = R"re( ?[^(\s|.,!?\u2026\u3002\uFF0C\u3001\u0964\u06D4\
 // superbpe's second stage, (?=(\d{3})+(?!\d)), has an unbounded lookahead: it runs as the
 // custom split below (as in llama.cpp, which runs some stages by custom code too).
 const char* const kDigitGroups = R"re((?=(\d{3})+(?!\d)))re";
+// AFMoE's and Tiny Aya's digit stage, which llama.cpp runs by custom code (split_leading_digits).
+const char* const kAfmoeDigits = R"re(\p{AFMoE_digits})re";
 
 struct PreSpec {
   PreTokenizer kind;
@@ -198,6 +200,17 @@ const std::vector<PreSpec>& pre_specs() {
        {"exaone-moe"},
        {QKV_CONTRACTIONS
         R"re(|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+)re"}},
+      {PreTokenizer::Afmoe,
+       {"afmoe"},
+       {kAfmoeDigits,
+        R"re([\u4E00-\u9FFF\u3400-\u4DBF\uF900-\uFAFF\u3040-\u309F\u30A0-\u30FF\uFF65-\uFF9F\u2F00-\u2FDF\u0E00-\u0E7F\u0E80-\u0EFF\u1780-\u17FF\u1000-\u109F\uAA60-\uAA7F\uA9E0-\uA9FF\uAC00-\uD7AF\u1100-\u11FF]+)re",
+        std::string(kAsciiPunctWord) + R"re([\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
+      {PreTokenizer::TinyAya,
+       {"tiny_aya", "cohere2moe"},
+       {kAfmoeDigits,
+        R"re([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)re" QKV_CONTRACTIONS
+        R"re(?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)re" QKV_CONTRACTIONS
+        R"re(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
       {PreTokenizer::Minicpm5,
        {"minicpm5"},
        {R"re(\p{N}{1,3})re",
@@ -209,8 +222,7 @@ const std::vector<PreSpec>& pre_specs() {
 
 // Names llama.cpp knows whose pre-tokenizer qkv does not run, with the reason.
 const char* unsupported_reason(const std::string& n) {
-  if (n == "kimi-k2" || n == "afmoe" || n == "tiny_aya" || n == "cohere2moe")
-    return "splits text by llama.cpp's custom code (lookarounds over whole digit runs or script tables)";
+  if (n == "kimi-k2") return "splits text by llama.cpp's custom code (Han script tables)";
   if (n == "gemma4" || n == "granite-embed-multi-311m" || n == "sarvam-moe" || n == "whitespace")
     return "is a BPE over raw UTF-8 (no byte-level alphabet)";
   return nullptr;
@@ -222,14 +234,22 @@ const PreSpec& spec_of(PreTokenizer kind) {
   fail(ErrorCode::Internal, "pre-tokenizer kind without a table row");
 }
 
-// Each kind's compiled stages (nullptr: the custom digit-group split), built once.
-const std::vector<std::shared_ptr<const Regex>>& stages_of(PreTokenizer kind) {
-  static const std::vector<std::vector<std::shared_ptr<const Regex>>> all = [] {
-    std::vector<std::vector<std::shared_ptr<const Regex>>> v;
+// A stage: a compiled regex, or (re null) one of the custom splits named by its regex.
+struct Stage {
+  std::shared_ptr<const Regex> re;
+  bool leading_digits = false;  // kAfmoeDigits, else kDigitGroups
+};
+
+// Each kind's stages, built once.
+const std::vector<Stage>& stages_of(PreTokenizer kind) {
+  static const std::vector<std::vector<Stage>> all = [] {
+    std::vector<std::vector<Stage>> v;
     for (const PreSpec& p : pre_specs()) {
       if ((size_t)p.kind >= v.size()) v.resize((size_t)p.kind + 1);
       for (const std::string& r : p.regexes)
-        v[(size_t)p.kind].push_back(r == kDigitGroups ? nullptr : std::make_shared<const Regex>(r));
+        v[(size_t)p.kind].push_back(r == kDigitGroups   ? Stage{}
+                                    : r == kAfmoeDigits ? Stage{nullptr, true}
+                                                        : Stage{std::make_shared<const Regex>(r)});
     }
     return v;
   }();
@@ -282,6 +302,34 @@ Frags split_digit_groups(const std::vector<uint32_t>& s, const Frags& in, uint64
   }
   return out;
 }
+// llama.cpp's AFMoE digit split (also Tiny Aya's \d{1,3}(?=(?:\d{3})*\b)): each run of numbers
+// (\p{N}) is cut into len % 3 leading digits, then threes; the text before a run joins the run's
+// first piece, as llama.cpp's code emits it (its later stages split them apart again).
+Frags split_leading_digits(const std::vector<uint16_t>& props, const Frags& in, uint64_t* steps) {
+  auto number = [&](size_t i) { return (props[i] & kPropN) != 0; };
+  Frags out;
+  out.reserve(in.size());
+  for (auto [b, e] : in) {
+    size_t pending = b;
+    for (size_t p = b; p < e;) {
+      if (!number(p)) {
+        p++;
+        continue;
+      }
+      const size_t start = p;
+      while (p < e && number(p)) p++;
+      size_t cut = start + (p - start) % 3;
+      if (cut == start) cut += 3;
+      for (; cut <= p; cut += 3) {
+        out.emplace_back(pending, cut);
+        pending = cut;
+      }
+    }
+    if (steps) *steps += e - b;
+    if (pending < e) out.emplace_back(pending, e);
+  }
+  return out;
+}
 }  // namespace
 
 const char* pre_tokenizer_names() {
@@ -317,7 +365,10 @@ std::vector<std::string> pre_tokenize(const std::string& text, PreTokenizer kind
   std::vector<uint16_t> props(s.size());
   for (size_t i = 0; i < s.size(); i++) props[i] = unicode_props(s[i]);
   Frags f{{0, s.size()}};
-  for (const auto& re : stages_of(kind)) f = re ? split(s, props, f, *re, steps) : split_digit_groups(s, f, steps);
+  for (const Stage& st : stages_of(kind))
+    f = st.re               ? split(s, props, f, *st.re, steps)
+        : st.leading_digits ? split_leading_digits(props, f, steps)
+                            : split_digit_groups(s, f, steps);
   std::vector<std::string> out;
   out.reserve(f.size());
   for (auto [b, e] : f) {

@@ -41,6 +41,8 @@ enum class PreTokenizer {
   Laguna,
   ExaoneMoe,
   Minicpm5,
+  Afmoe,
+  TinyAya,
 };
 
 // The tokenizer.ggml.pre name -> kind; throws Error(Unsupported) listing the known names.
