@@ -43,6 +43,7 @@ enum class PreTokenizer {
   Minicpm5,
   Afmoe,
   TinyAya,
+  KimiK2,
 };
 
 // The tokenizer.ggml.pre name -> kind; throws Error(Unsupported) listing the known names.

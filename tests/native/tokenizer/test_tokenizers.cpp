@@ -330,6 +330,14 @@ TEST(PreTokenizerRegex, HandCheckedSplits) {
             (P{"\xe6\x97\xa5\xe6\x9c\xac", "abc"}));
   EXPECT_EQ(pre("1234567 It's", "tiny_aya"), (P{"1", "234", "567", " It's"}));
   EXPECT_EQ(pre("1234567", "cohere2moe"), (P{"1", "234", "567"}));
+  // Kimi K2 (llama.cpp's scanner): Han runs apart, words with contractions, numbers in threes
+  // from the left.
+  EXPECT_EQ(pre("\xe4\xbd\xa0\xe5\xa5\xbd"
+                "world",
+                "kimi-k2"),
+            (P{"\xe4\xbd\xa0\xe5\xa5\xbd", "world"}));
+  EXPECT_EQ(pre("I'LL 12345", "kimi-k2"), (P{"I'LL", " ", "123", "45"}));
+  EXPECT_EQ(pre("a  b!!\n\nc", "kimi-k2"), (P{"a", " ", " b", "!!\n\n", "c"}));
 }
 
 TEST(RegexEngine, RefusesWhatItCannotRunByName) {
