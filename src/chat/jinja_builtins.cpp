@@ -557,6 +557,8 @@ Value Renderer::apply_filter(const std::string& f, const Value& v, const std::ve
     if (!kw.empty()) unsupported("format with keyword arguments");
     return Value::str(percent_format(to_text(v), a));
   }
+  Value out;
+  if (text_filter(f, v, a, kw, &out)) return out;
   unsupported("the filter '" + f + "'");
 }
 
@@ -594,6 +596,8 @@ bool Renderer::test_value(const std::string& t, const Value& v, const std::vecto
     str_method(to_text(v), "is" + t, {}, &r);
     return r.b;
   }
+  bool named = false;
+  if (name_test(t, v, &named)) return named;
   unsupported("the test '" + t + "'");
 }
 

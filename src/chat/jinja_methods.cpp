@@ -127,6 +127,7 @@ Value Renderer::method(const Expr& e) {
     }
     std::string r;
     if (a.empty() && recase(m, s, &r)) return Value::str(std::move(r));
+    if (m == "format") return Value::str(str_format(s, a, kwargs(e)));
     if ((m == "startswith" || m == "endswith") && a.size() == 1 && a[0].k != Value::K::List) {
       const std::string x = arg_str(0, m.c_str());
       const bool r = x.size() <= s.size() && (m == "startswith" ? s.compare(0, x.size(), x) == 0

@@ -338,7 +338,7 @@ Value Renderer::index(const Expr& e) {
   const Value o = eval(*e.a[0]);
   const Value k = eval(*e.a[1]);
   if (o.lazy) return Value();  // a generator has no items by index
-  if (o.k == Value::K::Dict) {
+  if (o.k == Value::K::Dict || (o.group && k.k == Value::K::Str)) {
     const Value* v = o.get(k);
     return v ? *v : Value();
   }

@@ -115,6 +115,14 @@ class Renderer {
   static Value lazy(Value v);
 
   Value apply_filter(const std::string& f, const Value& v, const std::vector<Value>& a, const Kw& kw);
+  // groupby, slice, striptags, wordwrap, xmlattr, urlencode, filesizeformat (jinja_text.cpp):
+  // true with *out set when f is one of them.
+  bool text_filter(const std::string& f, const Value& v, const std::vector<Value>& a, const Kw& kw, Value* out);
+  // The `filter` and `test` tests (is a name one of Jinja2's): true with *result set when t is one.
+  static bool name_test(const std::string& t, const Value& v, bool* result);
+  // Python's str.format and format(x, spec).
+  std::string str_format(const std::string& fmt, const std::vector<Value>& a, const Kw& kw);
+  std::string format_spec(const Value& x, const std::string& spec);
 
   bool test(const Expr& e) { return test_value(e.name, eval(*e.a[0]), args(e)); }
   bool test_value(const std::string& t, const Value& v, const std::vector<Value>& a);

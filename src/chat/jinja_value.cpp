@@ -18,6 +18,7 @@ Value Value::dict(Dict x) {
 }
 
 const Value* Value::get(const std::string& key) const {
+  if (k == K::List && group) return key == "grouper" ? &(*l)[0] : key == "list" ? &(*l)[1] : nullptr;
   if (k != K::Dict) return nullptr;
   charge(d->size());
   for (const Entry& e : *d)

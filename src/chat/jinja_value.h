@@ -56,6 +56,7 @@ struct Value {
   enum class K { Undef, None, Bool, Int, Float, Str, List, Dict, Func } k = K::Undef;
   bool b = false;
   bool is_ns = false;  // a namespace() (its attributes can be set); beside b, where it adds no bytes to a Value
+  bool group = false;  // groupby's (grouper, list) tuple, whose items are also .grouper and .list (beside b too)
   int64_t i = 0;
   double f = 0;
   std::string s;                // Str; Func: its name

@@ -588,12 +588,8 @@ LoadedModel load_gguf_model(const GgufFile& g) {
     c.layer_rope.assign(c.n_layers, 0);
     for (int l = 0; l < c.n_layers; l++)
       if (l % period < period - 1) c.layer_window[l] = window, c.layer_rope[l] = 1;
-    if (g.find(key("rope.freq_base_swa"))) {  // the local layers' base, where the file sets one
-      const double b = g.get_float(key("rope.freq_base_swa"));
-      if (!(b > 0.0 && b < 1e12)) bad(key("rope.freq_base_swa") + " must be positive");
-      c.rope_theta_local = (float)b;
-      c.rope_freq_scale_local = c.rope_freq_scale;
-    }
+    // (rope.freq_base_swa, where a file has one, is left unread: llama.cpp's Cohere 2 graph rotates
+    // every local layer with the model's one base.)
     c.tied_classifier = true;
   }
   if (row->moe) {

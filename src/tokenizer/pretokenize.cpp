@@ -108,6 +108,11 @@ const char* const kPoro = R"re( ?[^(\s|.,!?\u2026\u3002\uFF0C\u3001\u0964\u06D4\
 // superbpe's second stage, (?=(\d{3})+(?!\d)), has an unbounded lookahead: it runs as the
 // custom split below (as in llama.cpp, which runs some stages by custom code too).
 const char* const kDigitGroups = R"re((?=(\d{3})+(?!\d)))re";
+// AFMoE's and Tiny Aya's digit stage, which llama.cpp runs by custom code (split_leading_digits).
+const char* const kAfmoeDigits = R"re(\p{AFMoE_digits})re";
+// Kimi K2's whole list, which llama.cpp runs by custom code only (split_kimi_k2), under its name
+// there.
+const char* const kKimiK2 = R"re(\p{Han}+)re";
 
 struct PreSpec {
   PreTokenizer kind;
@@ -198,6 +203,18 @@ const std::vector<PreSpec>& pre_specs() {
        {"exaone-moe"},
        {QKV_CONTRACTIONS
         R"re(|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+)re"}},
+      {PreTokenizer::Afmoe,
+       {"afmoe"},
+       {kAfmoeDigits,
+        R"re([\u4E00-\u9FFF\u3400-\u4DBF\uF900-\uFAFF\u3040-\u309F\u30A0-\u30FF\uFF65-\uFF9F\u2F00-\u2FDF\u0E00-\u0E7F\u0E80-\u0EFF\u1780-\u17FF\u1000-\u109F\uAA60-\uAA7F\uA9E0-\uA9FF\uAC00-\uD7AF\u1100-\u11FF]+)re",
+        std::string(kAsciiPunctWord) + R"re([\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
+      {PreTokenizer::TinyAya,
+       {"tiny_aya", "cohere2moe"},
+       {kAfmoeDigits,
+        R"re([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)re" QKV_CONTRACTIONS
+        R"re(?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)re" QKV_CONTRACTIONS
+        R"re(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
+      {PreTokenizer::KimiK2, {"kimi-k2"}, {kKimiK2}},
       {PreTokenizer::Minicpm5,
        {"minicpm5"},
        {R"re(\p{N}{1,3})re",
@@ -209,8 +226,6 @@ const std::vector<PreSpec>& pre_specs() {
 
 // Names llama.cpp knows whose pre-tokenizer qkv does not run, with the reason.
 const char* unsupported_reason(const std::string& n) {
-  if (n == "kimi-k2" || n == "afmoe" || n == "tiny_aya" || n == "cohere2moe")
-    return "splits text by llama.cpp's custom code (lookarounds over whole digit runs or script tables)";
   if (n == "gemma4" || n == "granite-embed-multi-311m" || n == "sarvam-moe" || n == "whitespace")
     return "is a BPE over raw UTF-8 (no byte-level alphabet)";
   return nullptr;
@@ -222,14 +237,24 @@ const PreSpec& spec_of(PreTokenizer kind) {
   fail(ErrorCode::Internal, "pre-tokenizer kind without a table row");
 }
 
-// Each kind's compiled stages (nullptr: the custom digit-group split), built once.
-const std::vector<std::shared_ptr<const Regex>>& stages_of(PreTokenizer kind) {
-  static const std::vector<std::vector<std::shared_ptr<const Regex>>> all = [] {
-    std::vector<std::vector<std::shared_ptr<const Regex>>> v;
+// A stage: a compiled regex, or (re null) one of the custom splits named by its regex.
+struct Stage {
+  std::shared_ptr<const Regex> re;
+  bool leading_digits = false;  // kAfmoeDigits
+  bool kimi_k2 = false;         // kKimiK2; neither: kDigitGroups
+};
+
+// Each kind's stages, built once.
+const std::vector<Stage>& stages_of(PreTokenizer kind) {
+  static const std::vector<std::vector<Stage>> all = [] {
+    std::vector<std::vector<Stage>> v;
     for (const PreSpec& p : pre_specs()) {
       if ((size_t)p.kind >= v.size()) v.resize((size_t)p.kind + 1);
       for (const std::string& r : p.regexes)
-        v[(size_t)p.kind].push_back(r == kDigitGroups ? nullptr : std::make_shared<const Regex>(r));
+        v[(size_t)p.kind].push_back(r == kDigitGroups   ? Stage{}
+                                    : r == kAfmoeDigits ? Stage{nullptr, true}
+                                    : r == kKimiK2      ? Stage{nullptr, false, true}
+                                                        : Stage{std::make_shared<const Regex>(r)});
     }
     return v;
   }();
@@ -282,6 +307,122 @@ Frags split_digit_groups(const std::vector<uint32_t>& s, const Frags& in, uint64
   }
   return out;
 }
+// llama.cpp's AFMoE digit split (also Tiny Aya's \d{1,3}(?=(?:\d{3})*\b)): each run of numbers
+// (\p{N}) is cut into len % 3 leading digits, then threes; the text before a run joins the run's
+// first piece, as llama.cpp's code emits it (its later stages split them apart again).
+Frags split_leading_digits(const std::vector<uint16_t>& props, const Frags& in, uint64_t* steps) {
+  auto number = [&](size_t i) { return (props[i] & kPropN) != 0; };
+  Frags out;
+  out.reserve(in.size());
+  for (auto [b, e] : in) {
+    size_t pending = b;
+    for (size_t p = b; p < e;) {
+      if (!number(p)) {
+        p++;
+        continue;
+      }
+      const size_t start = p;
+      while (p < e && number(p)) p++;
+      size_t cut = start + (p - start) % 3;
+      if (cut == start) cut += 3;
+      for (; cut <= p; cut += 3) {
+        out.emplace_back(pending, cut);
+        pending = cut;
+      }
+    }
+    if (steps) *steps += e - b;
+    if (pending < e) out.emplace_back(pending, e);
+  }
+  return out;
+}
+// Han characters as llama.cpp's unicode_cpt_is_han lists them (CJK ideographs and extensions).
+bool is_han(uint32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+         (c >= 0x2A700 && c <= 0x2EBEF) || (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+// Kimi K2's pre-tokenizer as llama.cpp's scanner runs it (its regex is
+// [\p{Han}]+|[^\r\n\p{L}\p{N}]?[letters but Han]+ with contractions|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+// \s*[\r\n]+|\s+(?!\S)|\s+, where the scanner's letters are \p{L} only and case is not told apart).
+Frags split_kimi_k2(const std::vector<uint32_t>& s, const std::vector<uint16_t>& props, const Frags& in,
+                    uint64_t* steps) {
+  Frags out;
+  out.reserve(in.size());
+  for (const auto& frag : in) {
+    const size_t b = frag.first, e = frag.second;  // (lambdas cannot capture structured bindings in C++17)
+    auto cp = [&](size_t i) { return i < e ? s[i] : 0xFFFFFFFFu; };
+    auto prop = [&](size_t i) { return i < e ? props[i] : (uint16_t)0; };
+    auto letter = [&](size_t i) { return i < e && (props[i] & kPropL) && !is_han(s[i]); };
+    auto number = [&](size_t i) { return (prop(i) & kPropN) != 0; };
+    auto space = [&](size_t i) { return (prop(i) & kPropSpace) != 0; };
+    auto newline = [&](size_t i) { return cp(i) == '\r' || cp(i) == '\n'; };
+    auto lower = [&](size_t i) { return cp(i) >= 'A' && cp(i) <= 'Z' ? cp(i) + 32 : cp(i); };
+    size_t prev = b;
+    auto add = [&](size_t end) {
+      if (end > prev) out.emplace_back(prev, end);
+      prev = end;
+    };
+    for (size_t p = b; p < e;) {
+      if (is_han(s[p])) {  // a run of Han
+        while (p < e && is_han(s[p])) p++;
+        add(p);
+        continue;
+      }
+      // A word: one optional leading character that is no letter, number or line break, then
+      // letters (not Han), then an optional contraction.
+      const bool lead = !newline(p) && !(props[p] & kPropL) && !number(p);
+      if (letter(p) || (lead && letter(p + 1))) {
+        if (lead) p++;
+        while (letter(p)) p++;
+        if (cp(p) == '\'' && p + 1 < e) {
+          const uint32_t c1 = lower(p + 1);
+          if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+            p += 2;
+          } else if (p + 2 < e) {
+            const uint32_t c2 = lower(p + 2);
+            if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) p += 3;
+          }
+        }
+        add(p);
+        continue;
+      }
+      if (number(p)) {  // numbers, three at a time from the left
+        size_t from = p;
+        while (number(p))
+          if (++p - from >= 3) add(p), from = p;
+        add(p);
+        continue;
+      }
+      // An optional space, then characters that are no space, letter or number, then line breaks.
+      const size_t q = cp(p) == ' ' ? p + 1 : p;
+      auto other = [&](size_t i) { return i < e && !space(i) && !(props[i] & kPropL) && !number(i); };
+      if (other(q)) {
+        p = q;
+        while (other(p)) p++;
+        while (newline(p)) p++;
+        add(p);
+        continue;
+      }
+      size_t n = 0, last_break = 0;
+      while (space(p + n)) {
+        if (newline(p + n)) last_break = p + n + 1;
+        n++;
+      }
+      if (last_break > 0) {  // \s*[\r\n]+
+        p = last_break;
+      } else if (n > 1 && p + n < e) {  // \s+(?!\S)
+        p += n - 1;
+      } else if (n > 0) {  // \s+
+        p += n;
+      } else {
+        p++;
+      }
+      add(p);
+    }
+    if (steps) *steps += e - b;
+  }
+  return out;
+}
 }  // namespace
 
 const char* pre_tokenizer_names() {
@@ -317,7 +458,11 @@ std::vector<std::string> pre_tokenize(const std::string& text, PreTokenizer kind
   std::vector<uint16_t> props(s.size());
   for (size_t i = 0; i < s.size(); i++) props[i] = unicode_props(s[i]);
   Frags f{{0, s.size()}};
-  for (const auto& re : stages_of(kind)) f = re ? split(s, props, f, *re, steps) : split_digit_groups(s, f, steps);
+  for (const Stage& st : stages_of(kind))
+    f = st.re               ? split(s, props, f, *st.re, steps)
+        : st.leading_digits ? split_leading_digits(props, f, steps)
+        : st.kimi_k2        ? split_kimi_k2(s, props, f, steps)
+                            : split_digit_groups(s, f, steps);
   std::vector<std::string> out;
   out.reserve(f.size());
   for (auto [b, e] : f) {

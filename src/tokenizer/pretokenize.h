@@ -41,6 +41,9 @@ enum class PreTokenizer {
   Laguna,
   ExaoneMoe,
   Minicpm5,
+  Afmoe,
+  TinyAya,
+  KimiK2,
 };
 
 // The tokenizer.ggml.pre name -> kind; throws Error(Unsupported) listing the known names.

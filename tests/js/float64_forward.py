@@ -6,7 +6,11 @@ the architectures' definitions as llama.cpp applies them, independently of qkv's
 on even layers), gemma3 (post-norms, Q/K norms, five windowed layers of each six with RoPE base
 10000 unscaled, the global ones with the model's base and scaling); the NEOX RoPE (halves) for
 all but llama; phi3 (fused QKV and gate/up, LongRoPE factors and attention factor); gpt2
-(LayerNorm, learned positions, fused QKV, biases, GELU). Every tensor must be f32.
+(LayerNorm, learned positions, fused QKV, biases, GELU); qwen3moe (Qwen3's attention, a router
+softmax over the experts, the top expert_used_count renormalised to sum 1, SwiGLU experts);
+cohere2 (one bias-free LayerNorm feeding parallel attention and feed-forward, three of each four
+layers windowed with adjacent-pair RoPE, the fourth global without RoPE, logits times
+logit_scale, the classifier the token embedding). Every tensor must be f32.
 
   python3 float64_forward.py MODEL.gguf IDS.json   (IDS.json: {"ids": [...]})
 
@@ -43,10 +47,10 @@ def T(name, scale=1.0):
     c = dims[0]; return [list(v[r*c:(r+1)*c]) for r in range(n // c)]
 A = meta['general.architecture']; g = lambda k, d=None: meta.get(A + '.' + k, d)
 dim = g('embedding_length'); L = g('block_count'); H = g('attention.head_count'); KV = g('attention.head_count_kv')
-gpt2 = A == 'gpt2'
-eps = g('attention.layer_norm_epsilon') if gpt2 else g('attention.layer_norm_rms_epsilon'); fb = g('rope.freq_base', 10000.0)
+gpt2 = A == 'gpt2'; cohere2 = A == 'cohere2'; layer_norm = gpt2 or cohere2
+eps = g('attention.layer_norm_epsilon') if layer_norm else g('attention.layer_norm_rms_epsilon'); fb = g('rope.freq_base', 10000.0)
 hd = g('attention.key_length', dim // H); nrot = g('rope.dimension_count', hd)
-neox = A in ('qwen2', 'qwen3', 'gemma', 'gemma2', 'gemma3', 'phi3')
+neox = A in ('qwen2', 'qwen3', 'qwen3moe', 'gemma', 'gemma2', 'gemma3', 'phi3')
 gemma = A.startswith('gemma')
 lin = g('rope.scaling.factor', 0) if g('rope.scaling.type', 'linear') == 'linear' else 0
 window = g('attention.sliding_window', 0)
@@ -72,14 +76,15 @@ elif g('rope.scaling.type', 'linear') != 'linear': sys.exit('float64_forward.py:
 def is_swa(l):
     if A == 'gemma3': return window > 0 and (l + 1) % 6 != 0
     if A == 'gemma2': return window > 0 and l % 2 == 0
+    if cohere2: return l % g('attention.sliding_window_pattern', 4) < g('attention.sliding_window_pattern', 4) - 1
     return False
-emb = T('token_embd.weight'); out = T('output.weight') if 'output.weight' in tens else emb
+emb = T('token_embd.weight'); out = T('output.weight') if 'output.weight' in tens and not cohere2 else emb
 def mv(W, x): return [sum(w * xi for w, xi in zip(row, x)) for row in W]
 def rms(x, w): s = math.sqrt(sum(v*v for v in x) / len(x) + eps); return [v / s * gg for v, gg in zip(x, w)]
-def norm(x, w, b):  # GPT-2: LayerNorm with a bias; the others: RMSNorm
-    if not gpt2: return rms(x, w)
+def norm(x, w, b):  # GPT-2: LayerNorm with a bias; Cohere 2: without; the others: RMSNorm
+    if not layer_norm: return rms(x, w)
     m = sum(x) / len(x); s = math.sqrt(sum((v - m) ** 2 for v in x) / len(x) + eps)
-    return [(v - m) / s * gg + bb for v, gg, bb in zip(x, w, b)]
+    return [(v - m) / s * gg + (b[i] if b else 0.0) for i, (v, gg) in enumerate(zip(x, w))]
 def add(x, b): return [a + c for a, c in zip(x, b)] if b else x
 def rope(v, pos, base_, scale):
     v = v[:]; half = nrot // 2
@@ -97,7 +102,8 @@ def opt(n): return T(n) if n in tens else None
 W = []
 for l in range(L):
     pfx = 'blk.%d.' % l
-    names = ['attn_norm','attn_q','attn_k','attn_v','attn_qkv','attn_output','ffn_norm','ffn_gate','ffn_up','ffn_down','attn_q_norm','attn_k_norm','post_attention_norm','post_ffw_norm','attn_add_q','attn_add_k','attn_add_v']
+    names = ['attn_norm','attn_q','attn_k','attn_v','attn_qkv','attn_output','ffn_norm','ffn_gate','ffn_up','ffn_down','attn_q_norm','attn_k_norm','post_attention_norm','post_ffw_norm',
+             'ffn_gate_inp','ffn_gate_exps','ffn_up_exps','ffn_down_exps','attn_add_q','attn_add_k','attn_add_v']
     W.append({k: opt(pfx + k + '.weight') for k in names})
     for k in names: W[l][k + '.b'] = opt(pfx + k + '.bias')
 pos_emb = T('position_embd.weight') if gpt2 else None
@@ -126,7 +132,7 @@ for pos, tok in enumerate(ids):
         if w['attn_q_norm']: qs = [rms(x_, w['attn_q_norm']) for x_ in qs]; ks = [rms(x_, w['attn_k_norm']) for x_ in ks]
         local = is_swa(l)
         base_, scale = (10000.0, 1.0) if (A == 'gemma3' and local) else (fb, 1.0 / lin if lin else 1.0)
-        if not gpt2: qs = [rope(x_, pos, base_, scale) for x_ in qs]; ks = [rope(x_, pos, base_, scale) for x_ in ks]
+        if not gpt2 and (local or not cohere2): qs = [rope(x_, pos, base_, scale) for x_ in qs]; ks = [rope(x_, pos, base_, scale) for x_ in ks]
         K[l].append(sum(ks, [])); V[l].append(v)
         o = []
         for hh in range(H):
@@ -138,8 +144,21 @@ for pos, tok in enumerate(ids):
             o += [sum(e[t] / z * V[l][j][kh*hd + d_] for t, j in enumerate(js)) for d_ in range(hd)]
         a = add(mv(w['attn_output'], o), w['attn_output.b'])
         if w['post_attention_norm']: a = rms(a, w['post_attention_norm'])
-        x = [p_ + c for p_, c in zip(x, a)]
-        h = norm(x, w['ffn_norm'], w['ffn_norm.b'])
+        if not cohere2:  # (Cohere 2: the feed-forward reads the attention's input norm)
+            x = [p_ + c for p_, c in zip(x, a)]; a = None
+            h = norm(x, w['ffn_norm'], w['ffn_norm.b'])
+        if w['ffn_gate_inp']:  # experts: router softmax, top k renormalised, SwiGLU each
+            E = g('expert_count'); kk = g('expert_used_count'); z = mv(w['ffn_gate_inp'], h); mz = max(z)
+            pr = [math.exp(v - mz) for v in z]; sp = sum(pr); pr = [v / sp for v in pr]
+            top = sorted(range(E), key=lambda e: (-pr[e], e))[:kk]; sw = sum(pr[e] for e in top)
+            f = [0.0] * dim
+            for e in top:
+                n_ff = len(w['ffn_gate_exps']) // E
+                gt = mv(w['ffn_gate_exps'][e*n_ff:(e+1)*n_ff], h); u = mv(w['ffn_up_exps'][e*n_ff:(e+1)*n_ff], h)
+                y = mv(w['ffn_down_exps'][e*dim:(e+1)*dim], [gg / (1 + math.exp(-gg)) * uu for gg, uu in zip(gt, u)])
+                f = [fv + pr[e] / sw * yv for fv, yv in zip(f, y)]
+            x = [p_ + c for p_, c in zip(x, f)]
+            continue
         u = add(mv(w['ffn_up'], h), w['ffn_up.b'])
         if gpt2: f = [gelu(uu) for uu in u]
         else:
@@ -148,8 +167,9 @@ for pos, tok in enumerate(ids):
             f = [(gelu(gg) if gemma else gg / (1 + math.exp(-gg))) * uu for gg, uu in zip(gt, u)]
         f = add(mv(w['ffn_down'], f), w['ffn_down.b'])
         if w['post_ffw_norm']: f = rms(f, w['post_ffw_norm'])
-        x = [p_ + c for p_, c in zip(x, f)]
+        x = [p_ + c + (a[i] if a else 0.0) for i, (p_, c) in enumerate(zip(x, f))]
 x = norm(x, T('output_norm.weight'), opt('output_norm.bias'))
 logits = mv(out, x)
 if final_cap: logits = [final_cap * math.tanh(v / final_cap) for v in logits]
+if cohere2: logits = [v * g('logit_scale') for v in logits]
 print(json.dumps({'logits': logits}))

@@ -1,6 +1,9 @@
 // Conformance with llama.cpp: random-weight GGUF models of every supported architecture and
 // tokenizer (written by build/qkv_test_models) run in llama.cpp (@wllama/wllama, WASM, headless
-// Chromium, CPU backend, f32 KV cache) and in qkv (the WASM build under Node). For each model
+// Chromium, CPU backend, f32 KV cache, flash attention off for the float models) and in qkv (the
+// WASM build under Node). llama.cpp's CPU flash attention (its default) rounds inside the
+// attention: on the qwen3moe and cohere2 models it chose other tokens than its own unfused path,
+// qkv and a float64 forward pass (tests/js/float64_forward.py), at margins up to 0.74. For each model
 // and each text of a varied set, both must count the same prompt tokens and continue it with
 // the same greedy text; chat prompts rendered from the model's template must continue alike.
 // llama.cpp's replies carry text, not ids, so tokens that are not whole UTF-8 text on their own
@@ -51,7 +54,7 @@ before(async () => {
   // The pre-tokenizer models have their own, lighter comparison (pretokenizers_wllama.test.mjs).
   names = JSON.parse(r.stdout).filter((n) => !n.startsWith('pre-'));
   // QKV_WLLAMA_ONLY=a,b: only those models (for working on one architecture; CI runs them all
-  // but the wip- ones, whose divergences from llama.cpp are open: docs/architectures.md).
+  // but any named wip-, whose divergences from llama.cpp would be open: docs/architectures.md).
   if (process.env.QKV_WLLAMA_ONLY) names = names.filter((n) => process.env.QKV_WLLAMA_ONLY.split(',').includes(n));
   else names = names.filter((n) => !n.startsWith('wip-'));
   browser = await launchBrowser();
@@ -84,8 +87,8 @@ const relaxed = existsSync(join(root, 'dist', 'qkv-relaxed.wasm'));
 const QTIE = 0.3;
 const QMIN_AGREED = 40;
 
-// (The timeout covers the 40 models on a loaded 2-core machine.)
-test('llama.cpp conformance: token counts and greedy text of every architecture and tokenizer', { skip, timeout: 360000 }, async (t) => {
+// (The timeout covers the 45 models on a loaded 2-core machine.)
+test('llama.cpp conformance: token counts and greedy text of every architecture and tokenizer', { skip, timeout: 480000 }, async (t) => {
   const { page, errors } = await openPage(browser, `${server.url}${basename(root)}/tests/js/pages/wllama.html`);
   await page.waitForFunction(() => window.__ready === true, null, { timeout: 30000 });
   const summary = [], failures = [], ties = [], qties = [];
@@ -124,9 +127,12 @@ test('llama.cpp conformance: token counts and greedy text of every architecture 
         expected.push({ what: `chat (${model.info.chatFormat})`, promptTokens: ids.length, gen, prompt, ids });
       }
       const url = `/${relative(dirname(root), path)}`;
-      const { out } = await page.evaluate(([u, reqs]) => window.__wllama(u, reqs), [url, requests]);
-      prompts += out.length;
       const quantized = isQuantized(name);
+      // Exact comparisons run llama.cpp's unfused attention; the quantized models keep its default,
+      // under which their noise rule (QTIE, QMIN_AGREED) was measured.
+      const load = quantized ? {} : { flash_attn: false };
+      const { out } = await page.evaluate(([u, reqs, l]) => window.__wllama(u, reqs, false, l), [url, requests, load]);
+      prompts += out.length;
       // qkv's texts against llama.cpp's replies, for one qkv build's greedy runs (gens).
       const judge = (gens, label) => {
         let same = 0, agreed = 0;

@@ -6,15 +6,16 @@ import { Wllama } from '../../../node_modules/@wllama/wllama/esm/index.js';
 const wasm = new URL('../../../node_modules/@wllama/wllama/esm/wasm/wllama.wasm', import.meta.url).href;
 
 /**
+ * load: further llama.cpp context options (flash_attn, n_batch, ...).
  * requests: [{prompt (string or ids), messages (chat instead of prompt), maxTokens, banned (ids),
  * grammar (GBNF, optional)}].
  * Returns per request {tokens, promptTokens, text} or {error}.
  */
-window.__wllama = async (modelUrl, requests, verbose = false) => {
+window.__wllama = async (modelUrl, requests, verbose = false, load = {}) => {
   const w = new Wllama({ default: wasm }, { suppressNativeLog: !verbose });
   w.setCompat(null);
   const blob = await (await fetch(modelUrl)).blob();
-  await w.loadModel([blob], { n_ctx: 512, n_threads: 1, n_gpu_layers: 0, cache_type_k: 'f32', cache_type_v: 'f32' });
+  await w.loadModel([blob], { n_ctx: 512, n_threads: 1, n_gpu_layers: 0, cache_type_k: 'f32', cache_type_v: 'f32', ...load });
   const out = [];
   try {
     for (const r of requests) {

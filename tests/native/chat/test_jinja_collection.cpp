@@ -141,6 +141,51 @@ TEST(Jinja, ConstructsOfTheWholeCollectionRenderAsJinja2Does) {
   EXPECT_EQ(compare_with_jinja2(cases, 1), (int)cases.size());
 }
 
+// Jinja2's remaining built-in filters and tests and Python's str.format, each over values that
+// reach its rules: groupby (grouper / list attributes, case folding, default), slice (fill),
+// striptags (comments, tags, character references), wordwrap (long words, paragraphs, wrapstring),
+// xmlattr (escaping, none left out), urlencode (strings, dicts, pairs), filesizeformat, the
+// `filter` and `test` tests, and str.format's fields, conversions and format specs.
+TEST(Jinja, TextFiltersAndStrFormatRenderAsJinja2Does) {
+  const char* const templates[] = {
+      R"J({% for g in messages | groupby('role') %}[{{ g.grouper }}:{{ g.list | length }}:{{ g['grouper'] }}]{% endfor %}
+{% for role, ms in messages | groupby(attribute='role') %}{{ role }}={{ ms | map(attribute='content') | join('|') }};{% endfor %}
+{{ [{'a': 'X'}, {'a': 'x'}, {'a': 'y'}] | groupby('a') | list }} {{ [{'a': 'X'}, {'a': 'x'}, {'a': 'y'}] | groupby('a', case_sensitive=true) | map(attribute='grouper') | list }} {{ [{'a': 1}, {'b': 2}] | groupby('a', default=0) | list }}
+{{ [1, 2, 3, 4, 5, 6, 7] | slice(3) | list }} {{ [1, 2, 3, 4, 5, 6, 7] | slice(3, fill_with='x') | list }} {{ [] | slice(2) | list }} {{ 'abcde' | slice(2) | list }}
+{{ '<p>Hello <b>world</b></p><!-- c <x> -->  &amp; &lt;tag&gt; &#233; &#x1F642; &nbsp;end &amp' | striptags }}|{{ '  a 
+	 b  ' | striptags }}|{{ 'a < b' | striptags }}|{{ messages | last | attr('role') | striptags }}
+{{ 'The quick brown fox jumps over the lazy dog again and again' | wordwrap(12) }}
+{{ 'short words here
+second paragraph that is longer than ten' | wordwrap(10, wrapstring='<br>') }}
+{{ 'supercalifragilistic word' | wordwrap(8) }}|{{ 'supercalifragilistic word' | wordwrap(8, false) }}|{{ 'a-b-c d' | wordwrap(3, break_on_hyphens=false) }}|{{ 'héllo wörld ünïcode' | wordwrap(6) }}
+<x{{ {'class': 'a&b', 'id': 3, 'n': none, 'q': '"'} | xmlattr }}> <y{{ {'k': 'v'} | xmlattr(false) }}> <z{{ {} | xmlattr }}>
+{{ 'a b/c?d=é&f' | urlencode }}|{{ {'q': 'a b', 'n': 2, 'é': '/'} | urlencode }}|{{ [('x', 1), ('y', 'z w')] | urlencode }}|{{ 42 | urlencode }}
+{{ 1 | filesizeformat }}|{{ 999 | filesizeformat }}|{{ 1000 | filesizeformat }}|{{ 123456789 | filesizeformat }}|{{ 1048576 | filesizeformat(true) }}|{{ '2048' | filesizeformat(binary=true) }}|{{ 1e30 | filesizeformat }}|{{ 0 | filesizeformat }}|{{ 1.5 | filesizeformat }}
+{{ 'upper' is filter }}{{ 'nope' is filter }}{{ 'divisibleby' is test }}{{ 'upper' is test }}{{ 3 is filter }}{{ 'groupby' is filter }})J",
+      R"J({{ '{} and {}'.format('a', 2) }}|{{ '{1}{0}{1}'.format('x', 'y') }}|{{ '{name}: {n:>5}|{n:<5}|{n:^6}|{n:05d}|{n:+d}|{n:x}|{n:#X}|{n:b}|{n:,}|{n:_b}'.format(name='k', n=1234) }}
+{{ '{:.2f}|{:10.3e}|{:g}|{:%}|{:.1%}|{:+.1f}|{:,.2f}|{:*^12.1f}|{:G}|{: .3f}|{:08.2f}'.format(3.14159, 12345.678, 0.0001, 0.25, 0.5, -2.25, 1234567.891, 2.5, 1e-10, 1.0, -3.14159) }}
+{{ '{}|{!r}|{!s}|{:>6}|{:.2}|{:_<5}|{:é^7}'.format('é', 'q', none, 'ab', 'xyz', 'c', 'mid') }}
+{{ '{0[role]} {0.content} {1[1]}'.format(messages[0], ['a', 'b']) }}|{{ '{{literal}} {}'.format(1.5) }}|{{ '{}'.format([1, 'a']) }}|{{ '{}'.format(true) }}|{{ '{:d}'.format(true) }}|{{ '{:>4}'.format(true) }}|{{ '{:>5}'.format(-7) }}|{{ '{:=+6}'.format(42) }}|{{ '{:o}'.format(-8) }}
+{%- for m in messages %} {{ '{idx}. {role:<9}|{text!r:.12}'.format(idx=loop.index, role=m.role, text=m.content) }}{% endfor %})J",
+  };
+  // Jinja2 raises on these: qkv refuses them too.
+  const char* const raising[] = {
+      "{{ '{}'.format() }}",        "{{ '{:d}'.format('a') }}",   "{{ '{0}{}'.format(1, 2) }}",
+      "{{ '{x}'.format(y=1) }}",    "{{ '{:>+5}'.format('s') }}", "{{ 'a } b'.format() }}",
+      "{{ {'a b': 1} | xmlattr }}", "{{ 'x' | wordwrap(0) }}",    "{{ [1] | slice(0) | list }}",
+  };
+  std::vector<std::vector<JinjaMessage>> conversations = kTurns;
+  conversations.push_back(kToolTurns);
+  std::vector<JinjaCase> cases;
+  for (const char* t : templates)
+    for (const auto& c : conversations)
+      for (bool gen : {true, false}) cases.push_back({t, &c, gen, &c == &conversations.back() ? kTools : ""});
+  EXPECT_EQ(compare_with_jinja2(cases, 2 * conversations.size()), 0);
+  cases.clear();
+  for (const char* t : raising) cases.push_back({t, &kTurns[0], true, ""});
+  EXPECT_EQ(compare_with_jinja2(cases, 1), (int)cases.size());
+}
+
 // Every *.jinja file under $QKV_CHAT_TEMPLATES (e.g. a checkout of llama.cpp's models/templates/),
 // over the conversations above with and without the generation prompt: byte-identical to Jinja2,
 // or refused where Jinja2 raises. The templates are other projects' files, so they are not kept

@@ -58,6 +58,22 @@ TEST(Cohere2, LocalAndGlobalLayersAsLlamaCppReadsThem) {
   EXPECT_GT(max_diff(base, logits_of(b, ids, true)), 0.05f) << "global layers without RoPE";
 }
 
+// llama.cpp's Cohere 2 graph rotates the local layers with rope.freq_base, whatever
+// rope.freq_base_swa says: a file with that key runs as one without it.
+TEST(Cohere2, LocalLayersTakeTheModelsRopeBase) {
+  TestModelSpec s;
+  s.arch = "cohere2";
+  s.merges = 60;
+  s.layers = 4;
+  const LoadedModel plain = load_model(blob_of(write_test_model(s)));
+  s.rope_freq_base_swa = 50.0f;
+  const LoadedModel swa = load_model(blob_of(write_test_model(s)));
+  std::vector<int> ids;
+  for (int i = 0; i < 16; i++) ids.push_back(3 + (i * 31) % (plain.config.vocab_size - 3));
+  EXPECT_EQ(swa.config.rope_theta_local, 0.0f);
+  EXPECT_EQ(max_diff(logits_of(plain, ids, true), logits_of(swa, ids, true)), 0.0f);
+}
+
 TEST(BadInputGguf, Cohere2NamesWhatIsMissing) {
   TestModelSpec s;
   s.arch = "cohere2";

@@ -116,6 +116,36 @@ std::vector<size_t> stl_split(const std::basic_string<Char>& text, const Re& re,
 
 // Fragment lengths (empty ones dropped, as they tokenize to nothing); false if std::regex
 // cannot run a pattern (llama.cpp could not either).
+// llama.cpp's custom AFMoE digit stage (unicode_regex_split_custom_afmoe), as its code reads: in
+// each piece, a run of numbers ends a token at len % 3 digits into it (if not 0), then every 3;
+// the text before the run belongs to the run's first token.
+std::vector<size_t> afmoe_digit_split(const std::vector<uint32_t>& cps, const std::vector<size_t>& lens) {
+  std::vector<size_t> out;
+  size_t start = 0;
+  for (size_t len : lens) {
+    const size_t end = start + len;
+    size_t prev = start;
+    auto add = [&](size_t e) {
+      if (e > prev) out.push_back(e - prev);
+      prev = e;
+    };
+    for (size_t pos = start; pos < end;) {
+      if (unicode_class(cps[pos]) != 2) {
+        pos++;
+        continue;
+      }
+      const size_t first = pos;
+      while (pos < end && unicode_class(cps[pos]) == 2) pos++;
+      size_t cur = first;
+      if ((pos - first) % 3) add(cur += (pos - first) % 3);
+      while (cur < pos) add(cur += 3);
+    }
+    add(end);
+    start = end;
+  }
+  return out;
+}
+
 bool llama_cpp_split(const std::vector<uint32_t>& cps, PreTokenizer kind, std::vector<size_t>* lens) {
   std::vector<size_t> cur{cps.size()};
   std::string collapsed;
@@ -125,6 +155,10 @@ bool llama_cpp_split(const std::vector<uint32_t>& cps, PreTokenizer kind, std::v
     wide += (wchar_t)(c > 0x7F && unicode_is_space(c) ? 0x0B : c);
   }
   for (const std::string& re : pre_tokenizer_regexes(kind)) {
+    if (re == "\\p{AFMoE_digits}") {  // a stage llama.cpp runs by custom code only
+      cur = afmoe_digit_split(cps, cur);
+      continue;
+    }
     const bool cats = re.find("\\p{") != std::string::npos;
     try {
       if (cats) {
@@ -169,7 +203,8 @@ const PreTokenizer kAllKinds[] = {
     PreTokenizer::Spark25,  PreTokenizer::Youtu,       PreTokenizer::Poro,          PreTokenizer::Viking,
     PreTokenizer::Tekken,   PreTokenizer::Chameleon,   PreTokenizer::Gpt4o,         PreTokenizer::GraniteEmbMulti,
     PreTokenizer::Superbpe, PreTokenizer::Bailingmoe,  PreTokenizer::SeedCoder,     PreTokenizer::Ufakzeka,
-    PreTokenizer::Laguna,   PreTokenizer::ExaoneMoe,   PreTokenizer::Minicpm5,
+    PreTokenizer::Laguna,   PreTokenizer::ExaoneMoe,   PreTokenizer::Minicpm5,      PreTokenizer::Afmoe,
+    PreTokenizer::TinyAya,
 };
 
 TEST(PreTokenizerRegex, EveryKindSplitsAsLlamaCppsStdRegexDoes) {
@@ -271,8 +306,8 @@ TEST(PreTokenizerRegex, EveryKindSplitsAsLlamaCppsStdRegexDoes) {
     }
     compared += runs > 0;
   }
-  // Only patterns std::regex cannot run (\p{Lu} and the like) are left out.
-  EXPECT_GE(compared, (int)(sizeof kAllKinds / sizeof kAllKinds[0]) - 1);
+  // Only patterns std::regex cannot run (\p{Lu} and the like: youtu, tiny_aya) are left out.
+  EXPECT_GE(compared, (int)(sizeof kAllKinds / sizeof kAllKinds[0]) - 2);
 }
 
 TEST(PreTokenizerRegex, HandCheckedSplits) {
@@ -285,6 +320,24 @@ TEST(PreTokenizerRegex, HandCheckedSplits) {
   EXPECT_EQ(pre("12345", "falcon"), (P{"123", "45"}));
   EXPECT_EQ(pre("a\n\nb", "deepseek-coder"), (P{"a", "\n", "\n", "b"}));
   EXPECT_EQ(pre("hi, there.", "bloom"), (P{"hi", ",", " there", "."}));
+  // AFMoE and Tiny Aya: number runs cut as len % 3, then threes (llama.cpp's custom stage), then
+  // AFMoE's script runs (CJK, Thai, Hangul, ...) and its words.
+  EXPECT_EQ(pre("abc 12345", "afmoe"), (P{"abc", " ", "12", "345"}));
+  EXPECT_EQ(pre("x123456y", "afmoe"), (P{"x", "123", "456", "y"}));
+  EXPECT_EQ(pre("\xe6\x97\xa5\xe6\x9c\xac"
+                "abc",
+                "afmoe"),
+            (P{"\xe6\x97\xa5\xe6\x9c\xac", "abc"}));
+  EXPECT_EQ(pre("1234567 It's", "tiny_aya"), (P{"1", "234", "567", " It's"}));
+  EXPECT_EQ(pre("1234567", "cohere2moe"), (P{"1", "234", "567"}));
+  // Kimi K2 (llama.cpp's scanner): Han runs apart, words with contractions, numbers in threes
+  // from the left.
+  EXPECT_EQ(pre("\xe4\xbd\xa0\xe5\xa5\xbd"
+                "world",
+                "kimi-k2"),
+            (P{"\xe4\xbd\xa0\xe5\xa5\xbd", "world"}));
+  EXPECT_EQ(pre("I'LL 12345", "kimi-k2"), (P{"I'LL", " ", "123", "45"}));
+  EXPECT_EQ(pre("a  b!!\n\nc", "kimi-k2"), (P{"a", " ", " b", "!!\n\n", "c"}));
 }
 
 TEST(RegexEngine, RefusesWhatItCannotRunByName) {
