@@ -3,6 +3,7 @@
 #pragma once
 // After wasm_tile.h and tiles.h (the grouped tile: it runs the tail blocks, and decode).
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include "../trial.h"
@@ -270,11 +271,11 @@ void prefill_gemm(float* Y, int64_t ldy, const BlockQ8A* X, const QdotPacked* pk
   auto run = [&](int which) {
     if (which != 1) return prefill_tiles(BlockTile<D, BlockQ8A>{nb}, Y, ldy, X, (size_t)nb, W, rb, T, r0, r1);
     const v128_t* xp = packed_for<D>(pk, T, nb);
-    std::vector<v128_t> own;
+    std::unique_ptr<v128_t[]> own;  // left uninitialised: packing writes every vector
     if (!xp) {
-      own.resize(packed_floats<kPack8<D>>(T, nb) / 4);
-      pack_tokens<kPack8<D>>(X, T, nb, own.data());
-      xp = own.data();
+      own.reset(new v128_t[packed_floats<kPack8<D>>(T, nb) / 4]);
+      pack_tokens<kPack8<D>>(X, T, nb, own.get());
+      xp = own.get();
     }
     prefill_packed<D>(Y, ldy, X, xp, W, rb, T, nb, r0, r1);
   };
