@@ -4,6 +4,7 @@
 // Over avx2.cpp's primitives and blocks.h / tile_generic.h's decoders.
 #include <immintrin.h>
 
+#include <memory>
 #include <vector>
 
 namespace qkv {
@@ -157,14 +158,14 @@ void vnni_prefill(float* Y, int64_t ldy, const BlockQ8A* X, const QdotPacked* pk
                   size_t rb, int nb, int T, int r0, int r1) {
   constexpr int NR = 2;
   thread_local RowCodes rc[NR];  // one per thread, shared by every block type; O(width)
-  std::vector<float> own;
+  std::unique_ptr<float[]> own;  // left uninitialised: pack_x writes every float
   const float* base = nullptr;
   if (pk && pk->T == T && pk->n == nb * 32 && pk->wide >= 0) {
     base = pk->data.data() + pk->wide;
   } else {
-    own.resize(packed_x_floats(T, nb));
-    pack_x(own.data(), X, per_token, nb, T);
-    base = own.data();
+    own.reset(new float[packed_x_floats(T, nb)]);
+    pack_x(own.get(), X, per_token, nb, T);
+    base = own.get();
   }
   const PackedX px = packed_x_at(base, T, nb);
   int r = r0;
