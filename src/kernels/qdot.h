@@ -10,7 +10,9 @@
 // The error against f32 is at most sum_blocks d_x / 2 * sum_k |w[k]| (the activation rounding).
 // The implementations: src/kernels/qdot/ (reference.cpp, then one file per instruction set).
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "quant.h"
 
@@ -55,8 +57,27 @@ void matmul_q8_ref(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void
 // finite_scales: every f16 scale and min of W is finite (qdot_scales_finite said so); the WASM
 // kernels then convert them with fewer instructions. With it set on a matrix that holds Inf or
 // NaN scales, the results are wrong but finite; nothing else changes.
+// packed: X already laid out for this build's prefill kernel (qdot_pack_prefill over the same X,
+// T and n); without it, or when it lacks the layout t needs, each call packs its own copy.
+struct QdotPacked;
 void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1,
-                    bool finite_scales = false);
+                    bool finite_scales = false, const QdotPacked* packed = nullptr);
+
+// BlockQ8A activations laid out once per product for the prefill kernels (the WASM packed GEMM's
+// interleaved groups of four blocks, AVX-512 VNNI's 16-token groups), so that threads taking
+// chunks of weight rows share one read-only copy instead of each packing its own. The layout is
+// private to the kernels; the buffer is kept between calls (as the quantized activations are).
+struct QdotPacked {
+  std::vector<float> data;
+  int T = 0, n = 0;
+  // Offsets in data of the layouts packed (-1: absent): the WASM 16-bit and 8-bit packs (the
+  // relaxed builds' nibble types take the 8-bit one), or VNNI's (in wide).
+  int64_t wide = -1, narrow = -1;
+};
+// Packs X (T tokens of n/32 blocks) for products against the types[0..n_types) of this build's
+// prefill kernels; leaves p empty (T = 0) where none of them reads a packed copy (decode, too few
+// tokens, builds without a packed kernel). Throws std::bad_alloc as vector does.
+void qdot_pack_prefill(QdotPacked& p, const BlockQ8A* X, int T, int n, const QType* types, int n_types);
 
 // ---- super-block activations for the K types --------------------------------------------
 // 256 activations with one scale (x[k] ~= d * q[k], as llama.cpp's Q8_K), and the integer sums

@@ -30,20 +30,27 @@ void ProductInput::set(const float* x, int64_t ldx, int n_tok, const Tensor* con
   cols_ = cols;
   quantized_ = quantized_k_ = packed_ = false;
   bool f32_product = false;
+  QType int_types[8];  // the distinct integer-dot types, for the packed layouts they read
+  int n_int = 0;
   for (int i = 0; i < n_ws; i++) {
     const Tensor* w = ws[i];
     if (w->cols != cols)
       fail(ErrorCode::BadModel,
            "weights of " + std::to_string(w->cols) + " and " + std::to_string(cols) + " columns share one input");
     if (super_blocks(*w)) quantized_k_ = true;
-    else if (qtype_int_dot(w->type)) quantized_ = true;
-    else f32_product = true;
+    else if (qtype_int_dot(w->type)) {
+      quantized_ = true;
+      if (std::find(int_types, int_types + n_int, w->type) == int_types + n_int && n_int < 8)
+        int_types[n_int++] = w->type;
+    } else f32_product = true;
   }
+  xqp_.T = 0;  // no packed copy until this X has one
   try {
     if (quantized_) {
       const size_t nb = (size_t)cols / 32;
       if (xq_.size() < (size_t)n_tok * nb) xq_.resize((size_t)n_tok * nb);
       for (int t = 0; t < n_tok; t++) quantize_act_q8_simd(x + t * ldx, xq_.data() + t * nb, cols);
+      qdot_pack_prefill(xqp_, xq_.data(), n_tok, cols, int_types, n_int);
     }
     if (quantized_k_) {  // K-type weights have whole super-blocks per row (checked on load)
       const size_t nb = (size_t)cols / 256;
@@ -64,7 +71,7 @@ void ProductInput::rows(float* y, int64_t ldy, const Tensor& w, int r0, int r1) 
   if (r0 >= r1) return;
   if (super_blocks(w)) return matmul_q8k_simd(w.type, y, ldy, xk_.data(), w.data, n_tok_, cols_, r0, r1);
   if (qtype_int_dot(w.type))
-    return matmul_q8_simd(w.type, y, ldy, xq_.data(), w.data, n_tok_, cols_, r0, r1, w.finite_scales);
+    return matmul_q8_simd(w.type, y, ldy, xq_.data(), w.data, n_tok_, cols_, r0, r1, w.finite_scales, &xqp_);
   if (w.type != DType::F32) {  // decoded on the fly; one panel buffer per thread for prefill
     thread_local std::vector<float> scratch;
     if (scratch.size() < (size_t)kQPanelRows * cols_) scratch.resize((size_t)kQPanelRows * cols_);

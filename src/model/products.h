@@ -37,7 +37,8 @@ class ProductInput {
   // Points at X, whose width is the weights' column count (all of `ws` have the same), and
   // quantizes it (once, into a buffer kept between calls) when one of them takes integer dots,
   // or lays it out for the f32 prefill kernel (xpack_f32) when one is multiplied in f32 (F32,
-  // F16, BF16) and there are enough tokens.
+  // F16, BF16) and there are enough tokens. The integer prefill kernels' packed copy
+  // (qdot_pack_prefill) is made here too, so threads taking chunks of rows do not each make one.
   // X must stay unchanged while products read it.
   void set(const float* x, int64_t ldx, int n_tok, const Tensor* const* ws, int n_ws);
   void set(const float* x, int64_t ldx, int n_tok, std::initializer_list<const Tensor*> ws) {
@@ -56,6 +57,7 @@ class ProductInput {
   int n_tok_ = 0, cols_ = 0;
   bool quantized_ = false, quantized_k_ = false, packed_ = false;
   std::vector<BlockQ8A> xq_;  // (n_tok, cols/32) for the integer-dot types
+  QdotPacked xqp_;            // xq_ laid out for the prefill kernels, shared by the threads
   std::vector<BlockQ8K> xk_;  // (n_tok, cols/256) for the K types where qdot_k_super_blocks()
   std::vector<float> xp_;     // xpack_f32 of X for the f32 kernel
 };

@@ -334,10 +334,11 @@ template <class D>
 constexpr int kDecodeRows = D::kSub == 1 ? 4 : 2;
 
 template <class D>
-void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, int T, int n, int r0, int r1) {
+void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, int T, int n, int r0, int r1,
+                  const QdotPacked* pk) {
   const int nb = n / 32;
   const size_t rb = (size_t)(nb / D::kSub) * D::kBytes;
-  if (T >= kPackMinTokens) return prefill_gemm<D>(Y, ldy, X, W, rb, T, nb, r0, r1);
+  if (T >= kPackMinTokens) return prefill_gemm<D>(Y, ldy, X, pk, W, rb, T, nb, r0, r1);
   if (T > 1) return prefill_tiles(BlockTile<D, BlockQ8A>{nb}, Y, ldy, X, (size_t)nb, W, rb, T, r0, r1);
   if constexpr (!kRelaxed8<D>) {
     thread_local std::vector<BlockQ8S> split;
@@ -367,14 +368,14 @@ void matmul_k(float* Y, int64_t ldy, const BlockQ8K* X, const uint8_t* W, int T,
 
 // The one-block types, with or without the finite-scale conversion.
 template <bool F>
-void matmul_one_block(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* w, int T, int n, int r0,
-                      int r1) {
+void matmul_one_block(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* w, int T, int n, int r0, int r1,
+                      const QdotPacked* pk) {
   switch (t) {
-    case QType::Q8_0: return matmul_typed<Q8_0Simd128<F>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q4_0: return matmul_typed<Q4_5Relaxed<false, false, F>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q4_1: return matmul_typed<Q4_5Relaxed<true, false, F>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q5_0: return matmul_typed<Q4_5Relaxed<false, true, F>>(Y, ldy, X, w, T, n, r0, r1);
-    default: return matmul_typed<Q4_5Relaxed<true, true, F>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q8_0: return matmul_typed<Q8_0Simd128<F>>(Y, ldy, X, w, T, n, r0, r1, pk);
+    case QType::Q4_0: return matmul_typed<Q4_5Relaxed<false, false, F>>(Y, ldy, X, w, T, n, r0, r1, pk);
+    case QType::Q4_1: return matmul_typed<Q4_5Relaxed<true, false, F>>(Y, ldy, X, w, T, n, r0, r1, pk);
+    case QType::Q5_0: return matmul_typed<Q4_5Relaxed<false, true, F>>(Y, ldy, X, w, T, n, r0, r1, pk);
+    default: return matmul_typed<Q4_5Relaxed<true, true, F>>(Y, ldy, X, w, T, n, r0, r1, pk);
   }
 }
 
@@ -385,8 +386,27 @@ bool qdot_uses_finite_scales() { return true; }
 bool qdot_k_super_blocks() { return true; }
 const char* qdot_impl_name() { return "wasm-relaxed"; }
 
+void qdot_pack_prefill(QdotPacked& p, const BlockQ8A* X, int T, int n, const QType* types, int n_types) {
+  using namespace qdot_detail;
+  bool wide = false, narrow = false;
+  for (int i = 0; i < n_types; i++) {
+    switch (types[i]) {  // the decoders matmul_q8_simd picks (the 8-bit layout: kPack8)
+      case QType::Q8_0: (kPack8<Q8_0Simd128<true>> ? narrow : wide) = true; break;
+      case QType::Q4_0: (kPack8<Q4_5Relaxed<false, false, true>> ? narrow : wide) = true; break;
+      case QType::Q4_1: (kPack8<Q4_5Relaxed<true, false, true>> ? narrow : wide) = true; break;
+      case QType::Q5_0: (kPack8<Q4_5Relaxed<false, true, true>> ? narrow : wide) = true; break;
+      case QType::Q5_1: (kPack8<Q4_5Relaxed<true, true, true>> ? narrow : wide) = true; break;
+      case QType::Q4_K: (kPack8<QK45Relaxed<false>> ? narrow : wide) = true; break;
+      case QType::Q5_K: (kPack8<QK45Relaxed<true>> ? narrow : wide) = true; break;
+      case QType::Q6_K: (kPack8<Q6KRelaxed> ? narrow : wide) = true; break;
+      default: break;
+    }
+  }
+  pack_prefill_wasm(p, X, T, n, wide, narrow);
+}
+
 void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1,
-                    bool finite_scales) {
+                    bool finite_scales, const QdotPacked* pk) {
   using namespace qdot_detail;
   const uint8_t* w = static_cast<const uint8_t*>(W);
   switch (t) {
@@ -395,11 +415,11 @@ void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const voi
     case QType::Q4_1:
     case QType::Q5_0:
     case QType::Q5_1:
-      if (finite_scales) return matmul_one_block<true>(t, Y, ldy, X, w, T, n, r0, r1);
-      return matmul_one_block<false>(t, Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q4_K: return matmul_typed<QK45Relaxed<false>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q5_K: return matmul_typed<QK45Relaxed<true>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q6_K: return matmul_typed<Q6KRelaxed>(Y, ldy, X, w, T, n, r0, r1);
+      if (finite_scales) return matmul_one_block<true>(t, Y, ldy, X, w, T, n, r0, r1, pk);
+      return matmul_one_block<false>(t, Y, ldy, X, w, T, n, r0, r1, pk);
+    case QType::Q4_K: return matmul_typed<QK45Relaxed<false>>(Y, ldy, X, w, T, n, r0, r1, pk);
+    case QType::Q5_K: return matmul_typed<QK45Relaxed<true>>(Y, ldy, X, w, T, n, r0, r1, pk);
+    case QType::Q6_K: return matmul_typed<Q6KRelaxed>(Y, ldy, X, w, T, n, r0, r1, pk);
     default: fail(ErrorCode::Internal, "matmul_q8_simd: weight type has no integer dot product");
   }
 }

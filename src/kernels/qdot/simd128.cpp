@@ -47,24 +47,25 @@ template <class D>
 constexpr int kDecodeRows = D::kSub == 1 ? 4 : 2;
 
 template <class D>
-void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, int T, int n, int r0, int r1) {
+void matmul_typed(float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* W, int T, int n, int r0, int r1,
+                  const QdotPacked* pk) {
   const int nb = n / 32;
   const size_t rb = (size_t)(nb / D::kSub) * D::kBytes;
-  if (T >= kPackMinTokens) return prefill_gemm<D>(Y, ldy, X, W, rb, T, nb, r0, r1);
+  if (T >= kPackMinTokens) return prefill_gemm<D>(Y, ldy, X, pk, W, rb, T, nb, r0, r1);
   if (T > 1) return prefill_tiles(BlockTile<D, BlockQ8A>{nb}, Y, ldy, X, (size_t)nb, W, rb, T, r0, r1);
   decode_tiles<kDecodeRows<D>>(BlockTile<D, BlockQ8A>{nb}, Y, X, W, rb, r0, r1);
 }
 
 // The one-block types, with or without the finite-scale conversion.
 template <bool F>
-void matmul_one_block(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* w, int T, int n, int r0,
-                      int r1) {
+void matmul_one_block(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const uint8_t* w, int T, int n, int r0, int r1,
+                      const QdotPacked* pk) {
   switch (t) {
-    case QType::Q8_0: return matmul_typed<Q8_0Simd128<F>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q4_0: return matmul_typed<Q4_5Simd128<false, false, F>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q4_1: return matmul_typed<Q4_5Simd128<true, false, F>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q5_0: return matmul_typed<Q4_5Simd128<false, true, F>>(Y, ldy, X, w, T, n, r0, r1);
-    default: return matmul_typed<Q4_5Simd128<true, true, F>>(Y, ldy, X, w, T, n, r0, r1);
+    case QType::Q8_0: return matmul_typed<Q8_0Simd128<F>>(Y, ldy, X, w, T, n, r0, r1, pk);
+    case QType::Q4_0: return matmul_typed<Q4_5Simd128<false, false, F>>(Y, ldy, X, w, T, n, r0, r1, pk);
+    case QType::Q4_1: return matmul_typed<Q4_5Simd128<true, false, F>>(Y, ldy, X, w, T, n, r0, r1, pk);
+    case QType::Q5_0: return matmul_typed<Q4_5Simd128<false, true, F>>(Y, ldy, X, w, T, n, r0, r1, pk);
+    default: return matmul_typed<Q4_5Simd128<true, true, F>>(Y, ldy, X, w, T, n, r0, r1, pk);
   }
 }
 
@@ -75,8 +76,14 @@ bool qdot_uses_finite_scales() { return true; }
 bool qdot_k_super_blocks() { return false; }
 const char* qdot_impl_name() { return "wasm-simd128"; }
 
+void qdot_pack_prefill(QdotPacked& p, const BlockQ8A* X, int T, int n, const QType* types, int n_types) {
+  bool any = false;  // every type reads the 16-bit layout here
+  for (int i = 0; i < n_types; i++) any = any || qtype_int_dot(types[i]);
+  qdot_detail::pack_prefill_wasm(p, X, T, n, any, false);
+}
+
 void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const void* W, int T, int n, int r0, int r1,
-                    bool finite_scales) {
+                    bool finite_scales, const QdotPacked* pk) {
   using namespace qdot_detail;
   const uint8_t* w = static_cast<const uint8_t*>(W);
   switch (t) {
@@ -85,11 +92,11 @@ void matmul_q8_simd(QType t, float* Y, int64_t ldy, const BlockQ8A* X, const voi
     case QType::Q4_1:
     case QType::Q5_0:
     case QType::Q5_1:
-      if (finite_scales) return matmul_one_block<true>(t, Y, ldy, X, w, T, n, r0, r1);
-      return matmul_one_block<false>(t, Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q4_K: return matmul_typed<QK45Simd128<false>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q5_K: return matmul_typed<QK45Simd128<true>>(Y, ldy, X, w, T, n, r0, r1);
-    case QType::Q6_K: return matmul_typed<Q6KSimd128>(Y, ldy, X, w, T, n, r0, r1);
+      if (finite_scales) return matmul_one_block<true>(t, Y, ldy, X, w, T, n, r0, r1, pk);
+      return matmul_one_block<false>(t, Y, ldy, X, w, T, n, r0, r1, pk);
+    case QType::Q4_K: return matmul_typed<QK45Simd128<false>>(Y, ldy, X, w, T, n, r0, r1, pk);
+    case QType::Q5_K: return matmul_typed<QK45Simd128<true>>(Y, ldy, X, w, T, n, r0, r1, pk);
+    case QType::Q6_K: return matmul_typed<Q6KSimd128>(Y, ldy, X, w, T, n, r0, r1, pk);
     default: fail(ErrorCode::Internal, "matmul_q8_simd: weight type has no integer dot product");
   }
 }

@@ -4,6 +4,7 @@
 // Over avx2.cpp's primitives and blocks.h / tile_generic.h's decoders.
 #include <immintrin.h>
 
+#include <memory>
 #include <vector>
 
 namespace qkv {
@@ -16,28 +17,33 @@ namespace {
 // scalar in block order, and the end is fsum(acc) + macc. Here the prefill keeps those 8 lanes
 // as 8 vectors whose lanes are tokens.
 
-// The activations are packed once per call, 16 tokens to a group: per block, 8 vectors whose
-// lane t holds token t's bytes 4k..4k+3 plus 128 (unsigned: vpdpbusd multiplies unsigned by
-// signed bytes), then the 16 scales d and sums s. A tile of NR weight rows unpacks its codes
-// (signed bytes) and their sums per 4 once, then runs every token group: per block, row and k,
-// one vpdpbusd (the row's codes 4k..4k+3 broadcast against the group's vector k) from
-// -128 * (their sum), which takes the +128 back out exactly.
+// The activations are packed once per product (qdot_pack_prefill, shared by the threads), 16
+// tokens to a group: per block, 8 vectors whose lane t holds token t's bytes 4k..4k+3 plus 128
+// (unsigned: vpdpbusd multiplies unsigned by signed bytes), then the 16 scales d and sums s. A
+// tile of NR weight rows unpacks its codes (signed bytes) and their sums per 4 once, then runs
+// every token group: per block, row and k, one vpdpbusd (the row's codes 4k..4k+3 broadcast
+// against the group's vector k) from -128 * (their sum), which takes the +128 back out exactly.
 constexpr int kGroup = 16;
+// In QdotPacked::data (floats): q [group][block][8][16] (32-bit words), then d and s [group][block][16].
 struct PackedX {
-  std::vector<uint32_t> q;  // [group][block][8][16]
-  std::vector<float> d, s;  // [group][block][16]
+  const uint32_t* q;
+  const float *d, *s;
 };
+inline int groups_of(int T) { return (T + kGroup - 1) / kGroup; }
+inline size_t packed_x_floats(int T, int nb) { return (size_t)groups_of(T) * nb * kGroup * 10; }
+inline PackedX packed_x_at(const float* base, int T, int nb) {
+  const size_t qn = (size_t)groups_of(T) * nb * 8 * kGroup, dn = (size_t)groups_of(T) * nb * kGroup;
+  return {reinterpret_cast<const uint32_t*>(base), base + qn, base + qn + dn};
+}
 
-inline void pack_x(PackedX& p, const BlockQ8A* X, size_t per_token, int nb, int T) {
-  const int groups = (T + kGroup - 1) / kGroup;
-  p.q.resize((size_t)groups * nb * 8 * kGroup);
-  p.d.resize((size_t)groups * nb * kGroup);
-  p.s.resize(p.d.size());
+inline void pack_x(float* base, const BlockQ8A* X, size_t per_token, int nb, int T) {
+  const int groups = groups_of(T);
+  const size_t qn = (size_t)groups * nb * 8 * kGroup, dn = (size_t)groups * nb * kGroup;
   for (int g = 0; g < groups; g++)
     for (int b = 0; b < nb; b++) {
       alignas(64) uint32_t lanes[8][kGroup];
-      float* d = &p.d[((size_t)g * nb + b) * kGroup];
-      float* s = &p.s[((size_t)g * nb + b) * kGroup];
+      float* d = base + qn + ((size_t)g * nb + b) * kGroup;
+      float* s = d + dn;
       for (int t = 0; t < kGroup; t++) {
         const int tok = g * kGroup + t;
         if (tok < T) {
@@ -51,7 +57,7 @@ inline void pack_x(PackedX& p, const BlockQ8A* X, size_t per_token, int nb, int 
           d[t] = s[t] = 0.0f;
         }
       }
-      std::memcpy(&p.q[((size_t)g * nb + b) * 8 * kGroup], lanes, sizeof lanes);
+      std::memcpy(base + ((size_t)g * nb + b) * 8 * kGroup, lanes, sizeof lanes);
     }
 }
 
@@ -95,16 +101,16 @@ inline __m512 tree8(const __m512* a) {
 
 template <class D, int NR>
 inline void vnni_prefill_rows(float* Y, int64_t ldy, const PackedX& px, const RowCodes* rc, int nb, int T, int r) {
-  const int groups = (T + kGroup - 1) / kGroup;
+  const int groups = groups_of(T);
   for (int g = 0; g < groups; g++) {
     __m512 acc[NR][8], macc[NR];  // [row][k], tokens in the lanes
     for (int i = 0; i < NR; i++) {
       macc[i] = _mm512_setzero_ps();
       for (int k = 0; k < 8; k++) acc[i][k] = _mm512_setzero_ps();
     }
-    const uint32_t* xq = &px.q[(size_t)g * nb * 8 * kGroup];
-    const float* xd = &px.d[(size_t)g * nb * kGroup];
-    const float* xs = &px.s[(size_t)g * nb * kGroup];
+    const uint32_t* xq = px.q + (size_t)g * nb * 8 * kGroup;
+    const float* xd = px.d + (size_t)g * nb * kGroup;
+    const float* xs = px.s + (size_t)g * nb * kGroup;
     for (int b = 0; b < nb; b++) {
       const __m512 d = _mm512_loadu_ps(xd + (size_t)b * kGroup);
       __m512 sc[NR];
@@ -135,24 +141,33 @@ inline void vnni_prefill_rows(float* Y, int64_t ldy, const PackedX& px, const Ro
   }
 }
 
-// One per thread, shared by every block type (not one per template instance).
-struct Scratch {
-  PackedX px;
-  RowCodes rc[2];
-};
-inline Scratch& scratch() {
-  thread_local Scratch s;
-  return s;
+// qdot_pack_prefill of the VNNI build (its layout in `wide`): every token count above one.
+inline void pack_prefill_vnni(QdotPacked& p, const BlockQ8A* X, int T, int n, bool any) {
+  p.T = p.n = 0;
+  p.wide = p.narrow = -1;
+  if (T < 2 || !any) return;
+  const size_t total = packed_x_floats(T, n / 32);
+  if (p.data.size() < total) p.data.resize(total);
+  pack_x(p.data.data(), X, (size_t)(n / 32), n / 32, T);
+  p.wide = 0, p.T = T, p.n = n;
 }
 
+// Without a shared packed copy (pk for these T tokens of nb blocks) X is packed for this call alone.
 template <class D>
-void vnni_prefill(float* Y, int64_t ldy, const BlockQ8A* X, size_t per_token, const uint8_t* W, size_t rb, int nb,
-                  int T, int r0, int r1) {
+void vnni_prefill(float* Y, int64_t ldy, const BlockQ8A* X, const QdotPacked* pk, size_t per_token, const uint8_t* W,
+                  size_t rb, int nb, int T, int r0, int r1) {
   constexpr int NR = 2;
-  Scratch& sc = scratch();
-  PackedX& px = sc.px;
-  RowCodes* rc = sc.rc;
-  pack_x(px, X, per_token, nb, T);
+  thread_local RowCodes rc[NR];  // one per thread, shared by every block type; O(width)
+  std::unique_ptr<float[]> own;  // left uninitialised: pack_x writes every float
+  const float* base = nullptr;
+  if (pk && pk->T == T && pk->n == nb * 32 && pk->wide >= 0) {
+    base = pk->data.data() + pk->wide;
+  } else {
+    own.reset(new float[packed_x_floats(T, nb)]);
+    pack_x(own.get(), X, per_token, nb, T);
+    base = own.get();
+  }
+  const PackedX px = packed_x_at(base, T, nb);
   int r = r0;
   for (; r + NR <= r1; r += NR) {
     for (int i = 0; i < NR; i++) unpack_row<D>(rc[i], W + (size_t)(r + i) * rb, nb);

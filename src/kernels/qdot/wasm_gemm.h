@@ -3,6 +3,7 @@
 #pragma once
 // After wasm_tile.h and tiles.h (the grouped tile: it runs the tail blocks, and decode).
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include "../trial.h"
@@ -13,18 +14,18 @@ namespace {
 
 // The grouped tile sums each block's four i32 lanes with shuffles (hsum4) before scaling: per
 // (row, token, block) that is four dots, three adds and about two and a half shuffle-and-add
-// steps, and its 2 x 4 x 4 live block sums spill. Here both operands are packed once per call
+// steps, and its 2 x 4 x 4 live block sums spill. Here both operands are packed once per product
 // (the activations) or per panel of rows (the weights, reused by every token), 32-bit pairs
 // interleaved over a group of four blocks: packed vector m of a group holds, in lane l, the pair
 // m of block l (elements 2m, 2m + 1 in the order the decoder's W32 lists them). Sixteen dots and
 // adds then leave the four block sums in the four lanes, with no shuffle, and one i32 vector per
-// (row, token) is live. The float work is the grouped tile's, operation for operation, so prefill
-// still gives decode's bits. Q6_K's integer scales are folded into its packed weights (|code *
-// scale| <= 32 * 128 fits i16; the sums are the same integers).
-// The relaxed builds pack the nibble types' codes (0..31, relaxed dot's 7-bit operand) and the
-// activations as bytes instead: i16 lanes 2l, 2l + 1 of i16x8.relaxed_dot_i8x16_i7x16_s hold
-// four products of block l; two such dots are added in i16 (at most 4 * 127 * 31) and widened by
-// one i32x4.dot_i16x8 against ones: 3 multiply instructions per 32 products instead of 4.
+// (row, token) is live. The activations are packed once per product (qdot_pack_prefill, shared by
+// the threads), the weights per panel of rows in a per-thread buffer of two rows. The float work is the grouped tile's,
+// operation for operation, so prefill still gives decode's bits. Q6_K's integer scales are folded into its packed
+// weights (|code * scale| <= 32 * 128 fits i16; the sums are the same integers). The relaxed builds pack the nibble
+// types' codes (0..31, relaxed dot's 7-bit operand) and the activations as bytes instead: i16 lanes 2l, 2l + 1 of
+// i16x8.relaxed_dot_i8x16_i7x16_s hold four products of block l; two such dots are added in i16 (at most 4 * 127 * 31)
+// and widened by one i32x4.dot_i16x8 against ones: 3 multiply instructions per 32 products instead of 4.
 #if QKV_QDOT_RELAXED
 template <class D>
 constexpr bool kPack8 = D::kSub == 1 && kRelaxed8<D>;
@@ -38,8 +39,8 @@ template <bool P8>
 constexpr int kPackGroup = kPackVecs<P8> + 2;  // + the four scales and the four mins / sums
 constexpr int kPackMinTokens = 8;              // below this the grouped tile runs
 constexpr int kPackRows = 2, kPackTokens = 4;  // the register tile
-// Tokens packed at a time: their activations stay in L2 while every panel of rows passes, and the
-// per-thread buffer stays bounded (the weight panels are packed again per block: a few percent).
+// Tokens per pass over the rows: their packed activations stay in L2 while every panel of rows
+// passes (the weight panels are packed again per pass: a few percent).
 constexpr int kPackTokenBlock = 128;
 
 // Four blocks' values, Q vectors each (i16: Q = 4, elements 0-7, 8-15, 16-23, 24-31 as W32 / X32
@@ -180,23 +181,54 @@ inline void packed_tile(const v128_t* const* w, const v128_t* const* x, int ng, 
     for (int t = 0; t < NT; t++) out[r * NT + t] = fsum(acc[r][t]) + fsum(macc[r][t]);
 }
 
+// Every token's whole groups, token t's at out + per * t (per = ng * kPackGroup<P8> vectors).
+template <bool P8>
+void pack_tokens(const BlockQ8A* X, int T, int nb, v128_t* out) {
+  const int ng = nb / 4;
+  const size_t per = (size_t)ng * kPackGroup<P8>;
+  for (int t = 0; t < T; t++) pack_activations<P8>(X + (size_t)t * nb, ng, out + per * t);
+}
+template <bool P8>
+constexpr size_t packed_floats(int T, int nb) {
+  return (size_t)T * (size_t)(nb / 4) * kPackGroup<P8> * 4;
+}
+
+// qdot_pack_prefill of the WASM builds: the 16-bit layout where `wide`, the 8-bit one where `narrow`.
+inline void pack_prefill_wasm(QdotPacked& p, const BlockQ8A* X, int T, int n, bool wide, bool narrow) {
+  p.T = p.n = 0;
+  p.wide = p.narrow = -1;
+  if (T < kPackMinTokens || !(wide || narrow)) return;
+  const int nb = n / 32;
+  const size_t w = wide ? packed_floats<false>(T, nb) : 0, total = w + (narrow ? packed_floats<true>(T, nb) : 0);
+  if (p.data.size() < total) p.data.resize(total);
+  if (wide) p.wide = 0, pack_tokens<false>(X, T, nb, reinterpret_cast<v128_t*>(p.data.data()));
+  if (narrow) p.narrow = (int64_t)w, pack_tokens<true>(X, T, nb, reinterpret_cast<v128_t*>(p.data.data() + w));
+  p.T = T, p.n = n;
+}
+
+// The layout type D reads from p, if p holds it for these T tokens of nb blocks (else null).
+template <class D>
+const v128_t* packed_for(const QdotPacked* p, int T, int nb) {
+  if (!p || p->T != T || p->n != nb * 32) return nullptr;
+  const int64_t off = kPack8<D> ? p->narrow : p->wide;
+  return off < 0 ? nullptr : reinterpret_cast<const v128_t*>(p->data.data() + off);
+}
+
 // Y = X W^T over rows [r0, r1) for T tokens, as prefill_tiles computes it: the whole groups
 // packed, the last nb % 4 blocks (one-block types only) through the grouped tile, added last as
-// the grouped tile adds its scalar tail.
+// the grouped tile adds its scalar tail. xp: pack_tokens<kPack8<D>> of X, shared by the threads.
 template <class D, class XB>
-void prefill_packed(float* Y, int64_t ldy, const XB* X, const uint8_t* W, size_t rb, int T, int nb, int r0, int r1) {
+void prefill_packed(float* Y, int64_t ldy, const XB* X, const v128_t* xp, const uint8_t* W, size_t rb, int T, int nb,
+                    int r0, int r1) {
   constexpr bool kMin = D::kKind == Kind::UnsignedMin, P8 = kPack8<D>;
   constexpr int NR = kPackRows, NT = kPackTokens;
   const int ng = nb / 4, tail = nb % 4;
   const size_t per = (size_t)ng * kPackGroup<P8>;  // vectors per packed row or token
-  thread_local std::vector<v128_t> xp, wp;
-  const int tb = T < kPackTokenBlock ? T : kPackTokenBlock;
-  xp.resize(per * (size_t)tb);
+  thread_local std::vector<v128_t> wp;             // NR rows: bounded by the width
   wp.resize(per * NR);
   float out[NR * NT], tout[NR * NT];
-  for (int t0 = 0; t0 < T; t0 += tb) {
-    const int t1 = T - t0 < tb ? T : t0 + tb;
-    for (int t = t0; t < t1; t++) pack_activations<P8>(X + (size_t)t * nb, ng, xp.data() + per * (t - t0));
+  for (int t0 = 0; t0 < T; t0 += kPackTokenBlock) {
+    const int t1 = T - t0 < kPackTokenBlock ? T : t0 + kPackTokenBlock;
     for (int r = r0; r < r1; r += NR) {
       const int nr = r1 - r < NR ? r1 - r : NR;
       const v128_t* w[NR];
@@ -211,7 +243,7 @@ void prefill_packed(float* Y, int64_t ldy, const XB* X, const uint8_t* W, size_t
         const XB* xs[NT];
         for (int i = 0; i < NT; i++) {
           const int tt = t + i < t1 ? t + i : t1 - 1;
-          x[i] = xp.data() + per * (tt - t0);
+          x[i] = xp + per * tt;
           xs[i] = X + (size_t)tt * nb + 4 * ng;
         }
         packed_tile<kMin, P8, NR, NT>(w, x, ng, out);
@@ -231,12 +263,21 @@ void prefill_packed(float* Y, int64_t ldy, const XB* X, const uint8_t* W, size_t
 // Prefill of T >= kPackMinTokens tokens: the packed GEMM or the grouped tile (prefill_tiles),
 // whichever this engine runs faster for type D, timed on the first calls (they give the same
 // bits; the 8-bit relaxed tiles of the nibble types may beat the packed 16-bit products).
-template <class D, class XB>
-void prefill_gemm(float* Y, int64_t ldy, const XB* X, const uint8_t* W, size_t rb, int T, int nb, int r0, int r1) {
+// Without a shared packed copy (pk) the packed GEMM packs X for this call alone.
+template <class D>
+void prefill_gemm(float* Y, int64_t ldy, const BlockQ8A* X, const QdotPacked* pk, const uint8_t* W, size_t rb, int T,
+                  int nb, int r0, int r1) {
   static Trial trial;
   auto run = [&](int which) {
-    if (which == 1) prefill_packed<D>(Y, ldy, X, W, rb, T, nb, r0, r1);
-    else prefill_tiles(BlockTile<D, XB>{nb}, Y, ldy, X, (size_t)nb, W, rb, T, r0, r1);
+    if (which != 1) return prefill_tiles(BlockTile<D, BlockQ8A>{nb}, Y, ldy, X, (size_t)nb, W, rb, T, r0, r1);
+    const v128_t* xp = packed_for<D>(pk, T, nb);
+    std::unique_ptr<v128_t[]> own;  // left uninitialised: packing writes every vector
+    if (!xp) {
+      own.reset(new v128_t[packed_floats<kPack8<D>>(T, nb) / 4]);
+      pack_tokens<kPack8<D>>(X, T, nb, own.get());
+      xp = own.get();
+    }
+    prefill_packed<D>(Y, ldy, X, xp, W, rb, T, nb, r0, r1);
   };
   const int forced = g_prefill_forced.load(std::memory_order_relaxed);
   if (forced >= 0) return run(forced);

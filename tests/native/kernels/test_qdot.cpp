@@ -4,10 +4,12 @@
 // when the activations are representable).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common.h"
@@ -206,11 +208,11 @@ TEST(QDotKernel, ExtremeBlocksMatchReference) {
 }
 
 // Prefill tiles (2 rows x 4 tokens, on AVX-512 VNNI groups of 16 tokens, short last groups,
-// an odd row count, a row range that starts inside the matrix) give each token exactly what decoding it alone gives. In the WASM
-// builds, products of >= 8 tokens run either the grouped tile or the packed GEMM (wasm_gemm.h:
-// whole groups of four blocks packed, the last nb % 4 blocks through the tile): both are forced
-// in turn, over rows of 3 blocks (all tail), 9 (two groups and a tail) and 512 elements, and
-// 130 tokens (past the 128 the GEMM packs at a time).
+// an odd row count, a row range that starts inside the matrix) give each token exactly what decoding it alone gives. In
+// the WASM builds, products of >= 8 tokens run either the grouped tile or the packed GEMM (wasm_gemm.h: whole groups of
+// four blocks packed, the last nb % 4 blocks through the tile): both are forced in turn, over rows of 3 blocks (all
+// tail), 9 (two groups and a tail) and 512 elements, and 130 tokens (past the 128 the GEMM takes per pass). The same
+// with one packed copy of the activations shared by chunks of rows gives the same bits.
 TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
   const int d = 37;
   for (int kernel : {0, 1})
@@ -244,6 +246,18 @@ TEST(QDotMatmul, BatchedEqualsDecodeBitForBitAndReference) {
                 ASSERT_NEAR(got, want, fp_tol(n, mag)) << name(t) << " T " << T << " row " << r;
               }
             }
+            // The same product from one packed copy (qdot_pack_prefill, as ProductInput makes it) read
+            // by chunks of 16 rows as threads take them, packed beside the other layouts' types.
+            const QType types[] = {QType::Q8_0, t, QType::Q4_1};
+            QdotPacked pk;
+            qdot_pack_prefill(pk, X.data(), T, n, types, 3);
+            const std::string impl = qdot_impl_name();
+            if ((impl == "avx512-vnni" && T > 1) || (impl.rfind("wasm", 0) == 0 && T >= 8))
+              ASSERT_EQ(pk.T, T) << "this build's prefill kernel reads a packed copy";
+            std::vector<float> Yp(T * d, -1.0f);
+            for (int r0 = 3; r0 < d; r0 += 16)
+              matmul_q8_simd(t, Yp.data(), d, X.data(), W.data(), T, n, r0, std::min(r0 + 16, d), finite, &pk);
+            ASSERT_EQ(0, std::memcmp(Yp.data(), Y.data(), Y.size() * sizeof(float))) << name(t) << " T " << T;
             std::vector<float> R(T * d, -1.0f);
             matmul_q8_ref(t, R.data(), d, X.data(), W.data(), T, n, 3, d);
             for (int i = 0; i < T * d; i++) ASSERT_NEAR(R[i], Y[i], 1e-4 * (std::fabs(R[i]) + 1)) << name(t);
