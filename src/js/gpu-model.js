@@ -190,11 +190,27 @@ export async function createGpuModel(device, desc) {
       device.queue.writeBuffer(b, 0, arr.buffer, arr.byteOffset, arr.byteLength);
       return b;
     };
-    const rope_ = d.positional.startsWith('rope') ? {
-      cos: table(rope.global.cos, 'rope-cos'), sin: table(rope.global.sin, 'rope-sin'),
-      cosLocal: rope.local ? table(rope.local.cos, 'rope-cos-local') : null,
-      sinLocal: rope.local ? table(rope.local.sin, 'rope-sin-local') : null,
-    } : { cos: dummy, sin: dummy };
+    // A RoPE table in one buffer: cos, then sin from index `sin` (256-byte aligned, so that
+    // rope_kv.wgsl binds each half on its own and the fused products bind the whole).
+    const ropeTable = (t, label) => {
+      const sin = Math.ceil(t.cos.length / 64) * 64;
+      const both = new Float32Array(sin + t.sin.length);
+      both.set(t.cos);
+      both.set(t.sin, sin);
+      const buffer = table(both, label);
+      return { buffer, sin, cos: { buffer, offset: 0, size: Math.max(4, t.cos.byteLength) }, sinRef: { buffer, offset: sin * 4 } };
+    };
+    const ropeOn = d.positional.startsWith('rope');
+    const rope_ = ropeOn ? { global: ropeTable(rope.global, 'rope'), local: rope.local ? ropeTable(rope.local, 'rope-local') : null } : null;
+    const tableOf = (l) => (d.localRope[l] && rope_.local ? rope_.local : rope_.global);
+    // RoPE and the cache write folded into the q/k/v products' epilogue (products.wgsl ROPE,
+    // FLAG_CACHE), except where the Q/K norms must come between the product and the rotation.
+    const fuseRope = (l) => !W(l, 'q_norm') && !W(l, 'k_norm') && d.headDim % 2 === 0 &&
+      ['wq', 'wk', 'wv'].every((r) => W(l, r).parts.length === 1);
+    const ropeSpec = (l) => (ropeOn && d.layerRope[l] && d.rotDims >= 2 ? {
+      table: at(tableOf(l).buffer), sin: tableOf(l).sin, mode: d.positional === 'rope' ? 'adjacent' : 'halves',
+      headDim: d.headDim, rotDims: d.rotDims,
+    } : undefined);
 
     // Own kernels; bind groups made once (those over the KV cache again when it grows).
     const op = (mod, entry, constants, bindings, dispatch) => {
@@ -249,8 +265,9 @@ export async function createGpuModel(device, desc) {
       const in2 = parallel ? in1 : preFfn ? xb : x;
       const n1 = preAttn ? normOf(W(l, 'attn_norm'), W(l, 'attn_norm_b')) : undefined;
       const n2 = parallel ? n1 : preFfn ? normOf(W(l, 'ffn_norm'), W(l, 'ffn_norm_b')) : undefined;
-      const L = { l, preAttn, preFfn, parallel, fuse1: !!n1, fuse2: !!n2 };
-      L.qkv = [
+      const L = { l, preAttn, preFfn, parallel, fuse1: !!n1, fuse2: !!n2, fuseRope: fuseRope(l), in1, n1 };
+      // Fused: k and v go straight into the cache, their products built with it (buildCacheOps).
+      L.qkv = L.fuseRope ? [P({ weight: W(l, 'wq'), x: at(in1), y: at(q), bias: biasOf(W(l, 'bq')), norm: n1, rope: ropeSpec(l) })] : [
         P({ weight: W(l, 'wq'), x: at(in1), y: at(q), bias: biasOf(W(l, 'bq')), norm: n1 }),
         P({ weight: W(l, 'wk'), x: at(in1), y: at(k), bias: biasOf(W(l, 'bk')), norm: n1 }),
         P({ weight: W(l, 'wv'), x: at(in1), y: at(v), bias: biasOf(W(l, 'bv')), norm: n1 }),
@@ -303,20 +320,31 @@ export async function createGpuModel(device, desc) {
       };
     };
     const ropeOp = (l) => {
-      const local = d.localRope[l] && rope_.cosLocal;
+      const t = rope_ ? tableOf(l) : null;
       return op('rope', 'main', {
         HEADS: heads, KV_HEADS: kvHeads, HD: hd, ROT: d.rotDims,
         MODE: !d.layerRope[l] ? 0 : d.positional === 'rope' ? 1 : d.positional === 'rope-neox' ? 2 : 0,
-      }, [step, local ? rope_.cosLocal : rope_.cos, local ? rope_.sinLocal : rope_.sin, q, k, v, K[l], Vc[l]], (n) => [heads + kvHeads, n]);
+      }, [step, t ? t.cos : dummy, t ? t.sinRef : dummy, q, k, v, K[l], Vc[l]], (n) => [heads + kvHeads, n]);
+    };
+    // The fused path's k and v products, writing rows pos.. of the layer's cache.
+    const kvProducts = (l) => {
+      const L = staticLayers[l];
+      return [
+        P({ weight: W(l, 'wk'), x: at(L.in1), y: at(K[l]), bias: biasOf(W(l, 'bk')), norm: L.n1, rope: ropeSpec(l), cache: true }),
+        P({ weight: W(l, 'wv'), x: at(L.in1), y: at(Vc[l]), bias: biasOf(W(l, 'bv')), norm: L.n1, cache: true }),
+      ];
     };
     const fullAttn = (l, probs) => op('full', 'main', {
       HEADS: heads, KV_HEADS: kvHeads, HD: hd, CAUSAL: encoder ? 0 : 1, WINDOW: encoder ? 0 : d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap,
     }, [step, q, K[l], Vc[l], att, probs], (n) => [heads, n]);
     function buildCacheOps() {
+      for (const c of cacheOps ?? []) for (const o of c.kv) o.destroy();
       cacheOps = [];
       for (let l = 0; l < layers; l++) {
+        const fused = staticLayers[l].fuseRope;
         cacheOps.push({
-          rope: ropeOp(l),
+          rope: fused ? null : ropeOp(l),
+          kv: fused ? kvProducts(l) : [],
           attn: encoder ? fullAttn(l, scores) : op('attn', 'main', {
             HEADS: heads, KV_HEADS: kvHeads, HD: hd, WINDOW: d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap,
           }, [step, q, K[l], Vc[l], att], (n) => [heads, n]),
@@ -326,8 +354,9 @@ export async function createGpuModel(device, desc) {
     }
 
     // Capacity grows by doubling (as the CPU cache does), copying what is cached.
+    // Returns whether it grew: the rebuilt products' pipelines are then awaited (products.ready()).
     function grow(n) {
-      if (n <= cap) return;
+      if (n <= cap) return false;
       const next = encoder ? n : Math.min(context, Math.max(n, 2 * cap, Math.min(context, 256)));
       const enc = device.createCommandEncoder({ label: 'kv-grow' });
       const nk = [], nv = [];
@@ -343,22 +372,33 @@ export async function createGpuModel(device, desc) {
       for (const b of [...K, ...Vc]) { mine.splice(mine.indexOf(b), 1); b.destroy(); }
       K = nk; Vc = nv; cap = next;
       buildCacheOps();
+      return true;
     }
 
     // rows: 0 (no logits), 1 (the last token's), n (every token's); attnOps: per-layer
     // attention replacing the cache ops' (a captured step).
-    function encodeStep(pass, n, rows, attnOps) {
+    // The last step's dispatches: total and per layer (what fusion removes; the tests assert them).
+    const counted = { total: 0, perLayer: [] };
+    const counting = (pass) => ({
+      setPipeline: (p) => pass.setPipeline(p),
+      setBindGroup: (i, g) => pass.setBindGroup(i, g),
+      dispatchWorkgroups: (...a) => { counted.total++; pass.dispatchWorkgroups(...a); },
+    });
+    function encodeStep(pass_, n, rows, attnOps) {
+      const pass = counting(pass_);
+      counted.total = 0; counted.perLayer = [];
       const fused = fuseNorm && n === 1;
       embed.encode(pass, n);
       head.addType?.encode(pass, n);
       head.addPos?.encode(pass, n);
       head.embedNorm?.encode(pass, n);
       for (let l = 0; l < layers; l++) {
-        const L = staticLayers[l], c = cacheOps[l];
+        const L = staticLayers[l], c = cacheOps[l], before = counted.total;
         if (!(fused && L.fuse1)) L.norm1?.encode(pass, n);
         for (const o of L.qkv) o.encode(pass, n);
+        for (const o of c.kv) o.encode(pass, n);
         for (const o of L.qkNorms) o.encode(pass, n);
-        c.rope.encode(pass, n);
+        c.rope?.encode(pass, n);
         if (attnOps) attnOps[l].encode(pass, n);
         else if (n === 1 && splits > 1 && c.attnPartial) { c.attnPartial.encode(pass, n); c.attnReduce.encode(pass, n); }
         else c.attn.encode(pass, n);
@@ -371,6 +411,7 @@ export async function createGpuModel(device, desc) {
         for (const o of L.down) o.encode(pass, n);
         if (L.parallel) for (const o of L.out) o.encode(pass, n);
         L.post2?.encode(pass, n);
+        counted.perLayer.push(counted.total - before);
       }
       if (encoder) { tail.finalAll?.encode(pass, n); return; }
       if (rows === 1 && fused && tail.clsDecode) tail.clsDecode.encode(pass, 1);
@@ -379,11 +420,11 @@ export async function createGpuModel(device, desc) {
       if (rows) tail.logits?.encode(pass, rows);
     }
 
-    const compiled = Promise.all([products.ready(), topk?.ready]);  // pipelines compile asynchronously
     const header = new Uint32Array((IDS_OFFSET + 4 * T) / 4);
     grow(encoder ? T : 1);
+    const compiled = Promise.all([products.ready(), topk?.ready]);  // pipelines compile asynchronously
     return {
-      T, step, x, logits, read, topk, candRead, encodeStep, grow, fullAttn, compiled,
+      T, step, x, logits, read, topk, candRead, encodeStep, grow, fullAttn, compiled, counted, counting,
       get cap() { return cap; },
       /** Writes the step uniform: n tokens from position pos; k top-k candidates to select (0: none). */
       writeStep(ids, pos, k = 0) {
@@ -442,6 +483,11 @@ export async function createGpuModel(device, desc) {
       get bytes() { return f.cap * d.kvHeads * d.headDim * 4 * 2 * layers; },
       /** Attention probabilities of the last captured feed: {queries, keys, probs (layers, heads, queries, keys)}. */
       captured: null,
+      /**
+       * Compute dispatches of the last step recorded (the last chunk of the last feed): total
+       * (top-k selection included) and perLayer, one count per layer.
+       */
+      get dispatches() { return { total: f.counted.total, perLayer: [...f.counted.perLayer] }; },
       /** Whether the last feed's logits were rebuilt from the GPU's top candidates (see feed). */
       get partial() { return partial; },
       /** The last feed's logits of its last token, read back whole. */
@@ -474,7 +520,7 @@ export async function createGpuModel(device, desc) {
         for (let i = 0; i < ids.length; i += T) {
           const n = Math.min(T, ids.length - i), last = i + n === ids.length;
           const rows = allLogits ? n : last ? 1 : 0;
-          f.grow(pos + n);
+          if (f.grow(pos + n)) await products.ready();
           const cap_ = capture ? captureOps(n, pos) : null;
           const cand = rows === 1 && Kc > 0;
           f.writeStep(ids.slice(i, i + n), pos, cand ? Kc : 0);
@@ -482,7 +528,7 @@ export async function createGpuModel(device, desc) {
           const enc = device.createCommandEncoder({ label: 'qkv-step' });
           const pass = enc.beginComputePass({ label: 'qkv-step' });
           f.encodeStep(pass, n, rows, cap_?.ops);
-          if (cand) f.topk.encode(pass);
+          if (cand) f.topk.encode(f.counting(pass));
           pass.end();
           const [src, dst, bytes] = cand ? [f.topk.out, f.candRead, Kc * 8] : [f.logits, f.read, rows * V * 4];
           if (rows) enc.copyBufferToBuffer(src, 0, dst, 0, bytes);

@@ -74,9 +74,11 @@ async function tokensOf(model, prompt, opts) {
 
 /** Counts submits and mapped bytes on every device, and calls into the Embind classes. */
 function instrument(mod) {
-  const counts = { submits: 0, mappedBytes: 0, calls: 0, forwards: 0, embeds: 0 };
+  const counts = { submits: 0, dispatches: 0, mappedBytes: 0, calls: 0, forwards: 0, embeds: 0 };
   const submit = GPUQueue.prototype.submit;
   GPUQueue.prototype.submit = function (b) { counts.submits++; return submit.call(this, b); };
+  const dispatch = GPUComputePassEncoder.prototype.dispatchWorkgroups;
+  GPUComputePassEncoder.prototype.dispatchWorkgroups = function (...a) { counts.dispatches++; return dispatch.apply(this, a); };
   const range_ = GPUBuffer.prototype.getMappedRange;
   GPUBuffer.prototype.getMappedRange = function (offset, size) {
     const r = range_.call(this, offset, size);
@@ -133,13 +135,14 @@ async function child() {
     const s = g.createSession();
     const prompt = g.tokenize('Once upon a time');
     await s.prefill(prompt);
+    const prefill = s._gpu.dispatches;
     const before = { ...counts };
     const n = 10;
     for (let i = 0; i < n; i++) await s.feed([s.sample({ temperature: 0 })]);
     const per = (k) => (counts[k] - before[k]) / n;
     const r = {
-      submitsPerToken: per('submits'), bytesPerToken: per('mappedBytes'), callsPerToken: per('calls'),
-      cpuForwards: counts.forwards, vocab: g.info.vocabSize, layers: g.info.layers,
+      submitsPerToken: per('submits'), dispatchesPerToken: per('dispatches'), bytesPerToken: per('mappedBytes'), callsPerToken: per('calls'),
+      cpuForwards: counts.forwards, vocab: g.info.vocabSize, layers: g.info.layers, decode: s._gpu.dispatches, prefill,
     };
     g.dispose();
     return r;
@@ -403,7 +406,20 @@ if (process.argv.includes('--child')) {
       assert.equal(r.cpuForwards, 0, 'no token went through the WASM forward');
       assert.ok(r.bytesPerToken <= 4 * r.vocab, `${r.bytesPerToken} bytes read back per token (vocab ${r.vocab})`);
       assert.ok(r.callsPerToken < r.layers, `${r.callsPerToken} binding calls per token: per-layer work on the CPU?`);
-      t.diagnostic(`per token: ${r.submitsPerToken} submit, ${r.bytesPerToken} bytes read back, ${r.callsPerToken} binding calls (${r.layers} layers)`);
+      t.diagnostic(`per token: ${r.submitsPerToken} submit, ${r.dispatchesPerToken} dispatches, ${r.bytesPerToken} bytes read back, ${r.callsPerToken} binding calls (${r.layers} layers)`);
+    });
+    await t.test('dispatches per layer of a llama-shaped model (what fusion removes)', { skip: filtered('instrumented decode') }, () => {
+      const r = get('instrumented decode');
+      // The model's own count agrees with every dispatchWorkgroups the device saw.
+      assert.equal(r.decode.total, r.dispatchesPerToken);
+      assert.equal(r.decode.perLayer.length, r.layers);
+      // Decode: q, k, v products (RMSNorm folded in; RoPE and the KV-cache write in their
+      // epilogues), attention, output (residual folded in), gate x up, down (residual folded in).
+      // With a RoPE dispatch of its own it was 8.
+      assert.deepEqual(r.decode.perLayer, Array(r.layers).fill(7), `decode dispatches per layer ${r.decode.perLayer}`);
+      // Prefill: the two norms are their own dispatches (10 with a RoPE dispatch).
+      assert.deepEqual(r.prefill.perLayer, Array(r.layers).fill(9), `prefill dispatches per layer ${r.prefill.perLayer}`);
+      t.diagnostic(`decode: ${r.decode.total} dispatches per token, ${r.decode.perLayer[0]} per layer; prefill: ${r.prefill.perLayer[0]} per layer`);
     });
     await t.test('logits and attention maps match WASM', { skip: filtered('logits over a chunk boundary, prefill reuse, captured attention') }, () => {
       const r = get('logits over a chunk boundary, prefill reuse, captured attention');
