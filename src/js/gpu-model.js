@@ -27,11 +27,11 @@ const MapMode = globalThis.GPUMapMode ?? { READ: 0x1 };
 /** Tokens per decoder step (prefill chunk); an encoder pass takes a whole text. */
 export const MAX_CHUNK = 64;
 // The step uniform: n (tokens), pos (first position), k (top-k candidates, gpu-topk.js), s
-// (attention splits, attention_split.wgsl), then the step's token ids at IDS_OFFSET
+// (attention splits, attention_cached.wgsl), then the step's token ids at IDS_OFFSET
 // (a storage-buffer offset must be a multiple of 256); written with one writeBuffer per step.
 const IDS_OFFSET = 256;
 const MAX_HEAD_DIM = 512;  // attention_cached.wgsl: 8 accumulator lanes x 64 threads
-// Split-K decode attention (attention_split.wgsl): a split per KEYS_PER_SPLIT keys, at most MAX_SPLITS.
+// Split-K decode attention (attention_cached.wgsl partial): a split per KEYS_PER_SPLIT keys, at most MAX_SPLITS.
 const KEYS_PER_SPLIT = 64, MAX_SPLITS = 64;
 
 const VECTOR_ROLES = new Set(['pos_embed', 'type_embed', 'embed_norm', 'embed_norm_b', 'final_norm', 'final_norm_b',
@@ -115,15 +115,15 @@ export async function createGpuModel(device, desc) {
   }
   if (!weights.has('-1:classifier')) weights.set('-1:classifier', weights.get('-1:tok_embed'));
 
-  const [normSrc, ropeSrc, attnSrc, fullSrc, eltSrc, splitSrc] = await Promise.all(
-    ['norm.wgsl', 'rope_kv.wgsl', 'attention_cached.wgsl', 'attention_full.wgsl', 'elementwise.wgsl', 'attention_split.wgsl'].map(loadShader));
+  // The attention kernels share common.wgsl's helpers, prepended as webgpu.js does.
+  const [normSrc, ropeSrc, attnSrc, fullSrc, eltSrc, commonSrc] = await Promise.all(
+    ['norm.wgsl', 'rope_kv.wgsl', 'attention_cached.wgsl', 'attention_full.wgsl', 'elementwise.wgsl', 'common.wgsl'].map(loadShader));
   const modules = {
     norm: device.createShaderModule({ code: normSrc, label: 'norm.wgsl' }),
     rope: device.createShaderModule({ code: ropeSrc, label: 'rope_kv.wgsl' }),
-    attn: device.createShaderModule({ code: attnSrc, label: 'attention_cached.wgsl' }),
-    full: device.createShaderModule({ code: fullSrc, label: 'attention_full.wgsl' }),
+    attn: device.createShaderModule({ code: `${commonSrc}\n${attnSrc}`, label: 'attention_cached.wgsl' }),
+    full: device.createShaderModule({ code: `${commonSrc}\n${fullSrc}`, label: 'attention_full.wgsl' }),
     elt: device.createShaderModule({ code: eltSrc, label: 'elementwise.wgsl' }),
-    split: device.createShaderModule({ code: splitSrc, label: 'attention_split.wgsl' }),
   };
   const pipelines = new Map();
   function pipeline(mod, entryPoint, constants) {
@@ -315,8 +315,8 @@ export async function createGpuModel(device, desc) {
     const splitOps = (l) => {
       const c = { HEADS: heads, KV_HEADS: kvHeads, HD: hd, WINDOW: d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap };
       return {
-        attnPartial: op('split', 'partial', c, [step, q, K[l], Vc[l], attnPart], () => [heads, splits]),
-        attnReduce: op('split', 'reduce_splits', c, [step, null, null, null, attnPart, att], () => [heads]),
+        attnPartial: op('attn', 'partial', c, [step, q, K[l], Vc[l], null, attnPart], () => [heads, splits]),
+        attnReduce: op('attn', 'reduce_splits', c, [step, null, null, null, att, attnPart], () => [heads]),
       };
     };
     const ropeOp = (l) => {
@@ -428,7 +428,7 @@ export async function createGpuModel(device, desc) {
       get cap() { return cap; },
       /** Writes the step uniform: n tokens from position pos; k top-k candidates to select (0: none). */
       writeStep(ids, pos, k = 0) {
-        // Decode attention splits its keys past KEYS_PER_SPLIT of them (attention_split.wgsl).
+        // Decode attention splits its keys past KEYS_PER_SPLIT of them (attention_cached.wgsl partial).
         splits = !encoder && ids.length === 1 ? Math.min(MAX_SPLITS, Math.ceil((pos + 1) / KEYS_PER_SPLIT)) : 1;
         header[0] = ids.length; header[1] = pos; header[2] = k; header[3] = splits;
         header.set(ids, IDS_OFFSET / 4);

@@ -6,7 +6,8 @@
 // query t sits at position pos + t; causal queries see keys j <= their position (and, with a
 // sliding WINDOW > 0, position - j < WINDOW); bidirectional ones see keys 0..pos+n-1; scores
 // are q.k * SCALE, soft-capped as SOFTCAP * tanh(s / SOFTCAP) when SOFTCAP > 0; grouped-query
-// heads share kv heads. Keys a query does not see get probability 0. f32 throughout.
+// heads share kv heads. Keys a query does not see get probability 0. f32 throughout. The host
+// prepends common.wgsl (NEG_BIG, tanh_f).
 //
 // Bindings (group 0):
 //   0 step  uniform Step: n, pos
@@ -19,10 +20,6 @@
 
 struct Step { n: u32, pos: u32, pad0: u32, pad1: u32 };
 
-fn tanh_f(v: f32) -> f32 {
-  return sign(v) * (1.0 - 2.0 / (exp(2.0 * abs(v)) + 1.0));
-}
-
 override HEADS: u32 = 1u;
 override KV_HEADS: u32 = 1u;
 override HD: u32 = 64u;
@@ -31,7 +28,6 @@ override WINDOW: u32 = 0u;
 override SCALE: f32 = 0.125;
 override SOFTCAP: f32 = 0.0;
 const WG: u32 = 64u;
-const NEG_BIG: f32 = -3.0e38;
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> q: array<f32>;

@@ -5,7 +5,7 @@
 //   sampler (the reference) over many seeds and settings: the same token whenever the rebuilt row
 //   is used; generate() on WebGPU against WASM with greedy and seeded top-k, the bytes read back
 //   per token counted by instrumentation.
-// - Split-K decode attention (src/webgpu/attention_split.wgsl) and RMSNorm folded into the
+// - Split-K decode attention (src/webgpu/attention_cached.wgsl partial) and RMSNorm folded into the
 //   decode products (matvec.wgsl NORM): decode logits against WASM at positions that take 1 to 5
 //   splits, and the dispatches per decoded token counted by instrumentation.
 // Runs on SwiftShader (no GPU here): correctness and counts only, no timings.
