@@ -107,21 +107,20 @@ export async function chooseDevice(handle, info, options) {
   } catch (e) {
     return wasm(e.message, 'webgpu_unavailable');
   }
-  // The whole-model path computes and caches in f32 (no dependence on shader-f16).
-  const precisionWarning = options.gpuPrecision === 'f16'
-    ? { code: 'webgpu_f16_unavailable', message: hasShaderF16(device)
-      ? 'the WebGPU path computes and caches in f32: f16 is not implemented yet'
-      : 'this WebGPU device has no shader-f16: the KV cache is f32' }
+  // f32 unless asked for f16 (a half-precision KV cache) on a device with shader-f16.
+  const kvType = options.gpuPrecision === 'f16' && hasShaderF16(device) ? 'f16' : 'f32';
+  const precisionWarning = options.gpuPrecision === 'f16' && kvType !== 'f16'
+    ? { code: 'webgpu_f16_unavailable', message: 'this WebGPU device has no shader-f16: the KV cache is f32' }
     : undefined;
   let gpu;
   try {
     const desc = handle.gpuModel();
-    const kvBytes = info.contextLength * desc.kvHeads * desc.headDim * 4;
+    const kvBytes = info.contextLength * desc.kvHeads * desc.headDim * (kvType === 'f16' ? 2 : 4);
     const limit = Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize);
     if (kvBytes > limit) {
       throw new QkvError('unsupported', `a layer's KV cache for ${info.contextLength} positions (${kvBytes} bytes) exceeds this GPU's buffer limit (${limit} bytes)`);
     }
-    gpu = { device, desc, model: await createGpuModel(device, desc) };
+    gpu = { device, desc, model: await createGpuModel(device, desc, { kvType }) };
     delete desc.tensors;  // views into the heap: stale once it grows
     if (!gpu.model.decoder) {  // an encoder's passes take positions 0.. of the model's context
       const h = handle.createSession(0);
@@ -131,7 +130,7 @@ export async function chooseDevice(handle, info, options) {
     device.destroy?.();
     return wasm(e.message, e?.code === 'unsupported' ? 'webgpu_unsupported' : 'webgpu_failed', { adapter });
   }
-  const common = { requested, adapter, kvType: 'f32', ...(precisionWarning ? { warning: precisionWarning } : {}) };
+  const common = { requested, adapter, kvType, ...(precisionWarning ? { warning: precisionWarning } : {}) };
   if (requested === 'webgpu') return { kind: 'webgpu', reason: 'requested', gpu, ...common };
 
   try {

@@ -70,13 +70,19 @@ export function gpuUnsupported(d) {
  * @param {GPUDevice} device
  * @param {object} desc JsModel.gpuModel(): config and tensors (views into the WASM heap; read
  *   here at once, before anything can grow the heap)
+ * @param {{kvType?: 'f32' | 'f16'}} [options] kvType 'f16': the KV cache in half precision (needs
+ *   the device's shader-f16; keys and values rounded to f16 as they are written, all arithmetic
+ *   f32)
  * @returns {Promise<GpuModel>}
  * @throws {QkvError} 'unsupported' (what is not implemented, or a buffer over the device's limits),
  *   'out_of_memory'
  */
-export async function createGpuModel(device, desc) {
+export async function createGpuModel(device, desc, options = {}) {
   const why = gpuUnsupported(desc);
   if (why) throw new QkvError('unsupported', why);
+  const kvF16 = options.kvType === 'f16';
+  if (kvF16 && !device.features?.has?.('shader-f16')) throw new QkvError('unsupported', 'an f16 KV cache needs the device\'s shader-f16');
+  const kvBytes = kvF16 ? 2 : 4;  // per cached value
   const d = desc;
   const products = createProducts(device);
   const own = [];
@@ -115,14 +121,16 @@ export async function createGpuModel(device, desc) {
   }
   if (!weights.has('-1:classifier')) weights.set('-1:classifier', weights.get('-1:tok_embed'));
 
-  // The attention kernels share common.wgsl's helpers, prepended as webgpu.js does.
+  // The KV-cache kernels share common.wgsl's helpers and its cache element type kv_t, prepended
+  // as webgpu.js does (with an f16 cache: `enable f16;` first and kv_t = f16).
   const [normSrc, ropeSrc, attnSrc, fullSrc, eltSrc, commonSrc] = await Promise.all(
     ['norm.wgsl', 'rope_kv.wgsl', 'attention_cached.wgsl', 'attention_full.wgsl', 'elementwise.wgsl', 'common.wgsl'].map(loadShader));
+  const common = kvF16 ? `enable f16;\n${commonSrc.replace('alias kv_t = f32;', 'alias kv_t = f16;')}` : commonSrc;
   const modules = {
     norm: device.createShaderModule({ code: normSrc, label: 'norm.wgsl' }),
-    rope: device.createShaderModule({ code: ropeSrc, label: 'rope_kv.wgsl' }),
-    attn: device.createShaderModule({ code: `${commonSrc}\n${attnSrc}`, label: 'attention_cached.wgsl' }),
-    full: device.createShaderModule({ code: `${commonSrc}\n${fullSrc}`, label: 'attention_full.wgsl' }),
+    rope: device.createShaderModule({ code: `${common}\n${ropeSrc}`, label: 'rope_kv.wgsl' }),
+    attn: device.createShaderModule({ code: `${common}\n${attnSrc}`, label: 'attention_cached.wgsl' }),
+    full: device.createShaderModule({ code: `${common}\n${fullSrc}`, label: 'attention_full.wgsl' }),
     elt: device.createShaderModule({ code: eltSrc, label: 'elementwise.wgsl' }),
   };
   const pipelines = new Map();
@@ -156,8 +164,8 @@ export async function createGpuModel(device, desc) {
   function createForward(context, rope, T, encoder) {
     const { dim, hiddenDim: hid, heads, kvHeads, headDim: hd, vocabSize: V, layers } = d;
     const qd = heads * hd, kvd = kvHeads * hd;
-    if (context * kvd * 4 > limit) {
-      throw new QkvError('unsupported', `a ${context}-token KV cache needs ${context * kvd * 4} bytes per layer, ` +
+    if (context * kvd * kvBytes > limit) {
+      throw new QkvError('unsupported', `a ${context}-token KV cache needs ${context * kvd * kvBytes} bytes per layer, ` +
         `more than this GPU's ${limit}-byte buffer limit`);
     }
     if (encoder && heads * T * T * 4 > limit) {
@@ -204,8 +212,9 @@ export async function createGpuModel(device, desc) {
     const rope_ = ropeOn ? { global: ropeTable(rope.global, 'rope'), local: rope.local ? ropeTable(rope.local, 'rope-local') : null } : null;
     const tableOf = (l) => (d.localRope[l] && rope_.local ? rope_.local : rope_.global);
     // RoPE and the cache write folded into the q/k/v products' epilogue (products.wgsl ROPE,
-    // FLAG_CACHE), except where the Q/K norms must come between the product and the rotation.
-    const fuseRope = (l) => !W(l, 'q_norm') && !W(l, 'k_norm') && d.headDim % 2 === 0 &&
+    // FLAG_CACHE), except where the Q/K norms must come between the product and the rotation,
+    // and for an f16 cache (the products write f32; rope_kv.wgsl writes kv_t).
+    const fuseRope = (l) => !kvF16 && !W(l, 'q_norm') && !W(l, 'k_norm') && d.headDim % 2 === 0 &&
       ['wq', 'wk', 'wv'].every((r) => W(l, r).parts.length === 1);
     const ropeSpec = (l) => (ropeOn && d.layerRope[l] && d.rotDims >= 2 ? {
       table: at(tableOf(l).buffer), sin: tableOf(l).sin, mode: d.positional === 'rope' ? 'adjacent' : 'halves',
@@ -361,11 +370,12 @@ export async function createGpuModel(device, desc) {
       const enc = device.createCommandEncoder({ label: 'kv-grow' });
       const nk = [], nv = [];
       for (let l = 0; l < layers; l++) {
-        nk.push(make(next * kvd * 4, st | S.COPY_DST | S.COPY_SRC, `k-cache${l}`));
-        nv.push(make(next * kvd * 4, st | S.COPY_DST | S.COPY_SRC, `v-cache${l}`));
+        nk.push(make(next * kvd * kvBytes, st | S.COPY_DST | S.COPY_SRC, `k-cache${l}`));
+        nv.push(make(next * kvd * kvBytes, st | S.COPY_DST | S.COPY_SRC, `v-cache${l}`));
         if (cap) {
-          enc.copyBufferToBuffer(K[l], 0, nk[l], 0, cap * kvd * 4);
-          enc.copyBufferToBuffer(Vc[l], 0, nv[l], 0, cap * kvd * 4);
+          const bytes = Math.ceil((cap * kvd * kvBytes) / 4) * 4;  // within both (make() rounds up)
+          enc.copyBufferToBuffer(K[l], 0, nk[l], 0, bytes);
+          enc.copyBufferToBuffer(Vc[l], 0, nv[l], 0, bytes);
         }
       }
       device.queue.submit([enc.finish()]);
@@ -480,7 +490,7 @@ export async function createGpuModel(device, desc) {
       /** Tokens held in the GPU cache. */
       get position() { return pos; },
       /** Bytes of GPU memory the KV cache holds now. */
-      get bytes() { return f.cap * d.kvHeads * d.headDim * 4 * 2 * layers; },
+      get bytes() { return f.cap * d.kvHeads * d.headDim * kvBytes * 2 * layers; },
       /** Attention probabilities of the last captured feed: {queries, keys, probs (layers, heads, queries, keys)}. */
       captured: null,
       /**
@@ -614,6 +624,8 @@ export async function createGpuModel(device, desc) {
   return {
     /** Bytes of weights uploaded. */
     weightBytes,
+    /** The KV cache's element type. */
+    kvType: kvF16 ? 'f16' : 'f32',
     products,
     /** Whether this is a decoder (sessions) or an encoder (encode). */
     decoder: !!d.causal,

@@ -11,13 +11,13 @@
 // to token. The CPU contract is attention_ref's (src/kernels/attention.h): query i sits at
 // position pos + i and sees keys j <= its position (and, with a sliding WINDOW > 0,
 // position - j < WINDOW); scores are q.k * SCALE, soft-capped as SOFTCAP * tanh(s / SOFTCAP)
-// when SOFTCAP > 0 (Gemma 2); grouped-query heads share kv heads. f32 throughout.
+// when SOFTCAP > 0 (Gemma 2); grouped-query heads share kv heads. f32 arithmetic throughout.
 //
 // Bindings (group 0):
 //   0 step  uniform Step: n, pos, k (unused here), s (splits, 1..MAXS)
 //   1 q     storage read  array<f32> (n, HEADS * HD)
-//   2 kc    storage read  array<f32> (capacity, KV_HEADS * HD)
-//   3 vc    storage read  array<f32> (capacity, KV_HEADS * HD)
+//   2 kc    storage read  array<kv_t> (capacity, KV_HEADS * HD): f32, or f16 (common.wgsl)
+//   3 vc    storage read  array<kv_t> (capacity, KV_HEADS * HD)
 //   4 out   storage rw    array<f32> (n, HEADS * HD)
 //   5 part  storage rw    array<f32> (HEADS, MAXS, HD + 2): m, l, then the output's HD values
 // Entry points: main, dispatch (HEADS, n); partial, dispatch (HEADS, s); reduce_splits,
@@ -38,8 +38,8 @@ const MAXS: u32 = 64u;
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> kc: array<f32>;
-@group(0) @binding(3) var<storage, read> vc: array<f32>;
+@group(0) @binding(2) var<storage, read> kc: array<kv_t>;
+@group(0) @binding(3) var<storage, read> vc: array<kv_t>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 @group(0) @binding(5) var<storage, read_write> part: array<f32>;
 
@@ -82,7 +82,7 @@ fn attend(qbase: u32, g: u32, j_begin: u32, j_end: u32, lid: u32) -> Online {
     for (var jj = lid; jj < nk; jj += WG) {
       let kb = (j0 + jj) * kvs + g * HD;
       var dot = 0.0;
-      for (var d = 0u; d < HD; d++) { dot += qs[d] * kc[kb + d]; }
+      for (var d = 0u; d < HD; d++) { dot += qs[d] * f32(kc[kb + d]); }
       var s = dot * SCALE;
       if (SOFTCAP > 0.0) { s = SOFTCAP * tanh_f(s / SOFTCAP); }
       sc[jj] = s;
@@ -101,7 +101,7 @@ fn attend(qbase: u32, g: u32, j_begin: u32, j_end: u32, lid: u32) -> Online {
       let d = lid + i * WG;
       if (d < HD) {
         var a = o.acc[i] * corr;
-        for (var jj = 0u; jj < nk; jj++) { a += sc[jj] * vc[(j0 + jj) * kvs + g * HD + d]; }
+        for (var jj = 0u; jj < nk; jj++) { a += sc[jj] * f32(vc[(j0 + jj) * kvs + g * HD + d]); }
         o.acc[i] = a;
       }
     }

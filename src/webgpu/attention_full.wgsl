@@ -12,8 +12,8 @@
 // Bindings (group 0):
 //   0 step  uniform Step: n, pos
 //   1 q     storage read  array<f32> (n, HEADS * HD)
-//   2 kc    storage read  array<f32> (>= pos + n, KV_HEADS * HD)
-//   3 vc    storage read  array<f32> (>= pos + n, KV_HEADS * HD)
+//   2 kc    storage read  array<kv_t> (>= pos + n, KV_HEADS * HD): f32, or f16 (common.wgsl)
+//   3 vc    storage read  array<kv_t> (>= pos + n, KV_HEADS * HD)
 //   4 out   storage rw    array<f32> (n, HEADS * HD)
 //   5 probs storage rw    array<f32> (HEADS, n, pos + n): row (h, t) at (h * n + t) * (pos + n)
 // Dispatch: (HEADS, n). Overrides: HEADS, KV_HEADS, HD, CAUSAL, WINDOW, SCALE, SOFTCAP.
@@ -31,8 +31,8 @@ const WG: u32 = 64u;
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> kc: array<f32>;
-@group(0) @binding(3) var<storage, read> vc: array<f32>;
+@group(0) @binding(2) var<storage, read> kc: array<kv_t>;
+@group(0) @binding(3) var<storage, read> vc: array<kv_t>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 @group(0) @binding(5) var<storage, read_write> probs: array<f32>;
 
@@ -76,7 +76,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (j < j_begin || j >= j_end) { probs[row + j] = 0.0; continue; }
     let kb = j * kvs + g * HD;
     var dot = 0.0;
-    for (var d = 0u; d < HD; d++) { dot += qs[d] * kc[kb + d]; }
+    for (var d = 0u; d < HD; d++) { dot += qs[d] * f32(kc[kb + d]); }
     var s = dot * SCALE;
     if (SOFTCAP > 0.0) { s = SOFTCAP * tanh_f(s / SOFTCAP); }
     probs[row + j] = s;
@@ -100,7 +100,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   workgroupBarrier();
   for (var d = lid; d < HD; d += WG) {
     var a = 0.0;
-    for (var j = j_begin; j < j_end; j++) { a += probs[row + j] * vc[j * kvs + g * HD + d]; }
+    for (var j = j_begin; j < j_end; j++) { a += probs[row + j] * f32(vc[j * kvs + g * HD + d]); }
     out[qbase + d] = a;
   }
 }
