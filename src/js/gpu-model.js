@@ -257,12 +257,13 @@ export async function createGpuModel(device, desc, options = {}) {
     // read x and normalise on the fly; prefill and LayerNorm models keep norm.wgsl.
     const fuseNorm = !encoder && d.norm !== 'layernorm';
     const normOf = (w, b) => (fuseNorm && w && !b ? { weight: at(w.buffer), eps: d.normEps, x: at(x) } : undefined);
-    // x += residualScale * [post_norm](src W^T + b): into x directly where nothing intervenes.
+    // x += residualScale * [post_norm](src W^T + b): into x directly (scaled in the product's
+    // epilogue) where no post-norm intervenes.
     const residual = (w, bias, src, post) => {
-      const direct = !post && rs === 1;
-      const prod = P({ weight: w, x: at(src), y: at(direct ? x : tmp), accumulate: direct, bias: biasOf(bias) });
+      const direct = !post;
+      const prod = P({ weight: w, x: at(src), y: at(direct ? x : tmp), accumulate: direct, bias: biasOf(bias), scale: direct ? rs : 1 });
       const after = post ? op('norm', 'add', { LAYER: 0, EPS: d.normEps, N: dim, HAS_B: 0, RPT: 1, SCALE: rs }, [step, post.buffer, dummy, x, tmp], (t) => [t])
-        : direct ? null : elt('axpy', { N: dim, SCALE: rs }, [step, x, tmp], dim);
+        : null;
       return [prod, after].filter(Boolean);
     };
     const staticLayers = [];

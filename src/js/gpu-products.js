@@ -21,7 +21,8 @@
 //     // All activations f32. x: [tokens][cols], y: [tokens][rows], token-major; offsets in bytes,
 //     // multiples of 256 (minStorageBufferOffsetAlignment). x, y and bias must be distinct buffers
 //     // (WebGPU forbids a buffer bound read-only and read-write in one dispatch).
-//     // y[t][r] = (accumulate ? y[t][r] : 0) + (bias ? bias[r] : 0) + sum_c W[r][c] * x[t][c]
+//     // y[t][r] = (accumulate ? y[t][r] : 0) + scale * ((bias ? bias[r] : 0) + sum_c W[r][c] * x[t][c])
+//     //   (scale: a number, default 1; not with rope or cache: a scaled residual add in one product)
 //     // with glu: y[t][r] = (accumulate ? y[t][r] : 0) + act(gate x + bias)[t][r] * (up x)[t][r]
 //     //   (weight = gate; up of the same type and shape; the bias, if any, is the gate's, added
 //     //   before the activation; 'gelu' = tanh approximation as in src/kernels)
@@ -291,7 +292,9 @@ export function createProducts(device, options = {}) {
 
   function product(args) {
     checkLive();
-    const { weight, maxTokens, accumulate = false, bias, glu, step, norm, rope, cache = false } = args ?? {};
+    const { weight, maxTokens, accumulate = false, bias, glu, step, norm, rope, cache = false, scale = 1 } = args ?? {};
+    if (typeof scale !== 'number' || !Number.isFinite(scale)) throw bad('product: scale must be a finite number');
+    if (scale !== 1 && (rope || cache)) throw bad('product: scale is not taken with rope or cache');
     checkWeight(weight, 'product: weight');
     if (!isInt(maxTokens) || maxTokens < 1) throw bad('product: maxTokens must be an integer >= 1');
     checkStep(step, 'product');
@@ -343,6 +346,7 @@ export function createProducts(device, options = {}) {
       const words = (gx) => {
         const w = new Uint32Array([part.rows, weight.cols, part.firstRow, weight.rowBytes, units, weight.rows, gx, flags, 0, rope ? rope.sin : 0, 0, 0]);
         new Float32Array(w.buffer)[8] = norm ? norm.eps : 0;
+        new Float32Array(w.buffer)[10] = scale;
         return w;
       };
       const entries = (pb, xr) => [

@@ -2,7 +2,6 @@
 // values of the step's tokens; CPU twins in src/kernels (activation.h, the forward's adds).
 //   add_pos: x[t] += src[pos + t]               (learned positions, GPT-2, BERT)
 //   add_row: x[t] += src[0]                     (BERT's token-type row 0)
-//   axpy:    x[t] += SCALE * src[t]             (a residual add scaled: Granite, MiniCPM)
 //   act:     x = gelu(x) (tanh form, gelu_ref) or relu(x)   (ACT 0 gelu, 1 relu)
 //   logits:  x = SCALE * x, then CAP * tanh(x / CAP) when CAP > 0  (logit scale, Gemma 2's soft-cap)
 // f32 throughout.
@@ -10,7 +9,7 @@
 // Bindings (group 0):
 //   0 step  uniform Step: n, pos
 //   1 x     storage rw    array<f32> (rows, N)
-//   2 src   storage read  array<f32>  (add_pos: (context, N); add_row: (N,); axpy: (rows, N))
+//   2 src   storage read  array<f32>  (add_pos: (context, N); add_row: (N,))
 // Dispatch: (ceil(N / 64), rows); logits takes the rows asked for, the others rows = n.
 
 struct Step { n: u32, pos: u32, pad0: u32, pad1: u32 };
@@ -43,14 +42,6 @@ fn add_row(@builtin(global_invocation_id) gid: vec3<u32>) {
   let t = gid.y;
   if (i >= N || t >= step.n) { return; }
   x[t * N + i] += src[i];
-}
-
-@compute @workgroup_size(64)
-fn axpy(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let i = gid.x;
-  let t = gid.y;
-  if (i >= N || t >= step.n) { return; }
-  x[t * N + i] += SCALE * src[t * N + i];
 }
 
 @compute @workgroup_size(64)

@@ -6,8 +6,8 @@
 // with gelu-tanh; the up weight is U); NORM (matvec only: x is RMSNorm-ed with weight nw on the
 // fly); ROPE (0: none; 1: adjacent pairs, 2: halves, as rope_kv.wgsl) with HD (head size) and
 // ROT (rotated dims per head): the epilogue rotates each output pair by the cos/sin table at
-// position step.pos + t. Accumulate, bias and the cache write are runtime flags (uniform
-// branches in the epilogue only), so they cost no extra pipelines.
+// position step.pos + t. Accumulate, bias, scale and the cache write are runtime parameters
+// (uniform branches in the epilogue only), so they cost no extra pipelines.
 //
 // Slots (ROPE != 0): a workgroup's rows are taken as slots, slot 2p and 2p + 1 of a head being
 // the two dims of RoPE pair p (dims p and p + ROT/2 with halves; dims from ROT on are their own
@@ -37,6 +37,7 @@ struct Params {
   flags: u32,      // FLAG_ACCUM | FLAG_BIAS
   eps: f32,        // RMSNorm epsilon (NORM)
   rope_sin: u32,   // index of the sin table in rope (ROPE)
+  scale: f32,      // multiplies the product (after bias and GLU) before it is stored or added
 };
 
 const FLAG_ACCUM: u32 = 1u;  // y += product instead of y = product
@@ -74,6 +75,7 @@ fn store(t: u32, r: u32, g: f32, u: f32) {
   if ((p.flags & FLAG_BIAS) != 0u) { v += bias[col]; }
   if (ACT == 1u) { v = silu(v) * u; }
   if (ACT == 2u) { v = gelu(v) * u; }
+  v *= p.scale;
   let i = t * p.y_stride + col;
   if ((p.flags & FLAG_ACCUM) != 0u) { v += y[i]; }
   y[i] = v;

@@ -69,6 +69,8 @@ function productCases() {
     if (type === 'q8_0') variants.push({ n: 33, grid: 8, accumulate: true });
     // RMSNorm folded into decode (matvec NORM): plain, and with bias, GLU and accumulate.
     if (NORM_TYPES.includes(type)) variants.push({ n: 1, norm: true }, { n: 1, norm: true, glu: a2, bias: true, accumulate: true });
+    // A scaled residual add in the epilogue (Granite's residual multiplier), decode and prefill.
+    if (NORM_TYPES.includes(type)) variants.push({ n: 1, accumulate: true, bias: true, scale: 0.25 }, { n: 17, accumulate: true, scale: -1.5 });
     variants.forEach((v, vi) => {
       const cols = colsList[(vi + ti) % 2 === 0 || v.n === 67 ? 0 : 1];
       const rows = v.n === 1 && vi === 0 ? 301 : 37;
@@ -76,7 +78,7 @@ function productCases() {
       cases.push({
         type, rows, cols, grid: 4, ...v, split, random: type === 'bf16' || (b > 1 ? vi % 2 === 0 : vi % 3 === 0),
         seed: 1000 + ti * 100 + vi,
-        name: `${type} ${rows}x${cols} n=${v.n}${v.accumulate ? ' acc' : ''}${v.bias ? ' bias' : ''}${v.glu ? ` glu-${v.glu}` : ''}${v.norm ? ' rmsnorm' : ''}${split ? ' split' : ''}${v.grid ? ` tile ${4 * v.grid}` : ''}`,
+        name: `${type} ${rows}x${cols} n=${v.n}${v.accumulate ? ' acc' : ''}${v.scale ? ` scale ${v.scale}` : ''}${v.bias ? ' bias' : ''}${v.glu ? ` glu-${v.glu}` : ''}${v.norm ? ' rmsnorm' : ''}${split ? ' split' : ''}${v.grid ? ` tile ${4 * v.grid}` : ''}`,
       });
     });
   });
@@ -228,7 +230,7 @@ async function child() {
       const op = products.product({
         weight, x: { buffer: xb, offset: X_OFF }, y: { buffer: yb, offset: Y_OFF }, maxTokens: n,
         accumulate: !!c.accumulate, bias: bb ? { buffer: bb, offset: 0 } : undefined,
-        glu: c.glu ? { up, act: c.glu } : undefined, step,
+        glu: c.glu ? { up, act: c.glu } : undefined, step, scale: c.scale,
         norm: c.norm ? { weight: { buffer: nb, offset: 0 }, eps: EPS, x: { buffer: xb, offset: X_OFF } } : undefined,
       });
       const t0 = performance.now();
@@ -255,6 +257,7 @@ async function child() {
             ref = a * u;
             tol = 1.13 * eg * (Math.abs(u) + eu) + (Math.abs(a) + 1.13 * eg) * eu + REL * Math.abs(ref);
           }
+          if (c.scale !== undefined) { ref *= c.scale; tol = tol * Math.abs(c.scale) + REL * Math.abs(ref); }
           if (c.accumulate) { ref += y0[t * rows + i]; tol += REL * Math.abs(y0[t * rows + i]); }
           const e = Math.abs(got[t * rows + i] - ref) / Math.max(tol, 1e-30);
           if (!(e <= worst)) { worst = e; worstAt = t * rows + i; }  // NaN counts as worst
