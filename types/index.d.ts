@@ -81,8 +81,11 @@ export interface LoadOptions {
    */
   device?: 'auto' | 'webgpu' | 'wasm';
   /**
-   * Precision of the GPU path. It computes and caches in f32 on every adapter (no dependence on
-   * shader-f16); 'f16' is accepted and warns ('webgpu_f16_unavailable') that f32 is used.
+   * Precision of the GPU path's KV cache. 'auto' and 'f32' (the default): f32 everywhere, on every
+   * adapter (no dependence on shader-f16). 'f16': keys and values are stored in f16 (half the KV
+   * cache's memory and bandwidth; arithmetic stays f32) where the adapter has 'shader-f16', and
+   * `info.device.kvType` says 'f16'; elsewhere (SwiftShader, NVIDIA through Dawn) the cache is f32
+   * and a 'webgpu_f16_unavailable' warning says so. Tolerance: docs/webgpu-kernels.md.
    */
   gpuPrecision?: 'auto' | 'f32' | 'f16';
   /**
@@ -124,7 +127,7 @@ export interface DeviceInfo {
   adapter?: { vendor: string; architecture: string; device: string; description: string };
   /** 'gpu': the weights are in GPU memory only (the weights load option, or 'auto' for a model too large for the heap). */
   weights?: 'gpu';
-  /** Element type of the GPU KV cache (WebGPU only; always 'f32' today). */
+  /** Element type of the GPU KV cache (WebGPU only): 'f16' with gpuPrecision 'f16' on a device with shader-f16. */
   kvType?: 'f32' | 'f16';
   /**
    * The 'auto' measurement: milliseconds of one decode step at `position` on each backend (the

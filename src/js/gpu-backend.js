@@ -110,21 +110,20 @@ export async function chooseDevice(handle, info, options) {
   } catch (e) {
     return wasm(e.message, 'webgpu_unavailable');
   }
-  // The whole-model path computes and caches in f32 (no dependence on shader-f16).
-  const precisionWarning = options.gpuPrecision === 'f16'
-    ? { code: 'webgpu_f16_unavailable', message: hasShaderF16(device)
-      ? 'the WebGPU path computes and caches in f32: f16 is not implemented yet'
-      : 'this WebGPU device has no shader-f16: the KV cache is f32' }
+  // f32 unless asked for f16 (a half-precision KV cache) on a device with shader-f16.
+  const kvType = options.gpuPrecision === 'f16' && hasShaderF16(device) ? 'f16' : 'f32';
+  const precisionWarning = options.gpuPrecision === 'f16' && kvType !== 'f16'
+    ? { code: 'webgpu_f16_unavailable', message: 'this WebGPU device has no shader-f16: the KV cache is f32' }
     : undefined;
   let gpu;
   try {
     const desc = handle.gpuModel();
-    const kvBytes = info.contextLength * desc.kvHeads * desc.headDim * 4;
+    const kvBytes = info.contextLength * desc.kvHeads * desc.headDim * (kvType === 'f16' ? 2 : 4);
     const limit = Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize);
     if (kvBytes > limit) {
       throw new QkvError('unsupported', `a layer's KV cache for ${info.contextLength} positions (${kvBytes} bytes) exceeds this GPU's buffer limit (${limit} bytes)`);
     }
-    gpu = { device, desc, model: await createGpuModel(device, desc) };
+    gpu = { device, desc, model: await createGpuModel(device, desc, { kvType }) };
     delete desc.tensors;  // views into the heap: stale once it grows
     if (!gpu.model.decoder) {  // an encoder's passes take positions 0.. of the model's context
       const h = handle.createSession(0);
@@ -134,7 +133,7 @@ export async function chooseDevice(handle, info, options) {
     device.destroy?.();
     return wasm(e.message, e?.code === 'unsupported' ? 'webgpu_unsupported' : 'webgpu_failed', { adapter });
   }
-  const common = { requested, adapter, kvType: 'f32', ...(precisionWarning ? { warning: precisionWarning } : {}) };
+  const common = { requested, adapter, kvType, ...(precisionWarning ? { warning: precisionWarning } : {}) };
   if (requested === 'webgpu') return { kind: 'webgpu', reason: 'requested', gpu, ...common };
 
   try {
@@ -169,8 +168,9 @@ export async function loadWeightsOnGpu(mod, source, options, env, why) {
     throw new QkvError('unsupported', `weights: 'gpu' needs WebGPU: ${e.message}`, { cause: e });
   }
   try {
+    const kvType = options.gpuPrecision === 'f16' && hasShaderF16(device) ? 'f16' : 'f32';
     const r = await loadGpuResident(mod, device, source, {
-      threads: env.threads, onProgress: options.onProgress, signal: options.signal, openPath: env.openPath, listDir: env.listDir,
+      threads: env.threads, onProgress: options.onProgress, signal: options.signal, openPath: env.openPath, listDir: env.listDir, kvType,
     });
     if (!r.handle.hasTokenizer()) {
       r.gpu.model.dispose();
@@ -181,7 +181,9 @@ export async function loadWeightsOnGpu(mod, source, options, env, why) {
       kind: 'webgpu', requested: options.device ?? 'auto', weights: 'gpu',
       reason: why ? `auto: the model does not fit the WebAssembly heap (${why}), so its weights went to GPU memory`
         : "weights: 'gpu': the weight matrices streamed to GPU memory",
-      adapter, kvType: 'f32', gpu: r.gpu, handle: r.handle, memory: r.memory,
+      adapter, kvType, gpu: r.gpu, handle: r.handle, memory: r.memory,
+      ...(options.gpuPrecision === 'f16' && kvType !== 'f16'
+        ? { warning: { code: 'webgpu_f16_unavailable', message: 'this WebGPU device has no shader-f16: the KV cache is f32' } } : {}),
     };
   } catch (e) {
     device.destroy?.();

@@ -29,11 +29,11 @@ const MapMode = globalThis.GPUMapMode ?? { READ: 0x1 };
 /** Tokens per decoder step (prefill chunk); an encoder pass takes a whole text. */
 export const MAX_CHUNK = 64;
 // The step uniform: n (tokens), pos (first position), k (top-k candidates, gpu-topk.js), s
-// (attention splits, attention_split.wgsl), then the step's token ids at IDS_OFFSET
+// (attention splits, attention_cached.wgsl), then the step's token ids at IDS_OFFSET
 // (a storage-buffer offset must be a multiple of 256); written with one writeBuffer per step.
 const IDS_OFFSET = 256;
 const MAX_HEAD_DIM = 512;  // attention_cached.wgsl: 8 accumulator lanes x 64 threads
-// Split-K decode attention (attention_split.wgsl): a split per KEYS_PER_SPLIT keys, at most MAX_SPLITS.
+// Split-K decode attention (attention_cached.wgsl partial): a split per KEYS_PER_SPLIT keys, at most MAX_SPLITS.
 const KEYS_PER_SPLIT = 64, MAX_SPLITS = 64;
 
 const VECTOR_ROLES = new Set(['pos_embed', 'type_embed', 'embed_norm', 'embed_norm_b', 'final_norm', 'final_norm_b',
@@ -74,13 +74,19 @@ export function gpuUnsupported(d) {
  * @param {GPUDevice} device
  * @param {object} desc JsModel.gpuModel(): config and tensors (views into the WASM heap; read
  *   here at once, before anything can grow the heap)
+ * @param {{kvType?: 'f32' | 'f16'}} [options] kvType 'f16': the KV cache in half precision (needs
+ *   the device's shader-f16; keys and values rounded to f16 as they are written, all arithmetic
+ *   f32)
  * @returns {Promise<GpuModel>}
  * @throws {QkvError} 'unsupported' (what is not implemented, or a buffer over the device's limits),
  *   'out_of_memory'
  */
-export async function createGpuModel(device, desc) {
+export async function createGpuModel(device, desc, options = {}) {
   const why = gpuUnsupported(desc);
   if (why) throw new QkvError('unsupported', why);
+  const kvF16 = options.kvType === 'f16';
+  if (kvF16 && !device.features?.has?.('shader-f16')) throw new QkvError('unsupported', 'an f16 KV cache needs the device\'s shader-f16');
+  const kvBytes = kvF16 ? 2 : 4;  // per cached value
   const d = desc;
   const products = createProducts(device);
   const own = [];
@@ -124,15 +130,17 @@ export async function createGpuModel(device, desc) {
   }
   if (!weights.has('-1:classifier')) weights.set('-1:classifier', weights.get('-1:tok_embed'));
 
-  const [normSrc, ropeSrc, attnSrc, fullSrc, eltSrc, splitSrc] = await Promise.all(
-    ['norm.wgsl', 'rope_kv.wgsl', 'attention_cached.wgsl', 'attention_full.wgsl', 'elementwise.wgsl', 'attention_split.wgsl'].map(loadShader));
+  // The KV-cache kernels share common.wgsl's helpers and its cache element type kv_t, prepended
+  // as webgpu.js does (with an f16 cache: `enable f16;` first and kv_t = f16).
+  const [normSrc, ropeSrc, attnSrc, fullSrc, eltSrc, commonSrc] = await Promise.all(
+    ['norm.wgsl', 'rope_kv.wgsl', 'attention_cached.wgsl', 'attention_full.wgsl', 'elementwise.wgsl', 'common.wgsl'].map(loadShader));
+  const common = kvF16 ? `enable f16;\n${commonSrc.replace('alias kv_t = f32;', 'alias kv_t = f16;')}` : commonSrc;
   const modules = {
     norm: device.createShaderModule({ code: normSrc, label: 'norm.wgsl' }),
-    rope: device.createShaderModule({ code: ropeSrc, label: 'rope_kv.wgsl' }),
-    attn: device.createShaderModule({ code: attnSrc, label: 'attention_cached.wgsl' }),
-    full: device.createShaderModule({ code: fullSrc, label: 'attention_full.wgsl' }),
+    rope: device.createShaderModule({ code: `${common}\n${ropeSrc}`, label: 'rope_kv.wgsl' }),
+    attn: device.createShaderModule({ code: `${common}\n${attnSrc}`, label: 'attention_cached.wgsl' }),
+    full: device.createShaderModule({ code: `${common}\n${fullSrc}`, label: 'attention_full.wgsl' }),
     elt: device.createShaderModule({ code: eltSrc, label: 'elementwise.wgsl' }),
-    split: device.createShaderModule({ code: splitSrc, label: 'attention_split.wgsl' }),
   };
   const pipelines = new Map();
   function pipeline(mod, entryPoint, constants) {
@@ -167,8 +175,8 @@ export async function createGpuModel(device, desc) {
   function createForward(context, rope, T, encoder) {
     const { dim, hiddenDim: hid, heads, kvHeads, headDim: hd, vocabSize: V, layers } = d;
     const qd = heads * hd, kvd = kvHeads * hd;
-    if (context * kvd * 4 > limit) {
-      throw new QkvError('unsupported', `a ${context}-token KV cache needs ${context * kvd * 4} bytes per layer, ` +
+    if (context * kvd * kvBytes > limit) {
+      throw new QkvError('unsupported', `a ${context}-token KV cache needs ${context * kvd * kvBytes} bytes per layer, ` +
         `more than this GPU's ${limit}-byte buffer limit`);
     }
     if (encoder && heads * T * T * 4 > limit) {
@@ -201,11 +209,28 @@ export async function createGpuModel(device, desc) {
       device.queue.writeBuffer(b, 0, arr.buffer, arr.byteOffset, arr.byteLength);
       return b;
     };
-    const rope_ = d.positional.startsWith('rope') ? {
-      cos: table(rope.global.cos, 'rope-cos'), sin: table(rope.global.sin, 'rope-sin'),
-      cosLocal: rope.local ? table(rope.local.cos, 'rope-cos-local') : null,
-      sinLocal: rope.local ? table(rope.local.sin, 'rope-sin-local') : null,
-    } : { cos: dummy, sin: dummy };
+    // A RoPE table in one buffer: cos, then sin from index `sin` (256-byte aligned, so that
+    // rope_kv.wgsl binds each half on its own and the fused products bind the whole).
+    const ropeTable = (t, label) => {
+      const sin = Math.ceil(t.cos.length / 64) * 64;
+      const both = new Float32Array(sin + t.sin.length);
+      both.set(t.cos);
+      both.set(t.sin, sin);
+      const buffer = table(both, label);
+      return { buffer, sin, cos: { buffer, offset: 0, size: Math.max(4, t.cos.byteLength) }, sinRef: { buffer, offset: sin * 4 } };
+    };
+    const ropeOn = d.positional.startsWith('rope');
+    const rope_ = ropeOn ? { global: ropeTable(rope.global, 'rope'), local: rope.local ? ropeTable(rope.local, 'rope-local') : null } : null;
+    const tableOf = (l) => (d.localRope[l] && rope_.local ? rope_.local : rope_.global);
+    // RoPE and the cache write folded into the q/k/v products' epilogue (products.wgsl ROPE,
+    // FLAG_CACHE), except where the Q/K norms must come between the product and the rotation,
+    // and for an f16 cache (the products write f32; rope_kv.wgsl writes kv_t).
+    const fuseRope = (l) => !kvF16 && !W(l, 'q_norm') && !W(l, 'k_norm') && d.headDim % 2 === 0 &&
+      ['wq', 'wk', 'wv'].every((r) => W(l, r).parts.length === 1);
+    const ropeSpec = (l) => (ropeOn && d.layerRope[l] && d.rotDims >= 2 ? {
+      table: at(tableOf(l).buffer), sin: tableOf(l).sin, mode: d.positional === 'rope' ? 'adjacent' : 'halves',
+      headDim: d.headDim, rotDims: d.rotDims,
+    } : undefined);
 
     // Own kernels; bind groups made once (those over the KV cache again when it grows).
     const op = (mod, entry, constants, bindings, dispatch) => {
@@ -243,12 +268,13 @@ export async function createGpuModel(device, desc) {
     // read x and normalise on the fly; prefill and LayerNorm models keep norm.wgsl.
     const fuseNorm = !encoder && d.norm !== 'layernorm';
     const normOf = (w, b) => (fuseNorm && w && !b ? { weight: at(w.buffer), eps: d.normEps, x: at(x) } : undefined);
-    // x += residualScale * [post_norm](src W^T + b): into x directly where nothing intervenes.
+    // x += residualScale * [post_norm](src W^T + b): into x directly (scaled in the product's
+    // epilogue) where no post-norm intervenes.
     const residual = (w, bias, src, post) => {
-      const direct = !post && rs === 1;
-      const prod = P({ weight: w, x: at(src), y: at(direct ? x : tmp), accumulate: direct, bias: biasOf(bias) });
+      const direct = !post;
+      const prod = P({ weight: w, x: at(src), y: at(direct ? x : tmp), accumulate: direct, bias: biasOf(bias), scale: direct ? rs : 1 });
       const after = post ? op('norm', 'add', { LAYER: 0, EPS: d.normEps, N: dim, HAS_B: 0, RPT: 1, SCALE: rs }, [step, post.buffer, dummy, x, tmp], (t) => [t])
-        : direct ? null : elt('axpy', { N: dim, SCALE: rs }, [step, x, tmp], dim);
+        : null;
       return [prod, after].filter(Boolean);
     };
     const staticLayers = [];
@@ -261,8 +287,9 @@ export async function createGpuModel(device, desc) {
       const n1 = preAttn ? normOf(W(l, 'attn_norm'), W(l, 'attn_norm_b')) : undefined;
       const moe = !!W(l, 'router');  // its ffn norm stays a dispatch: the router and experts read xb
       const n2 = parallel ? n1 : preFfn && !moe ? normOf(W(l, 'ffn_norm'), W(l, 'ffn_norm_b')) : undefined;
-      const L = { l, preAttn, preFfn, parallel, fuse1: !!n1, fuse2: !!n2 };
-      L.qkv = [
+      const L = { l, preAttn, preFfn, parallel, fuse1: !!n1, fuse2: !!n2, fuseRope: fuseRope(l), in1, n1 };
+      // Fused: k and v go straight into the cache, their products built with it (buildCacheOps).
+      L.qkv = L.fuseRope ? [P({ weight: W(l, 'wq'), x: at(in1), y: at(q), bias: biasOf(W(l, 'bq')), norm: n1, rope: ropeSpec(l) })] : [
         P({ weight: W(l, 'wq'), x: at(in1), y: at(q), bias: biasOf(W(l, 'bq')), norm: n1 }),
         P({ weight: W(l, 'wk'), x: at(in1), y: at(k), bias: biasOf(W(l, 'bk')), norm: n1 }),
         P({ weight: W(l, 'wv'), x: at(in1), y: at(v), bias: biasOf(W(l, 'bv')), norm: n1 }),
@@ -321,25 +348,36 @@ export async function createGpuModel(device, desc) {
     const splitOps = (l) => {
       const c = { HEADS: heads, KV_HEADS: kvHeads, HD: hd, WINDOW: d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap };
       return {
-        attnPartial: op('split', 'partial', c, [step, q, K[l], Vc[l], attnPart], () => [heads, splits]),
-        attnReduce: op('split', 'reduce_splits', c, [step, null, null, null, attnPart, att], () => [heads]),
+        attnPartial: op('attn', 'partial', c, [step, q, K[l], Vc[l], null, attnPart], () => [heads, splits]),
+        attnReduce: op('attn', 'reduce_splits', c, [step, null, null, null, att, attnPart], () => [heads]),
       };
     };
     const ropeOp = (l) => {
-      const local = d.localRope[l] && rope_.cosLocal;
+      const t = rope_ ? tableOf(l) : null;
       return op('rope', 'main', {
         HEADS: heads, KV_HEADS: kvHeads, HD: hd, ROT: d.rotDims,
         MODE: !d.layerRope[l] ? 0 : d.positional === 'rope' ? 1 : d.positional === 'rope-neox' ? 2 : 0,
-      }, [step, local ? rope_.cosLocal : rope_.cos, local ? rope_.sinLocal : rope_.sin, q, k, v, K[l], Vc[l]], (n) => [heads + kvHeads, n]);
+      }, [step, t ? t.cos : dummy, t ? t.sinRef : dummy, q, k, v, K[l], Vc[l]], (n) => [heads + kvHeads, n]);
+    };
+    // The fused path's k and v products, writing rows pos.. of the layer's cache.
+    const kvProducts = (l) => {
+      const L = staticLayers[l];
+      return [
+        P({ weight: W(l, 'wk'), x: at(L.in1), y: at(K[l]), bias: biasOf(W(l, 'bk')), norm: L.n1, rope: ropeSpec(l), cache: true }),
+        P({ weight: W(l, 'wv'), x: at(L.in1), y: at(Vc[l]), bias: biasOf(W(l, 'bv')), norm: L.n1, cache: true }),
+      ];
     };
     const fullAttn = (l, probs) => op('full', 'main', {
       HEADS: heads, KV_HEADS: kvHeads, HD: hd, CAUSAL: encoder ? 0 : 1, WINDOW: encoder ? 0 : d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap,
     }, [step, q, K[l], Vc[l], att, probs], (n) => [heads, n]);
     function buildCacheOps() {
+      for (const c of cacheOps ?? []) for (const o of c.kv) o.destroy();
       cacheOps = [];
       for (let l = 0; l < layers; l++) {
+        const fused = staticLayers[l].fuseRope;
         cacheOps.push({
-          rope: ropeOp(l),
+          rope: fused ? null : ropeOp(l),
+          kv: fused ? kvProducts(l) : [],
           attn: encoder ? fullAttn(l, scores) : op('attn', 'main', {
             HEADS: heads, KV_HEADS: kvHeads, HD: hd, WINDOW: d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap,
           }, [step, q, K[l], Vc[l], att], (n) => [heads, n]),
@@ -349,39 +387,52 @@ export async function createGpuModel(device, desc) {
     }
 
     // Capacity grows by doubling (as the CPU cache does), copying what is cached.
+    // Returns whether it grew: the rebuilt products' pipelines are then awaited (products.ready()).
     function grow(n) {
-      if (n <= cap) return;
+      if (n <= cap) return false;
       const next = encoder ? n : Math.min(context, Math.max(n, 2 * cap, Math.min(context, 256)));
       const enc = device.createCommandEncoder({ label: 'kv-grow' });
       const nk = [], nv = [];
       for (let l = 0; l < layers; l++) {
-        nk.push(make(next * kvd * 4, st | S.COPY_DST | S.COPY_SRC, `k-cache${l}`));
-        nv.push(make(next * kvd * 4, st | S.COPY_DST | S.COPY_SRC, `v-cache${l}`));
+        nk.push(make(next * kvd * kvBytes, st | S.COPY_DST | S.COPY_SRC, `k-cache${l}`));
+        nv.push(make(next * kvd * kvBytes, st | S.COPY_DST | S.COPY_SRC, `v-cache${l}`));
         if (cap) {
-          enc.copyBufferToBuffer(K[l], 0, nk[l], 0, cap * kvd * 4);
-          enc.copyBufferToBuffer(Vc[l], 0, nv[l], 0, cap * kvd * 4);
+          const bytes = Math.ceil((cap * kvd * kvBytes) / 4) * 4;  // within both (make() rounds up)
+          enc.copyBufferToBuffer(K[l], 0, nk[l], 0, bytes);
+          enc.copyBufferToBuffer(Vc[l], 0, nv[l], 0, bytes);
         }
       }
       device.queue.submit([enc.finish()]);
       for (const b of [...K, ...Vc]) { mine.splice(mine.indexOf(b), 1); b.destroy(); }
       K = nk; Vc = nv; cap = next;
       buildCacheOps();
+      return true;
     }
 
     // rows: 0 (no logits), 1 (the last token's), n (every token's); attnOps: per-layer
     // attention replacing the cache ops' (a captured step).
-    function encodeStep(pass, n, rows, attnOps) {
+    // The last step's dispatches: total and per layer (what fusion removes; the tests assert them).
+    const counted = { total: 0, perLayer: [] };
+    const counting = (pass) => ({
+      setPipeline: (p) => pass.setPipeline(p),
+      setBindGroup: (i, g) => pass.setBindGroup(i, g),
+      dispatchWorkgroups: (...a) => { counted.total++; pass.dispatchWorkgroups(...a); },
+    });
+    function encodeStep(pass_, n, rows, attnOps) {
+      const pass = counting(pass_);
+      counted.total = 0; counted.perLayer = [];
       const fused = fuseNorm && n === 1;
       embed.encode(pass, n);
       head.addType?.encode(pass, n);
       head.addPos?.encode(pass, n);
       head.embedNorm?.encode(pass, n);
       for (let l = 0; l < layers; l++) {
-        const L = staticLayers[l], c = cacheOps[l];
+        const L = staticLayers[l], c = cacheOps[l], before = counted.total;
         if (!(fused && L.fuse1)) L.norm1?.encode(pass, n);
         for (const o of L.qkv) o.encode(pass, n);
+        for (const o of c.kv) o.encode(pass, n);
         for (const o of L.qkNorms) o.encode(pass, n);
-        c.rope.encode(pass, n);
+        c.rope?.encode(pass, n);
         if (attnOps) attnOps[l].encode(pass, n);
         else if (n === 1 && splits > 1 && c.attnPartial) { c.attnPartial.encode(pass, n); c.attnReduce.encode(pass, n); }
         else c.attn.encode(pass, n);
@@ -394,6 +445,7 @@ export async function createGpuModel(device, desc) {
         for (const o of L.down) o.encode(pass, n);
         if (L.parallel) for (const o of L.out) o.encode(pass, n);
         L.post2?.encode(pass, n);
+        counted.perLayer.push(counted.total - before);
       }
       if (encoder) { tail.finalAll?.encode(pass, n); return; }
       if (rows === 1 && fused && tail.clsDecode) tail.clsDecode.encode(pass, 1);
@@ -402,15 +454,15 @@ export async function createGpuModel(device, desc) {
       if (rows) tail.logits?.encode(pass, rows);
     }
 
-    const compiled = Promise.all([products.ready(), topk?.ready]);  // pipelines compile asynchronously
     const header = new Uint32Array((IDS_OFFSET + 4 * T) / 4);
     grow(encoder ? T : 1);
+    const compiled = Promise.all([products.ready(), topk?.ready]);  // pipelines compile asynchronously
     return {
-      T, step, x, logits, read, topk, candRead, encodeStep, grow, fullAttn, compiled,
+      T, step, x, logits, read, topk, candRead, encodeStep, grow, fullAttn, compiled, counted, counting,
       get cap() { return cap; },
       /** Writes the step uniform: n tokens from position pos; k top-k candidates to select (0: none). */
       writeStep(ids, pos, k = 0) {
-        // Decode attention splits its keys past KEYS_PER_SPLIT of them (attention_split.wgsl).
+        // Decode attention splits its keys past KEYS_PER_SPLIT of them (attention_cached.wgsl partial).
         splits = !encoder && ids.length === 1 ? Math.min(MAX_SPLITS, Math.ceil((pos + 1) / KEYS_PER_SPLIT)) : 1;
         header[0] = ids.length; header[1] = pos; header[2] = k; header[3] = splits;
         header.set(ids, IDS_OFFSET / 4);
@@ -462,9 +514,14 @@ export async function createGpuModel(device, desc) {
       /** Tokens held in the GPU cache. */
       get position() { return pos; },
       /** Bytes of GPU memory the KV cache holds now. */
-      get bytes() { return f.cap * d.kvHeads * d.headDim * 4 * 2 * layers; },
+      get bytes() { return f.cap * d.kvHeads * d.headDim * kvBytes * 2 * layers; },
       /** Attention probabilities of the last captured feed: {queries, keys, probs (layers, heads, queries, keys)}. */
       captured: null,
+      /**
+       * Compute dispatches of the last step recorded (the last chunk of the last feed): total
+       * (top-k selection included) and perLayer, one count per layer.
+       */
+      get dispatches() { return { total: f.counted.total, perLayer: [...f.counted.perLayer] }; },
       /** Whether the last feed's logits were rebuilt from the GPU's top candidates (see feed). */
       get partial() { return partial; },
       /** The last feed's logits of its last token, read back whole. */
@@ -497,7 +554,7 @@ export async function createGpuModel(device, desc) {
         for (let i = 0; i < ids.length; i += T) {
           const n = Math.min(T, ids.length - i), last = i + n === ids.length;
           const rows = allLogits ? n : last ? 1 : 0;
-          f.grow(pos + n);
+          if (f.grow(pos + n)) await products.ready();
           const cap_ = capture ? captureOps(n, pos) : null;
           const cand = rows === 1 && Kc > 0;
           f.writeStep(ids.slice(i, i + n), pos, cand ? Kc : 0);
@@ -505,7 +562,7 @@ export async function createGpuModel(device, desc) {
           const enc = device.createCommandEncoder({ label: 'qkv-step' });
           const pass = enc.beginComputePass({ label: 'qkv-step' });
           f.encodeStep(pass, n, rows, cap_?.ops);
-          if (cand) f.topk.encode(pass);
+          if (cand) f.topk.encode(f.counting(pass));
           pass.end();
           const [src, dst, bytes] = cand ? [f.topk.out, f.candRead, Kc * 8] : [f.logits, f.read, rows * V * 4];
           if (rows) enc.copyBufferToBuffer(src, 0, dst, 0, bytes);
@@ -591,6 +648,8 @@ export async function createGpuModel(device, desc) {
   return {
     /** Bytes of weights uploaded. */
     weightBytes,
+    /** The KV cache's element type. */
+    kvType: kvF16 ? 'f16' : 'f32',
     products,
     /** Whether this is a decoder (sessions) or an encoder (encode). */
     decoder: !!d.causal,

@@ -24,19 +24,27 @@
 //     // All activations f32. x: [tokens][cols], y: [tokens][rows], token-major; offsets in bytes,
 //     // multiples of 256 (minStorageBufferOffsetAlignment). x, y and bias must be distinct buffers
 //     // (WebGPU forbids a buffer bound read-only and read-write in one dispatch).
-//     // y[t][r] = (accumulate ? y[t][r] : 0) + (bias ? bias[r] : 0) + sum_c W[r][c] * x[t][c]
+//     // y[t][r] = (accumulate ? y[t][r] : 0) + scale * ((bias ? bias[r] : 0) + sum_c W[r][c] * x[t][c])
+//     //   (scale: a number, default 1; not with rope or cache: a scaled residual add in one product)
 //     // with glu: y[t][r] = (accumulate ? y[t][r] : 0) + act(gate x + bias)[t][r] * (up x)[t][r]
 //     //   (weight = gate; up of the same type and shape; the bias, if any, is the gate's, added
 //     //   before the activation; 'gelu' = tanh approximation as in src/kernels)
 //     // with norm (RMSNorm folded into decode): for n == 1 the product reads norm.x (the raw
 //     //   activations) and multiplies RMSNorm(norm.x) * norm.weight, computed on the fly; for n > 1
 //     //   it reads x as usual, which the caller fills with the norm (norm.wgsl) before it.
+//     // with rope {table: {buffer, offset}, sin /*index of the sin table*/, mode: 'adjacent'|'halves',
+//     //   headDim, rotDims} (RoPE folded into the epilogue; weight in one part, headDim even):
+//     //   y's row is rotated per head as rope_kv.wgsl does, at position step.pos + t; table holds
+//     //   cos (context, rotDims/2) from index 0 and sin from index `sin` (the CPU's tables)
+//     // with cache: true, token t writes y's row step.pos + t (a KV-cache write; y must hold
+//     //   every position the caller feeds); no accumulate or glu with rope or cache
 //     // step: a uniform buffer owned by the caller; its first u32 (byte offset 0) is the number of tokens n
-//     //   of the current step. The caller writes it once per step; products only bind it.
+//     //   of the current step, its second (offset 4) the step's first position (rope, cache). The
+//     //   caller writes it once per step; products only bind it.
 //     // Pipelines and bind groups are created here, once, never per step.
 //     // ProductOp.ready: a Promise resolved once its pipelines are compiled (encode() before that
 //     //   throws); Products.product() itself is synchronous.
-//   ProductOp.encode(pass /*GPUComputePassEncoder*/, nTokens)
+//   ProductOp.encode(pass /*GPUComputePassEncoder*/, nTokens); ProductOp.destroy() frees its parameters
 //     // records the dispatch(es) into an open compute pass: matrix-vector kernel for n == 1,
 //     // tiled matrix-matrix for n > 1 (nTokens <= maxTokens, and equal to step's n).
 //
@@ -101,7 +109,8 @@ function chooseMatmul(limits, glu, grid) {
 const GATHER_WG = 64;
 const PARAMS_BYTES = 48;
 const ACTS = { silu: 1, gelu: 2 };
-const FLAG_ACCUM = 1, FLAG_BIAS = 2;  // products.wgsl
+const FLAG_ACCUM = 1, FLAG_BIAS = 2, FLAG_CACHE = 4;  // products.wgsl
+const ROPE_MODES = { adjacent: 1, halves: 2 };
 
 const isInt = (v) => Number.isInteger(v) && v >= 0;
 const bad = (msg) => new QkvError('bad_argument', msg);
@@ -126,7 +135,7 @@ function deviceState(device) {
     label: 'qkv products',
     entries: [storage(0, 'uniform'), storage(1, 'uniform'), storage(2, 'read-only-storage'), storage(3, 'read-only-storage'),
       storage(4, 'read-only-storage'), storage(5, 'storage'), storage(6, 'read-only-storage'), storage(7, 'read-only-storage'),
-      storage(8, 'read-only-storage')],
+      storage(8, 'read-only-storage'), storage(9, 'read-only-storage')],
   });
   const gatherLayout = device.createBindGroupLayout({
     label: 'qkv gather',
@@ -269,7 +278,7 @@ export function createProducts(device, options = {}) {
     return { buffer: r.buffer, offset };
   }
   function checkStep(step, what) {
-    if (!step || typeof step.size !== 'number' || step.size < 4) throw bad(`${what}: step must be a GPUBuffer`);
+    if (!step || typeof step.size !== 'number' || step.size < 8) throw bad(`${what}: step must be a GPUBuffer of at least 8 bytes`);
     if (step.usage !== undefined && !(step.usage & BufferUsage.UNIFORM)) throw bad(`${what}: step lacks UNIFORM usage`);
   }
   function checkFits(r, bytes, what) {
@@ -297,13 +306,27 @@ export function createProducts(device, options = {}) {
 
   function product(args) {
     checkLive();
-    const { weight, maxTokens, accumulate = false, bias, glu, step, norm } = args ?? {};
+    const { weight, maxTokens, accumulate = false, bias, glu, step, norm, rope, cache = false, scale = 1 } = args ?? {};
+    if (typeof scale !== 'number' || !Number.isFinite(scale)) throw bad('product: scale must be a finite number');
+    if (scale !== 1 && (rope || cache)) throw bad('product: scale is not taken with rope or cache');
     checkWeight(weight, 'product: weight');
     if (!isInt(maxTokens) || maxTokens < 1) throw bad('product: maxTokens must be an integer >= 1');
     checkStep(step, 'product');
     const x = checkRef(args.x, 'product: x'), y = checkRef(args.y, 'product: y');
     checkFits(x, 4 * maxTokens * weight.cols, 'product: x');
-    checkFits(y, 4 * maxTokens * weight.rows, 'product: y');
+    checkFits(y, 4 * (cache ? 1 : maxTokens) * weight.rows, 'product: y');
+    let ropeTable = null, ropeMode = 0, hd = 2, rot = 0;
+    if (rope) {
+      ropeMode = ROPE_MODES[rope.mode];
+      if (!ropeMode) throw bad(`product: rope.mode must be 'adjacent' or 'halves', not ${JSON.stringify(rope.mode)}`);
+      ropeTable = checkRef(rope.table, 'product: rope.table');
+      ({ headDim: hd, rotDims: rot } = rope);
+      if (!isInt(hd) || hd < 2 || hd % 2 || weight.rows % hd) throw bad('product: rope.headDim must be even and divide the weight\'s rows');
+      if (!isInt(rot) || rot % 2 || rot > hd || rot < 2) throw bad('product: rope.rotDims must be even, in 2..headDim');
+      if (!isInt(rope.sin)) throw bad('product: rope.sin must be an index');
+    }
+    if ((rope || cache) && (accumulate || glu)) throw bad('product: rope and cache take no accumulate or glu');
+    if (rope && weight.parts.length > 1) throw new QkvError('unsupported', 'product: rope needs the weight in one buffer');
     const b = bias ? checkRef(bias, 'product: bias') : null;
     if (b) checkFits(b, 4 * weight.rows, 'product: bias');
     let nx = null, nw = null;
@@ -324,17 +347,20 @@ export function createProducts(device, options = {}) {
         throw new QkvError('unsupported', 'product: glu.up must have the gate weight\'s type and shape');
       }
     }
-    const flags = (accumulate ? FLAG_ACCUM : 0) | (b ? FLAG_BIAS : 0);
-    const mvConsts = { WG: MV.wg, R: MV.r, RED: MV.wg * (MV.r * (act ? 2 : 1) + (norm ? 1 : 0)), ACT: act, NORM: norm ? 1 : 0 };
+    const flags = (accumulate ? FLAG_ACCUM : 0) | (b ? FLAG_BIAS : 0) | (cache ? FLAG_CACHE : 0);
+    const ropeConsts = { ROPE: ropeMode, HD: hd, ROT: rot };
+    const mvConsts = { WG: MV.wg, R: MV.r, RED: MV.wg * (MV.r * (act ? 2 : 1) + (norm ? 1 : 0)), ACT: act, NORM: norm ? 1 : 0, ...ropeConsts };
     const mm = chooseMatmul(limits, !!act, options.prefillGrid);
-    const mmConsts = { WG: mm.wg, GR: mm.gr, TR: mm.tile, TT: mm.tile, US: act ? mm.tile * 9 : 1, ACT: act };
+    const mmConsts = { WG: mm.wg, GR: mm.gr, TR: mm.tile, TT: mm.tile, US: act ? mm.tile * 9 : 1, ACT: act, ...ropeConsts };
     const units = Math.ceil(weight.cols / 32);
+    const paramBuffers = [];
     const parts = weight.parts.map((part, i) => {
       const mvGrid = grid(Math.ceil(part.rows / MV.r));
       const mmGrid = grid(Math.ceil(part.rows / mm.tile));
       const words = (gx) => {
-        const w = new Uint32Array([part.rows, weight.cols, part.firstRow, weight.rowBytes, units, weight.rows, gx, flags, 0, 0, 0, 0]);
+        const w = new Uint32Array([part.rows, weight.cols, part.firstRow, weight.rowBytes, units, weight.rows, gx, flags, 0, rope ? rope.sin : 0, 0, 0]);
         new Float32Array(w.buffer)[8] = norm ? norm.eps : 0;
+        new Float32Array(w.buffer)[10] = scale;
         return w;
       };
       const entries = (pb, xr) => [
@@ -347,9 +373,11 @@ export function createProducts(device, options = {}) {
         { binding: 6, resource: b ? { buffer: b.buffer, offset: b.offset } : { buffer: dummy } },
         { binding: 7, resource: { buffer: xr.buffer, offset: xr.offset } },
         { binding: 8, resource: nw ? { buffer: nw.buffer, offset: nw.offset } : { buffer: dummy } },
+        { binding: 9, resource: ropeTable ? { buffer: ropeTable.buffer, offset: ropeTable.offset } : { buffer: dummy } },
       ];
       const mvParams = paramsBuffer(words(mvGrid[0]), 'qkv matvec params');
       const mmParams = paramsBuffer(words(mmGrid[0]), 'qkv matmul params');
+      paramBuffers.push(mvParams, mmParams);
       return {
         mvGrid, mmGrid,
         mvGroup: device.createBindGroup({ layout: productLayout, entries: entries(mvParams, nx ?? x) }),
@@ -377,6 +405,11 @@ export function createProducts(device, options = {}) {
             pass.dispatchWorkgroups(p.mmGrid[0], p.mmGrid[1], Math.ceil(nTokens / mm.tile));
           }
         }
+      },
+      /** Frees this op's parameter buffers (an op rebuilt over a grown KV cache). */
+      destroy() {
+        for (const b of paramBuffers) { b.destroy(); owned.delete(b); }
+        paramBuffers.length = 0;
       },
     });
   }

@@ -120,7 +120,7 @@ async function readHeader(mod, f) {
  * @param {object} mod the Embind module
  * @param {GPUDevice} device
  */
-export async function loadGpuResident(mod, device, source, { threads, onProgress, signal, openPath, listDir, stagingBytes = STAGING_BYTES }) {
+export async function loadGpuResident(mod, device, source, { threads, onProgress, signal, openPath, listDir, kvType = 'f32', stagingBytes = STAGING_BYTES }) {
   const what = 'the model';
   let files = modelParts(source);
   if (files.length === 1 && typeof files[0] === 'string' && listDir) files = (await listDir(files[0])) ?? files;
@@ -236,7 +236,7 @@ export async function loadGpuResident(mod, device, source, { threads, onProgress
       const p = byKey.get(`${t.layer}:${t.role}`);
       if (p) t.weight = p.weight;
     }
-    const model = await createGpuModel(device, real);
+    const model = await createGpuModel(device, real, { kvType });
     delete real.tensors;  // heap views: stale once it grows
     let heapWeightBytes = 0;
     for (const f of opened) heapWeightBytes += f.ranges.reduce((n, r) => n + r.bytes, 0);

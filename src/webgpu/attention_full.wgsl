@@ -6,22 +6,19 @@
 // query t sits at position pos + t; causal queries see keys j <= their position (and, with a
 // sliding WINDOW > 0, position - j < WINDOW); bidirectional ones see keys 0..pos+n-1; scores
 // are q.k * SCALE, soft-capped as SOFTCAP * tanh(s / SOFTCAP) when SOFTCAP > 0; grouped-query
-// heads share kv heads. Keys a query does not see get probability 0. f32 throughout.
+// heads share kv heads. Keys a query does not see get probability 0. f32 throughout. The host
+// prepends common.wgsl (NEG_BIG, tanh_f).
 //
 // Bindings (group 0):
 //   0 step  uniform Step: n, pos
 //   1 q     storage read  array<f32> (n, HEADS * HD)
-//   2 kc    storage read  array<f32> (>= pos + n, KV_HEADS * HD)
-//   3 vc    storage read  array<f32> (>= pos + n, KV_HEADS * HD)
+//   2 kc    storage read  array<kv_t> (>= pos + n, KV_HEADS * HD): f32, or f16 (common.wgsl)
+//   3 vc    storage read  array<kv_t> (>= pos + n, KV_HEADS * HD)
 //   4 out   storage rw    array<f32> (n, HEADS * HD)
 //   5 probs storage rw    array<f32> (HEADS, n, pos + n): row (h, t) at (h * n + t) * (pos + n)
 // Dispatch: (HEADS, n). Overrides: HEADS, KV_HEADS, HD, CAUSAL, WINDOW, SCALE, SOFTCAP.
 
 struct Step { n: u32, pos: u32, pad0: u32, pad1: u32 };
-
-fn tanh_f(v: f32) -> f32 {
-  return sign(v) * (1.0 - 2.0 / (exp(2.0 * abs(v)) + 1.0));
-}
 
 override HEADS: u32 = 1u;
 override KV_HEADS: u32 = 1u;
@@ -31,12 +28,11 @@ override WINDOW: u32 = 0u;
 override SCALE: f32 = 0.125;
 override SOFTCAP: f32 = 0.0;
 const WG: u32 = 64u;
-const NEG_BIG: f32 = -3.0e38;
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> kc: array<f32>;
-@group(0) @binding(3) var<storage, read> vc: array<f32>;
+@group(0) @binding(2) var<storage, read> kc: array<kv_t>;
+@group(0) @binding(3) var<storage, read> vc: array<kv_t>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 @group(0) @binding(5) var<storage, read_write> probs: array<f32>;
 
@@ -80,7 +76,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (j < j_begin || j >= j_end) { probs[row + j] = 0.0; continue; }
     let kb = j * kvs + g * HD;
     var dot = 0.0;
-    for (var d = 0u; d < HD; d++) { dot += qs[d] * kc[kb + d]; }
+    for (var d = 0u; d < HD; d++) { dot += qs[d] * f32(kc[kb + d]); }
     var s = dot * SCALE;
     if (SOFTCAP > 0.0) { s = SOFTCAP * tanh_f(s / SOFTCAP); }
     probs[row + j] = s;
@@ -104,7 +100,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   workgroupBarrier();
   for (var d = lid; d < HD; d += WG) {
     var a = 0.0;
-    for (var j = j_begin; j < j_end; j++) { a += probs[row + j] * vc[j * kvs + g * HD + d]; }
+    for (var j = j_begin; j < j_end; j++) { a += probs[row + j] * f32(vc[j * kvs + g * HD + d]); }
     out[qbase + d] = a;
   }
 }

@@ -1,6 +1,6 @@
-// Shared declarations for the attention shaders: the Params uniform and the mask test.
-// The host (src/js/webgpu.js) prepends this file to each attention_*.wgsl before compiling,
-// so every kernel sees the same Params layout. Keep in sync with writeParams() in webgpu.js.
+// Shared declarations for the attention shaders: the Params uniform, the mask test, tanh_f.
+// The hosts (src/js/webgpu.js, src/js/gpu-model.js) prepend this file to each attention_*.wgsl
+// before compiling, so every kernel sees the same Params layout and helpers. Keep in sync with writeParams() in webgpu.js.
 //
 // Conventions (the CPU contract of src/kernels/attention.h):
 //   q:   (n_q,  n_heads    * head_dim) f32, row-major; query row i sits at position q_pos0 + i
@@ -39,6 +39,11 @@ fn pos_visible(p: Params, qpos: i32, j: i32) -> bool {
   if (p.causal != 0u && j > qpos) { return false; }
   if (p.window > 0u && qpos - j >= i32(p.window)) { return false; }
   return true;
+}
+
+// tanh that stays finite for any argument (exp overflows to infinity, 2 / inf = 0): soft-caps.
+fn tanh_f(v: f32) -> f32 {
+  return sign(v) * (1.0 - 2.0 / (exp(2.0 * abs(v)) + 1.0));
 }
 
 // exp(s - m) for a score s, or 0 if s is masked.

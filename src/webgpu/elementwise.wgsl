@@ -2,7 +2,7 @@
 // values of the step's tokens; CPU twins in src/kernels (activation.h, the forward's adds).
 //   add_pos: x[t] += src[pos + t]               (learned positions, GPT-2, BERT)
 //   add_row: x[t] += src[0]                     (BERT's token-type row 0)
-//   axpy:    x[t] += SCALE * src[t]             (a residual add scaled: Granite, MiniCPM)
+//   axpy:    x[t] += SCALE * src[t]             (a mixture-of-experts sum into the residual)
 //   act:     x = gelu(x) (tanh form, gelu_ref) or relu(x)   (ACT 0 gelu, 1 relu)
 //   logits:  x = SCALE * x, then CAP * tanh(x / CAP) when CAP > 0  (logit scale, Gemma 2's soft-cap)
 // f32 throughout.

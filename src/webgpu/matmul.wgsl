@@ -9,6 +9,8 @@
 // neighbouring threads read neighbouring staged rows). Staged rows are padded to 9 vec4 so
 // that those reads fall in distinct banks. The decoding threads fetch the next unit between the
 // barriers, so its memory latency hides behind the other threads' multiply-adds.
+// With ROPE the tile's staged row i holds slot 4 (i % GR) + i / GR (products.wgsl), so a
+// thread's 4 rows are two whole RoPE pairs, rotated in its epilogue.
 // Dispatch: (gx, gy, ceil(n / TT)) with row tiles ceil(rows / TR) = x + y * gx.
 // Constants (prepended): WG = GR * GR threads; TR = TT = 4 GR; US = TR * KP with GLU, else 1.
 
@@ -27,7 +29,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (r0 >= p.rows || t0 >= n) { return; }
   let tr = lid / GR;
   let tc = lid % GR;
-  let rb = min(r0 + lid, p.rows - 1u) * p.row_bytes;  // rows past the end repeat the last, unstored
+  let lr = select(lid, 4u * (lid % GR) + lid / GR, ROPE != 0u);  // the staged row's slot in the tile
+  let rb = slot_row(min(r0 + lr, p.rows - 1u)) * p.row_bytes;  // rows past the end repeat the last, unstored
   var acc: array<vec4<f32>, 4>;
   var accu: array<vec4<f32>, 4>;
   var wg: array<vec4<f32>, 8>;  // the decoding thread's next unit of its row, gate and up
@@ -78,6 +81,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
     }
     workgroupBarrier();
+  }
+  if (ROPE != 0u || (p.flags & FLAG_CACHE) != 0u) {
+    for (var i = 0u; i < 4u; i++) {
+      let s = r0 + select(tr + i * GR, 4u * tr + i, ROPE != 0u);
+      for (var j = 0u; j < 4u; j++) {
+        let t = t0 + tc + j * GR;
+        if (s < p.rows && t < n) { store_rope(t, s, acc[i][j], acc[i ^ 1u][j]); }
+      }
+    }
+    return;
   }
   for (var i = 0u; i < 4u; i++) {
     let r = r0 + tr + i * GR;

@@ -31,7 +31,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
     }
     for (var r = 0u; r < R; r++) {
-      let row = min(r0 + r, p.rows - 1u);  // rows past the end repeat the last one, unstored
+      let row = slot_row(min(r0 + r, p.rows - 1u));  // rows past the end repeat the last one, unstored
       load_unit(row * p.row_bytes, u, p.cols, false);
       var s = 0.0;
       for (var i = 0u; i < 8u; i++) { s += dot(wv[i], xv[i]); }
@@ -60,6 +60,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (lid < R && r0 + lid < p.rows) {
     var inv = 1.0;
     if (NORM != 0u) { inv = 1.0 / sqrt(red[rows_red * WG] / f32(p.cols) + p.eps); }
+    if (ROPE != 0u || (p.flags & FLAG_CACHE) != 0u) {
+      store_rope(0u, r0 + lid, red[lid * WG] * inv, red[(lid ^ 1u) * WG] * inv);
+      return;
+    }
     var u = 0.0;
     if (ACT != 0u) { u = red[(R + lid) * WG] * inv; }
     store(0u, r0 + lid, red[lid * WG] * inv, u);

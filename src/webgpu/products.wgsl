@@ -4,8 +4,15 @@
 //
 // Variant constants (prepended): WG threads; ACT (0: plain product, 1: GLU with silu, 2: GLU
 // with gelu-tanh; the up weight is U); NORM (matvec only: x is RMSNorm-ed with weight nw on the
-// fly). Accumulate and bias are runtime flags (uniform branches in the epilogue only), so they
-// cost no extra pipelines.
+// fly); ROPE (0: none; 1: adjacent pairs, 2: halves, as rope_kv.wgsl) with HD (head size) and
+// ROT (rotated dims per head): the epilogue rotates each output pair by the cos/sin table at
+// position step.pos + t. Accumulate, bias, scale and the cache write are runtime parameters
+// (uniform branches in the epilogue only), so they cost no extra pipelines.
+//
+// Slots (ROPE != 0): a workgroup's rows are taken as slots, slot 2p and 2p + 1 of a head being
+// the two dims of RoPE pair p (dims p and p + ROT/2 with halves; dims from ROT on are their own
+// slots), so that both values of a pair are computed by the same workgroup (matvec: neighbours;
+// matmul: the same thread) and the epilogue rotates them without another dispatch.
 //
 // Bindings (group 0):
 //   0 params uniform Params (one weight part: a buffer of whole rows)
@@ -17,6 +24,7 @@
 //                                      row0 .. row0 + rows
 //   6 bias   storage read  array<f32> (y_stride,)  (a dummy without FLAG_BIAS)
 //   8 nw     storage read  array<f32> (cols,)      RMSNorm weight (NORM; else a dummy)
+//   9 rope   storage read  array<f32> cos (context, ROT/2), then sin from rope_sin (ROPE; else a dummy)
 
 struct Params {
   rows: u32,       // rows of this part
@@ -28,13 +36,17 @@ struct Params {
   gx: u32,         // workgroups along x of the dispatch (row groups = x + y * gx)
   flags: u32,      // FLAG_ACCUM | FLAG_BIAS
   eps: f32,        // RMSNorm epsilon (NORM)
+  rope_sin: u32,   // index of the sin table in rope (ROPE)
+  scale: f32,      // multiplies the product (after bias and GLU) before it is stored or added
 };
 
 const FLAG_ACCUM: u32 = 1u;  // y += product instead of y = product
 const FLAG_BIAS: u32 = 2u;   // add bias[row] (to the gate, before the activation, with GLU)
+const FLAG_CACHE: u32 = 4u;  // token t writes y's row step.pos + t (a KV-cache write), not row t
 
 struct Step {
   n: u32,
+  pos: u32,  // position of the step's first token (ROPE, FLAG_CACHE)
 };
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -44,6 +56,7 @@ struct Step {
 @group(0) @binding(6) var<storage, read> bias: array<f32>;
 @group(0) @binding(7) var<storage, read> x4: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read> nw: array<f32>;
+@group(0) @binding(9) var<storage, read> rope: array<f32>;
 
 fn silu(v: f32) -> f32 { return v / (1.0 + exp(-v)); }
 
@@ -62,9 +75,41 @@ fn store(t: u32, r: u32, g: f32, u: f32) {
   if ((p.flags & FLAG_BIAS) != 0u) { v += bias[col]; }
   if (ACT == 1u) { v = silu(v) * u; }
   if (ACT == 2u) { v = gelu(v) * u; }
+  v *= p.scale;
   let i = t * p.y_stride + col;
   if ((p.flags & FLAG_ACCUM) != 0u) { v += y[i]; }
   y[i] = v;
+}
+
+// The weight row that slot s computes (the identity without ROPE, and with adjacent pairs).
+fn slot_row(s: u32) -> u32 {
+  if (ROPE != 2u) { return s; }
+  let j = s % HD;
+  if (j >= ROT) { return s; }
+  return s - j + j / 2u + (j % 2u) * (ROT / 2u);
+}
+
+// Writes slot s of token t, its value g and the value gp of its pair's other slot (s ^ 1):
+// bias, then the rotation of the pair at position step.pos + t (x0' = x0 cos - x1 sin,
+// x1' = x0 sin + x1 cos), into y's row t (or step.pos + t with FLAG_CACHE).
+fn store_rope(t: u32, s: u32, g: f32, gp: f32) {
+  let p = params;
+  let col = p.row0 + slot_row(s);
+  var v = g;
+  var vp = gp;
+  if ((p.flags & FLAG_BIAS) != 0u) {
+    v += bias[col];
+    vp += bias[p.row0 + slot_row(s ^ 1u)];
+  }
+  let j = s % HD;
+  if (ROPE != 0u && j < ROT) {
+    let i = (step.pos + t) * (ROT / 2u) + j / 2u;
+    let c = rope[i];
+    let sn = rope[p.rope_sin + i];
+    v = select(vp * sn + v * c, v * c - vp * sn, j % 2u == 0u);
+  }
+  let row = select(t, step.pos + t, (p.flags & FLAG_CACHE) != 0u);
+  y[row * p.y_stride + col] = v;
 }
 
 // x[t][c .. c + 4) (zero past cols): one 16-byte load where aligned and whole.

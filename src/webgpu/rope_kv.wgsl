@@ -14,8 +14,9 @@
 //   3 q     storage rw    array<f32> (n, HEADS * HD)
 //   4 k     storage read  array<f32> (n, KV_HEADS * HD)
 //   5 v     storage read  array<f32> (n, KV_HEADS * HD)
-//   6 kc    storage rw    array<f32> (capacity, KV_HEADS * HD)
-//   7 vc    storage rw    array<f32> (capacity, KV_HEADS * HD)
+//   6 kc    storage rw    array<kv_t> (capacity, KV_HEADS * HD): f32, or f16 (the host prepends
+//                         common.wgsl, with `enable f16;` and kv_t = f16 for an f16 cache)
+//   7 vc    storage rw    array<kv_t> (capacity, KV_HEADS * HD)
 // Dispatch: (HEADS + KV_HEADS, n): one workgroup per (head, token); the first HEADS are queries.
 
 struct Step { n: u32, pos: u32, pad0: u32, pad1: u32 };
@@ -33,8 +34,8 @@ const WG: u32 = 64u;
 @group(0) @binding(3) var<storage, read_write> q: array<f32>;
 @group(0) @binding(4) var<storage, read> k: array<f32>;
 @group(0) @binding(5) var<storage, read> v: array<f32>;
-@group(0) @binding(6) var<storage, read_write> kc: array<f32>;
-@group(0) @binding(7) var<storage, read_write> vc: array<f32>;
+@group(0) @binding(6) var<storage, read_write> kc: array<kv_t>;
+@group(0) @binding(7) var<storage, read_write> vc: array<kv_t>;
 
 // Dims of pair p within a head.
 fn pair(p: u32) -> vec2<u32> {
@@ -73,11 +74,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let sn = sinv[tab + p];
     let x0 = k[src + d.x];
     let x1 = k[src + d.y];
-    kc[dst + d.x] = x0 * c - x1 * sn;
-    kc[dst + d.y] = x0 * sn + x1 * c;
+    kc[dst + d.x] = kv_t(x0 * c - x1 * sn);
+    kc[dst + d.y] = kv_t(x0 * sn + x1 * c);
   }
   for (var d = lid; d < HD; d += WG) {
-    if (d >= rot) { kc[dst + d] = k[src + d]; }
-    vc[dst + d] = v[src + d];
+    if (d >= rot) { kc[dst + d] = kv_t(k[src + d]); }
+    vc[dst + d] = kv_t(v[src + d]);
   }
 }

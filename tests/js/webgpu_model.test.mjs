@@ -23,6 +23,10 @@ import { models, root } from './helpers.mjs';
 // Relative to the logits' largest magnitude: both engines compute the same f32 products, in a
 // different order.
 const TOL = 1e-4;
+// With gpuPrecision 'f16' (docs/webgpu-kernels.md): every cached key and value is rounded to f16
+// (relative error <= 2^-11 = 4.9e-4), which moves scores and attention outputs by about that
+// share, compounding over the layers; 1e-2 of the logits' magnitude bounds it with a margin.
+const TOL_F16 = 1e-2;
 
 const maker = join(root, 'build', 'qkv_test_models');
 const outDir = join(root, 'test-artifacts', 'webgpu-models');
@@ -78,9 +82,11 @@ async function tokensOf(model, prompt, opts) {
 
 /** Counts submits and mapped bytes on every device, and calls into the Embind classes. */
 function instrument(mod) {
-  const counts = { submits: 0, mappedBytes: 0, calls: 0, forwards: 0, embeds: 0 };
+  const counts = { submits: 0, dispatches: 0, mappedBytes: 0, calls: 0, forwards: 0, embeds: 0 };
   const submit = GPUQueue.prototype.submit;
   GPUQueue.prototype.submit = function (b) { counts.submits++; return submit.call(this, b); };
+  const dispatch = GPUComputePassEncoder.prototype.dispatchWorkgroups;
+  GPUComputePassEncoder.prototype.dispatchWorkgroups = function (...a) { counts.dispatches++; return dispatch.apply(this, a); };
   const range_ = GPUBuffer.prototype.getMappedRange;
   GPUBuffer.prototype.getMappedRange = function (offset, size) {
     const r = range_.call(this, offset, size);
@@ -137,13 +143,14 @@ async function child() {
     const s = g.createSession();
     const prompt = g.tokenize('Once upon a time');
     await s.prefill(prompt);
+    const prefill = s._gpu.dispatches;
     const before = { ...counts };
     const n = 10;
     for (let i = 0; i < n; i++) await s.feed([s.sample({ temperature: 0 })]);
     const per = (k) => (counts[k] - before[k]) / n;
     const r = {
-      submitsPerToken: per('submits'), bytesPerToken: per('mappedBytes'), callsPerToken: per('calls'),
-      cpuForwards: counts.forwards, vocab: g.info.vocabSize, layers: g.info.layers,
+      submitsPerToken: per('submits'), dispatchesPerToken: per('dispatches'), bytesPerToken: per('mappedBytes'), callsPerToken: per('calls'),
+      cpuForwards: counts.forwards, vocab: g.info.vocabSize, layers: g.info.layers, decode: s._gpu.dispatches, prefill,
     };
     g.dispose();
     return r;
@@ -359,8 +366,27 @@ async function child() {
 
   await run("gpuPrecision 'f16'", async () => {
     const warnings = [];
-    const m = await load('aidreams260K.bin', { device: 'webgpu', gpuPrecision: 'f16', onWarning: (x) => warnings.push(x) });
-    const r = { warnings, device: m.info.device };
+    const m = await load('stories260K.bin', { device: 'webgpu', gpuPrecision: 'f16', onWarning: (x) => warnings.push(x) });
+    const r = { warnings, device: m.info.device, shaderF16: !!m._gpu?.device.features.has('shader-f16') };
+    if (m.info.device.kvType === 'f16') {
+      // Where the adapter has shader-f16: logits of a prefill over a chunk boundary and of decode
+      // steps (split-K past 64 keys) against WASM's f32 cache.
+      const w = await load('stories260K.bin', { device: 'wasm' });
+      const ids = Array.from({ length: 70 }, (_, i) => 1 + ((i * 37) % 511));
+      const sg = m.createSession(), sw = w.createSession();
+      await sg.feed(ids, { allLogits: true });
+      sw.feed(ids, { allLogits: true });
+      let diff = 0;
+      for (const i of [0, 63, 64, 69]) diff = Math.max(diff, maxRel(sg.logits(i), sw.logits(i)));
+      for (const id of [5, 6, 7]) {
+        await sg.feed([id]);
+        sw.feed([id]);
+        diff = Math.max(diff, maxRel(sg.logits(), sw.logits()));
+      }
+      r.diff = diff;
+      r.gpuKv = m.info.memory.gpuKvCacheBytes;
+      w.dispose();
+    }
     m.dispose();
     return r;
   });
@@ -420,7 +446,20 @@ if (process.argv.includes('--child')) {
       assert.equal(r.cpuForwards, 0, 'no token went through the WASM forward');
       assert.ok(r.bytesPerToken <= 4 * r.vocab, `${r.bytesPerToken} bytes read back per token (vocab ${r.vocab})`);
       assert.ok(r.callsPerToken < r.layers, `${r.callsPerToken} binding calls per token: per-layer work on the CPU?`);
-      t.diagnostic(`per token: ${r.submitsPerToken} submit, ${r.bytesPerToken} bytes read back, ${r.callsPerToken} binding calls (${r.layers} layers)`);
+      t.diagnostic(`per token: ${r.submitsPerToken} submit, ${r.dispatchesPerToken} dispatches, ${r.bytesPerToken} bytes read back, ${r.callsPerToken} binding calls (${r.layers} layers)`);
+    });
+    await t.test('dispatches per layer of a llama-shaped model (what fusion removes)', { skip: filtered('instrumented decode') }, () => {
+      const r = get('instrumented decode');
+      // The model's own count agrees with every dispatchWorkgroups the device saw.
+      assert.equal(r.decode.total, r.dispatchesPerToken);
+      assert.equal(r.decode.perLayer.length, r.layers);
+      // Decode: q, k, v products (RMSNorm folded in; RoPE and the KV-cache write in their
+      // epilogues), attention, output (residual folded in), gate x up, down (residual folded in).
+      // With a RoPE dispatch of its own it was 8.
+      assert.deepEqual(r.decode.perLayer, Array(r.layers).fill(7), `decode dispatches per layer ${r.decode.perLayer}`);
+      // Prefill: the two norms are their own dispatches (10 with a RoPE dispatch).
+      assert.deepEqual(r.prefill.perLayer, Array(r.layers).fill(9), `prefill dispatches per layer ${r.prefill.perLayer}`);
+      t.diagnostic(`decode: ${r.decode.total} dispatches per token, ${r.decode.perLayer[0]} per layer; prefill: ${r.prefill.perLayer[0]} per layer`);
     });
     await t.test('MoE: one submit, no CPU forward per decoded token', { skip: !existsSync(maker) ? `${maker} is not built` : filtered('instrumented MoE decode') }, () => {
       const r = get('instrumented MoE decode');
@@ -506,11 +545,19 @@ if (process.argv.includes('--child')) {
       assert.ok(r.text.length > 0);
       t.diagnostic(r.device.reason);
     });
-    await t.test("gpuPrecision 'f16': f32 and a warning", { skip: filtered("gpuPrecision 'f16'") }, () => {
+    await t.test("gpuPrecision 'f16': an f16 KV cache with shader-f16, else f32 and a warning", { skip: filtered("gpuPrecision 'f16'") }, () => {
       const r = get("gpuPrecision 'f16'");
       assert.equal(r.device.kind, 'webgpu');
-      assert.equal(r.device.kvType, 'f32');
-      assert.deepEqual(r.warnings.map((w) => w.code), ['webgpu_f16_unavailable']);
+      if (!r.shaderF16) {
+        assert.equal(r.device.kvType, 'f32');
+        assert.deepEqual(r.warnings.map((w) => w.code), ['webgpu_f16_unavailable']);
+        t.diagnostic('this adapter has no shader-f16 (SwiftShader): the f32 fallback and its warning');
+        return;
+      }
+      assert.equal(r.device.kvType, 'f16');
+      assert.deepEqual(r.warnings, []);
+      t.diagnostic(`f16 KV cache: max relative logit difference ${r.diff.toExponential(2)} (tol ${TOL_F16})`);
+      assert.ok(r.diff <= TOL_F16, `logits differ by ${r.diff}`);
     });
     await t.test("'webgpu' without an adapter: WASM and a typed warning", { skip: filtered('webgpu without an adapter falls back with a warning') }, () => {
       const r = get('webgpu without an adapter falls back with a warning');

@@ -14,6 +14,10 @@
 // and 1e-5 relative for the shader's exp/tanh. RMSNorm folded into decode (NORM) adds 1e-5 of
 // |W xn| for the f32 mean square and its root.
 //
+// RoPE and the KV-cache write in the epilogue: the rotation of the reference's pair (g0, g1)
+// carries their product errors (REL * (sum |w x| of both)) plus REL of the rotated terms for the
+// f32 multiply-adds.
+//
 // Like tests/js/webgpu.test.mjs the GPU work runs in a child process (Dawn on SwiftShader).
 import { fileURLToPath } from 'node:url';
 import { dawnGpu, gpuSkipReason, runGpuChild } from './gpu-env.mjs';
@@ -65,6 +69,8 @@ function productCases() {
     if (type === 'q8_0') variants.push({ n: 33, grid: 8, accumulate: true });
     // RMSNorm folded into decode (matvec NORM): plain, and with bias, GLU and accumulate.
     if (NORM_TYPES.includes(type)) variants.push({ n: 1, norm: true }, { n: 1, norm: true, glu: a2, bias: true, accumulate: true });
+    // A scaled residual add in the epilogue (Granite's residual multiplier), decode and prefill.
+    if (NORM_TYPES.includes(type)) variants.push({ n: 1, accumulate: true, bias: true, scale: 0.25 }, { n: 17, accumulate: true, scale: -1.5 });
     variants.forEach((v, vi) => {
       const cols = colsList[(vi + ti) % 2 === 0 || v.n === 67 ? 0 : 1];
       const rows = v.n === 1 && vi === 0 ? 301 : 37;
@@ -72,9 +78,34 @@ function productCases() {
       cases.push({
         type, rows, cols, grid: 4, ...v, split, random: type === 'bf16' || (b > 1 ? vi % 2 === 0 : vi % 3 === 0),
         seed: 1000 + ti * 100 + vi,
-        name: `${type} ${rows}x${cols} n=${v.n}${v.accumulate ? ' acc' : ''}${v.bias ? ' bias' : ''}${v.glu ? ` glu-${v.glu}` : ''}${v.norm ? ' rmsnorm' : ''}${split ? ' split' : ''}${v.grid ? ` tile ${4 * v.grid}` : ''}`,
+        name: `${type} ${rows}x${cols} n=${v.n}${v.accumulate ? ' acc' : ''}${v.scale ? ` scale ${v.scale}` : ''}${v.bias ? ' bias' : ''}${v.glu ? ` glu-${v.glu}` : ''}${v.norm ? ' rmsnorm' : ''}${split ? ' split' : ''}${v.grid ? ` tile ${4 * v.grid}` : ''}`,
       });
     });
+  });
+  return cases;
+}
+
+/**
+ * RoPE and the KV-cache write in the product epilogue (products.wgsl ROPE, FLAG_CACHE), decode
+ * and prefill: both pair layouts, partial rotary (dims from rot on kept), bias before the
+ * rotation, the folded RMSNorm, rows at step.pos + t (cache) or t, and the cache write without
+ * a rotation (v). Reference: the float64 product, then the rotation with the same cos/sin table.
+ */
+function ropeCases() {
+  const list = [
+    { type: 'f32', heads: 3, hd: 10, rot: 6, mode: 'halves', cols: 77, bias: true, cache: true },
+    { type: 'q4_0', heads: 4, hd: 16, rot: 16, mode: 'adjacent', cols: 96, norm: true },
+    { type: 'q4_k', heads: 5, hd: 8, rot: 8, mode: 'halves', cols: 512, cache: true },
+    { type: 'q8_0', heads: 2, hd: 12, rot: 0, mode: null, cols: 64, bias: true, cache: true },
+  ];
+  const cases = [];
+  list.forEach((c, ci) => {
+    for (const n of [1, 3, 67]) {
+      cases.push({
+        ...c, n, rows: c.heads * c.hd, norm: c.norm && n === 1, grid: 4, seed: 7000 + 10 * ci + n,
+        name: `rope ${c.mode ?? 'none'} ${c.type} ${c.heads}x${c.hd} rot ${c.rot} n=${n}${c.bias ? ' bias' : ''}${c.cache ? ' cache' : ''}${c.norm && n === 1 ? ' rmsnorm' : ''}`,
+      });
+    }
   });
   return cases;
 }
@@ -199,7 +230,7 @@ async function child() {
       const op = products.product({
         weight, x: { buffer: xb, offset: X_OFF }, y: { buffer: yb, offset: Y_OFF }, maxTokens: n,
         accumulate: !!c.accumulate, bias: bb ? { buffer: bb, offset: 0 } : undefined,
-        glu: c.glu ? { up, act: c.glu } : undefined, step,
+        glu: c.glu ? { up, act: c.glu } : undefined, step, scale: c.scale,
         norm: c.norm ? { weight: { buffer: nb, offset: 0 }, eps: EPS, x: { buffer: xb, offset: X_OFF } } : undefined,
       });
       const t0 = performance.now();
@@ -226,6 +257,7 @@ async function child() {
             ref = a * u;
             tol = 1.13 * eg * (Math.abs(u) + eu) + (Math.abs(a) + 1.13 * eg) * eu + REL * Math.abs(ref);
           }
+          if (c.scale !== undefined) { ref *= c.scale; tol = tol * Math.abs(c.scale) + REL * Math.abs(ref); }
           if (c.accumulate) { ref += y0[t * rows + i]; tol += REL * Math.abs(y0[t * rows + i]); }
           const e = Math.abs(got[t * rows + i] - ref) / Math.max(tol, 1e-30);
           if (!(e <= worst)) { worst = e; worstAt = t * rows + i; }  // NaN counts as worst
@@ -236,6 +268,95 @@ async function child() {
       if (worst > 1) res.detail = `at y[${Math.floor(worstAt / rows)}][${worstAt % rows}]: got ${got[worstAt]}`;
       weight.destroy(); up?.destroy();
       xb.destroy(); yb.destroy(); bb?.destroy(); nb?.destroy();
+      products.dispose();
+    } catch (e) {
+      res.error = `${e?.code ?? ''} ${e?.stack ?? e}`;
+    }
+    if (gpuError) { res.error = `GPU error: ${gpuError}`; gpuError = null; }
+    emit(res);
+  }
+
+  for (const c of ropeCases()) {
+    const res = { name: c.name };
+    try {
+      const r = rng(c.seed);
+      const { type, rows, cols, n, hd, rot } = c;
+      const POS = 5, CTX = POS + n, half = rot / 2;
+      const products = createProducts(device, { prefillGrid: c.grid });
+      const wBytes = makeWeight(mod, c, gpuRowBytes(type, cols), r);
+      const w = mod.gpuTestDequantize(type, wBytes, rows, cols);
+      const weight = products.upload({ type, rows, cols, bytes: wBytes, label: 'w' });
+      const x = randomFloats(n * cols, r), bias = randomFloats(rows, r, 2);
+      // cos (CTX, rot/2), then sin from index `sin`: angles of any size.
+      const sin = 64 * Math.ceil((CTX * half) / 64) || 64;
+      const table = new Float32Array(sin + CTX * half);
+      for (let i = 0; i < CTX * half; i++) { const a = r() * 20 - 10; table[i] = Math.cos(a); table[sin + i] = Math.sin(a); }
+      const yRows = c.cache ? CTX : n;
+      const y0 = randomFloats(yRows * rows, r, 4);
+      const xb = makeBuf(x.byteLength, x), yb = makeBuf(y0.byteLength, y0), tb = makeBuf(table.byteLength, table);
+      const bb = c.bias ? makeBuf(bias.byteLength, bias) : null;
+      const EPS = 1e-5, nwv = c.norm ? randomFloats(cols, r, 2) : null;
+      const nb = c.norm ? makeBuf(nwv.byteLength, nwv) : null;
+      let xs = x;
+      if (c.norm) {
+        let ss = 0;
+        for (let k = 0; k < cols; k++) ss += x[k] * x[k];
+        const inv = 1 / Math.sqrt(ss / cols + EPS);
+        xs = Array.from(x, (v, k) => v * inv * nwv[k]);
+      }
+      const op = products.product({
+        weight, x: { buffer: xb }, y: { buffer: yb }, maxTokens: n, step, cache: !!c.cache,
+        bias: bb ? { buffer: bb, offset: 0 } : undefined,
+        norm: c.norm ? { weight: { buffer: nb, offset: 0 }, eps: EPS, x: { buffer: xb, offset: 0 } } : undefined,
+        rope: c.mode ? { table: { buffer: tb }, sin, mode: c.mode, headDim: hd, rotDims: rot } : undefined,
+      });
+      await op.ready;
+      device.queue.writeBuffer(step, 0, new Uint32Array([n, POS, 0, 0]));
+      const enc = device.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      op.encode(pass, n);
+      pass.end();
+      device.queue.submit([enc.finish()]);
+      const got = await read(yb, 0, yRows * rows);
+      // float64 products (+ bias) and their tolerances, then the rotation of each pair.
+      let worst = 0, worstAt = -1;
+      const check = (i, ref, tol) => {
+        const e = Math.abs(got[i] - ref) / Math.max(tol, 1e-30);
+        if (!(e <= worst)) { worst = e; worstAt = i; }
+        if (Number.isNaN(e)) worst = Infinity;
+      };
+      for (let t = 0; t < n; t++) {
+        const g = new Float64Array(rows), ga = new Float64Array(rows);
+        for (let i = 0; i < rows; i++) {
+          for (let k = 0; k < cols; k++) { const p = w[i * cols + k] * xs[t * cols + k]; g[i] += p; ga[i] += Math.abs(p); }
+          if (c.norm) ga[i] += Math.abs(g[i]);
+          if (c.bias) { g[i] += bias[i]; ga[i] += Math.abs(bias[i]); }
+        }
+        const row = (c.cache ? POS + t : t) * rows, pos = POS + t;
+        const out = Float64Array.from(g), tol = Float64Array.from(ga, (a) => REL * a);
+        for (let h = 0; h < c.heads && c.mode; h++) {
+          for (let p = 0; p < half; p++) {
+            const [d0, d1] = c.mode === 'adjacent' ? [2 * p, 2 * p + 1] : [p, p + half];
+            const i0 = h * hd + d0, i1 = h * hd + d1;
+            const cs = table[pos * half + p], sn = table[sin + pos * half + p];
+            out[i0] = g[i0] * cs - g[i1] * sn;
+            out[i1] = g[i0] * sn + g[i1] * cs;
+            const e = REL * (ga[i0] + ga[i1]);
+            tol[i0] = e + REL * (Math.abs(g[i0] * cs) + Math.abs(g[i1] * sn));
+            tol[i1] = e + REL * (Math.abs(g[i0] * sn) + Math.abs(g[i1] * cs));
+          }
+        }
+        for (let i = 0; i < rows; i++) check(row + i, out[i], tol[i]);
+      }
+      // Rows the step does not write keep their values (the cache's earlier positions).
+      for (let t = 0; t < yRows; t++) {
+        if (c.cache ? t >= POS : t < n) continue;
+        for (let i = 0; i < rows; i++) check(t * rows + i, y0[t * rows + i], 0);
+      }
+      res.worst = worst;
+      if (worst > 1) res.detail = `at y[${Math.floor(worstAt / rows)}][${worstAt % rows}]: got ${got[worstAt]}`;
+      weight.destroy();
+      for (const b of [xb, yb, tb, bb, nb]) b?.destroy();
       products.dispose();
     } catch (e) {
       res.error = `${e?.code ?? ''} ${e?.stack ?? e}`;
@@ -322,7 +443,7 @@ if (process.argv.includes('--child')) {
     const [{ adapter }, ...results] = lines;
     t.diagnostic(`adapter: ${adapter.vendor} ${adapter.architecture}; ${results.length} results in ` +
       `${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    const expected = productCases().length + gatherCases().length + 1;
+    const expected = productCases().length + ropeCases().length + gatherCases().length + 1;
     assert.equal(results.length, expected, `expected ${expected} results\n${stderr}`);
     let worst = 0;
     for (const r of results) {
