@@ -16,28 +16,9 @@ logit_scale, the classifier the token embedding). Every tensor must be f32.
 
 prints {"logits": [...]} for the last position."""
 import json, math, struct, sys
+from gguf_read import read_gguf
 path, idsfile = sys.argv[1], sys.argv[2]
-b = open(path, 'rb').read(); p = 0
-def rd(fmt):
-    global p
-    v = struct.unpack_from('<' + fmt, b, p); p += struct.calcsize('<' + fmt); return v[0]
-def rs():
-    global p
-    n = rd('Q'); s = b[p:p+n].decode('utf-8', 'replace'); p += n; return s
-def rv(t):
-    if t == 8: return rs()
-    if t == 9:
-        it = rd('I'); n = rd('Q'); return [rv(it) for _ in range(n)]
-    return rd({0:'B',1:'b',2:'H',3:'h',4:'I',5:'i',6:'f',7:'?',10:'Q',11:'q',12:'d'}[t])
-assert b[:4] == b'GGUF'; p = 4
-ver = rd('I'); nt = rd('Q'); nkv = rd('Q')
-meta = {}
-for _ in range(nkv):
-    k = rs(); t = rd('I'); meta[k] = rv(t)
-tens = {}
-for _ in range(nt):
-    name = rs(); nd = rd('I'); dims = [rd('Q') for _ in range(nd)]; ty = rd('I'); off = rd('Q'); tens[name] = (dims, ty, off)
-al = meta.get('general.alignment', 32); base = (p + al - 1) // al * al
+meta, tens, b, base = read_gguf(path)
 def T(name, scale=1.0):
     dims, ty, off = tens[name]; assert ty == 0, (name, ty)
     n = 1
