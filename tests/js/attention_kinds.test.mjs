@@ -1,5 +1,5 @@
 // Additive and block-sparse attention layers in the WASM build (docs/attention-kinds.md): the
-// llama-kinds test model (a block-sparse, an additive and a softmax layer) against the float64
+// qkv-kinds test model (a block-sparse, an additive and a softmax layer) against the float64
 // forward of tests/js/float64_forward.py, which takes the sparse layer as dense attention under
 // the pattern's mask (from sparseMask()); the model's description of its kinds; bad arguments.
 import assert from 'node:assert/strict';
@@ -17,7 +17,7 @@ const script = join(root, 'tests', 'js', 'float64_forward.py');
 const TOL = 1e-4;  // as float64.test.mjs: float32 engine vs float64 definitions, logits of about +-10
 const python = spawnSync('python3', ['--version']).status === 0;
 const skip = !existsSync(maker) ? `${maker} is not built (scripts/build.sh native)` : !python ? 'python3 is missing' : false;
-const path = join(outDir, 'llama-kinds.gguf');
+const path = join(outDir, 'qkv-kinds.gguf');
 
 before(() => {
   if (skip) return;
@@ -64,7 +64,7 @@ test('logits within TOL of a float64 forward pass (sparse layer as masked dense 
     s.feed(ids);
     const got = s.logits();
     s.dispose();
-    const idsFile = join(outDir, 'llama-kinds.ids.json');
+    const idsFile = join(outDir, 'qkv-kinds.ids.json');
     writeFileSync(idsFile, JSON.stringify({ ids, mask }));
     const r = spawnSync('python3', [script, path, idsFile], { encoding: 'utf8', maxBuffer: 1 << 26 });
     assert.equal(r.status, 0, `float64_forward.py failed: ${r.stderr}`);
