@@ -66,7 +66,7 @@ test('the shipped relaxed builds hold only standard relaxed_madd and validate wi
 
 const kernelTests = join(root, 'build-wasm-relaxed', 'qkv_kernel_tests.cjs');
 test('relaxed-SIMD kernels pass the native kernel tests', { skip: !existsSync(kernelTests) && 'build-wasm-relaxed not built' }, () => {
-  const r = spawnSync(process.execPath, [...RELAXED, '--no-experimental-fetch', kernelTests], { encoding: 'utf8', maxBuffer: 1 << 26 });
+  const r = spawnSync(process.execPath, [...RELAXED, '--no-experimental-fetch', kernelTests, '--gtest_brief=1'], { encoding: 'utf8', maxBuffer: 1 << 26 });
   assert.equal(r.status, 0, r.stdout.slice(-20000) + r.stderr);
   assert.match(r.stdout, /kernels compiled for wasm-relaxed,/, 'the relaxed-SIMD build');
   assert.match(r.stdout, /^\[  PASSED  \] \d+ tests/m, r.stdout.slice(-4000));
