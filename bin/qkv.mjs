@@ -418,7 +418,7 @@ async function main(argv) {
     }
     // Same order as the native CLI: the model is read and validated before the tokenizer.
     modelBuf = await readModelIntoHeap(mod, args.modelPath());
-    if (cmd === 'run' && mod.isEncoderDecoder(modelBuf)) {  // t5: -i is the source, the target is printed
+    if (cmd === 'run' && mod.modelKind(modelBuf) === 'encdec') {  // t5: -i is the source, the target is printed
       engine = new mod.EncDecModel(modelBuf, args.threads());
       modelBuf.delete(); modelBuf = null;
       const st = engine.run(rest, (piece) => process.stdout.write(Buffer.from(piece)));

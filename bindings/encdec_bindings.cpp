@@ -210,14 +210,9 @@ class JsEncDec {
 };
 
 // Whether the bytes are an encoder-decoder GGUF (loadModel picks the class with it).
-bool is_encoder_decoder(const JsBuffer& buf) {
-  return guard([&] { return is_encdec_model(buf.model_blob()); });
-}
-
 }  // namespace
 
 EMSCRIPTEN_BINDINGS(qkv_encdec) {
-  function("isEncoderDecoder", &is_encoder_decoder);
   class_<JsEncDec>("EncDecModel")
       .constructor(&construct<JsEncDec, const JsBuffer&, int>, allow_raw_pointers())
       .function("info", &JsEncDec::info)

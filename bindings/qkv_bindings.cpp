@@ -604,9 +604,21 @@ std::string inspect_run(std::string cmd, const JsBuffer& model, val tok, std::st
   });
 }
 
+// Which class loads these bytes ('decoder', 'encdec', 'image'): one parse of the header.
+std::string model_kind_of(const JsBuffer& buf) {
+  return guard([&] {
+    switch (model_kind(buf.model_blob())) {
+      case ModelKind::EncoderDecoder: return std::string("encdec");
+      case ModelKind::ImageEncoder: return std::string("image");
+      default: return std::string("decoder");
+    }
+  });
+}
+
 }  // namespace
 
 EMSCRIPTEN_BINDINGS(qkv) {
+  function("modelKind", &model_kind_of);
   function("simdArch", &simd_arch);
   function("runUsage", &usage);
   function("qtypeNames", &qtypes);

@@ -119,10 +119,6 @@ class JsImageModel {
 };
 
 // Whether the bytes are an image encoder GGUF (general.architecture clip): loadModel picks the class.
-bool is_image_encoder(const JsBuffer& buf) {
-  return guard([&] { return is_image_model(buf.model_blob()); });
-}
-
 // A binary PPM/PGM file -> {data: Uint8Array (RGBA), width, height}.
 val decode_image(const JsBuffer& buf) {
   return guard([&] {
@@ -139,7 +135,6 @@ val decode_image(const JsBuffer& buf) {
 }  // namespace
 
 EMSCRIPTEN_BINDINGS(qkv_vision) {
-  function("isImageEncoder", &is_image_encoder);
   function("decodeImage", &decode_image);
   class_<JsImageModel>("ImageModel")
       .constructor(&construct<JsImageModel, const JsBuffer&, int>, allow_raw_pointers())

@@ -8,6 +8,8 @@
 #include "../tokenizer/tokenizer.h"
 #include "detect.h"
 #include "gguf.h"
+#include "gguf_clip.h"
+#include "gguf_encdec.h"
 #include "gguf_model.h"
 #include "hf.h"
 #include "llama2c.h"
@@ -32,6 +34,12 @@ LoadedModel load_model(std::shared_ptr<const Blob> blob) {
 std::unique_ptr<Tokenizer> embedded_tokenizer(const std::shared_ptr<const Blob>& blob) {
   if (!blob || (!looks_like_gguf(blob->data(), blob->size()) && !as_hf_files(blob.get()))) return nullptr;
   return std::make_unique<Tokenizer>(load_gguf_tokenizer(GgufFile::parse(blob)));
+}
+
+ModelKind model_kind(const std::shared_ptr<const Blob>& blob) {
+  if (!blob || !looks_like_gguf(blob->data(), blob->size())) return ModelKind::Decoder;
+  const GgufFile g = GgufFile::parse(blob);
+  return gguf_is_clip(g) ? ModelKind::ImageEncoder : gguf_is_encdec(g) ? ModelKind::EncoderDecoder : ModelKind::Decoder;
 }
 
 }  // namespace qkv

@@ -753,13 +753,14 @@ export async function loadModelWith(env, source, options = {}) {
       if (err.code !== 'out_of_memory' || options.weights !== undefined || options.device === 'wasm' || !again) throw err;
       return await onGpu(bareMessage(err));
     }
-    if (call(() => mod.isImageEncoder(modelBuf))) {  // mmproj / clip: an image encoder, its own class (src/js/vision.js)
+    const kind = call(() => mod.modelKind(modelBuf));  // one parse of the header
+    if (kind === 'image') {  // mmproj / clip: an image encoder, its own class (src/js/vision.js)
       handle = call(() => new mod.ImageModel(modelBuf, runtime.threads));
       modelBuf.delete(); modelBuf = null;
       throwIfAborted(signal);
       return new ImageEncoderModel(mod, handle, runtime, options.device ?? 'auto');
     }
-    if (call(() => mod.isEncoderDecoder(modelBuf))) {  // t5: encoder-decoder, its own class (src/js/encdec.js)
+    if (kind === 'encdec') {  // t5: encoder-decoder, its own class (src/js/encdec.js)
       handle = call(() => new mod.EncDecModel(modelBuf, runtime.threads));
       modelBuf.delete(); modelBuf = null;
       throwIfAborted(signal);

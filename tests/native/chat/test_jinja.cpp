@@ -196,8 +196,8 @@ bool reference(const std::vector<Case>& cases, const std::string& bos, const std
                std::vector<std::pair<bool, std::string>>* out, std::string* why) {
   // Files named after the test and the process: ctest runs the tests of this file in parallel,
   // and other checkouts on the same machine may run this very test at the same time.
-  const std::string tag = std::string(testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-                          std::to_string(getpid());
+  const std::string tag =
+      std::string(testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" + std::to_string(getpid());
   const std::string in = testing::TempDir() + "qkv_jinja_in_" + tag + ".json",
                     res = testing::TempDir() + "qkv_jinja_out_" + tag + ".bin";
   {

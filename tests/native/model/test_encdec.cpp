@@ -617,6 +617,7 @@ TEST(T5Gguf, LoadsAndMatchesFloat64Reference) {
   for (bool tied : {false, true}) {
     auto blob = std::make_shared<VectorBlob>(t5_file(tied));
     ASSERT_TRUE(is_encdec_model(blob));
+    ASSERT_EQ(model_kind(blob), ModelKind::EncoderDecoder);
     EncDecModelData m = load_encdec_model(blob);
     EXPECT_EQ(m.config.n_layers, 2);
     EXPECT_EQ(m.encdec.n_dec_layers, 3);

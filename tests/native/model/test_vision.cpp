@@ -262,6 +262,9 @@ TEST(VisionModel, RefusesBrokenMmproj) {
   TestModelSpec llama;
   EXPECT_FALSE(is_image_model(blob_of(write_test_model(llama))));
   EXPECT_TRUE(is_image_model(blob_of(good)));
+  // The one-parse kind the JS loader branches on agrees.
+  EXPECT_EQ(model_kind(blob_of(good)), ModelKind::ImageEncoder);
+  EXPECT_EQ(model_kind(blob_of(write_test_model(llama))), ModelKind::Decoder);
   EXPECT_QKV_ERROR(load_model(blob_of(good)), ErrorCode::Unsupported, "image encoder", "embed-image");
   std::vector<uint8_t> cut(good.begin(), good.begin() + good.size() / 2);
   EXPECT_THROW(loads(cut), Error);
