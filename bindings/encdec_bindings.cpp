@@ -66,7 +66,7 @@ class JsEncDec {
     o.set("eogIds", int_array(tok_->eog_ids()));
     o.set("addBos", tok_->add_bos());
     o.set("decoderStartId", model_->encdec().decoder_start_id);
-    o.set("tokenizer", std::string(tok_->is_unigram() ? "unigram" : tok_->is_bpe() ? "bpe" : "sentencepiece"));
+    o.set("tokenizer", std::string(tok_->kind()));
     const EncDecConfig& e = model_->encdec();
     o.set("attentionKinds", attention_kind_names(e.enc_attn, c.n_layers));
     o.set("decoderAttentionKinds", attention_kind_names(e.dec_attn, e.n_dec_layers));

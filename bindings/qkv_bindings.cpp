@@ -270,10 +270,7 @@ class JsModel {
     o.set("eosId", tok_ ? tok_->eos_id() : 2);
     o.set("eogIds", int_array(tok_ ? tok_->eog_ids() : std::vector<int>()));
     o.set("addBos", tok_ ? tok_->add_bos() : true);
-    o.set("tokenizer", std::string(!tok_                  ? "none"
-                                   : tok_->is_bpe()       ? "bpe"
-                                   : tok_->is_wordpiece() ? "wordpiece"
-                                                          : "sentencepiece"));
+    o.set("tokenizer", std::string(tok_ ? tok_->kind() : "none"));
     embed_info(c, o);
     o.set("attentionKinds", attention_kind_names(c.layer_attn, c.n_layers));
     attention_kind_params(c, c.has_attn(AttnKind::Additive), c.has_attn(AttnKind::BlockSparse), o);

@@ -292,9 +292,9 @@ export interface ModelInfo {
   addBos: boolean;
   /**
    * 'sentencepiece' (llama2.c, GGUF `llama`), 'bpe' (GGUF `gpt2`, byte-level), 'wordpiece'
-   * (GGUF `bert`), 'unigram' (GGUF `t5`), 'none' (not loaded yet).
+   * (GGUF `bert`), 'unigram' (GGUF `t5`), 'rwkv' (GGUF `rwkv`, RWKV World), 'none' (not loaded yet).
    */
-  tokenizer: 'sentencepiece' | 'bpe' | 'wordpiece' | 'unigram' | 'none';
+  tokenizer: 'sentencepiece' | 'bpe' | 'wordpiece' | 'unigram' | 'rwkv' | 'none';
   /** True for encoder-only models (BERT, Nomic BERT): they give embeddings (embed()), not text. */
   encoder: boolean;
   /**

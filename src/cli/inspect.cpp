@@ -120,11 +120,7 @@ std::string model_info_json(const std::shared_ptr<const Blob>& model, const Blob
   kinds("attentionKinds", c.layer_attn);
   kinds("crossAttentionKinds", cross);
   num("fileBytes", (long long)input_bytes(*model));
-  str("tokenizer", !t                  ? "none"
-                   : t->is_bpe()       ? "bpe"
-                   : t->is_wordpiece() ? "wordpiece"
-                   : t->is_unigram()   ? "unigram"
-                                       : "sentencepiece");
+  str("tokenizer", t ? t->kind() : "none");
   if (t) {
     num("bosId", t->bos_id());
     num("eosId", t->eos_id());

@@ -101,8 +101,8 @@ RunStats run_generate(Transformer& model, const Tokenizer& tok, const RunOptions
     }
     pos++;
     // run.c stops at BOS (kept for SentencePiece models, whose GGUF conversions must print run.c's
-    // bytes); byte-level BPE models stop at their end-of-generation ids, as llama.cpp does.
-    if (next == tok.bos_id() || (!forced && (tok.is_bpe() || opt.chat) && tok.is_eog(next))) break;
+    // bytes); byte-level BPE and RWKV models stop at their end-of-generation ids, as llama.cpp does.
+    if (next == tok.bos_id() || (!forced && (tok.is_bpe() || tok.is_rwkv() || opt.chat) && tok.is_eog(next))) break;
     if (opt.chat && forced) {  // chat prints the reply only
       token = next;
       continue;

@@ -757,11 +757,11 @@ std::vector<std::string> string_array(const GgufFile& g, const std::string& key)
 Tokenizer load_gguf_vocab(const GgufFile& g) {
   const std::string model = g.get_string("tokenizer.ggml.model");
   if (model == "t5") return load_gguf_unigram(g);
-  if (model != "llama" && model != "gpt2" && model != "bert")
-    fail(
-        ErrorCode::Unsupported,
-        "GGUF tokenizer '" + model +
-            "' is not supported; supported: llama (SentencePiece), gpt2 (byte-level BPE), bert (WordPiece), t5 (Unigram)");
+  if (model != "llama" && model != "gpt2" && model != "bert" && model != "rwkv" && model != "gemma4")
+    fail(ErrorCode::Unsupported,
+         "GGUF tokenizer '" + model +
+             "' is not supported; supported: llama (SentencePiece), gpt2 (byte-level BPE), bert "
+             "(WordPiece), t5 (Unigram), rwkv (RWKV World), gemma4 (BPE over UTF-8)");
   std::vector<std::string> pieces = string_array(g, "tokenizer.ggml.tokens");
   const size_t n = pieces.size();
   std::vector<int> types;
@@ -780,8 +780,20 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
                                      gguf_flag(g, "tokenizer.ggml.add_bos_token", true) && cls >= 0,
                                      gguf_flag(g, "tokenizer.ggml.add_sep_token", true) && sep >= 0);
   }
-  if (model == "gpt2") {
-    const std::string pre = g.find("tokenizer.ggml.pre") ? g.get_string("tokenizer.ggml.pre") : std::string("default");
+  if (model == "rwkv") {  // llama.cpp: no special ids, nothing added, unless the keys say so
+    const int unk = gguf_token_id(g, "tokenizer.ggml.unknown_token_id", -1, n);
+    Tokenizer t = Tokenizer::from_rwkv(std::move(pieces), std::move(types), unk);
+    const int bos = gguf_token_id(g, "tokenizer.ggml.bos_token_id", -1, n),
+              eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", -1, n);
+    t.set_specials(bos, eos, gguf_flag(g, "tokenizer.ggml.add_bos_token", false) && bos >= 0,
+                   gguf_flag(g, "tokenizer.ggml.add_eos_token", false),
+                   {gguf_token_id(g, "tokenizer.ggml.eot_token_id", -1, n)});
+    return t;
+  }
+  if (model == "gpt2" || model == "gemma4") {  // llama.cpp: gemma4 is a BPE whose pre-tokenizer is always gemma4
+    const std::string pre = model == "gemma4"              ? std::string("gemma4")
+                            : g.find("tokenizer.ggml.pre") ? g.get_string("tokenizer.ggml.pre")
+                                                           : std::string("default");
     const PreTokenizer kind = pre_tokenizer_from_name(pre);
     const std::vector<std::string> merges = string_array(g, "tokenizer.ggml.merges");
     Tokenizer t =
@@ -790,7 +802,9 @@ Tokenizer load_gguf_vocab(const GgufFile& g) {
               eos = gguf_token_id(g, "tokenizer.ggml.eos_token_id", -1, n);
     const int eot = gguf_token_id(g, "tokenizer.ggml.eot_token_id", -1, n),
               eom = gguf_token_id(g, "tokenizer.ggml.eom_token_id", -1, n);
-    const bool add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token", pre_tokenizer_adds_bos(kind)) && bos >= 0;
+    const bool add_bos = (gguf_flag(g, "tokenizer.ggml.add_bos_token", pre_tokenizer_adds_bos(kind)) ||
+                          kind == PreTokenizer::Gemma4) &&  // llama.cpp forces it for Gemma 4
+                         bos >= 0;
     t.set_specials(bos, eos, add_bos, gguf_flag(g, "tokenizer.ggml.add_eos_token", false), {eot, eom});
     return t;
   }

@@ -215,6 +215,10 @@ const std::vector<PreSpec>& pre_specs() {
         R"re(?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)re" QKV_CONTRACTIONS
         R"re(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"}},
       {PreTokenizer::KimiK2, {"kimi-k2"}, {kKimiK2}},
+      // llama.cpp forces BOS on for Gemma 4's vocabularies, whatever the file says.
+      {PreTokenizer::Gemma4, {"gemma4", "granite-embed-multi-311m"}, {R"re([^\n]+|[\n]+)re"}, false, true},
+      {PreTokenizer::SarvamMoe, {"sarvam-moe"}, {R"re([^\n]+|[\n]+)re"}},
+      {PreTokenizer::Whitespace, {"whitespace"}, {R"re(\S+)re"}},
       {PreTokenizer::Minicpm5,
        {"minicpm5"},
        {R"re(\p{N}{1,3})re",
@@ -222,13 +226,6 @@ const std::vector<PreSpec>& pre_specs() {
        true},
   };
   return t;
-}
-
-// Names llama.cpp knows whose pre-tokenizer qkv does not run, with the reason.
-const char* unsupported_reason(const std::string& n) {
-  if (n == "gemma4" || n == "granite-embed-multi-311m" || n == "sarvam-moe" || n == "whitespace")
-    return "is a BPE over raw UTF-8 (no byte-level alphabet)";
-  return nullptr;
 }
 
 const PreSpec& spec_of(PreTokenizer kind) {
@@ -440,9 +437,6 @@ PreTokenizer pre_tokenizer_from_name(const std::string& n) {
   for (const PreSpec& p : pre_specs())
     for (const char* m : p.names)
       if (n == m) return p.kind;
-  if (const char* why = unsupported_reason(n))
-    fail(ErrorCode::Unsupported,
-         "GGUF pre-tokenizer '" + n + "' (tokenizer.ggml.pre) " + why + ", which qkv does not implement");
   fail(ErrorCode::Unsupported,
        "GGUF pre-tokenizer '" + n +
            "' (tokenizer.ggml.pre) is unknown (llama.cpp refuses it too); known: " + pre_tokenizer_names());
@@ -450,6 +444,12 @@ PreTokenizer pre_tokenizer_from_name(const std::string& n) {
 
 bool pre_tokenizer_ignores_merges(PreTokenizer kind) { return spec_of(kind).ignore_merges; }
 bool pre_tokenizer_adds_bos(PreTokenizer kind) { return spec_of(kind).add_bos; }
+bool pre_tokenizer_raw_utf8(PreTokenizer kind) {
+  return kind == PreTokenizer::Gemma4 || kind == PreTokenizer::SarvamMoe || kind == PreTokenizer::Whitespace;
+}
+bool pre_tokenizer_escapes_spaces(PreTokenizer kind) {
+  return kind == PreTokenizer::Gemma4 || kind == PreTokenizer::SarvamMoe;
+}
 const std::vector<std::string>& pre_tokenizer_regexes(PreTokenizer kind) { return spec_of(kind).regexes; }
 
 std::vector<std::string> pre_tokenize(const std::string& text, PreTokenizer kind, uint64_t* steps) {

@@ -44,6 +44,10 @@ enum class PreTokenizer {
   Afmoe,
   TinyAya,
   KimiK2,
+  // SentencePiece-style BPE over raw UTF-8 (no byte-level alphabet; pre_tokenizer_raw_utf8):
+  Gemma4,      // spaces as U+2581, split at newline runs only
+  SarvamMoe,   // the same, spaces cleaned differently on output
+  Whitespace,  // runs of non-space characters
 };
 
 // The tokenizer.ggml.pre name -> kind; throws Error(Unsupported) listing the known names.
@@ -53,6 +57,10 @@ const char* pre_tokenizer_names();
 // (ignore_merges), and whether BOS is added when the GGUF does not say.
 bool pre_tokenizer_ignores_merges(PreTokenizer kind);
 bool pre_tokenizer_adds_bos(PreTokenizer kind);
+// Kinds whose merges run over the text's own UTF-8 characters, with <0xXX> byte tokens for what
+// no token spells (llama.cpp's byte_encode = false), and those that write spaces as U+2581 first.
+bool pre_tokenizer_raw_utf8(PreTokenizer kind);
+bool pre_tokenizer_escapes_spaces(PreTokenizer kind);
 // The kind's regexes, as llama.cpp lists them (a stage llama.cpp runs by custom code is named
 // by its regex too).
 const std::vector<std::string>& pre_tokenizer_regexes(PreTokenizer kind);

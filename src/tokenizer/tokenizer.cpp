@@ -9,6 +9,7 @@
 #include <queue>
 
 #include "../common.h"
+#include "rwkv.h"
 #include "special_matcher.h"
 #include "unigram.h"
 #include "wordpiece.h"
@@ -142,11 +143,16 @@ Tokenizer Tokenizer::from_bpe(std::vector<std::string> tokens, std::vector<int> 
   t.bpe_ = true;
   t.pre_ = pre;
   t.ignore_merges_ = ignore_merges;
+  t.raw_utf8_ = pre_tokenizer_raw_utf8(pre);
+  t.escape_spaces_ = pre_tokenizer_escapes_spaces(pre);
   t.add_space_prefix_ = false;
   t.pieces_ = std::move(tokens);
   t.scores_.assign(n, 0.0f);
   t.types_ = std::move(types);
   t.byte_of_.assign(n, -1);
+  if (t.raw_utf8_)  // <0xXX> byte tokens, as SentencePiece writes them
+    for (int i = 0; i < n; i++)
+      if (t.token_type(i) == kTokByte) t.byte_of_[i] = (int16_t)parse_byte_piece(t.pieces_[i]);
   t.unk_ = -1;
   t.index_.reserve(n * 2);
   for (int i = 0; i < n; i++) t.index_.emplace(t.pieces_[i], i);
@@ -215,6 +221,27 @@ Tokenizer Tokenizer::from_wordpiece(std::vector<std::string> pieces, std::vector
   t.index_specials();
   t.set_specials(cls, sep, add_cls, add_sep, {sep});
   t.set_separator(sep, add_sep);
+  return t;
+}
+
+Tokenizer Tokenizer::from_rwkv(std::vector<std::string> tokens, std::vector<int> types, int unk) {
+  const int n = (int)tokens.size();
+  if (n == 0) bad("the vocabulary is empty");
+  if (!types.empty() && types.size() != tokens.size())
+    bad("has " + std::to_string(types.size()) + " token types for " + std::to_string(n) + " tokens");
+  if (unk < -1 || unk >= n) bad("the unknown token id " + std::to_string(unk) + " is outside the vocabulary");
+  Tokenizer t;
+  t.rwkv_ = std::make_shared<RwkvTrie>(tokens);
+  t.add_space_prefix_ = false;
+  t.pieces_ = std::move(tokens);
+  t.scores_.assign(n, 0.0f);
+  t.types_ = std::move(types);
+  t.byte_of_.assign(n, -1);
+  t.unk_ = unk;
+  t.index_.reserve(n * 2);
+  for (int i = 0; i < n; i++) t.index_.emplace(t.pieces_[i], i);
+  t.index_specials();
+  t.set_specials(-1, -1, false, false, {});
   return t;
 }
 
@@ -308,7 +335,7 @@ std::vector<Tokenizer::Frag> Tokenizer::split_specials(const std::string& text, 
 
 std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, bool parse_special,
                                    uint64_t* work) const {
-  if (!spm_marker_ && !bpe_ && !wpm_) return encode_llama2c(text, bos, eos);
+  if (!spm_marker_ && !bpe_ && !wpm_ && !rwkv_) return encode_llama2c(text, bos, eos);
   std::vector<int> ids;
   if (bos && add_bos_ && bos_ >= 0) ids.push_back(bos_);
   // Special tokens written in the text split it into text and token fragments.
@@ -323,6 +350,7 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, 
     if (f.e == f.b) continue;
     const std::string part = text.substr(f.b, f.e - f.b);
     if (ugm_) ugm_->encode(part, ids, work);
+    else if (rwkv_) rwkv_->encode(part, unk_, ids, work);
     else if (bpe_) encode_bpe_text(part, ids, work);
     else if (wpm_) wordpiece_encode(part, index_, max_token_length_, unk_, ids, work);
     else encode_spm_text(part, add_space_prefix_ && prev_special, ids, work);
@@ -333,6 +361,7 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos, 
 }
 
 void Tokenizer::encode_bpe_text(const std::string& text, std::vector<int>& ids, uint64_t* work) const {
+  if (raw_utf8_) return encode_raw_bpe_text(text, ids, work);
   for (const std::string& word : pre_tokenize(text, pre_, work)) {
     std::vector<std::string> sym;
     std::string whole;
@@ -366,6 +395,54 @@ void Tokenizer::encode_bpe_text(const std::string& text, std::vector<int>& ids, 
         if (bid >= 0) ids.push_back(bid);
         else if (unk_ >= 0) ids.push_back(unk_);
         else fail(ErrorCode::BadArgument, "cannot encode a byte: the BPE vocabulary lacks its byte token");
+      }
+    }
+  }
+}
+
+// SentencePiece-style BPE (llama.cpp's byte_encode = false): spaces written as U+2581 where the
+// kind says so, merges over the UTF-8 characters themselves, and a piece no token spells becomes
+// its bytes' <0xXX> tokens (bytes without one are dropped, as llama.cpp drops them).
+void Tokenizer::encode_raw_bpe_text(const std::string& text, std::vector<int>& ids, uint64_t* work) const {
+  std::string escaped;
+  if (escape_spaces_) {
+    escaped.reserve(text.size() + text.size() / 2);
+    for (char c : text) {
+      if (c == ' ') escaped += kSpace;
+      else escaped += c;
+    }
+  }
+  auto rank = [this](const std::string& a, const std::string& b) {
+    auto it = merge_rank_.find(a + " " + b);
+    return it == merge_rank_.end() ? -INFINITY : -(float)it->second;
+  };
+  for (const std::string& word : pre_tokenize(escape_spaces_ ? escaped : text, pre_, work)) {
+    // Gemma 4: a run of newlines that is itself a token is taken whole.
+    if (pre_ == PreTokenizer::Gemma4 && word.find_first_not_of('\n') == std::string::npos) {
+      const int id = lookup(word);
+      if (id >= 0) {
+        ids.push_back(id);
+        continue;
+      }
+    }
+    if (ignore_merges_) {
+      const int id = lookup(word);
+      if (id >= 0) {
+        ids.push_back(id);
+        continue;
+      }
+    }
+    for (const std::string& piece : merge(utf8_symbols(word), rank, nullptr, work)) {
+      const int id = lookup(piece);
+      if (id >= 0) {
+        ids.push_back(id);
+        continue;
+      }
+      for (unsigned char b : piece) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        const int bid = lookup(name);
+        if (bid >= 0) ids.push_back(bid);
       }
     }
   }
@@ -517,10 +594,19 @@ std::string Tokenizer::decode(int prev, int id) const {
     fail(ErrorCode::BadArgument,
          "token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(vocab_size() - 1) + ")");
   if (byte_of_[id] >= 0) return std::string(1, (char)byte_of_[id]);
+  if (rwkv_) return token_type(id) == kTokControl ? std::string() : rwkv_unescape(pieces_[id]);
   if (bpe_) {  // control tokens print nothing; user-defined ones are plain text
     const int ty = token_type(id);
     if (ty == kTokControl) return std::string();
     if (ty == kTokUserDefined) return pieces_[id];
+    if (escape_spaces_) {
+      std::string o;
+      for (size_t i = 0; i < pieces_[id].size();) {
+        if (pieces_[id].compare(i, 3, kSpace) == 0) o += ' ', i += 3;
+        else o += pieces_[id][i++];
+      }
+      return o;
+    }
     std::string o;
     for (uint32_t cp : utf8_to_codepoints(pieces_[id])) {
       const int b = gpt2_cp_to_byte(cp);

@@ -19,6 +19,7 @@ enum TokenType { kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokUserDefin
 std::vector<std::string> utf8_symbols(const std::string& s);
 
 class Unigram;
+class RwkvTrie;
 class SpecialMatcher;
 
 class Tokenizer {
@@ -37,6 +38,7 @@ class Tokenizer {
 
   // Byte-level BPE as GGUF stores it (tokenizer.ggml.model = gpt2): tokens in GPT-2's
   // byte-to-unicode spelling, merges "left right" by rank, a pre-tokenizer from tokenizer.ggml.pre.
+  // The raw-UTF-8 kinds (Gemma 4's) spell tokens as text, spaces as U+2581, bytes as <0xXX>.
   // ignore_merges: a pre-token that is itself in the vocabulary is taken whole (Llama 3).
   static Tokenizer from_bpe(std::vector<std::string> tokens, std::vector<int> types,
                             const std::vector<std::string>& merges, PreTokenizer pre, bool ignore_merges);
@@ -53,6 +55,10 @@ class Tokenizer {
   static Tokenizer from_wordpiece(std::vector<std::string> pieces, std::vector<int> types, int cls, int sep, int unk,
                                   bool add_cls, bool add_sep);
 
+  // RWKV World as GGUF stores it (tokenizer.ggml.model = rwkv; see rwkv.h): escaped byte
+  // strings, cut greedily into the longest tokens. unk: the id for a byte that starts no token.
+  static Tokenizer from_rwkv(std::vector<std::string> tokens, std::vector<int> types, int unk);
+
   // Special ids (-1 = none), whether encode(..., bos/eos = true) adds them, and the ids that end
   // a generation (EOS, EOT and the like).
   void set_specials(int bos, int eos, bool add_bos, bool add_eos, std::vector<int> eog);
@@ -61,6 +67,11 @@ class Tokenizer {
   bool is_bpe() const { return bpe_; }
   bool is_unigram() const { return (bool)ugm_; }
   bool is_wordpiece() const { return wpm_; }
+  bool is_rwkv() const { return (bool)rwkv_; }
+  // "bpe", "wordpiece", "unigram", "rwkv" or "sentencepiece" (llama2.c and GGUF llama).
+  const char* kind() const {
+    return bpe_ ? "bpe" : wpm_ ? "wordpiece" : ugm_ ? "unigram" : rwkv_ ? "rwkv" : "sentencepiece";
+  }
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   bool is_eog(int id) const;
@@ -110,6 +121,7 @@ class Tokenizer {
   // One stretch of text without special tokens.
   void encode_spm_text(const std::string& text, bool prefix, std::vector<int>& ids, uint64_t* work) const;
   void encode_bpe_text(const std::string& text, std::vector<int>& ids, uint64_t* work) const;
+  void encode_raw_bpe_text(const std::string& text, std::vector<int>& ids, uint64_t* work) const;
   struct Frag {
     int id;  // >= 0: a special token
     size_t b, e;
@@ -127,11 +139,13 @@ class Tokenizer {
   std::vector<std::string> merge_by_score(std::vector<std::string> symbols, std::vector<int>* origin = nullptr,
                                           uint64_t* work = nullptr) const;
 
-  std::shared_ptr<const Unigram> ugm_;  // Unigram segmentation (t5), else null
-  bool spm_marker_ = false;             // GGUF mode: U+2581 stands for a space
+  std::shared_ptr<const Unigram> ugm_;    // Unigram segmentation (t5), else null
+  std::shared_ptr<const RwkvTrie> rwkv_;  // RWKV greedy matching, else null
+  bool spm_marker_ = false;               // GGUF mode: U+2581 stands for a space
   bool add_space_prefix_ = true;
   bool bpe_ = false, ignore_merges_ = false;
-  bool wpm_ = false;  // WordPiece (wordpiece.h)
+  bool raw_utf8_ = false, escape_spaces_ = false;  // SentencePiece-style BPE (pretokenize.h)
+  bool wpm_ = false;                               // WordPiece (wordpiece.h)
   PreTokenizer pre_ = PreTokenizer::Gpt2;
   std::unordered_map<std::string, int> merge_rank_;         // "left right" -> rank
   std::vector<int> specials_;                               // control/user-defined/unknown ids, longest text first

@@ -79,13 +79,13 @@ TEST(PreTokenizer, UnicodeClassesAndNames) {
     EXPECT_NE(std::string(e.what()).find("'no-such-pre'"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("qwen2"), std::string::npos) << "the supported names are listed";
   }
-  try {
-    pre_tokenizer_from_name("gemma4");
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("raw UTF-8"), std::string::npos) << e.what();
-  }
+  // SentencePiece-style BPE over raw UTF-8 (llama.cpp's byte_encode = false).
+  for (const char* n : {"gemma4", "granite-embed-multi-311m"})
+    EXPECT_EQ(pre_tokenizer_from_name(n), PreTokenizer::Gemma4);
+  for (const char* n : {"gemma4", "sarvam-moe", "whitespace"})
+    EXPECT_TRUE(pre_tokenizer_raw_utf8(pre_tokenizer_from_name(n)));
+  EXPECT_FALSE(pre_tokenizer_escapes_spaces(PreTokenizer::Whitespace));
+  EXPECT_FALSE(pre_tokenizer_raw_utf8(PreTokenizer::Llama3));
   for (int b = 0; b < 256; b++) EXPECT_EQ(gpt2_cp_to_byte(gpt2_byte_to_cp((uint8_t)b)), b);
   EXPECT_EQ(gpt2_byte_to_cp(' '), 0x120u);  // 'Ġ'
 }
