@@ -109,7 +109,8 @@ export async function createGpuModel(device, desc, options = {}) {
         const w = t.weight;
         weights.set(key, VECTOR_ROLES.has(t.role) ? { buffer: w.parts[0].buffer, destroy: () => w.destroy() } : w);
       } else if (VECTOR_ROLES.has(t.role)) {
-        const b = buffer(t.bytes.byteLength, S.STORAGE | S.COPY_DST, key);
+        // The per-head Q/K norms are also read as uniforms (the fused decode epilogue, products.wgsl qnw).
+        const b = buffer(t.bytes.byteLength, S.STORAGE | S.COPY_DST | (t.role === 'q_norm' || t.role === 'k_norm' ? S.UNIFORM : 0), key);
         device.queue.writeBuffer(b, 0, t.bytes.buffer, t.bytes.byteOffset, t.bytes.byteLength);
         weights.set(key, { buffer: b });
       } else {
@@ -223,10 +224,15 @@ export async function createGpuModel(device, desc, options = {}) {
     const rope_ = ropeOn ? { global: ropeTable(rope.global, 'rope'), local: rope.local ? ropeTable(rope.local, 'rope-local') : null } : null;
     const tableOf = (l) => (d.localRope[l] && rope_.local ? rope_.local : rope_.global);
     // RoPE and the cache write folded into the q/k/v products' epilogue (products.wgsl ROPE,
-    // FLAG_CACHE), except where the Q/K norms must come between the product and the rotation,
-    // and for an f16 cache (the products write f32; rope_kv.wgsl writes kv_t).
-    const fuseRope = (l) => !kvF16 && !W(l, 'q_norm') && !W(l, 'k_norm') && d.headDim % 2 === 0 &&
-      ['wq', 'wk', 'wv'].every((r) => W(l, r).parts.length === 1);
+    // FLAG_CACHE; an f16 cache is written as f16 there, y_t). Layers with per-head Q/K norms:
+    // decode folds them into the same epilogue (matvec.wgsl QKNORM: the workgroup of a head
+    // normalises it); prefill keeps norm.wgsl and rope_kv.wgsl (a prefill tile's rows are not
+    // whole heads), and so does a norm over the whole projection (OLMo 2: it spans workgroups).
+    const oneBuffer = (l) => d.headDim % 2 === 0 && ['wq', 'wk', 'wv'].every((r) => W(l, r).parts.length === 1);
+    const hasQk = (l) => !!(W(l, 'q_norm') || W(l, 'k_norm'));
+    const fuseRope = (l) => !hasQk(l) && oneBuffer(l);
+    const fuseQkDecode = (l) => !encoder && hasQk(l) && !d.qkNormWhole && d.headDim % 4 === 0 && oneBuffer(l);
+    const qkNormOf = (w) => (w ? { weight: at(w.buffer), eps: d.normEps, headDim: d.headDim } : undefined);
     const ropeSpec = (l) => (ropeOn && d.layerRope[l] && d.rotDims >= 2 ? {
       table: at(tableOf(l).buffer), sin: tableOf(l).sin, mode: d.positional === 'rope' ? 'adjacent' : 'halves',
       headDim: d.headDim, rotDims: d.rotDims,
@@ -287,7 +293,11 @@ export async function createGpuModel(device, desc, options = {}) {
       const n1 = preAttn ? normOf(W(l, 'attn_norm'), W(l, 'attn_norm_b')) : undefined;
       const moe = !!W(l, 'router');  // its ffn norm stays a dispatch: the router and experts read xb
       const n2 = parallel ? n1 : preFfn && !moe ? normOf(W(l, 'ffn_norm'), W(l, 'ffn_norm_b')) : undefined;
-      const L = { l, preAttn, preFfn, parallel, fuse1: !!n1, fuse2: !!n2, fuseRope: fuseRope(l), in1, n1 };
+      const L = { l, preAttn, preFfn, parallel, fuse1: !!n1, fuse2: !!n2, fuseRope: fuseRope(l), fuseQk: fuseQkDecode(l), in1, n1 };
+      // Decode of a Q/K-norm layer: q normalised and rotated in its product (k and v: kvDecode).
+      L.qDecode = L.fuseQk ? [P({
+        weight: W(l, 'wq'), x: at(in1), y: at(q), bias: biasOf(W(l, 'bq')), norm: n1, rope: ropeSpec(l), qkNorm: qkNormOf(W(l, 'q_norm')), maxTokens: 1,
+      })] : null;
       // Fused: k and v go straight into the cache, their products built with it (buildCacheOps).
       L.qkv = L.fuseRope ? [P({ weight: W(l, 'wq'), x: at(in1), y: at(q), bias: biasOf(W(l, 'bq')), norm: n1, rope: ropeSpec(l) })] : [
         P({ weight: W(l, 'wq'), x: at(in1), y: at(q), bias: biasOf(W(l, 'bq')), norm: n1 }),
@@ -360,24 +370,28 @@ export async function createGpuModel(device, desc, options = {}) {
       }, [step, t ? t.cos : dummy, t ? t.sinRef : dummy, q, k, v, K[l], Vc[l]], (n) => [heads + kvHeads, n]);
     };
     // The fused path's k and v products, writing rows pos.. of the layer's cache.
-    const kvProducts = (l) => {
+    // decode: a Q/K-norm layer's decode products (k normalised in its epilogue).
+    const kvProducts = (l, decode = false) => {
       const L = staticLayers[l];
+      const one = { yType: kvF16 ? 'f16' : 'f32', ...(decode ? { maxTokens: 1 } : {}) };
       return [
-        P({ weight: W(l, 'wk'), x: at(L.in1), y: at(K[l]), bias: biasOf(W(l, 'bk')), norm: L.n1, rope: ropeSpec(l), cache: true }),
-        P({ weight: W(l, 'wv'), x: at(L.in1), y: at(Vc[l]), bias: biasOf(W(l, 'bv')), norm: L.n1, cache: true }),
+        P({ weight: W(l, 'wk'), x: at(L.in1), y: at(K[l]), bias: biasOf(W(l, 'bk')), norm: L.n1, rope: ropeSpec(l), cache: true,
+          qkNorm: decode ? qkNormOf(W(l, 'k_norm')) : undefined, ...one }),
+        P({ weight: W(l, 'wv'), x: at(L.in1), y: at(Vc[l]), bias: biasOf(W(l, 'bv')), norm: L.n1, cache: true, ...one }),
       ];
     };
     const fullAttn = (l, probs) => op('full', 'main', {
       HEADS: heads, KV_HEADS: kvHeads, HD: hd, CAUSAL: encoder ? 0 : 1, WINDOW: encoder ? 0 : d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap,
     }, [step, q, K[l], Vc[l], att, probs], (n) => [heads, n]);
     function buildCacheOps() {
-      for (const c of cacheOps ?? []) for (const o of c.kv) o.destroy();
+      for (const c of cacheOps ?? []) for (const o of [...c.kv, ...c.kvDecode]) o.destroy();
       cacheOps = [];
       for (let l = 0; l < layers; l++) {
         const fused = staticLayers[l].fuseRope;
         cacheOps.push({
           rope: fused ? null : ropeOp(l),
           kv: fused ? kvProducts(l) : [],
+          kvDecode: staticLayers[l].fuseQk ? kvProducts(l, true) : [],
           attn: encoder ? fullAttn(l, scores) : op('attn', 'main', {
             HEADS: heads, KV_HEADS: kvHeads, HD: hd, WINDOW: d.layerWindow[l], SCALE: d.attnScale, SOFTCAP: d.attnSoftcap,
           }, [step, q, K[l], Vc[l], att], (n) => [heads, n]),
@@ -429,10 +443,14 @@ export async function createGpuModel(device, desc, options = {}) {
       for (let l = 0; l < layers; l++) {
         const L = staticLayers[l], c = cacheOps[l], before = counted.total;
         if (!(fused && L.fuse1)) L.norm1?.encode(pass, n);
-        for (const o of L.qkv) o.encode(pass, n);
-        for (const o of c.kv) o.encode(pass, n);
-        for (const o of L.qkNorms) o.encode(pass, n);
-        c.rope?.encode(pass, n);
+        if (n === 1 && L.fuseQk) {
+          for (const o of [...L.qDecode, ...c.kvDecode]) o.encode(pass, n);
+        } else {
+          for (const o of L.qkv) o.encode(pass, n);
+          for (const o of c.kv) o.encode(pass, n);
+          for (const o of L.qkNorms) o.encode(pass, n);
+          c.rope?.encode(pass, n);
+        }
         if (attnOps) attnOps[l].encode(pass, n);
         else if (n === 1 && splits > 1 && c.attnPartial) { c.attnPartial.encode(pass, n); c.attnReduce.encode(pass, n); }
         else c.attn.encode(pass, n);

@@ -36,6 +36,12 @@
 //     //   headDim, rotDims} (RoPE folded into the epilogue; weight in one part, headDim even):
 //     //   y's row is rotated per head as rope_kv.wgsl does, at position step.pos + t; table holds
 //     //   cos (context, rotDims/2) from index 0 and sin from index `sin` (the CPU's tables)
+//     // with qkNorm {weight: {buffer /*UNIFORM usage*/, offset}, eps, headDim} (decode only: maxTokens 1;
+//     //   weight in one part, headDim a multiple of 4, at most 512): each head's headDim rows are
+//     //   RMSNorm-ed over the head (after the bias, before RoPE) by the workgroup that computes them
+//     //   (Qwen3's and Gemma 3's per-head Q/K norms), so no norm or RoPE dispatch follows
+//     // yType 'f16' (with cache; needs the device's shader-f16): y is an f16 KV cache, each value
+//     //   rounded to f16 as it is written (products.wgsl y_t)
 //     // with cache: true, token t writes y's row step.pos + t (a KV-cache write; y must hold
 //     //   every position the caller feeds); no accumulate or glu with rope or cache
 //     // step: a uniform buffer owned by the caller; its first u32 (byte offset 0) is the number of tokens n
@@ -93,6 +99,7 @@ async function loadShader(name) {
 
 // Kernel shapes. Decode: WG threads over R rows.
 const MV = { wg: 64, r: 4 };
+const MAX_QK_HEAD = 512;  // matvec.wgsl QKNORM: a head's values in workgroup memory
 
 /**
  * Prefill tiles (matmul.wgsl) that fit the device: a GR x GR thread grid, 4 GR rows x 4 GR
@@ -115,6 +122,18 @@ const ROPE_MODES = { adjacent: 1, halves: 2 };
 const isInt = (v) => Number.isInteger(v) && v >= 0;
 const bad = (msg) => new QkvError('bad_argument', msg);
 
+/**
+ * The constants a product variant's WGSL starts with; Y16 (an f16 output: a KV cache written by
+ * the epilogue) makes it `enable f16;` and y_t = f16 (products.wgsl), else y_t = f32.
+ * Exported for tests: the text of a variant a device without shader-f16 cannot compile.
+ */
+export function productHeader(kind, consts) {
+  const { Y16 = 0, ...rest } = consts;
+  const lines = Object.entries(rest).map(([k, v]) => `const ${k} = ${v}u;`);
+  if (kind !== 'gather') lines.unshift(Y16 ? 'enable f16;\nalias y_t = f16;' : 'alias y_t = f32;');
+  return lines.join('\n');
+}
+
 const sources = new Map();  // file -> Promise<string>
 function shader(name) {
   if (!sources.has(name)) {
@@ -135,7 +154,7 @@ function deviceState(device) {
     label: 'qkv products',
     entries: [storage(0, 'uniform'), storage(1, 'uniform'), storage(2, 'read-only-storage'), storage(3, 'read-only-storage'),
       storage(4, 'read-only-storage'), storage(5, 'storage'), storage(6, 'read-only-storage'), storage(7, 'read-only-storage'),
-      storage(8, 'read-only-storage'), storage(9, 'read-only-storage')],
+      storage(8, 'read-only-storage'), storage(9, 'read-only-storage'), storage(10, 'uniform')],
   });
   const gatherLayout = device.createBindGroupLayout({
     label: 'qkv gather',
@@ -154,7 +173,7 @@ function deviceState(device) {
       const files = kind === 'gather' ? ['weights.wgsl', 'gather.wgsl'] : ['weights.wgsl', 'products.wgsl', `${kind}.wgsl`];
       const p = (async () => {
         const texts = await Promise.all(files.map(shader));
-        const head = Object.entries(consts).map(([k, v]) => `const ${k} = ${v}u;`).join('\n');
+        const head = productHeader(kind, consts);
         const loader = `fn load_unit(rb: u32, u: u32, cols: u32, up: bool) { load_${type}(rb, u, cols, up); }`;
         const code = [head, texts[0], loader, ...texts.slice(1)].join('\n');
         const module = device.createShaderModule({ code, label: key });
@@ -206,6 +225,7 @@ export function createProducts(device, options = {}) {
     return b;
   }
   const dummy = makeBuffer(16, BufferUsage.STORAGE, 'qkv products: no bias');
+  const dummyUniform = makeBuffer(16, BufferUsage.UNIFORM, 'qkv products: no Q/K norm');
 
   function checkLive() {
     if (disposed) throw new QkvError('bad_argument', 'products: used after dispose()');
@@ -306,15 +326,19 @@ export function createProducts(device, options = {}) {
 
   function product(args) {
     checkLive();
-    const { weight, maxTokens, accumulate = false, bias, glu, step, norm, rope, cache = false, scale = 1 } = args ?? {};
+    const { weight, maxTokens, accumulate = false, bias, glu, step, norm, rope, qkNorm, cache = false, scale = 1, yType = 'f32' } = args ?? {};
+    if (yType !== 'f32' && yType !== 'f16') throw bad(`product: yType must be 'f32' or 'f16', not ${JSON.stringify(yType)}`);
+    const y16 = yType === 'f16';
+    if (y16 && !cache) throw bad("product: yType 'f16' is for a KV cache (cache: true)");
+    if (y16 && !device.features?.has?.('shader-f16')) throw new QkvError('unsupported', "product: yType 'f16' needs the device's shader-f16");
     if (typeof scale !== 'number' || !Number.isFinite(scale)) throw bad('product: scale must be a finite number');
-    if (scale !== 1 && (rope || cache)) throw bad('product: scale is not taken with rope or cache');
+    if (scale !== 1 && (rope || cache || qkNorm)) throw bad('product: scale is not taken with rope, qkNorm or cache');
     checkWeight(weight, 'product: weight');
     if (!isInt(maxTokens) || maxTokens < 1) throw bad('product: maxTokens must be an integer >= 1');
     checkStep(step, 'product');
     const x = checkRef(args.x, 'product: x'), y = checkRef(args.y, 'product: y');
     checkFits(x, 4 * maxTokens * weight.cols, 'product: x');
-    checkFits(y, 4 * (cache ? 1 : maxTokens) * weight.rows, 'product: y');
+    checkFits(y, (y16 ? 2 : 4) * (cache ? 1 : maxTokens) * weight.rows, 'product: y');
     let ropeTable = null, ropeMode = 0, hd = 2, rot = 0;
     if (rope) {
       ropeMode = ROPE_MODES[rope.mode];
@@ -325,8 +349,25 @@ export function createProducts(device, options = {}) {
       if (!isInt(rot) || rot % 2 || rot > hd || rot < 2) throw bad('product: rope.rotDims must be even, in 2..headDim');
       if (!isInt(rope.sin)) throw bad('product: rope.sin must be an index');
     }
-    if ((rope || cache) && (accumulate || glu)) throw bad('product: rope and cache take no accumulate or glu');
-    if (rope && weight.parts.length > 1) throw new QkvError('unsupported', 'product: rope needs the weight in one buffer');
+    let qn = null;
+    if (qkNorm) {
+      const qh = qkNorm.headDim;
+      if (!isInt(qh) || qh < 4 || qh % MV.r || qh > MAX_QK_HEAD || weight.rows % qh) {
+        throw bad(`product: qkNorm.headDim must be a multiple of ${MV.r} up to ${MAX_QK_HEAD} dividing the weight's rows`);
+      }
+      if (rope && rope.headDim !== qh) throw bad('product: qkNorm.headDim and rope.headDim differ');
+      if (maxTokens !== 1) throw bad('product: qkNorm is decode only (maxTokens 1)');
+      if (typeof qkNorm.eps !== 'number' || !(qkNorm.eps >= 0)) throw bad('product: qkNorm.eps must be a number >= 0');
+      const r = qkNorm.weight;
+      if (!r || typeof r.buffer?.size !== 'number') throw bad('product: qkNorm.weight must be {buffer, offset}');
+      if (r.buffer.usage !== undefined && !(r.buffer.usage & BufferUsage.UNIFORM)) throw bad('product: qkNorm.weight.buffer lacks UNIFORM usage');
+      qn = { buffer: r.buffer, offset: r.offset ?? 0 };
+      if (!isInt(qn.offset) || qn.offset % 256) throw bad('product: qkNorm.weight.offset must be a multiple of 256');
+      checkFits(qn, 4 * qh, 'product: qkNorm.weight');
+      if (!rope) hd = qh;
+    }
+    if ((rope || cache || qkNorm) && (accumulate || glu)) throw bad('product: rope, qkNorm and cache take no accumulate or glu');
+    if ((rope || qkNorm) && weight.parts.length > 1) throw new QkvError('unsupported', 'product: rope and qkNorm need the weight in one buffer');
     const b = bias ? checkRef(bias, 'product: bias') : null;
     if (b) checkFits(b, 4 * weight.rows, 'product: bias');
     let nx = null, nw = null;
@@ -348,19 +389,25 @@ export function createProducts(device, options = {}) {
       }
     }
     const flags = (accumulate ? FLAG_ACCUM : 0) | (b ? FLAG_BIAS : 0) | (cache ? FLAG_CACHE : 0);
-    const ropeConsts = { ROPE: ropeMode, HD: hd, ROT: rot };
-    const mvConsts = { WG: MV.wg, R: MV.r, RED: MV.wg * (MV.r * (act ? 2 : 1) + (norm ? 1 : 0)), ACT: act, NORM: norm ? 1 : 0, ...ropeConsts };
+    const ropeConsts = { ROPE: ropeMode, HD: hd, ROT: rot, QN4: qn ? hd / 4 : 1, Y16: y16 ? 1 : 0 };
+    // A Q/K-norm head is computed in passes of 8 rows where it divides (fewer passes over x).
+    const mvR = qn && hd % 8 === 0 ? 8 : MV.r;
+    const mvConsts = {
+      WG: MV.wg, R: mvR, RED: MV.wg * (mvR * (act ? 2 : 1) + (norm ? 1 : 0)), ACT: act, NORM: norm ? 1 : 0, ...ropeConsts,
+      QKNORM: qn ? 1 : 0, CHUNKS: qn ? hd / mvR : 1, HV: qn ? hd : 1,
+    };
     const mm = chooseMatmul(limits, !!act, options.prefillGrid);
     const mmConsts = { WG: mm.wg, GR: mm.gr, TR: mm.tile, TT: mm.tile, US: act ? mm.tile * 9 : 1, ACT: act, ...ropeConsts };
     const units = Math.ceil(weight.cols / 32);
     const paramBuffers = [];
     const parts = weight.parts.map((part, i) => {
-      const mvGrid = grid(Math.ceil(part.rows / MV.r));
+      const mvGrid = grid(qn ? part.rows / hd : Math.ceil(part.rows / MV.r));
       const mmGrid = grid(Math.ceil(part.rows / mm.tile));
       const words = (gx) => {
         const w = new Uint32Array([part.rows, weight.cols, part.firstRow, weight.rowBytes, units, weight.rows, gx, flags, 0, rope ? rope.sin : 0, 0, 0]);
         new Float32Array(w.buffer)[8] = norm ? norm.eps : 0;
         new Float32Array(w.buffer)[10] = scale;
+        new Float32Array(w.buffer)[11] = qn ? qkNorm.eps : 0;
         return w;
       };
       const entries = (pb, xr) => [
@@ -374,6 +421,7 @@ export function createProducts(device, options = {}) {
         { binding: 7, resource: { buffer: xr.buffer, offset: xr.offset } },
         { binding: 8, resource: nw ? { buffer: nw.buffer, offset: nw.offset } : { buffer: dummy } },
         { binding: 9, resource: ropeTable ? { buffer: ropeTable.buffer, offset: ropeTable.offset } : { buffer: dummy } },
+        { binding: 10, resource: qn ? { buffer: qn.buffer, offset: qn.offset, size: 4 * hd } : { buffer: dummyUniform } },
       ];
       const mvParams = paramsBuffer(words(mvGrid[0]), 'qkv matvec params');
       const mmParams = paramsBuffer(words(mmGrid[0]), 'qkv matmul params');

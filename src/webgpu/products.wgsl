@@ -6,8 +6,10 @@
 // with gelu-tanh; the up weight is U); NORM (matvec only: x is RMSNorm-ed with weight nw on the
 // fly); ROPE (0: none; 1: adjacent pairs, 2: halves, as rope_kv.wgsl) with HD (head size) and
 // ROT (rotated dims per head): the epilogue rotates each output pair by the cos/sin table at
-// position step.pos + t. Accumulate, bias, scale and the cache write are runtime parameters
-// (uniform branches in the epilogue only), so they cost no extra pipelines.
+// position step.pos + t; QKNORM (matvec only: a workgroup per head of HD rows normalises them,
+// RMSNorm with weight qnw and epsilon qk_eps, before RoPE: Qwen3's and Gemma 3's per-head Q/K
+// norms). Accumulate, bias, scale and the cache write are runtime parameters (uniform branches
+// in the epilogue only), so they cost no extra pipelines.
 //
 // Slots (ROPE != 0): a workgroup's rows are taken as slots, slot 2p and 2p + 1 of a head being
 // the two dims of RoPE pair p (dims p and p + ROT/2 with halves; dims from ROT on are their own
@@ -20,11 +22,16 @@
 //   2 W, 3 U storage read array<u32> (weights.wgsl)
 //   4 x      storage read  array<f32> (n, cols)   token-major
 //   7 x4     storage read  array<vec4<f32>>: x again, for 16-byte loads where aligned
-//   5 y      storage rw    array<f32> (n, y_stride) token-major; this part writes columns
-//                                      row0 .. row0 + rows
+//   5 y      storage rw    array<y_t> (n, y_stride) token-major; this part writes columns
+//                                      row0 .. row0 + rows. y_t (prepended): f32, or f16 for
+//                                      an f16 KV cache written by the epilogue (with
+//                                      `enable f16;`, where the device has shader-f16)
 //   6 bias   storage read  array<f32> (y_stride,)  (a dummy without FLAG_BIAS)
 //   8 nw     storage read  array<f32> (cols,)      RMSNorm weight (NORM; else a dummy)
 //   9 rope   storage read  array<f32> cos (context, ROT/2), then sin from rope_sin (ROPE; else a dummy)
+//  10 qnw    uniform       array<vec4<f32>, QN4>: the Q/K norm's HD weights (QKNORM; else a
+//                          16-byte dummy): a uniform, as storage bindings are at WebGPU's
+//                          default limit of 8 per stage
 
 struct Params {
   rows: u32,       // rows of this part
@@ -38,6 +45,7 @@ struct Params {
   eps: f32,        // RMSNorm epsilon (NORM)
   rope_sin: u32,   // index of the sin table in rope (ROPE)
   scale: f32,      // multiplies the product (after bias and GLU) before it is stored or added
+  qk_eps: f32,     // the Q/K norm's epsilon (QKNORM)
 };
 
 const FLAG_ACCUM: u32 = 1u;  // y += product instead of y = product
@@ -52,11 +60,12 @@ struct Step {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<uniform> step: Step;
 @group(0) @binding(4) var<storage, read> x: array<f32>;
-@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<y_t>;
 @group(0) @binding(6) var<storage, read> bias: array<f32>;
 @group(0) @binding(7) var<storage, read> x4: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read> nw: array<f32>;
 @group(0) @binding(9) var<storage, read> rope: array<f32>;
+@group(0) @binding(10) var<uniform> qnw: array<vec4<f32>, QN4>;
 
 fn silu(v: f32) -> f32 { return v / (1.0 + exp(-v)); }
 
@@ -77,8 +86,8 @@ fn store(t: u32, r: u32, g: f32, u: f32) {
   if (ACT == 2u) { v = gelu(v) * u; }
   v *= p.scale;
   let i = t * p.y_stride + col;
-  if ((p.flags & FLAG_ACCUM) != 0u) { v += y[i]; }
-  y[i] = v;
+  if ((p.flags & FLAG_ACCUM) != 0u) { v += f32(y[i]); }
+  y[i] = y_t(v);
 }
 
 // The weight row that slot s computes (the identity without ROPE, and with adjacent pairs).
@@ -90,17 +99,24 @@ fn slot_row(s: u32) -> u32 {
 }
 
 // Writes slot s of token t, its value g and the value gp of its pair's other slot (s ^ 1):
-// bias, then the rotation of the pair at position step.pos + t (x0' = x0 cos - x1 sin,
-// x1' = x0 sin + x1 cos), into y's row t (or step.pos + t with FLAG_CACHE).
+// bias, then store_slot.
 fn store_rope(t: u32, s: u32, g: f32, gp: f32) {
   let p = params;
-  let col = p.row0 + slot_row(s);
   var v = g;
   var vp = gp;
   if ((p.flags & FLAG_BIAS) != 0u) {
-    v += bias[col];
+    v += bias[p.row0 + slot_row(s)];
     vp += bias[p.row0 + slot_row(s ^ 1u)];
   }
+  store_slot(t, s, v, vp);
+}
+
+// The rotation of slot s's pair at position step.pos + t (x0' = x0 cos - x1 sin,
+// x1' = x0 sin + x1 cos; v is s's value, vp its pair's), into y's row t (or step.pos + t with
+// FLAG_CACHE).
+fn store_slot(t: u32, s: u32, v0: f32, vp: f32) {
+  let p = params;
+  var v = v0;
   let j = s % HD;
   if (ROPE != 0u && j < ROT) {
     let i = (step.pos + t) * (ROT / 2u) + j / 2u;
@@ -109,8 +125,11 @@ fn store_rope(t: u32, s: u32, g: f32, gp: f32) {
     v = select(vp * sn + v * c, v * c - vp * sn, j % 2u == 0u);
   }
   let row = select(t, step.pos + t, (p.flags & FLAG_CACHE) != 0u);
-  y[row * p.y_stride + col] = v;
+  y[row * p.y_stride + p.row0 + slot_row(s)] = y_t(v);
 }
+
+// The Q/K norm's weight of dim d within the head.
+fn qn(d: u32) -> f32 { return qnw[d / 4u][d % 4u]; }
 
 // x[t][c .. c + 4) (zero past cols): one 16-byte load where aligned and whole.
 fn x_vec4(t: u32, c: u32, cols: u32) -> vec4<f32> {

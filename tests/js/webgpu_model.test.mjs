@@ -51,6 +51,16 @@ const GGUF = [
 // and windows, a custom score scale, per-head and whole-projection Q/K norms, layers without RoPE.
 const CAPTURED = new Set(['llama-spm', 'gemma2', 'gemma3', 'granite', 'qwen3', 'olmo2', 'smollm3']);
 
+// Dispatches per layer of the gguf checks' last decode step (past 64 cached keys: attention is
+// two, split-K) and of their 2-token prefill chunk. A Llama layer: q, k, v (RoPE and the cache
+// write in their epilogues), attention, o, gate x up, down, and in prefill the two norms. Per-head
+// Q/K norms cost decode nothing more (normalised in the q and k products' epilogue: it was 3 more,
+// two norms and rope_kv.wgsl); prefill keeps those 3. Gemma 3 adds its two post-norm adds.
+const DISPATCHES = {
+  'llama-spm': { decode: 8, prefill: 9 }, qwen3: { decode: 8, prefill: 12 }, 'qwen3-q5_1': { decode: 8, prefill: 12 },
+  gemma3: { decode: 10, prefill: 14 },
+};
+
 // Encoders (qkv_test_models --encoders): [model, what it has]
 const ENCODERS = [['bert', 'learned positions, token types, embedding norm, mean pooling'], ['bert-cls', 'CLS pooling'],
   ['nomic-bert', 'RoPE, SwiGLU']];
@@ -241,6 +251,7 @@ async function child() {
         const sg = g.createSession(), sw = w.createSession();
         await sg.feed(ids, { allLogits: true });
         sw.feed(ids, { allLogits: true });
+        const prefillDispatches = sg._gpu.dispatches.perLayer;  // the second chunk's: 2 tokens
         let prefill = 0;
         for (const i of [0, 9, 63, 64, 65]) prefill = Math.max(prefill, maxRel(sg.logits(i), sw.logits(i)));
         // For the record: WASM on the stored types (8-bit activations for the block types).
@@ -263,6 +274,7 @@ async function child() {
           await sg.feed([tw]);
           sw.feed([tw]);
         }
+        const decodeDispatches = sg._gpu.dispatches.perLayer;
         // Captured attention of a two-token feed on the GPU against the WASM engine's maps.
         let probs = null, keys = 0, capturedForwards = null;
         if (CAPTURED.has(name)) {
@@ -283,7 +295,10 @@ async function child() {
             }
           }
         }
-        const r = { types, prefill, decode, same, nearTie, stored, probs, keys, capturedForwards, backend: sg.backend, warnings, reason: g.info.device.reason };
+        const r = {
+          types, prefill, decode, same, nearTie, stored, probs, keys, capturedForwards, backend: sg.backend, warnings, reason: g.info.device.reason,
+          prefillDispatches, decodeDispatches,
+        };
         g.dispose(); w.dispose();
         return r;
       });
@@ -384,6 +399,7 @@ async function child() {
         diff = Math.max(diff, maxRel(sg.logits(), sw.logits()));
       }
       r.diff = diff;
+      r.decodeDispatches = sg._gpu.dispatches.perLayer;
       r.gpuKv = m.info.memory.gpuKvCacheBytes;
       w.dispose();
     }
@@ -493,6 +509,12 @@ if (process.argv.includes('--child')) {
         assert.ok(r.prefill <= tol, `prefill logits differ by ${r.prefill}`);
         assert.ok(r.decode <= tol, `decode logits differ by ${r.decode}`);
         if (r.nearTie) assert.ok(r.nearTie.gap <= 2 * tol, `greedy choice differs at step ${r.nearTie.step} by ${r.nearTie.gap} of the range`);
+        const want = DISPATCHES[name];
+        if (want) {
+          const layers = r.decodeDispatches.length;
+          assert.deepEqual(r.decodeDispatches, Array(layers).fill(want.decode), 'decode dispatches per layer');
+          assert.deepEqual(r.prefillDispatches, Array(layers).fill(want.prefill), 'prefill dispatches per layer');
+        }
         if (CAPTURED.has(name)) {
           assert.equal(r.keys, 72, 'captured maps span every cached key');
           assert.ok(r.probs <= tol, `captured attention probabilities differ by ${r.probs}`);
@@ -558,6 +580,9 @@ if (process.argv.includes('--child')) {
       assert.deepEqual(r.warnings, []);
       t.diagnostic(`f16 KV cache: max relative logit difference ${r.diff.toExponential(2)} (tol ${TOL_F16})`);
       assert.ok(r.diff <= TOL_F16, `logits differ by ${r.diff}`);
+      // The f16 cache is written by the k and v products' epilogue, as the f32 one: no rope_kv.wgsl
+      // (q, k, v, attention in two past 64 keys, o, gate x up, down).
+      assert.deepEqual(r.decodeDispatches, Array(r.decodeDispatches.length).fill(8));
     });
     await t.test("'webgpu' without an adapter: WASM and a typed warning", { skip: filtered('webgpu without an adapter falls back with a warning') }, () => {
       const r = get('webgpu without an adapter falls back with a warning');

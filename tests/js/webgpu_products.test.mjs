@@ -97,13 +97,19 @@ function ropeCases() {
     { type: 'q4_0', heads: 4, hd: 16, rot: 16, mode: 'adjacent', cols: 96, norm: true },
     { type: 'q4_k', heads: 5, hd: 8, rot: 8, mode: 'halves', cols: 512, cache: true },
     { type: 'q8_0', heads: 2, hd: 12, rot: 0, mode: null, cols: 64, bias: true, cache: true },
+    // Per-head Q/K RMSNorms in the decode epilogue (qkNorm): a head of 68 rows is 17 passes of
+    // the workgroup's 4; with RoPE of both layouts, partial rotary, bias, the folded pre-norm;
+    // without RoPE (a layer that skips it).
+    { type: 'q4_k', heads: 3, hd: 68, rot: 40, mode: 'halves', cols: 256, qk: true, norm: true, cache: true, only1: true },
+    { type: 'f16', heads: 2, hd: 16, rot: 16, mode: 'adjacent', cols: 45, qk: true, bias: true, only1: true },
+    { type: 'q8_0', heads: 2, hd: 8, rot: 0, mode: null, cols: 64, qk: true, cache: true, only1: true },
   ];
   const cases = [];
   list.forEach((c, ci) => {
-    for (const n of [1, 3, 67]) {
+    for (const n of c.only1 ? [1] : [1, 3, 67]) {
       cases.push({
         ...c, n, rows: c.heads * c.hd, norm: c.norm && n === 1, grid: 4, seed: 7000 + 10 * ci + n,
-        name: `rope ${c.mode ?? 'none'} ${c.type} ${c.heads}x${c.hd} rot ${c.rot} n=${n}${c.bias ? ' bias' : ''}${c.cache ? ' cache' : ''}${c.norm && n === 1 ? ' rmsnorm' : ''}`,
+        name: `rope ${c.mode ?? 'none'} ${c.type} ${c.heads}x${c.hd} rot ${c.rot} n=${n}${c.bias ? ' bias' : ''}${c.cache ? ' cache' : ''}${c.norm && n === 1 ? ' rmsnorm' : ''}${c.qk ? ' q/k norm' : ''}`,
       });
     }
   });
@@ -161,7 +167,7 @@ async function child() {
   const { loadWasmModule } = await import('../../src/js/wasm-node.mjs');
   const { mod } = await loadWasmModule({ threads: 1 });
   const { requestQkvDevice } = await import('../../src/js/webgpu.js');
-  const { createProducts, gpuRowBytes } = await import('../../src/js/gpu-products.js');
+  const { createProducts, gpuRowBytes, productHeader } = await import('../../src/js/gpu-products.js');
   const { device, adapterInfo } = await requestQkvDevice({ gpu: await dawnGpu() });
   emit({ adapter: adapterInfo });
   let gpuError = null;
@@ -196,7 +202,9 @@ async function child() {
 
   const plain = createProducts(device);
   const X_OFF = 256, Y_OFF = 512;
+  const only = process.env.QKV_PRODUCTS_ONLY;  // a name's part: only those cases (a quicker run while working on them)
   for (const c of productCases()) {
+    if (only && !c.name.includes(only)) continue;
     const res = { name: c.name };
     try {
       const r = rng(c.seed);
@@ -277,6 +285,7 @@ async function child() {
   }
 
   for (const c of ropeCases()) {
+    if (only && !c.name.includes(only)) continue;
     const res = { name: c.name };
     try {
       const r = rng(c.seed);
@@ -297,6 +306,8 @@ async function child() {
       const bb = c.bias ? makeBuf(bias.byteLength, bias) : null;
       const EPS = 1e-5, nwv = c.norm ? randomFloats(cols, r, 2) : null;
       const nb = c.norm ? makeBuf(nwv.byteLength, nwv) : null;
+      const QK_EPS = 1e-6, qw = c.qk ? randomFloats(hd, r, 2) : null;
+      const qb = c.qk ? makeBuf(qw.byteLength, qw, U.UNIFORM | U.COPY_DST) : null;
       let xs = x;
       if (c.norm) {
         let ss = 0;
@@ -309,6 +320,7 @@ async function child() {
         bias: bb ? { buffer: bb, offset: 0 } : undefined,
         norm: c.norm ? { weight: { buffer: nb, offset: 0 }, eps: EPS, x: { buffer: xb, offset: 0 } } : undefined,
         rope: c.mode ? { table: { buffer: tb }, sin, mode: c.mode, headDim: hd, rotDims: rot } : undefined,
+        qkNorm: c.qk ? { weight: { buffer: qb, offset: 0 }, eps: QK_EPS, headDim: hd } : undefined,
       });
       await op.ready;
       device.queue.writeBuffer(step, 0, new Uint32Array([n, POS, 0, 0]));
@@ -331,6 +343,19 @@ async function child() {
           for (let k = 0; k < cols; k++) { const p = w[i * cols + k] * xs[t * cols + k]; g[i] += p; ga[i] += Math.abs(p); }
           if (c.norm) ga[i] += Math.abs(g[i]);
           if (c.bias) { g[i] += bias[i]; ga[i] += Math.abs(bias[i]); }
+        }
+        if (c.qk) {
+          // RMSNorm per head; the sum of squares carries the values' errors into every row's scale.
+          for (let h = 0; h < c.heads; h++) {
+            let ss = 0, sa = 0;
+            for (let i = h * hd; i < (h + 1) * hd; i++) { ss += g[i] * g[i]; sa += Math.abs(g[i]) * ga[i]; }
+            const inv = 1 / Math.sqrt(ss / hd + QK_EPS), rel = 2 * sa / (ss + hd * QK_EPS);
+            for (let i = h * hd; i < (h + 1) * hd; i++) {
+              const wq = qw[i - h * hd];
+              ga[i] = Math.abs(inv * wq) * (ga[i] + Math.abs(g[i]) * (rel + 4 * REL));
+              g[i] *= inv * wq;
+            }
+          }
         }
         const row = (c.cache ? POS + t : t) * rows, pos = POS + t;
         const out = Float64Array.from(g), tol = Float64Array.from(ga, (a) => REL * a);
@@ -356,7 +381,7 @@ async function child() {
       res.worst = worst;
       if (worst > 1) res.detail = `at y[${Math.floor(worstAt / rows)}][${worstAt % rows}]: got ${got[worstAt]}`;
       weight.destroy();
-      for (const b of [xb, yb, tb, bb, nb]) b?.destroy();
+      for (const b of [xb, yb, tb, bb, nb, qb]) b?.destroy();
       products.dispose();
     } catch (e) {
       res.error = `${e?.code ?? ''} ${e?.stack ?? e}`;
@@ -421,6 +446,60 @@ async function child() {
   errs.step = code(() => plain.product({ weight: small, x: { buffer: sb }, y: { buffer: sb }, maxTokens: 1, step: sb }));
   errs.grid = code(() => createProducts(device, { prefillGrid: 5 }));
   emit({ name: 'bad arguments', errs });
+
+  // The f16 KV cache written by the epilogue (yType 'f16'): where the device has shader-f16, the
+  // decode and prefill cache rows against the same product written as f32, each value within one
+  // f16 rounding (relative 2^-11, or 2^-25 absolute near zero); without it, a typed refusal and
+  // the variant's text (what such a device would compile).
+  {
+    const res = { name: 'f16 KV-cache epilogue', shaderF16: device.features.has('shader-f16') };
+    try {
+      const header = productHeader('matvec', { WG: 64, Y16: 1 });
+      res.header = header.startsWith('enable f16;') && header.includes('alias y_t = f16;') && !header.includes('Y16');
+      res.noCache = code(() => plain.product({ weight: small, x: { buffer: sb }, y: { buffer: sb }, maxTokens: 1, step, yType: 'f16' }));
+      if (!res.shaderF16) {
+        res.refused = code(() => plain.product({ weight: small, x: { buffer: sb }, y: { buffer: sb }, maxTokens: 1, step, cache: true, yType: 'f16' }));
+      } else {
+        const r = rng(9100);
+        const heads = 2, hd = 16, rows = heads * hd, cols = 64, POS = 3, CTX = 8, half = hd / 2;
+        const c = { type: 'q8_0', rows, cols };
+        const weight = plain.upload({ type: 'q8_0', rows, cols, bytes: makeWeight(mod, c, gpuRowBytes('q8_0', cols), r) });
+        const sin = 64;
+        const table = new Float32Array(sin + CTX * half);
+        for (let i = 0; i < CTX * half; i++) { const a = r() * 20 - 10; table[i] = Math.cos(a); table[sin + i] = Math.sin(a); }
+        const tb = makeBuf(table.byteLength, table), xb = makeBuf(4 * 4 * cols, randomFloats(4 * cols, r));
+        const y32 = makeBuf(CTX * rows * 4), y16 = makeBuf(CTX * rows * 2);
+        let worst = 0;
+        for (const n of [1, 4]) {
+          const ops = [y32, y16].map((y, i) => plain.product({
+            weight, x: { buffer: xb }, y: { buffer: y }, maxTokens: n, step, cache: true, yType: i ? 'f16' : 'f32',
+            rope: { table: { buffer: tb }, sin, mode: 'halves', headDim: hd, rotDims: hd },
+          }));
+          await Promise.all(ops.map((o) => o.ready));
+          device.queue.writeBuffer(step, 0, new Uint32Array([n, POS, 0, 0]));
+          const enc = device.createCommandEncoder();
+          const pass = enc.beginComputePass();
+          for (const o of ops) o.encode(pass, n);
+          pass.end();
+          device.queue.submit([enc.finish()]);
+          const want = await read(y32, 0, CTX * rows);
+          const words = new Uint32Array((await read(y16, 0, CTX * rows / 2)).buffer);
+          for (let i = POS * rows; i < (POS + n) * rows; i++) {
+            const h = (words[i >> 1] >>> (16 * (i & 1))) & 0xffff;
+            const e = (h >> 10) & 31, m = h & 1023, sign = h >> 15 ? -1 : 1;
+            const got = sign * (e === 0 ? m * 2 ** -24 : (1 + m / 1024) * 2 ** (e - 15));
+            worst = Math.max(worst, Math.abs(got - want[i]) / (2 ** -11 * Math.abs(want[i]) + 2 ** -25));
+          }
+        }
+        res.worst = worst;
+        weight.destroy();
+        for (const b of [tb, xb, y32, y16]) b.destroy();
+      }
+    } catch (e) {
+      res.error = `${e?.code ?? ''} ${e?.stack ?? e}`;
+    }
+    emit(res);
+  }
   plain.dispose();
   device.destroy();
   process.exit(0);  // Dawn keeps the event loop alive otherwise
@@ -443,12 +522,23 @@ if (process.argv.includes('--child')) {
     const [{ adapter }, ...results] = lines;
     t.diagnostic(`adapter: ${adapter.vendor} ${adapter.architecture}; ${results.length} results in ` +
       `${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    const expected = productCases().length + ropeCases().length + gatherCases().length + 1;
+    const expected = productCases().length + ropeCases().length + gatherCases().length + 2;
     assert.equal(results.length, expected, `expected ${expected} results\n${stderr}`);
     let worst = 0;
     for (const r of results) {
       await t.test(r.name, () => {
         assert.ok(!r.error, r.error);
+        if (r.shaderF16 !== undefined) {
+          assert.ok(r.header, "the f16 variant's text: enable f16, y_t = f16");
+          assert.equal(r.noCache, 'bad_argument');
+          if (!r.shaderF16) {
+            assert.equal(r.refused, 'unsupported');
+            t.diagnostic('no shader-f16 on this adapter (SwiftShader): the f16 cache epilogue was not run, only refused');
+          } else {
+            assert.ok(r.worst <= 1, `f16 cache values off by ${r.worst} f16 roundings`);
+          }
+          return;
+        }
         if (r.errs) {
           assert.deepEqual(r.errs, { type: 'unsupported', length: 'bad_argument', cols: 'bad_argument', offset: 'bad_argument', act: 'bad_argument', fits: 'bad_argument', step: 'bad_argument', grid: 'bad_argument' });
           return;
