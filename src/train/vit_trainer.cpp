@@ -58,6 +58,18 @@ VitTrainConfig parse_vit_train_config(const std::string& text, const std::vector
   c.shape.n_classes = classes > 0 ? classes : (int)shape_labels().size();
   if (c.shape.image_size < 8) fail(ErrorCode::BadArgument, "train config: image_size must be at least 8 for shapes");
   c.shape.model_config();  // shape errors now, before any work
+  // Activations kept for backward, per image and layer: x, the norms, q, k, v, attention output,
+  // residual (8 x dim), fc1 before and after GELU (2 x hidden), probabilities (heads x rows);
+  // plus the held-out images' pixels, kept for every evaluation.
+  const VitTrainShape& s = c.shape;
+  const double per_image = (double)s.rows() * s.n_layers * (8.0 * s.dim + 2.0 * s.hidden_dim + s.n_heads * s.rows()) +
+                           2.0 * 3 * s.image_size * s.image_size;
+  const double bytes = 4.0 * (per_image * c.batch + 3.0 * s.image_size * s.image_size * c.val_examples);
+  if (bytes > 16e9)
+    fail(ErrorCode::BadArgument,
+         "train config: batch " + std::to_string(c.batch) + " of " + std::to_string(s.image_size) +
+             "-pixel images with " + std::to_string(c.val_examples) + " held-out images needs about " +
+             std::to_string((long long)(bytes / 1e9)) + " GB; lower batch, val_examples or image_size");
   return c;
 }
 
