@@ -12,6 +12,7 @@
 #include "../train/bpe.h"
 #include "../train/encdec_trainer.h"
 #include "../train/trainer.h"
+#include "../train/vit_trainer.h"
 
 namespace qkv {
 
@@ -35,6 +36,10 @@ int cmd_train(const std::vector<std::string>& args) {
   const std::vector<std::string> overrides(args.begin() + 1, args.end());
   if (is_encdec_train_config(text, overrides)) {  // arch = encdec: the encoder-decoder trainer
     run_encdec_training(parse_encdec_train_config(text, overrides, args[0]));
+    return 0;
+  }
+  if (is_vit_train_config(text, overrides)) {  // arch = vit: the image classifier trainer
+    run_vit_training(parse_vit_train_config(text, overrides, args[0]));
     return 0;
   }
   TrainConfig cfg = parse_train_config(text, overrides, args[0]);

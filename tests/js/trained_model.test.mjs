@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { EncoderDecoderModel, loadModel } from '../../src/js/node.js';
+import { EncoderDecoderModel, ImageEncoderModel, loadModel } from '../../src/js/node.js';
 import { haveNative, root, runNative } from './helpers.mjs';
 
 const shipped = readdirSync(join(root, 'models')).filter((f) => f.endsWith('.gguf')).map((f) => join(root, 'models', f));
@@ -37,17 +37,40 @@ async function sameAsNativeEncDec(path, model) {
   }
 }
 
+// Image encoders (the shapes ViT): embedImage of a picture is the native CLI's embed-image of it.
+async function sameAsNativeImage(path, model) {
+  const w = 32, h = 32, rgb = Buffer.alloc(w * h * 3), data = new Uint8Array(w * h * 4);
+  for (let i = 0; i < w * h; i++) {
+    const x = i % w, y = Math.floor(i / w), on = (x - 15) ** 2 + (y - 12) ** 2 < 64;
+    for (let c = 0; c < 3; c++) rgb[i * 3 + c] = data[i * 4 + c] = on ? 40 + 90 * c : 230 - 60 * c;
+    data[i * 4 + 3] = 255;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'qkv-image-'));
+  try {
+    writeFileSync(join(dir, 'p.ppm'), Buffer.concat([Buffer.from(`P6\n${w} ${h}\n255\n`), rgb]));
+    const n = runNative(['embed-image', path, join(dir, 'p.ppm')]);
+    assert.equal(n.status, 0, n.stderr);
+    const want = JSON.parse(n.stdout.toString());
+    const got = await model.embedImage({ data, width: w, height: h });
+    assert.equal(got.length, want.length);
+    for (let i = 0; i < got.length; i++) assert.ok(Math.abs(got[i] - want[i]) <= 1e-5, `[${i}] ${got[i]} vs ${want[i]}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 for (const path of shipped) {
   test(`${path.slice(root.length + 1)} loads through the JS API and generates what the native CLI does`,
     { skip: !haveNative && 'no native build' }, async () => {
       const model = await loadModel(path);
-      const encdec = model instanceof EncoderDecoderModel;
+      const encdec = model instanceof EncoderDecoderModel, image = model instanceof ImageEncoderModel;
       try {
         if (encdec) await sameAsNativeEncDec(path, model);
+        if (image) await sameAsNativeImage(path, model);
       } finally {
         model.dispose();
       }
-      if (!encdec) await sameAsNative(path, 'In the beginning');
+      if (!encdec && !image) await sameAsNative(path, 'In the beginning');
     });
 }
 
