@@ -91,7 +91,8 @@ test('image panel: picked PNG -> probabilities equal to Node\'s classifyImage; a
     await page.waitForFunction(() => document.getElementById('image-status').textContent.startsWith('224x224 image'), null, { timeout: 60000 });
     assert.equal(await page.$$eval('#image-classes li', (lis) => lis.length), want.length);
     await page.locator('#image-panel').screenshot({ path: join(root, 'test-artifacts', 'demo-image-panel.png') }).catch(() => {});
-    assert.deepEqual(errors, []);
+    // Chromium sometimes reports a fetch whose body was read to its end as ERR_ABORTED (as demo_e2e.test.mjs filters).
+    assert.deepEqual(errors.filter((e) => !/^requestfailed: \S+\/models\/\S+\.(bin|gguf) net::ERR_ABORTED$/.test(e)), []);
   } finally {
     await browser.close();
     await srv.close();
