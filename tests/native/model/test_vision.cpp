@@ -300,6 +300,18 @@ TEST(VisionModel, RefusesMismatchedClassifierHead) {
       w.add_tensor(t.name, t.dims, (const float*)g.tensor_data(t), QType::F32);
     EXPECT_QKV_ERROR(loads(w.finish()), ErrorCode::BadModel, "v.head.weight", "no clip.vision.labels");
   }
+  {  // a head whose rows are not n_embd wide
+    const GgufFile g = GgufFile::parse(blob_of(good));
+    GgufWriter w;
+    for (const auto& [k, v] : g.metadata())
+      if (k != "general.alignment") w.add_value(k, v);
+    for (const GgufTensorInfo& t : g.tensors())
+      if (t.name != "v.head.weight") w.add_tensor(t.name, t.dims, (const float*)g.tensor_data(t), QType::F32);
+    const std::vector<float> wide((size_t)(s.dim + 1) * 3, 0.1f);
+    w.add_tensor("v.head.weight", {(uint64_t)s.dim + 1, 3}, wide.data(), QType::F32);
+    EXPECT_QKV_ERROR(loads(w.finish()), ErrorCode::BadModel, "v.head.weight", "has shape [33 x 3]",
+                     "expected [32 x n_classes]");
+  }
 }
 
 TEST(VisionModel, RefusesBrokenMmproj) {
