@@ -5,7 +5,6 @@
 // Image models are listed by the build in models/images.json (every clip-arch GGUF of models/, or a
 // random-weight fixture standing in); they run on the page (the engine's Worker does not carry
 // image encoders), single-threaded: they are small.
-import { loadModel } from './qkv/src/js/browser.js';
 import { colourOf } from './heatmap.js';
 import { errorText, formatBytes, formatMs } from './format.js';
 
@@ -83,7 +82,8 @@ export function initImages(el) {
     status(`Loading ${m.name}…`, 'loading');
     el.modelDesc.textContent = m.description ?? '';
     const t0 = performance.now();
-    s.loading = loadModel(new URL(`models/${m.model}`, location.href).href, { threads: 1 });
+    // Imported when first needed: the page's text path loads nothing more than before.
+    s.loading = import('./qkv/src/js/browser.js').then(({ loadModel }) => loadModel(new URL(`models/${m.model}`, location.href).href, { threads: 1 }));
     try {
       s.model = await s.loading;
       const info = s.model.info;
