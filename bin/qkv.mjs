@@ -23,6 +23,9 @@ function usage(mod, out) {
     '                 [--size N] [--resize crop|squash] [--threads N]\n' +
     '                                   an image encoder (llama.cpp mmproj GGUF) on binary PPM/PGM\n' +
     '                                   images: one JSON array (the image\'s embedding) per line\n' +
+    '  qkv classify-image MODEL IMAGE... [--top N] [--size N] [--resize crop|squash] [--threads N]\n' +
+    '                                   an image classifier (clip GGUF with v.head.*) on PPM/PGM images:\n' +
+    '                                   one JSON array of the N likeliest {index, label, probability}\n' +
     '  qkv serve MODEL [--port 8080] [--host 127.0.0.1] [--name ID] [-z TOK] [--threads N] [--ctx N] [--max-body BYTES] [--max-pending N]\n' +
     '                                   an OpenAI-compatible HTTP server (/v1/chat/completions, ...)\n' +
     '  qkv --version                    print the version\n\n' + mod.runUsage());
@@ -274,17 +277,66 @@ async function embedImage(mod, argv) {
   try {
     m = await loadModel(paths[0], { threads });
     for (const p of paths.slice(1)) {
-      let img;
-      const buf = await readPathIntoHeap(mod, p, 'the image');
-      try {
-        img = mod.decodeImage(buf);
-      } catch (e) {
-        return fail(e.code ?? 'bad_argument', `${p}: ${e.message} (convert it first, e.g. with ImageMagick: convert IN.png OUT.ppm)`);
-      } finally {
-        buf.delete();
-      }
+      const img = await readImage(mod, p);
       const v = await m.embedImage(img, { pooling, normalize, project, resize, ...(size ? { size } : {}) });
       process.stdout.write(`[${Array.from(v, g9).join(',')}]\n`);
+    }
+    return 0;
+  } catch (e) {
+    return fail(e.code ?? 'internal', e.message);
+  } finally {
+    m?.dispose();
+  }
+}
+
+// A binary PPM/PGM file as {data, width, height}; a corrupt one is a typed error naming the file.
+async function readImage(mod, path) {
+  const buf = await readPathIntoHeap(mod, path, 'the image');
+  try {
+    return mod.decodeImage(buf);
+  } catch (e) {
+    throw Object.assign(new Error(`${path}: ${e.message} (convert it first, e.g. with ImageMagick: convert IN.png OUT.ppm)`), { code: e.code ?? 'bad_argument' });
+  } finally {
+    buf.delete();
+  }
+}
+
+// `qkv classify-image MODEL IMAGE... [--top N]`: one JSON array per image of the N likeliest
+// classes {index, label, probability}, most likely first, as the native CLI prints them.
+async function classifyImage(mod, argv) {
+  const { loadModel } = await import('../src/js/node.js');
+  const paths = [];
+  let top = 5, threads = 'auto', size, resize;
+  const FLAGS = ['--top', '--size', '--resize', '--threads'];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (FLAGS.includes(a)) {
+      if (i + 1 >= argv.length) return fail('bad_argument', `${a} needs a value`);
+      const v = argv[++i];
+      const int = (lo, hi) => (/^[0-9]+$/.test(v) && Number(v) >= lo && Number(v) <= hi ? Number(v) : null);
+      if (a === '--resize') {
+        if (v !== 'crop' && v !== 'squash') return fail('bad_argument', `resize mode '${v}' is not one of crop, squash`);
+        resize = v;
+      } else if (a === '--top') {
+        if ((top = int(1, 1 << 20)) === null) return fail('bad_argument', `--top must be an integer in 1..${1 << 20}, got '${v}'`);
+      } else if (a === '--threads') {
+        if ((threads = int(1, 256)) === null) return fail('bad_argument', `--threads must be an integer in 1..256, got '${v}'`);
+      } else if ((size = int(1, 4096)) === null) return fail('bad_argument', `--size must be an integer in 1..4096, got '${v}'`);
+    } else if (a.startsWith('-') && a.length > 1) return fail('bad_argument', mod.unknownOptionMessage(a, FLAGS));
+    else paths.push(a);
+  }
+  if (paths.length === 0) return fail('bad_argument', 'classify-image needs MODEL (usage: qkv classify-image MODEL IMAGE...)');
+  if (paths.length < 2) return fail('bad_argument', 'classify-image needs at least one IMAGE');
+  let m;
+  try {
+    m = await loadModel(paths[0], { threads });
+    if (!m.info.imageEncoder) return fail('unsupported', `${paths[0]} is not an image encoder`);
+    if (m.info.labels.length === 0) return fail('unsupported', `${paths[0]} has no classifier head (v.head.weight, clip.vision.labels): use embed-image`);
+    for (const p of paths.slice(1)) {
+      const img = await readImage(mod, p);
+      const classes = await m.classifyImage(img, { topK: top, resize, ...(size ? { size } : {}) });
+      const items = classes.map((c) => `{"index":${c.index},"label":${JSON.stringify(c.label)},"probability":${g9(c.probability)}}`);
+      process.stdout.write(`[${items.join(',')}]\n`);
     }
     return 0;
   } catch (e) {
@@ -401,10 +453,11 @@ async function main(argv) {
   if (cmd === 'perplexity') return perplexity(mod, rest);
   if (cmd === 'embed') return embed(mod, rest);
   if (cmd === 'embed-image') return embedImage(mod, rest);
+  if (cmd === 'classify-image') return classifyImage(mod, rest);
   if (cmd === 'serve') return serveCmd(rest);
   if (cmd === 'quantize') return quantize(rest);
   if (cmd !== 'run' && cmd !== 'logits') {
-    const commands = ['run', 'info', 'tokenize', 'logits', 'perplexity', 'quantize', 'embed', 'embed-image'];
+    const commands = ['run', 'info', 'tokenize', 'logits', 'perplexity', 'quantize', 'embed', 'embed-image', 'classify-image'];
     process.stderr.write(`qkv: unknown command '${cmd}'${mod.didYouMean(cmd, commands)}\n\n`);
     usage(mod, process.stderr);
     return 1;

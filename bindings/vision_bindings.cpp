@@ -1,5 +1,5 @@
 // Embind surface of image encoders (llama.cpp mmproj GGUF): ImageModel loads one from a heap
-// buffer and embeds RGBA images that JS wrote into heap buffers (src/js/vision.js); decodeImage
+// buffer and embeds (or classifies) RGBA images that JS wrote into heap buffers (src/js/vision.js); decodeImage
 // reads binary PPM/PGM files for the Node CLI.
 #include <memory>
 
@@ -23,6 +23,7 @@ class JsImageModel {
     ImageModelData d = load_image_model(buf.model_blob());
     pre_ = d.preprocess;
     projector_ = d.projector;
+    head_ = std::move(d.head);
     model_ = std::make_unique<Transformer>(std::move(d.model), 0, pool_);
   }
 
@@ -55,6 +56,9 @@ class JsImageModel {
     o.set("imageMean", mean);
     o.set("imageStd", sd);
     o.set("projector", projector_);
+    val labels = val::array();
+    for (const std::string& l : head_.labels) labels.call<void>("push", l);
+    o.set("labels", labels);
     o.set("weightBytes", (double)model_->weight_bytes());
     o.set("threads", pool_->size());
     o.set("simd", std::string(simd_arch_name()));
@@ -65,6 +69,19 @@ class JsImageModel {
   // resize} (checked in JS; checked again here). Returns a Float32Array.
   val embedImage(const JsBuffer& rgba, int width, int height, val options) {
     return guard([&] { return embed(rgba, width, height, options); });
+  }
+
+  // Class probabilities (softmax of the classifier head), a Float32Array in class order; options:
+  // {size, resize} (checked in JS; checked again here).
+  val classifyImage(const JsBuffer& rgba, int width, int height, val options) {
+    return guard([&] {
+      if (!head_)
+        fail(ErrorCode::Unsupported, "this image encoder has no classifier head (v.head.weight, clip.vision.labels)");
+      const ImagePreprocess p = preprocess(options);
+      const std::vector<float> pr =
+          classify_image(*model_, head_.weight, head_.bias, p, rgba.blob()->data(), rgba.blob()->size(), width, height);
+      return val::global("Float32Array").new_(val(typed_memory_view(pr.size(), pr.data())));
+    });
   }
 
   // embedImage plus the attention of every layer and head: {embedding, attention: Float32Array
@@ -90,10 +107,21 @@ class JsImageModel {
 
  private:
   // Options checked (again: JS checks them first), the image preprocessed and embedded.
+  static val opt(const val& options, const char* k) {
+    return options.isUndefined() || options.isNull() ? val::undefined() : options[k];
+  }
+  ImagePreprocess preprocess(const val& options) {
+    ImagePreprocess p = pre_;
+    val size = opt(options, "size");
+    if (size.isNumber()) p.size = size.as<int>();
+    val resize = opt(options, "resize");
+    if (resize.isString()) p.mode = parse_resize_mode(resize.as<std::string>());
+    size_ = p.size;
+    return p;
+  }
   val embed(const JsBuffer& rgba, int width, int height, val options) {
     ImageEmbedOptions o;
-    ImagePreprocess p = pre_;
-    auto opt = [&](const char* k) { return options.isUndefined() || options.isNull() ? val::undefined() : options[k]; };
+    auto opt = [&](const char* k) { return JsImageModel::opt(options, k); };
     val pooling = opt("pooling");
     if (pooling.isString()) {
       const std::string s = pooling.as<std::string>();
@@ -102,11 +130,7 @@ class JsImageModel {
     }
     if (opt("normalize").isFalse()) o.normalize = false;
     if (opt("project").isFalse()) o.project = false;
-    val size = opt("size");
-    if (size.isNumber()) p.size = size.as<int>();
-    val resize = opt("resize");
-    if (resize.isString()) p.mode = parse_resize_mode(resize.as<std::string>());
-    size_ = p.size;
+    const ImagePreprocess p = preprocess(options);
     const std::vector<float> e = embed_image(*model_, p, rgba.blob()->data(), rgba.blob()->size(), width, height, o);
     return val::global("Float32Array").new_(val(typed_memory_view(e.size(), e.data())));
   }
@@ -115,6 +139,7 @@ class JsImageModel {
   std::unique_ptr<Transformer> model_;
   ImagePreprocess pre_;
   std::string projector_;
+  ImageClassifierHead head_;
   int size_ = 0;  // the input side of the last call
 };
 
@@ -140,5 +165,6 @@ EMSCRIPTEN_BINDINGS(qkv_vision) {
       .constructor(&construct<JsImageModel, const JsBuffer&, int>, allow_raw_pointers())
       .function("info", &JsImageModel::info)
       .function("embedImage", &JsImageModel::embedImage)
-      .function("inspectImage", &JsImageModel::inspectImage);
+      .function("inspectImage", &JsImageModel::inspectImage)
+      .function("classifyImage", &JsImageModel::classifyImage);
 }

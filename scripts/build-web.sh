@@ -7,6 +7,8 @@
 #   web/dist/qkv/dist/qkv{,-mt}{,-relaxed}.{mjs,wasm}, *.worker.js  the WASM builds (src/js -> ../../dist)
 #   web/dist/models/default.json + the default model and its tokenizer
 #   web/dist/models/index.json + the other models/*.gguf (the demo's list of built-in models)
+#   web/dist/models/images.json + every image model of models/ (clip-arch GGUF: the image panel's
+#                                 list; a random-weight fixture classifier when there is none)
 #
 # The default model is the first models/*.gguf of the repository (qkv's own, e.g. models/kjv-2m.gguf:
 # a GGUF carries its tokenizer), else the first models/NAME.bin that has a tokenizer beside it
@@ -33,9 +35,13 @@ done
 
 # --- the default model -------------------------------------------------------------
 model="${QKV_MODEL:-}" tok="${QKV_TOKENIZER:-}" desc="" license="" prompt="" sidecar=""
+# Image models (GGUF with general.architecture "clip": classifiers and mmproj encoders) go to the
+# image panel's list (models/images.json), never to the text models'.
+is_image_model() { [ "$(head -c 65536 "$1" | grep -ac 'clip\.vision\.')" != 0 ]; }  # -c reads it all: no SIGPIPE under pipefail
 if [ -z "$model" ]; then
   for m in models/*.gguf; do
     [ -f "$m" ] || continue
+    if is_image_model "$m"; then continue; fi
     if [ -f "${m%.gguf}.json" ] && grep -q '"default": *false' "${m%.gguf}.json"; then continue; fi
     model="$m"
     if [ -f "${m%.gguf}.json" ]; then sidecar="${m%.gguf}.json"; fi
@@ -134,6 +140,7 @@ put "$manifest" models/default.json
   for m in models/*.gguf; do
     [ -f "$m" ] || continue
     [ "$m" != "$model" ] || continue
+    if is_image_model "$m"; then continue; fi
     put "$m" "models/$(basename "$m")"
     side=""
     if [ -f "${m%.gguf}.json" ]; then side="${m%.gguf}.json"; fi
@@ -143,6 +150,36 @@ put "$manifest" models/default.json
   printf ']\n'
 } >"$index"
 put "$index" models/index.json
+
+# The image panel's models: every image model of models/ (with its sidecar), else a random-weight
+# classifier from the test-model maker (build/qkv_test_models, when built) standing in for one.
+images="$(mktemp)" fixture=""
+trap 'rm -f "$manifest" "$index" "$images" "$fixture"' EXIT
+{
+  printf '['
+  sep=""
+  for m in models/*.gguf; do
+    [ -f "$m" ] && is_image_model "$m" || continue
+    put "$m" "models/$(basename "$m")"
+    side=""
+    if [ -f "${m%.gguf}.json" ]; then side="${m%.gguf}.json"; fi
+    printf '%s\n' "$sep"
+    manifest "$m" "" "$(basename "$m")" "" "" "" "" "$side"
+    sep=","
+  done
+  if [ -z "$sep" ] && [ -x build/qkv_test_models ]; then
+    fixture="$(mktemp --suffix=.gguf)"
+    build/qkv_test_models --image-classifier "$fixture"
+    put "$fixture" models/test-image-classifier.gguf
+    printf '\n'
+    manifest "$fixture" "" test-image-classifier.gguf "" \
+      "A random-weight ViT classifier (CLIP layout, 32 x 32 pixels in 8 x 8 patches, 5 labels): a test fixture standing in until a trained image model is in models/. Its classes mean nothing; its attention is real." \
+      "Test fixture of this repository." "" ""
+  fi
+  printf ']\n'
+} >"$images"
+[ -n "$sep" ] || [ -n "$fixture" ] || log "no image model (models/*.gguf with clip.vision.* keys) and no build/qkv_test_models: the image panel will say so"
+put "$images" models/images.json
 
 # Remove what no longer belongs to the site (an old default model, a deleted module).
 removed=0

@@ -630,6 +630,27 @@ export interface ImageEmbedOptions {
   signal?: AbortSignal;
 }
 
+export interface ImageClassifyOptions {
+  /** How many classes to return, most likely first (default 5; at most the number of classes). */
+  topK?: number;
+  /** As in ImageEmbedOptions. */
+  size?: number;
+  /** As in ImageEmbedOptions. */
+  resize?: 'crop' | 'squash';
+  /** Checked before the work starts. */
+  signal?: AbortSignal;
+}
+
+/** One class of classifyImage()'s answer. */
+export interface ImageClass {
+  /** The class's row in v.head.weight. */
+  index: number;
+  /** Its name from clip.vision.labels. */
+  label: string;
+  /** Softmax probability (all classes' sum to 1). */
+  probability: number;
+}
+
 /** The attention of an image encoder for one image (ImageEncoderModel.inspectImage). */
 export interface ImageInspection {
   embedding: Float32Array;
@@ -673,6 +694,8 @@ export interface ImageEncoderInfo {
   imageStd: number[];
   /** clip.projector_type of the file ('' if none): the VLM projector, not run by embedImage. */
   projector: string;
+  /** The classifier head's class names (clip.vision.labels), in class order; empty when the file has no head. */
+  labels: readonly string[];
   weightBytes: number;
   threads: number;
   simd: string;
@@ -702,6 +725,12 @@ export declare class ImageEncoderModel {
    * token (if any) and the patches (row-major from the top-left one).
    */
   inspectImage(image: ImageInput, options?: ImageEmbedOptions): Promise<ImageInspection>;
+  /**
+   * The topK likeliest classes through the model's classifier head (info.labels not empty):
+   * softmax of v.head.weight x pooled state + v.head.bias, the pooled state taken before any
+   * projection. No head: QkvError 'unsupported'; bad images and options: 'bad_argument'.
+   */
+  classifyImage(image: ImageInput, options?: ImageClassifyOptions): Promise<ImageClass[]>;
   /** embedImage() over a list, in order. */
   embedImages(images: ImageInput[], options?: ImageEmbedOptions): Promise<Float32Array[]>;
   dispose(): void;

@@ -5,6 +5,7 @@ import { Explorer } from './explorer.js';
 import { cacheAvailable, cacheSummary, clearCache, fetchCached } from './loader.js';
 import { errorText, formatBytes, formatMs, formatRate } from './format.js';
 import { initTrain } from './train.js';
+import { initImages } from './image.js';
 
 const $ = (id) => document.getElementById(id);
 const app = $('app');
@@ -512,6 +513,12 @@ async function main() {
     modelName: () => state.source?.name ?? 'model',
     useModel: (bytes, name) => load(async () => ({ model: new Blob([bytes]) }),
       { name, description: `A model trained in this page, ${formatBytes(bytes.byteLength)}`, source: 'trained' }),
+  });
+  initImages({
+    details: $('image-panel'), modelSelect: $('image-model'), modelDesc: $('image-model-desc'), drop: $('image-drop'),
+    file: $('image-file'), draw: $('image-draw'), clear: $('image-clear'), status: $('image-status'),
+    classes: $('image-classes'), classesHeading: $('image-classes-heading'), embedding: $('image-embedding'),
+    layer: $('image-layer'), head: $('image-head'), fromCls: $('image-from-cls'), view: $('image-view'), caption: $('image-caption'),
   });
   try {
     state.worker = await createWorker();

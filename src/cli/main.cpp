@@ -1,5 +1,6 @@
 // The native `qkv` command: `run` (llama2.c run.c's contract: generated text on stdout, speed
 // on stderr) and `logits` (writes the prompt's logits as raw f32, for conformance tests).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "../formats/hf.h"
 #include "../formats/loader.h"
 #include "../formats/quantize.h"
+#include "../json.h"
 #include "../kernels/simd.h"
 #include "../threadpool.h"
 #include "train_cmd.h"
@@ -51,6 +53,9 @@ static int usage(FILE* f) {
           "                 [--size N] [--resize crop|squash] [--threads N]\n"
           "                                   an image encoder (llama.cpp mmproj GGUF) on binary PPM/PGM\n"
           "                                   images: one JSON array (the image's embedding) per line\n"
+          "  qkv classify-image MODEL IMAGE... [--top N] [--size N] [--resize crop|squash] [--threads N]\n"
+          "                                   an image classifier (clip GGUF with v.head.*) on PPM/PGM images:\n"
+          "                                   one JSON array of the N likeliest {index, label, probability}\n"
           "  qkv --version                    print the version\n%s\n%s",
           QKV_VERSION, qtype_names(), train_usage(), run_usage());
   return f == stderr ? 1 : 0;
@@ -271,6 +276,87 @@ static int cmd_embed(const std::vector<std::string>& args) {
   return 0;
 }
 
+// A binary PPM/PGM file as RGBA bytes; a corrupt one is an error naming the file.
+static std::vector<uint8_t> read_image(const std::string& path, int* w, int* h) {
+  auto file = map_file(path);
+  try {
+    return decode_pnm(file->data(), file->size(), w, h);
+  } catch (const Error& e) {
+    fail(e.code(), path + ": " + e.what() + " (convert it first, e.g. with ImageMagick: convert IN.png OUT.ppm)");
+  }
+}
+
+static int parse_int_flag(const std::string& flag, const std::string& v, int lo, int hi) {
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || n < lo || n > hi)
+    fail(ErrorCode::BadArgument,
+         flag + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got '" + v + "'");
+  return (int)n;
+}
+
+// qkv classify-image MODEL IMAGE... [--top N] [--size N] [--resize M] [--threads N]: one JSON array
+// per image of the N likeliest classes, [{"index", "label", "probability"}], most likely first.
+static int cmd_classify_image(const std::vector<std::string>& args) {
+  std::vector<std::string> paths;
+  int threads = 0, size = 0, top = 5;
+  std::string resize;
+  auto value = [&](size_t& i) -> const std::string& {
+    if (i + 1 >= args.size()) fail(ErrorCode::BadArgument, args[i] + " needs a value");
+    return args[++i];
+  };
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    if (a == "--top") top = parse_int_flag(a, value(i), 1, 1 << 20);
+    else if (a == "--threads") threads = parse_int_flag(a, value(i), 1, 256);
+    else if (a == "--size") size = parse_int_flag(a, value(i), 1, kMaxEncoderSide);
+    else if (a == "--resize") resize = value(i);
+    else if (a.size() > 1 && a[0] == '-')
+      fail(ErrorCode::BadArgument, unknown_option_message(a, {"--top", "--size", "--resize", "--threads"}));
+    else paths.push_back(a);
+  }
+  if (paths.empty())
+    fail(ErrorCode::BadArgument, "classify-image needs MODEL (usage: qkv classify-image MODEL IMAGE...)");
+  if (paths.size() < 2) fail(ErrorCode::BadArgument, "classify-image needs at least one IMAGE");
+  ImageModelData d = load_image_model(map_file(paths[0]));
+  if (!d.head)
+    fail(ErrorCode::Unsupported,
+         paths[0] + " has no classifier head (v.head.weight, clip.vision.labels): use embed-image");
+  ImagePreprocess pp = d.preprocess;
+  if (size) pp.size = size;
+  if (!resize.empty()) pp.mode = parse_resize_mode(resize);
+  auto pool = std::make_shared<ThreadPool>(threads > 0 ? threads : ThreadPool::hardware_threads());
+  Transformer model(std::move(d.model), 0, pool);
+  for (size_t k = 1; k < paths.size(); k++) {
+    int w = 0, h = 0;
+    const std::vector<uint8_t> rgba = read_image(paths[k], &w, &h);
+    const std::vector<float> p = classify_image(model, d.head.weight, d.head.bias, pp, rgba.data(), rgba.size(), w, h);
+    std::vector<int> order(p.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = (int)i;
+    // Most likely first; ties in class order, as the JS API sorts.
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+    Json out;
+    out.k = Json::Arr;
+    char buf[32];
+    for (size_t i = 0; i < order.size() && (int)i < top; i++) {
+      Json c;
+      c.k = Json::Obj;
+      Json index, label, prob;
+      index.k = prob.k = Json::Num;
+      index.s = std::to_string(order[i]);
+      snprintf(buf, sizeof buf, "%.9g", p[order[i]]);
+      prob.s = buf;
+      label.k = Json::Str;
+      label.s = d.head.labels[order[i]];
+      c.obj = {{"index", index}, {"label", label}, {"probability", prob}};
+      out.arr.push_back(std::move(c));
+    }
+    const std::string line = json_text(out) + "\n";
+    fwrite(line.data(), 1, line.size(), stdout);
+  }
+  return 0;
+}
+
 // qkv embed-image MMPROJ IMAGE... [--pooling P] [--no-normalize] [--no-project] [--size N] [--resize M] [--threads N]
 static int cmd_embed_image(const std::vector<std::string>& args) {
   std::vector<std::string> paths;
@@ -281,14 +367,6 @@ static int cmd_embed_image(const std::vector<std::string>& args) {
     if (i + 1 >= args.size()) fail(ErrorCode::BadArgument, args[i] + " needs a value");
     return args[++i];
   };
-  auto integer = [](const std::string& flag, const std::string& v, int lo, int hi) {
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end || n < lo || n > hi)
-      fail(ErrorCode::BadArgument,
-           flag + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got '" + v + "'");
-    return (int)n;
-  };
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
     if (a == "--no-normalize") o.normalize = false;
@@ -297,8 +375,8 @@ static int cmd_embed_image(const std::vector<std::string>& args) {
       const std::string& v = value(i);
       if (v != "cls" && v != "mean") fail(ErrorCode::BadArgument, "--pooling must be cls or mean, got '" + v + "'");
       o.pooling = parse_pooling(v);
-    } else if (a == "--threads") threads = integer(a, value(i), 1, 256);
-    else if (a == "--size") size = integer(a, value(i), 1, kMaxEncoderSide);
+    } else if (a == "--threads") threads = parse_int_flag(a, value(i), 1, 256);
+    else if (a == "--size") size = parse_int_flag(a, value(i), 1, kMaxEncoderSide);
     else if (a == "--resize") resize = value(i);
     else if (a.size() > 1 && a[0] == '-')
       fail(ErrorCode::BadArgument, unknown_option_message(a, {"--pooling", "--no-normalize", "--no-project", "--size",
@@ -316,14 +394,8 @@ static int cmd_embed_image(const std::vector<std::string>& args) {
   std::string line;
   char buf[32];
   for (size_t k = 1; k < paths.size(); k++) {
-    auto file = map_file(paths[k]);
     int w = 0, h = 0;
-    std::vector<uint8_t> rgba;
-    try {
-      rgba = decode_pnm(file->data(), file->size(), &w, &h);
-    } catch (const Error& e) {
-      fail(e.code(), paths[k] + ": " + e.what() + " (convert it first, e.g. with ImageMagick: convert IN.png OUT.ppm)");
-    }
+    const std::vector<uint8_t> rgba = read_image(paths[k], &w, &h);
     const std::vector<float> e = embed_image(model, pp, rgba.data(), rgba.size(), w, h, o);
     line = "[";
     for (size_t i = 0; i < e.size(); i++) {
@@ -381,9 +453,10 @@ int main(int argc, char** argv) {
     if (cmd == "perplexity") return cmd_perplexity(args);
     if (cmd == "embed") return cmd_embed(args);
     if (cmd == "embed-image") return cmd_embed_image(args);
+    if (cmd == "classify-image") return cmd_classify_image(args);
     fprintf(stderr, "qkv: unknown command '%s'%s\n\n", cmd.c_str(),
             did_you_mean(cmd, {"run", "info", "tokenize", "logits", "convert", "quantize", "perplexity", "embed",
-                               "embed-image", "train", "train-tokenizer"})
+                               "embed-image", "classify-image", "train", "train-tokenizer"})
                 .c_str());
     return usage(stderr);
   } catch (const Error& e) {

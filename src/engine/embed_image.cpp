@@ -1,6 +1,7 @@
 // Image embeddings over Transformer::encode_image: pooling, projection, normalisation.
 #include "embed_image.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "../common.h"
@@ -64,6 +65,41 @@ std::vector<float> embed_image(Transformer& model, const ImagePreprocess& p, con
   image_pooling(model, o);  // a bad option is named before the work
   const std::vector<float> pixels = preprocess_image(rgba, bytes, width, height, p);
   return embed_pixels(model, pixels.data(), p.size, p.size, o);
+}
+
+std::vector<float> classify_pixels(Transformer& model, const Tensor& head_w, const float* head_b, const float* pixels,
+                                   int height, int width) {
+  if (!head_w || head_w.cols != model.config().dim)
+    fail(ErrorCode::Unsupported, "this image encoder has no classifier head (v.head.weight)");
+  ImageEmbedOptions o;
+  o.normalize = false;
+  o.project = false;
+  const std::vector<float> e = embed_pixels(model, pixels, height, width, o);
+  std::vector<float> row((size_t)head_w.cols);
+  std::vector<double> logit((size_t)head_w.rows);
+  double top = -INFINITY;
+  for (int64_t r = 0; r < head_w.rows; r++) {
+    dequantize_row_ref(head_w.type, head_w.row(r), row.data(), (int)head_w.cols);
+    double s = head_b ? head_b[r] : 0.0;
+    for (int64_t j = 0; j < head_w.cols; j++) s += (double)row[j] * e[j];
+    logit[r] = s;
+    top = std::max(top, s);
+  }
+  // Softmax in double, shifted by the largest logit so that no exp overflows.
+  double z = 0.0;
+  for (double& l : logit) z += (l = std::exp(l - top));
+  std::vector<float> p(logit.size());
+  for (size_t r = 0; r < p.size(); r++) p[r] = (float)(logit[r] / z);
+  return p;
+}
+
+std::vector<float> classify_image(Transformer& model, const Tensor& head_w, const float* head_b,
+                                  const ImagePreprocess& p, const uint8_t* rgba, uint64_t bytes, int width,
+                                  int height) {
+  if (!model.config().is_vision()) fail(ErrorCode::Unsupported, model.config().arch + " is not an image encoder");
+  if (!head_w) fail(ErrorCode::Unsupported, "this image encoder has no classifier head (v.head.weight)");
+  const std::vector<float> pixels = preprocess_image(rgba, bytes, width, height, p);
+  return classify_pixels(model, head_w, head_b, pixels.data(), p.size, p.size);
 }
 
 }  // namespace qkv

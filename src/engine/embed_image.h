@@ -28,4 +28,12 @@ std::vector<float> embed_pixels(Transformer& model, const float* pixels, int hei
 std::vector<float> embed_image(Transformer& model, const ImagePreprocess& p, const uint8_t* rgba, uint64_t bytes,
                                int width, int height, const ImageEmbedOptions& o);
 
+// An image classifier: the softmax of head_w (n_classes, dim) x pooled + head_b over the model's
+// own pooled state (class token, or mean of the patches without one), before any projection or
+// normalisation. Returns the n_classes probabilities in class order.
+std::vector<float> classify_pixels(Transformer& model, const Tensor& head_w, const float* head_b, const float* pixels,
+                                   int height, int width);
+std::vector<float> classify_image(Transformer& model, const Tensor& head_w, const float* head_b,
+                                  const ImagePreprocess& p, const uint8_t* rgba, uint64_t bytes, int width, int height);
+
 }  // namespace qkv

@@ -57,6 +57,33 @@ std::array<float, 3> triple(const GgufFile& g, const std::string& key, float def
   }
   return out;
 }
+// The classifier head: weight, bias and labels must agree on the class count (the labels name them).
+ImageClassifierHead load_head(const GgufFile& g, int64_t dim) {
+  ImageClassifierHead head;
+  const GgufTensorInfo* t = g.find_tensor("v.head.weight");
+  const GgufValue* labels = g.find("clip.vision.labels");
+  const bool has_bias = g.find_tensor("v.head.bias") != nullptr;
+  if (!t) {
+    if (labels) bad("clip.vision.labels is set but the tensor v.head.weight (the classifier head) is missing");
+    if (has_bias) bad("tensor v.head.bias is present but v.head.weight (the classifier head) is missing");
+    return head;
+  }
+  if (t->rank() != 2 || (int64_t)t->dim(0) != dim || t->dim(1) < 1 || t->dim(1) > (1u << 20))
+    bad("tensor v.head.weight has shape " + shape_of(*t) + ", expected [" + std::to_string(dim) + " x n_classes]");
+  const int64_t n = (int64_t)t->dim(1);
+  head.weight = weight(g, "v.head.weight", n, dim);
+  head.bias = vec(g, "v.head.bias", n);
+  if (!labels) bad("the classifier head v.head.weight has no clip.vision.labels (one name per class)");
+  if (labels->kind != GgufKind::ARRAY || labels->elem != GgufKind::STRING)
+    bad("clip.vision.labels must be an array of strings");
+  if ((int64_t)labels->size() != n)
+    bad("clip.vision.labels holds " + std::to_string(labels->size()) + " names; v.head.weight has " +
+        std::to_string(n) + " classes");
+  head.labels.reserve((size_t)n);
+  for (int64_t i = 0; i < n; i++) head.labels.push_back(labels->str_at((size_t)i));
+  head.storage = g.blob();
+  return head;
+}
 }  // namespace
 
 bool gguf_is_clip(const GgufFile& g) {
@@ -140,6 +167,7 @@ ImageModelData load_gguf_clip(const GgufFile& g) {
     if (proj < 1 || proj > (1 << 16)) bad("visual_projection.weight has shape " + shape_of(*t));
     w.projection = weight(g, "visual_projection.weight", proj, dm);
   }
+  d.head = load_head(g, dm);
   ImagePreprocess& pp = d.preprocess;
   pp.size = c.image_size;
   // CLIP's processor crops the centre of the shorter side's resize; SigLIP's squashes to a square.

@@ -78,6 +78,7 @@ export class ImageEncoderModel {
     this._info = call(() => handle.info());
     this._info.imageMean = Array.from(this._info.imageMean);
     this._info.imageStd = Array.from(this._info.imageStd);
+    this._info.labels = Object.freeze(Array.from(this._info.labels));
     this.warnings = [];
   }
 
@@ -86,7 +87,10 @@ export class ImageEncoderModel {
     return this._h;
   }
 
-  /** Architecture, sizes (patchSize, imageSize, embeddingDim), preprocessing, threads, memory. */
+  /**
+   * Architecture, sizes (patchSize, imageSize, embeddingDim), preprocessing, labels (the
+   * classifier head's class names; empty without one), threads, memory.
+   */
   get info() {
     this._live();
     const i = this._info;
@@ -133,6 +137,28 @@ export class ImageEncoderModel {
         return Array.from({ length: n }, (_, i) => maps.subarray(base + i * n, base + (i + 1) * n));
       },
     };
+  }
+
+  /**
+   * The class probabilities of an image through the model's classifier head (info.labels not
+   * empty: v.head.weight, v.head.bias and clip.vision.labels in the GGUF), applied to the pooled
+   * state before any projection, then softmax. Returns the topK (default 5; at most the number of
+   * classes) likeliest as [{index, label, probability}], most likely first (ties in class order).
+   * Options: {topK, size, resize, signal} (size and resize as in embedImage).
+   */
+  async classifyImage(image, options = {}) {
+    this._live();
+    checkOptions(options, ['topK', 'size', 'resize', 'signal'], 'classifyImage');
+    const { topK = 5, ...rest } = options;
+    const labels = this._info.labels;
+    if (labels.length === 0) {
+      throw new QkvError('unsupported', 'classifyImage: this image encoder has no classifier head (v.head.weight and clip.vision.labels in the GGUF); use embedImage');
+    }
+    check(Number.isInteger(topK) && topK >= 1, `topK must be a positive integer, got ${describe(topK)}`);
+    const probs = await this._run('classifyImage', image, rest);
+    return Array.from(probs, (probability, index) => ({ index, label: labels[index], probability }))
+      .sort((a, b) => b.probability - a.probability || a.index - b.index)
+      .slice(0, topK);
   }
 
   /** @internal */

@@ -123,6 +123,93 @@ for (const [name, options] of [['clip', { size: 20 }], ['siglip', {}]]) {
   });
 }
 
+function float64Classify(model, img, options = {}) {
+  const r = spawnSync('python3', [script, join(outDir, `${model}.gguf`), writeInput(img, { ...options, classify: true })], { encoding: 'utf8', maxBuffer: 1 << 26 });
+  assert.equal(r.status, 0, `vision_forward.py failed: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+for (const [img, options] of [[image(23, 17, 11), {}], [image(30, 30, 12), { size: 24 }], [image(14, 26, 13), { resize: 'squash' }]]) {
+  test(`clip-cls classifyImage ${img.width}x${img.height} ${JSON.stringify(options)}: softmax of the head within ${TOL} of float64`, { skip }, async (t) => {
+    const model = await loadModel(join(outDir, 'clip-cls.gguf'), { threads: 1 });
+    try {
+      const want = float64Classify('clip-cls', img, options);
+      assert.deepEqual(model.info.labels, want.labels);
+      const got = await model.classifyImage(img, { ...options, topK: want.labels.length });
+      assert.equal(got.length, want.labels.length);
+      let w = 0;
+      for (const { index, label, probability } of got) {
+        assert.equal(label, want.labels[index]);
+        w = Math.max(w, Math.abs(probability - want.probabilities[index]));
+      }
+      t.diagnostic(`max |qkv - float64| = ${w.toExponential(2)}, probabilities ${want.probabilities.map((p) => p.toFixed(3))}`);
+      assert.ok(w <= TOL, `probabilities differ from float64 by up to ${w}`);
+      for (let i = 1; i < got.length; i++) assert.ok(got[i - 1].probability >= got[i].probability, 'sorted, most likely first');
+      // The default topK is 5; a smaller one is the head of the same list.
+      assert.deepEqual(await model.classifyImage(img, { ...options, topK: 2 }), got.slice(0, 2));
+    } finally {
+      model.dispose();
+    }
+  });
+}
+
+test('classifyImage: models without a head and bad options are typed errors', { skip }, async () => {
+  const plain = await loadModel(join(outDir, 'clip.gguf'), { threads: 1 });
+  const cls = await loadModel(join(outDir, 'clip-cls.gguf'), { threads: 1 });
+  try {
+    const ok = image(8, 8, 1);
+    assert.deepEqual(plain.info.labels, []);
+    await assert.rejects(plain.classifyImage(ok), (e) => e instanceof QkvError && e.code === 'unsupported' && /no classifier head/.test(e.message));
+    for (const [opts, re] of [[{ topK: 0 }, /topK/], [{ topK: 1.5 }, /topK/], [{ pooling: 'mean' }, /pooling/], [{ size: 7 }, /multiple of the patch size/]]) {
+      await assert.rejects(cls.classifyImage(ok, opts), (e) => e instanceof QkvError && e.code === 'bad_argument' && re.test(e.message), JSON.stringify(opts));
+    }
+    await assert.rejects(cls.classifyImage({ data: new Uint8Array(3), width: 1, height: 1 }), (e) => e.code === 'bad_argument');
+    const ac = new AbortController();
+    ac.abort();
+    await assert.rejects(cls.classifyImage(ok, { signal: ac.signal }), (e) => e.name === 'AbortError' || e.code === 'aborted');
+  } finally {
+    plain.dispose();
+    cls.dispose();
+  }
+  await assert.rejects(cls.classifyImage(image(4, 4, 1)), (e) => e.code === 'disposed');
+});
+
+test('both CLIs: classify-image on a PPM matches the JS API', { skip }, async () => {
+  const img = image(21, 15, 14);
+  const rgb = Buffer.alloc(img.width * img.height * 3);
+  for (let i = 0; i < img.width * img.height; i++) for (let c = 0; c < 3; c++) rgb[i * 3 + c] = img.data[i * 4 + c];
+  const ppm = join(outDir, 'classify.ppm');
+  writeFileSync(ppm, Buffer.concat([Buffer.from(`P6\n${img.width} ${img.height}\n255\n`), rgb]));
+  const model = await loadModel(join(outDir, 'clip-cls.gguf'), { threads: 1 });
+  let want;
+  try {
+    want = await model.classifyImage(img, { topK: 3 });
+  } finally {
+    model.dispose();
+  }
+  const args = ['classify-image', join(outDir, 'clip-cls.gguf'), ppm, ppm, '--top', '3', '--threads', '1'];
+  const runs = [['node', runWasm(args)]];
+  if (haveNative) runs.push(['native', runNative(args)]);
+  for (const [which, r] of runs) {
+    assert.equal(r.status, 0, `${which}: ${r.stderr}`);
+    const lines = r.stdout.toString().trim().split('\n');
+    assert.equal(lines.length, 2, `${which}: one line per image`);
+    for (const line of lines) {
+      const got = JSON.parse(line);
+      assert.deepEqual(got.map((c) => [c.index, c.label]), want.map((c) => [c.index, c.label]), which);
+      got.forEach((c, i) => assert.ok(Math.abs(c.probability - want[i].probability) <= 1e-6, `${which}: ${c.probability} vs ${want[i].probability}`));
+    }
+  }
+  for (const r of [runWasm(['classify-image', join(outDir, 'clip.gguf'), ppm]), ...(haveNative ? [runNative(['classify-image', join(outDir, 'clip.gguf'), ppm])] : [])]) {
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /error \[unsupported\]: .*no classifier head/);
+  }
+  for (const r of [runWasm(['classify-image', join(outDir, 'clip-cls.gguf'), ppm, '--top', '0']), ...(haveNative ? [runNative(['classify-image', join(outDir, 'clip-cls.gguf'), ppm, '--top', '0'])] : [])]) {
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /error \[bad_argument\]: --top must be an integer/);
+  }
+});
+
 test('bad images and options are typed errors', { skip }, async () => {
   const model = await loadModel(join(outDir, 'clip.gguf'), { threads: 1 });
   const siglip = await loadModel(join(outDir, 'siglip.gguf'), { threads: 1 });

@@ -12,7 +12,10 @@ Reads llama.cpp's mmproj tensor names; F32 and F16 tensors.
   python3 vision_forward.py MODEL.gguf INPUT.json
   INPUT: {"width", "height", "rgba": [...], "size": N|null, "resize": "crop"|"squash"|null,
           "pooling": "cls"|"mean"|null, "normalize": bool, "project": bool}
-prints {"embedding": [...]}, with "attention": true in INPUT also {"attention": [layer][head][query][key]}."""
+prints {"embedding": [...]}, with "attention": true in INPUT also {"attention": [layer][head][query][key]};
+with "classify": true instead {"probabilities": [...], "labels": [...]}: the classifier head
+v.head.weight [dim, n_classes] + v.head.bias on the model's own pooled state (class token, else the
+mean of the patches) after post LayerNorm and before any projection, then softmax."""
 import json, math, struct, sys
 from gguf_read import read_gguf
 path, inpath = sys.argv[1], sys.argv[2]
@@ -129,6 +132,11 @@ for l in range(L):
     f = [mv(T(down + 'weight'), [act(t) for t in mv(T(up + 'weight'), x, opt(up + 'bias'))], opt(down + 'bias')) for x in hn]
     xs = [[a + bb for a, bb in zip(x, y)] for x, y in zip(xs, f)]
 if has('v.post_ln.weight'): xs = [ln(x, T('v.post_ln.weight'), opt('v.post_ln.bias')) for x in xs]
+if inp.get('classify'):  # the classifier head on the model's own pooling, before any projection, then softmax
+    pooled = xs[0] if cls_tok else [sum(x[d] for x in xs[off:]) / (N - off) for d in range(dim)]
+    logits = mv(T('v.head.weight'), pooled, T('v.head.bias'))
+    mx = max(logits); ex = [math.exp(t - mx) for t in logits]; z = sum(ex)
+    print(json.dumps({'probabilities': [t / z for t in ex], 'labels': meta['clip.vision.labels']})); sys.exit(0)
 if pooling == 'cls': e = xs[0]
 else: e = [sum(x[d] for x in xs[off:]) / (N - off) for d in range(dim)]
 if inp.get('project', True) and has('visual_projection.weight'): e = mv(T('visual_projection.weight'), e)

@@ -7,6 +7,10 @@ async function misuse(model: Model, clip: ImageEncoderModel): Promise<void> {
   await clip.embedImage({ data: new Uint8Array(4), width: 1, height: 1 }, { pooling: 'last' });
   // @ts-expect-error raw images are bytes, not a number array
   await clip.embedImage({ data: [0, 0, 0, 255], width: 1, height: 1 });
+  // @ts-expect-error classifyImage has no pooling (the head reads the model's own)
+  await clip.classifyImage(new Blob([]), { pooling: 'mean' });
+  // @ts-expect-error labels are read-only
+  clip.info.labels.push('x');
   // @ts-expect-error resize is crop or squash
   await clip.embedImage(new Blob([]), { resize: 'fit' });
   // @ts-expect-error the tokenizer is a source, not a number

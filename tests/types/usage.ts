@@ -1,5 +1,5 @@
 // Compile-only check of the public types (tsc --noEmit): every documented call, as users write it.
-import { loadModel, quantize, QUANTIZE_TYPES, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats, type EmbedPooling, type EncoderDecoderModel, type EncoderDecoderInfo, type EncoderDecoderInspection, type ImageEncoderModel, type ImageEncoderInfo, type RawImage } from 'qkv';
+import { loadModel, quantize, QUANTIZE_TYPES, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats, type EmbedPooling, type EncoderDecoderModel, type EncoderDecoderInfo, type EncoderDecoderInspection, type ImageEncoderModel, type ImageEncoderInfo, type RawImage, type ImageClass } from 'qkv';
 import { createWorker, type RemoteModel, type RemoteEncoderDecoderModel } from 'qkv/worker';
 
 async function main(): Promise<void> {
@@ -72,6 +72,10 @@ async function main(): Promise<void> {
   const seen = await clip.inspectImage(raw);
   const fromCls: Float32Array = seen.attention(seen.layers - 1, 0)[0];
   console.log(fromCls.length === seen.rows, seen.gridWidth * seen.gridHeight + (seen.classToken ? 1 : 0) === seen.rows);
+  if (ci.labels.length > 0) {
+    const classes: ImageClass[] = await clip.classifyImage(raw, { topK: ci.labels.length, signal: new AbortController().signal });
+    console.log(classes[0].index, classes[0].label.toUpperCase(), classes[0].probability.toFixed(3));
+  }
   clip.dispose();
   const w = await createWorker();
   const rm: RemoteModel = await w.loadModel(new URL('https://example.com/m.bin'), { tokenizer: 'tok.bin' });

@@ -46,14 +46,16 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
-// A GGUF rebuilt from `bytes` with one tensor left out and/or one integer key replaced.
+// A GGUF rebuilt from `bytes` with one tensor left out and/or one key replaced (by an integer, or
+// by `strings` when given).
 std::vector<uint8_t> rewrite(const std::vector<uint8_t>& bytes, const std::string& drop, const std::string& key = "",
-                             int64_t value = 0) {
+                             int64_t value = 0, const std::vector<std::string>* strings = nullptr) {
   const GgufFile g = GgufFile::parse(blob_of(bytes));
   GgufWriter w;
   for (const auto& [k, v] : g.metadata()) {
     if (k == "general.alignment") continue;  // the writer adds its own
-    if (k == key) w.add_u32(k, (uint32_t)value);
+    if (k == key && strings) w.add_strings(k, *strings);
+    else if (k == key) w.add_u32(k, (uint32_t)value);
     else w.add_value(k, v);
   }
   for (const GgufTensorInfo& t : g.tensors()) {
@@ -240,6 +242,76 @@ TEST(VisionModel, SiglipHasNoClassToken) {
   ImageEmbedOptions cls;
   cls.pooling = PoolKind::Cls;
   EXPECT_QKV_ERROR(embed(*m, p, 16, 16, cls), ErrorCode::BadArgument, "no class token");
+}
+
+TEST(VisionModel, ClassifierHeadGivesSoftmaxOfThePooledState) {
+  TestClipSpec s;
+  s.labels = {"a", "b", "c"};
+  s.projection = 8;  // the head reads the pooled state before it
+  ImageModelData d = load_image_model(blob_of(write_test_clip_model(s)));
+  ASSERT_TRUE(d.head);
+  EXPECT_EQ(d.head.classes(), 3);
+  EXPECT_EQ(d.head.labels, s.labels);
+  const ImagePreprocess pp = d.preprocess;
+  ImageClassifierHead head = d.head;
+  Transformer m(std::move(d.model), 0, std::make_shared<ThreadPool>(1));
+  const std::vector<uint8_t> img = random_rgba(19, 23, 3);
+  const std::vector<float> p = classify_image(m, head.weight, head.bias, pp, img.data(), img.size(), 19, 23);
+  ImageEmbedOptions raw;
+  raw.normalize = raw.project = false;
+  const std::vector<float> e = embed_image(m, pp, img.data(), img.size(), 19, 23, raw);
+  // softmax(W e + b) from the definition, in double, over the f32 weights.
+  std::vector<double> z(3);
+  double sum = 0;
+  for (int c = 0; c < 3; c++) {
+    z[c] = head.bias[c];
+    for (int j = 0; j < m.config().dim; j++) z[c] += (double)head.weight.f32()[c * m.config().dim + j] * e[j];
+  }
+  const double top = std::max({z[0], z[1], z[2]});
+  for (double& v : z) sum += (v = std::exp(v - top));
+  ASSERT_EQ(p.size(), 3u);
+  for (int c = 0; c < 3; c++) EXPECT_NEAR(p[c], z[c] / sum, 1e-6);
+  // A model without a head says so.
+  TestClipSpec plain;
+  auto bare = load(plain);
+  EXPECT_QKV_ERROR(classify_image(*bare, Tensor{}, nullptr, pp, img.data(), img.size(), 19, 23), ErrorCode::Unsupported,
+                   "classifier head");
+}
+
+TEST(VisionModel, RefusesMismatchedClassifierHead) {
+  TestClipSpec s;
+  s.labels = {"a", "b", "c"};
+  const std::vector<uint8_t> good = write_test_clip_model(s);
+  auto loads = [](const std::vector<uint8_t>& b) { load_image_model(blob_of(b)); };
+  EXPECT_QKV_ERROR(loads(rewrite(good, "v.head.bias")), ErrorCode::BadModel, "v.head.bias", "missing");
+  EXPECT_QKV_ERROR(loads(rewrite(good, "v.head.weight")), ErrorCode::BadModel, "clip.vision.labels", "v.head.weight");
+  const std::vector<std::string> two = {"a", "b"};
+  EXPECT_QKV_ERROR(loads(rewrite(good, "", "clip.vision.labels", 0, &two)), ErrorCode::BadModel, "clip.vision.labels",
+                   "holds 2", "3 classes");
+  EXPECT_QKV_ERROR(loads(rewrite(good, "", "clip.vision.labels", 7)), ErrorCode::BadModel, "clip.vision.labels",
+                   "array of strings");
+  // A head without labels, and labels without a head.
+  {
+    const GgufFile g = GgufFile::parse(blob_of(good));
+    GgufWriter w;
+    for (const auto& [k, v] : g.metadata())
+      if (k != "general.alignment" && k != "clip.vision.labels") w.add_value(k, v);
+    for (const GgufTensorInfo& t : g.tensors())
+      w.add_tensor(t.name, t.dims, (const float*)g.tensor_data(t), QType::F32);
+    EXPECT_QKV_ERROR(loads(w.finish()), ErrorCode::BadModel, "v.head.weight", "no clip.vision.labels");
+  }
+  {  // a head whose rows are not n_embd wide
+    const GgufFile g = GgufFile::parse(blob_of(good));
+    GgufWriter w;
+    for (const auto& [k, v] : g.metadata())
+      if (k != "general.alignment") w.add_value(k, v);
+    for (const GgufTensorInfo& t : g.tensors())
+      if (t.name != "v.head.weight") w.add_tensor(t.name, t.dims, (const float*)g.tensor_data(t), QType::F32);
+    const std::vector<float> wide((size_t)(s.dim + 1) * 3, 0.1f);
+    w.add_tensor("v.head.weight", {(uint64_t)s.dim + 1, 3}, wide.data(), QType::F32);
+    EXPECT_QKV_ERROR(loads(w.finish()), ErrorCode::BadModel, "v.head.weight", "has shape [33 x 3]",
+                     "expected [32 x n_classes]");
+  }
 }
 
 TEST(VisionModel, RefusesBrokenMmproj) {
