@@ -18,6 +18,7 @@ import { models as sharedModels, root } from './helpers.mjs';
 import { startServer } from './server.mjs';
 import { loadModel } from '../../src/js/node.js';
 import { createOpenAI } from '../../src/js/openai.js';
+import { createWorker } from '../../src/js/worker-client.js';
 import { imagePrompt } from '../../src/js/chat-images.js';
 
 const maker = join(root, 'build', 'qkv_test_models');
@@ -267,5 +268,24 @@ test('images in chat: the OpenAI-shaped API takes image parts, streaming too', {
     assert.equal(streamed, direct);
   } finally {
     model.dispose();
+  }
+});
+
+test('images in chat: through the Worker wrapper, the same reply', { skip: noMaker }, async () => {
+  const messages = [{ role: 'user', content: [{ type: 'image', image: picture(16, 16, 6) }, { type: 'text', text: 'And this?' }] }];
+  const reply = async (m) => {
+    let out = '';
+    for await (const p of m.chat(messages, { temperature: 0, maxTokens: 8 })) out += p.text;
+    return out;
+  };
+  const model = await loadModel(text, { threads: 1, mmproj });
+  const w = await createWorker();
+  try {
+    const remote = await w.loadModel(text, { threads: 1, mmproj });
+    assert.deepEqual(remote.info.mmproj, model.info.mmproj);
+    assert.equal(await reply(remote), await reply(model));
+  } finally {
+    model.dispose();
+    await w.terminate();
   }
 });
