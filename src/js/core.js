@@ -769,7 +769,8 @@ export async function loadModelWith(env, source, options = {}) {
     } catch (e) {
       // 'auto' for a model the heap cannot hold: its weights straight to the GPU, if there is one.
       const err = toQkvError(e);
-      if (err.code !== 'out_of_memory' || options.weights !== undefined || options.device === 'wasm' || !again) throw err;
+      if (err.code !== 'out_of_memory' || options.weights !== undefined || options.device === 'wasm' || !again ||
+        options.mmproj !== undefined) throw err;  // image rows need the WASM forward
       return await onGpu(bareMessage(err));
     }
     const kind = call(() => mod.modelKind(modelBuf));  // one parse of the header
