@@ -26,8 +26,9 @@ function usage(mod, out) {
     '  qkv classify-image MODEL IMAGE... [--top N] [--size N] [--resize crop|squash] [--threads N]\n' +
     '                                   an image classifier (clip GGUF with v.head.*) on PPM/PGM images:\n' +
     '                                   one JSON array of the N likeliest {index, label, probability}\n' +
-    '  qkv serve MODEL [--port 8080] [--host 127.0.0.1] [--name ID] [-z TOK] [--threads N] [--ctx N] [--max-body BYTES] [--max-pending N]\n' +
-    '                                   an OpenAI-compatible HTTP server (/v1/chat/completions, ...)\n' +
+    '  qkv serve MODEL [--port 8080] [--host 127.0.0.1] [--name ID] [-z TOK] [--mmproj MMPROJ] [--threads N] [--ctx N] [--max-body BYTES] [--max-pending N]\n' +
+    '                                   an OpenAI-compatible HTTP server (/v1/chat/completions, ...;\n' +
+    '                                   with --mmproj, image_url parts in chat messages)\n' +
     '  qkv --version                    print the version\n\n' + mod.runUsage());
 }
 
@@ -171,10 +172,10 @@ function g9(v) {
 async function serveCmd(argv) {
   const { loadModel } = await import('../src/js/node.js');
   const { serve } = await import('../src/js/serve.js');
-  let model = null, port = 8080, host = '127.0.0.1', name, tokenizer, threads = 'auto', ctx = 0, maxBodyBytes, maxPending;
+  let model = null, port = 8080, host = '127.0.0.1', name, tokenizer, mmproj, threads = 'auto', ctx = 0, maxBodyBytes, maxPending;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (['--port', '--host', '--name', '-z', '--threads', '--ctx', '--max-body', '--max-pending'].includes(a)) {
+    if (['--port', '--host', '--name', '-z', '--mmproj', '--threads', '--ctx', '--max-body', '--max-pending'].includes(a)) {
       if (i + 1 >= argv.length) return fail('bad_argument', `${a} needs a value`);
       const v = argv[++i];
       const int = (lo, hi) => {
@@ -186,6 +187,7 @@ async function serveCmd(argv) {
         else if (a === '--host') host = v;
         else if (a === '--name') name = v;
         else if (a === '-z') tokenizer = v;
+        else if (a === '--mmproj') mmproj = v;
         else if (a === '--threads') threads = int(1, 256);
         else if (a === '--max-body') maxBodyBytes = int(1024, 1 << 30);
         else if (a === '--max-pending') maxPending = int(1, 4096);
@@ -196,7 +198,7 @@ async function serveCmd(argv) {
   }
   if (model === null) return fail('bad_argument', 'serve needs MODEL (usage: qkv serve MODEL [--port N] [--host H])');
   try {
-    const m = await loadModel(model, { threads, ...(tokenizer ? { tokenizer } : {}) });
+    const m = await loadModel(model, { threads, ...(tokenizer ? { tokenizer } : {}), ...(mmproj ? { mmproj } : {}) });
     const onLog = (e) => process.stderr.write(`qkv: ${e.method} ${e.path} ${e.status} ${e.ms} ms${e.aborted ? ' (client left)' : ''}\n`);
     const s = await serve(m, { port, host, modelName: name ?? basename(model), contextLength: ctx, onLog, ...(maxBodyBytes ? { maxBodyBytes } : {}), ...(maxPending ? { maxPending } : {}) });
     process.stderr.write(`qkv: serving ${basename(model)} as '${name ?? basename(model)}' on ${s.url}\n`);

@@ -16,6 +16,7 @@
 #include "formats/gguf_writer.h"
 #include "engine/generate.h"
 #include "engine/session.h"
+#include "engine/vision_chat.h"
 #include "formats/loader.h"
 #include "kernels/attention.h"
 #include "kernels/simd.h"
@@ -144,6 +145,14 @@ class JsSession {
 
   int prefill(val ids) {
     return guard([&] { return s_.prefill(vecFromJSArray<int>(ids)); });
+  }
+  // A prompt with images: ids hold -1 at the image tokens' positions, rows (a Float32Array)
+  // their embedding rows in order (Model.imageTokens).
+  int prefillRows(val ids, val rows) {
+    return guard([&] {
+      const std::vector<float> r = convertJSArrayToNumberVector<float>(rows);
+      return s_.prefill(vecFromJSArray<int>(ids), r.data(), r.size());
+    });
   }
   void feed(val ids, bool all_logits) {
     guard([&] {
@@ -363,6 +372,38 @@ class JsModel {
     return guard([&] { return embed_pool_js(encoder(), hidden, n, options); });
   }
 
+  // Images in chat: the mmproj of this (text) model, checked against its embedding width.
+  void attachMmproj(const JsBuffer& buf) {
+    guard([&] {
+      images_ = std::make_unique<ImageTokenizer>(buf.model_blob(), model_.config.dim, pool_);
+      return 0;
+    });
+  }
+  bool hasMmproj() const { return images_ != nullptr; }
+  val mmprojInfo() const {
+    return guard([&] {
+      if (!images_) fail(ErrorCode::BadArgument, "this model was loaded without an mmproj");
+      const ModelConfig& v = images_->vision_config();
+      val o = val::object();
+      o.set("projector", images_->projector());
+      o.set("imageSize", images_->image_size());
+      o.set("patchSize", v.patch_size);
+      o.set("imageTokens", images_->tokens_per_image());
+      o.set("visionLayers", v.n_layers);
+      o.set("visionDim", v.dim);
+      o.set("dim", images_->dim());
+      return o;
+    });
+  }
+  // RGBA bytes in a heap buffer -> the image's token rows, a Float32Array (imageTokens, dim).
+  val imageTokens(const JsBuffer& rgba, int width, int height) {
+    return guard([&] {
+      if (!images_) fail(ErrorCode::BadArgument, "this model was loaded without an mmproj: images need one");
+      const std::vector<float> r = images_->encode(rgba.blob()->data(), rgba.blob()->size(), width, height);
+      return float_array(r.data(), r.size());
+    });
+  }
+
   JsSession* createSession(int context) {
     return guard([&] { return new JsSession(model_, context, pool_); });
   }
@@ -534,6 +575,7 @@ class JsModel {
   std::unique_ptr<Tokenizer> tok_;
   ChatTemplate chat_;  // tok_'s template, parsed and probed once (chat_template_of)
   std::shared_ptr<ThreadPool> pool_;
+  std::unique_ptr<ImageTokenizer> images_;  // the mmproj (attachMmproj), if any
   std::unique_ptr<Transformer> enc_;
   std::shared_ptr<TokenTrie> trie_;
 };
@@ -655,6 +697,7 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("lastLogprobs", &JsSampler::lastLogprobs);
   class_<JsSession>("Session")
       .function("prefill", &JsSession::prefill)
+      .function("prefillRows", &JsSession::prefillRows)
       .function("feed", &JsSession::feed)
       .function("feedOne", &JsSession::feedOne)
       .function("sample", &JsSession::sample)
@@ -681,6 +724,10 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("piece", &JsModel::piece)
       .function("detokenize", &JsModel::detokenize)
       .function("createSession", &JsModel::createSession, allow_raw_pointers())
+      .function("attachMmproj", &JsModel::attachMmproj)
+      .function("hasMmproj", &JsModel::hasMmproj)
+      .function("mmprojInfo", &JsModel::mmprojInfo)
+      .function("imageTokens", &JsModel::imageTokens)
       .function("allLogits", &JsModel::allLogits)
       .function("embed", &JsModel::embed)
       .function("rerank", &JsModel::rerank)

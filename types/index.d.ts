@@ -111,6 +111,13 @@ export interface LoadOptions {
    * Default: none (the wasm32 heap's 4 GiB still bounds the file).
    */
   maxMemory?: number;
+  /**
+   * Images in chat: the vision-language model's mmproj GGUF (llama.cpp's; a URL, path, Blob or
+   * bytes, as the model source) whose projector turns images into rows of this text model's
+   * embedding space. Projector 'mlp' (LLaVA-style) runs; others are 'unsupported'. A projector of
+   * another width than the model's is 'bad_model' naming both. Not with weights: 'gpu'.
+   */
+  mmproj?: ModelSource;
 }
 
 /** A non-fatal problem: the work goes on, on a fallback. */
@@ -243,11 +250,22 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
  * tool_call_id, reasoning_content, ...) reach the model's chat template as the message's
  * attributes; they, and the 'tool' role, need a template qkv runs (ModelInfo.chatTemplate 'jinja').
  */
+/**
+ * A part of a message's content: text, an image as OpenAI writes it (a data: URL; decoded where
+ * vision.js's toRgba decodes: the browser's image decoders), or any ImageInput (raw RGBA
+ * everywhere). Images need a model loaded with an mmproj; the parts' texts are joined by '\n'
+ * with each image in its place, as llama.cpp's mtmd lays them out.
+ */
+export type ChatContentPart =
+  | { type: 'text'; text: string }
+  | { type: 'image_url'; image_url: { url: string } | string }
+  | { type: 'image'; image: ImageInput };
+
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';
   /** null only for an assistant turn that just calls tools (tool_calls); rendered as ''. */
-  content: string | null;
-  [field: string]: JsonValue | undefined;
+  content: string | ChatContentPart[] | null;
+  [field: string]: JsonValue | ChatContentPart[] | undefined;
 }
 
 /** What the model's chat template receives besides the messages. */
@@ -265,6 +283,22 @@ export interface ChatTemplateOptions {
 
 /** Options of chat(): generation options and what the chat template receives. */
 export interface ChatOptions extends GenerateOptions, ChatTemplateOptions {}
+
+/** An mmproj joined to a text model (images in chat). */
+export interface MmprojInfo {
+  /** clip.projector_type: 'mlp' (LLaVA: linear, GELU, linear). */
+  projector: string;
+  /** The vision tower's input side (images are padded to a square, then resized to it). */
+  imageSize: number;
+  patchSize: number;
+  /** Tokens each image takes in the prompt (its patches). */
+  imageTokens: number;
+  /** Vision layers run (LLaVA: all but the last). */
+  visionLayers: number;
+  visionDim: number;
+  /** Width of the image tokens' rows: the text model's embedding width. */
+  dim: number;
+}
 
 export interface ModelInfo {
   arch: string;
@@ -323,6 +357,8 @@ export interface ModelInfo {
    * 'urlize' (unsupported)". Empty when the model's template is used or there is none.
    */
   chatFallbackReason: string;
+  /** The mmproj loaded with the model (LoadOptions.mmproj), or null: images in chat. */
+  mmproj: MmprojInfo | null;
   /**
    * The attention kind of each layer (docs/attention-kinds.md): 'softmax' (scaled dot-product),
    * 'linear', 'additive' (Bahdanau: v . tanh(W_q q + W_k k)), 'block_sparse' (softmax over the

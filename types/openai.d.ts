@@ -2,6 +2,8 @@
 // Requests and responses follow OpenAI's chat-completions, completions, embeddings and models
 // APIs field for field (and llama.cpp's rerank); see docs/openai.md.
 
+import type { ImageInput } from './index.js';
+
 export interface OpenAIRequestOptions {
   /** Stops the request (a stream throws QkvError('aborted')). */
   signal?: AbortSignal;
@@ -27,7 +29,8 @@ export interface ChatCompletionMessageToolCall {
 
 export interface ChatCompletionMessageParam {
   role: ChatRole;
-  content: string | null | Array<{ type: 'text'; text: string }>;
+  /** Image parts ({type: 'image_url', image_url: {url: 'data:image/png;base64,...'}}, or qkv's {type: 'image', image}) need a model loaded with an mmproj. */
+  content: string | null | Array<{ type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } | string } | { type: 'image'; image: ImageInput }>;
   name?: string;
   tool_calls?: ChatCompletionMessageToolCall[];
   tool_call_id?: string;

@@ -25,14 +25,14 @@ void Session::record_feed(const int* ids, int n, bool all_logits) {
   fed_all_ = all_logits ? n : 1;
 }
 
-void Session::feed(const int* ids, int n, bool all_logits) {
+void Session::feed(const int* ids, int n, bool all_logits, const float* rows) {
   check_feed(n);
   has_logits_ = false;
   ext_ = false;
   // Tokens fed elsewhere (feed_logits) enter the CPU cache first.
   if (cpu_pos_ < position()) t_.forward(tokens_.data() + cpu_pos_, position() - cpu_pos_, cpu_pos_);
   cpu_pos_ = position();
-  t_.forward(ids, n, position(), all_logits);
+  t_.forward(ids, n, position(), all_logits, rows);
   record_feed(ids, n, all_logits);
   cpu_pos_ = position();
 }
@@ -61,13 +61,19 @@ const float* Session::logits_at(int i) const {
   return (ext_ ? ext_logits_.data() : t_.logits()) + (size_t)i * config().vocab_size;
 }
 
-int Session::prefill(const std::vector<int>& ids) {
+int Session::prefill(const std::vector<int>& ids, const float* rows, size_t n_rows) {
   if (ids.empty()) fail(ErrorCode::BadArgument, "prefill needs at least one token");
+  const size_t n_embedded = (size_t)std::count(ids.begin(), ids.end(), Transformer::kEmbeddingRow);
+  if (n_embedded && (!rows || n_rows != n_embedded * (size_t)config().dim))
+    fail(ErrorCode::BadArgument, "prefill: " + std::to_string(n_embedded) + " image positions need as many rows of " +
+                                     std::to_string(config().dim) + " values");
   size_t common = 0;
-  while (common < ids.size() && common < tokens_.size() && ids[common] == tokens_[common]) common++;
+  while (common < ids.size() && common < tokens_.size() && ids[common] == tokens_[common] &&
+         ids[common] != Transformer::kEmbeddingRow)
+    common++;
   if (common == ids.size()) common--;  // recompute the last token for its logits
   truncate((int)common);
-  feed(ids.data() + common, (int)(ids.size() - common));
+  feed(ids.data() + common, (int)(ids.size() - common), false, n_embedded ? rows : nullptr);
   return (int)(ids.size() - common);
 }
 

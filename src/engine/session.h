@@ -21,14 +21,16 @@ class Session {
   int position() const { return (int)tokens_.size(); }
 
   // Runs `ids` after the cached tokens (one batched pass). Logits of the last one follow;
-  // with all_logits, those of every fed token (logits_at(i), i < n).
-  void feed(const int* ids, int n, bool all_logits = false);
+  // with all_logits, those of every fed token (logits_at(i), i < n). rows: the embedding rows
+  // of the ids that are Transformer::kEmbeddingRow (an image's tokens), in order.
+  void feed(const int* ids, int n, bool all_logits = false, const float* rows = nullptr);
   // Logits of the i-th token of the last feed (all_logits feeds; i = -1: the last token).
   const float* logits_at(int i) const;
   // Makes the cache hold exactly `ids`: keeps the longest common prefix with what is cached and
-  // runs only the rest (always at least the last token, so its logits are fresh).
+  // runs only the rest (always at least the last token, so its logits are fresh). rows: as
+  // feed()'s; a prefix never extends over an embedding row (two images would compare equal).
   // Returns how many tokens were computed.
-  int prefill(const std::vector<int>& ids);
+  int prefill(const std::vector<int>& ids, const float* rows = nullptr, size_t n_rows = 0);
   // Forgets cached tokens from position n on.
   void truncate(int n);
 

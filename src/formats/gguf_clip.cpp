@@ -183,6 +183,45 @@ ImageModelData load_gguf_clip(const GgufFile& g) {
   return d;
 }
 
+VisionLanguageData load_gguf_vision_language(const GgufFile& g, int text_dim) {
+  VisionLanguageData d;
+  d.image = load_gguf_clip(g);
+  VisionProjector& p = d.projector;
+  p.type = d.image.projector;
+  if (p.type.empty())
+    fail(ErrorCode::Unsupported,
+         "GGUF (mmproj): this file names no projector (clip.projector_type); "
+         "it is an image encoder, not a vision-language model's mmproj");
+  if (p.type != "mlp")
+    fail(ErrorCode::Unsupported,
+         "GGUF (mmproj): projector '" + p.type + "' is not supported in chat; qkv runs LLaVA-style 'mlp' projectors");
+  if (g.find("clip.vision.feature_layer"))
+    fail(ErrorCode::Unsupported, "GGUF (mmproj): stacked feature layers (clip.vision.feature_layer) are not supported");
+  ModelConfig& c = d.image.model.config;
+  // LLaVA reads the second-to-last layer's states: the last block never runs.
+  if (c.n_layers < 2)
+    bad("an 'mlp' projector reads the second-to-last layer; block_count is " + std::to_string(c.n_layers));
+  c.n_layers -= 1;
+  d.image.model.weights.layers.resize(c.n_layers);
+  const GgufTensorInfo* t0 = g.find_tensor("mm.0.weight");
+  if (!t0) bad("tensor mm.0.weight (the projector's first product) is missing");
+  const int64_t hidden = t0->rank() >= 2 ? (int64_t)t0->dim(1) : 0;
+  if (hidden < 1 || hidden > (1 << 20)) bad("tensor mm.0.weight has shape " + shape_of(*t0));
+  p.w0 = weight(g, "mm.0.weight", hidden, c.dim);
+  p.b0 = vec(g, "mm.0.bias", hidden);
+  if (const GgufTensorInfo* t2 = g.find_tensor("mm.2.weight")) {
+    const int64_t out = t2->rank() >= 2 ? (int64_t)t2->dim(1) : 0;
+    if (out < 1 || out > (1 << 20)) bad("tensor mm.2.weight has shape " + shape_of(*t2));
+    p.w2 = weight(g, "mm.2.weight", out, hidden);
+    p.b2 = vec(g, "mm.2.bias", out);
+  }
+  if (p.out_dim() != text_dim)
+    bad("the projector gives rows of " + std::to_string(p.out_dim()) +
+        " values but the text model's embedding width is " + std::to_string(text_dim) +
+        ": this mmproj belongs to another model");
+  return d;
+}
+
 bool is_image_model(const std::shared_ptr<const Blob>& blob) {
   return blob && looks_like_gguf(blob->data(), blob->size()) && gguf_is_clip(GgufFile::parse(blob));
 }
@@ -192,6 +231,16 @@ ImageModelData load_image_model(std::shared_ptr<const Blob> blob) {
   if (!looks_like_gguf(blob->data(), blob->size()))
     fail(ErrorCode::Unsupported, "image encoders load from GGUF files (llama.cpp's mmproj / clip) only");
   return load_gguf_clip(GgufFile::parse(std::move(blob)));
+}
+
+VisionLanguageData load_vision_language(std::shared_ptr<const Blob> blob, int text_dim) {
+  if (!blob || blob->size() == 0) fail(ErrorCode::BadModel, "mmproj file is empty");
+  if (!looks_like_gguf(blob->data(), blob->size()))
+    fail(ErrorCode::BadModel, "the mmproj is not a GGUF file (llama.cpp's mmproj)");
+  const GgufFile g = GgufFile::parse(std::move(blob));
+  if (!gguf_is_clip(g))
+    fail(ErrorCode::BadModel, "the mmproj is a GGUF file but not an mmproj (general.architecture is not clip)");
+  return load_gguf_vision_language(g, text_dim);
 }
 
 }  // namespace qkv

@@ -40,8 +40,30 @@ bool gguf_is_clip(const GgufFile& g);
 // Error(BadModel / Unsupported) naming the missing or mis-shaped tensor or impossible key.
 ImageModelData load_gguf_clip(const GgufFile& g);
 
+// A vision-language model's projector, read from the mmproj by llama.cpp's tensor names: it turns
+// the vision tower's patch states into rows of the text model's embedding space (image tokens).
+struct VisionProjector {
+  std::string type;           // clip.projector_type; "mlp" (LLaVA): linear, GELU, linear
+  Tensor w0, w2;              // mm.0.weight (hidden, vision dim); mm.2.weight (out, hidden), optional
+  const float* b0 = nullptr;  // mm.0.bias (hidden,)
+  const float* b2 = nullptr;  // mm.2.bias (out,)
+  int out_dim() const { return (int)(w2 ? w2.rows : w0.rows); }
+};
+
+struct VisionLanguageData {
+  ImageModelData image;  // the tower as the projector reads it (LLaVA: up to its second-to-last layer)
+  VisionProjector projector;
+};
+
+// The mmproj of a vision-language model for chat: the tower cut where llama.cpp's graph for the
+// projector type reads it (mlp: the first block_count - 1 layers, then v.post_ln if present), and
+// the projector. text_dim: the text model's embedding width; a projector of another width is
+// Error(BadModel) naming both. Other projector types are Error(Unsupported) naming the type.
+VisionLanguageData load_gguf_vision_language(const GgufFile& g, int text_dim);
+
 // From bytes: whether they are an mmproj / CLIP GGUF, and the model.
 bool is_image_model(const std::shared_ptr<const Blob>& blob);
 ImageModelData load_image_model(std::shared_ptr<const Blob> blob);
+VisionLanguageData load_vision_language(std::shared_ptr<const Blob> blob, int text_dim);
 
 }  // namespace qkv

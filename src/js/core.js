@@ -6,6 +6,7 @@ import { isPartSource, readModelSource, readSource } from './source.js';
 import { DEVICES, GPU_PRECISIONS, WEIGHTS, chooseDevice, createGpuSession, embedGpu, loadWeightsOnGpu } from './gpu-backend.js';
 import { EncoderDecoderModel } from './encdec.js';
 import { ImageEncoderModel } from './vision.js';
+import { contentWithImages, imagePrompt } from './chat-images.js';
 import { constrainSampler } from './sampling.js';
 import { GENERATE_KEYS, SAMPLER_KEYS, checkNumber, generationOptions, generationStats, tokenLoop, wellFormed } from './generation.js';
 
@@ -54,6 +55,7 @@ function checkSessionMemory(model, context, what) {
 
 /** Internal option: parse control tokens spelled in the prompt (chat markers). */
 const SPECIAL = Symbol('special');
+const IMAGES = Symbol('images');  // chat(): the image parts of the messages, in prompt order
 
 /** Ids that end a generation by default: BOS and EOS (run.c's rule) and the model's end-of-turn ids. */
 function defaultStopTokens(info) {
@@ -77,17 +79,17 @@ function templateJson(value, what) {
  * messages [{role, content, ...fields}], options.tools (the template's `tools`),
  * options.templateVars (further variables, e.g. {enable_thinking: false}).
  */
-function chatPrompt(model, messages, options = {}, addGenerationPrompt = true) {
+function chatPrompt(model, messages, options = {}, addGenerationPrompt = true, images = []) {
   check(Array.isArray(messages) && messages.length > 0, 'chat takes a non-empty array of messages');
   const rendered = messages.map((m, i) => {
     check(m !== null && typeof m === 'object' && !Array.isArray(m), `chat message ${i} must be an object {role, content}`);
     check(['system', 'user', 'assistant', 'tool'].includes(m.role),
       `chat message ${i}: role must be 'system', 'user', 'assistant' or 'tool', got ${JSON.stringify(m.role)}`);
     // null content: an assistant turn that only calls tools, as OpenAI-style messages write it.
-    check(typeof m.content === 'string' || (m.content === null && m.role === 'assistant'),
-      `chat message ${i}: content must be a string, got ${m.content === null ? 'null' : typeof m.content}`);
+    check(typeof m.content === 'string' || Array.isArray(m.content) || (m.content === null && m.role === 'assistant'),
+      `chat message ${i}: content must be a string or an array of content parts, got ${m.content === null ? 'null' : typeof m.content}`);
     const { role, content, ...rest } = m;
-    const out = { role, content: wellFormed(content ?? '') };
+    const out = { role, content: wellFormed(content === null ? '' : contentWithImages(content, `chat message ${i}`, images)) };
     if (Object.keys(rest).length > 0) out.fields = templateJson(rest, `chat message ${i}'s fields`);
     return out;
   });
@@ -111,6 +113,10 @@ function chatPrompt(model, messages, options = {}, addGenerationPrompt = true) {
     console.warn(info.chatFormatGuessed
       ? `qkv: this model has no chat template qkv can run or recognize${why}; using ChatML`
       : `qkv: this model's chat template cannot run here${why}; rendering its ${info.chatFormat} format by hand`);
+  }
+  if (images.length > 0 && !model.info.mmproj) {
+    throw new QkvError('bad_argument', 'this model was loaded without an mmproj, so its messages cannot hold images: ' +
+      'load it with loadModel(text, {mmproj}) (the vision-language model\'s mmproj GGUF)');
   }
   return call(() => model._h.renderChat(rendered, addGenerationPrompt, varsJson));
 }
@@ -359,7 +365,15 @@ export class Session {
     throwIfAborted(signal);
     const stats = generationStats(opts);
     this.lastGeneration = stats;
-    const ids = call(() => model._h.tokenizeSpecial(wellFormed(prompt), true, !!opts[SPECIAL]));
+    let ids, rows = null;
+    if (opts[IMAGES]?.length) {
+      ({ ids, rows } = await imagePrompt(model, wellFormed(prompt), opts[IMAGES], !!opts[SPECIAL]));
+      throwIfAborted(signal);
+      // Image rows enter the WASM forward only: a WebGPU session moves there (its tokens come along).
+      if (this._gpu) this._toWasm();
+    } else {
+      ids = call(() => model._h.tokenizeSpecial(wellFormed(prompt), true, !!opts[SPECIAL]));
+    }
     stats.promptTokens = ids.length;
     check(ids.length > 0, 'the prompt is empty and this model adds no BOS token: give a prompt');
     check(ids.length <= h.context(), `the prompt is ${ids.length} tokens, longer than the context of ${h.context()}`);
@@ -367,7 +381,7 @@ export class Session {
     try { constrainSampler(model, sampler, opts); } catch (e) { sampler.delete(); throw e; }
     try {
       yield* tokenLoop(opts, stats, stopTokens, {
-        prefill: async () => ids.length - await this._prefill(ids, opts),
+        prefill: async () => ids.length - await (rows ? this._feedWasm(() => h.prefillRows(ids, rows)) : this._prefill(ids, opts)),
         first: ids[ids.length - 1],
         live: () => this._live(),
         step: () => {
@@ -409,8 +423,9 @@ export class Session {
   chat(messages, options = {}) {
     this._live();
     const opts = generationOptions(options, CHAT_KEYS, 'chat');
-    const prompt = chatPrompt(this._model, messages, options);
-    return this._generate(prompt, { ...opts, [SPECIAL]: true });
+    const images = [];
+    const prompt = chatPrompt(this._model, messages, options, true, images);
+    return this._generate(prompt, { ...opts, [SPECIAL]: true, [IMAGES]: images });
   }
 
   /** Generates and returns the whole text. */
@@ -439,6 +454,8 @@ export class Model {
     this._runtime = runtime;
     this._sessions = new Set();
     this._info = call(() => handle.info());
+    // The mmproj loaded with the model (images in chat), or null.
+    this._info.mmproj = handle.hasMmproj?.() ? call(() => handle.mmprojInfo()) : null;
     this._info.eogIds = Array.from(this._info.eogIds ?? []);  // a plain array (JSON, postMessage)
     this._default = null;
     /** Texts and tokens of the last embed() call. */
@@ -742,6 +759,8 @@ export async function loadModelWith(env, source, options = {}) {
     const { handle: h, ...rest } = device;
     return finish(new Model(mod, h, runtime, rest, onWarning, options.maxMemory));
   };
+  check(options.mmproj === undefined || options.weights !== 'gpu',
+    "mmproj: images in chat run in WASM; they cannot go with weights: 'gpu'");
   if (options.weights === 'gpu') return onGpu(null);
   let modelBuf = null, tokBuf = null, handle = null;
   try {
@@ -750,10 +769,13 @@ export async function loadModelWith(env, source, options = {}) {
     } catch (e) {
       // 'auto' for a model the heap cannot hold: its weights straight to the GPU, if there is one.
       const err = toQkvError(e);
-      if (err.code !== 'out_of_memory' || options.weights !== undefined || options.device === 'wasm' || !again) throw err;
+      if (err.code !== 'out_of_memory' || options.weights !== undefined || options.device === 'wasm' || !again ||
+        options.mmproj !== undefined) throw err;  // image rows need the WASM forward
       return await onGpu(bareMessage(err));
     }
     const kind = call(() => mod.modelKind(modelBuf));  // one parse of the header
+    check(options.mmproj === undefined || kind === 'decoder',
+      `mmproj goes with a text (decoder) model; this file is ${kind === 'image' ? 'itself an image encoder' : `an ${kind} model`}`);
     if (kind === 'image') {  // mmproj / clip: an image encoder, its own class (src/js/vision.js)
       handle = call(() => new mod.ImageModel(modelBuf, runtime.threads));
       modelBuf.delete(); modelBuf = null;
@@ -779,6 +801,11 @@ export async function loadModelWith(env, source, options = {}) {
         'llama2.c models need their tokenizer: pass options.tokenizer (a URL, path, Blob or bytes of tokenizer.bin)');
       tokBuf = await readSource(mod, tokenizer, { what: 'the tokenizer', signal, openPath: env.openPath });
       call(() => handle.setTokenizer(tokBuf));
+      tokBuf.delete(); tokBuf = null;
+    }
+    if (options.mmproj !== undefined) {  // images in chat: the vision tower and projector, checked against this model
+      tokBuf = await readSource(mod, options.mmproj, { what: 'the mmproj', signal, openPath: env.openPath });
+      call(() => handle.attachMmproj(tokBuf));
       tokBuf.delete(); tokBuf = null;
     }
     throwIfAborted(signal);

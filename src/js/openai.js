@@ -89,19 +89,11 @@ function samplingOf(req) {
   return o;
 }
 
-/** Message content (a string, null, or text parts) as text. */
+/** Message content: a string, null, or content parts (text, image_url; checked and joined by core.js as llama.cpp joins them). */
 function contentText(c, i) {
   if (c === null || c === undefined) return null;
-  if (typeof c === 'string') return c;
-  if (Array.isArray(c)) {
-    return c.map((p, k) => {
-      if (!isObj(p)) throw bad(`messages[${i}].content[${k}] must be a content part object`);
-      if (p.type !== 'text') throw new QkvError('unsupported', `messages[${i}].content[${k}]: content parts of type '${p.type}' are not supported (text only)`);
-      if (typeof p.text !== 'string') throw bad(`messages[${i}].content[${k}].text must be a string`);
-      return p.text;
-    }).join('');
-  }
-  throw bad(`messages[${i}].content must be a string, an array of text parts or null`);
+  if (typeof c === 'string' || Array.isArray(c)) return c;
+  throw bad(`messages[${i}].content must be a string, an array of content parts or null`);
 }
 
 /** OpenAI messages to the chat template's: tool-call arguments as objects, as templates expect. */

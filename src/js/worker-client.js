@@ -303,9 +303,10 @@ export async function createWorker(url = new URL('./worker.js', import.meta.url)
       });
       const source2 = await pack(source);
       const tok2 = await pack(rest.tokenizer);
+      const mm2 = rest.mmproj === undefined ? undefined : await pack(rest.mmproj);
       let loaded;
       try {
-        loaded = await conn.request({ op: 'load', source: source2, options: { ...rest, tokenizer: tok2, warnKey } },
+        loaded = await conn.request({ op: 'load', source: source2, options: { ...rest, tokenizer: tok2, mmproj: mm2, warnKey } },
           { signal, onProgress });
       } catch (e) {
         conn.warnings.delete(warnKey);

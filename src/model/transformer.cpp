@@ -81,7 +81,7 @@ void Transformer::matmul(float* y, int64_t ldy, const float* x, int64_t ldx, con
   in_.full(*pool_, y, ldy, w);
 }
 
-void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits) {
+void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits, bool rows) {
   const ModelConfig& c = m_.config;
   if (!m_.weights.classifier)
     fail(ErrorCode::Unsupported,
@@ -90,7 +90,12 @@ void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits) {
   if (pos < 0 || (int64_t)pos + n > ctx_)
     fail(ErrorCode::BadArgument, "positions " + std::to_string(pos) + ".." + std::to_string((int64_t)pos + n - 1) +
                                      " do not fit in the context of " + std::to_string(ctx_) + " tokens");
-  check_tokens(tokens, n, c.vocab_size);
+  if (rows) {
+    for (int i = 0; i < n; i++)
+      if (tokens[i] != kEmbeddingRow) check_tokens(tokens + i, 1, c.vocab_size);
+  } else {
+    check_tokens(tokens, n, c.vocab_size);
+  }
   kv_.reserve(pos + n);
   if (all_logits) logits_.resize((size_t)n * c.vocab_size);
   else logits_.resize(c.vocab_size);
@@ -110,10 +115,11 @@ static void check_resident(const LoadedModel& m) {
          "model again (without weights: 'gpu' if it fits the WebAssembly heap)");
 }
 
-const float* Transformer::forward(const int* tokens, int n, int pos, bool all_logits) {
+const float* Transformer::forward(const int* tokens, int n, int pos, bool all_logits, const float* rows) {
   const ModelConfig& c = m_.config;
   check_resident(m_);
-  prepare(tokens, n, pos, all_logits);
+  prepare(tokens, n, pos, all_logits, rows != nullptr);
+  ext_rows_ = rows;
   for (int i = 0; i < n; i += kMaxBatch) {
     int b = std::min(kMaxBatch, n - i);
     bool last = i + b == n;
@@ -121,6 +127,7 @@ const float* Transformer::forward(const int* tokens, int n, int pos, bool all_lo
     if (all_logits || last) forward_chunk(tokens + i, b, pos + i, out, all_logits);
     else forward_chunk(tokens + i, b, pos + i, nullptr, false);
   }
+  ext_rows_ = nullptr;
   return all_logits ? logits_.data() + (size_t)(n - 1) * c.vocab_size : logits_.data();
 }
 
@@ -321,8 +328,14 @@ void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
   auto pos_of = [&](int t) { return encoding_ ? row_pos_[t] : pos0 + t; };
   for (int t = 0; t < B; t++) {
     float* xt = x + (int64_t)t * dim;
-    dequantize_row_simd(w.tok_embed.type, w.tok_embed.row(tokens[t]), xt, dim);
-    if (c.embed_scale != 1.0f) scale_simd(xt, c.embed_scale, dim);
+    if (ext_rows_ && tokens[t] == kEmbeddingRow) {
+      // A projected image row, already in the model's space: not scaled (as llama.cpp's graphs).
+      std::memcpy(xt, ext_rows_, dim * sizeof(float));
+      ext_rows_ += dim;
+    } else {
+      dequantize_row_simd(w.tok_embed.type, w.tok_embed.row(tokens[t]), xt, dim);
+      if (c.embed_scale != 1.0f) scale_simd(xt, c.embed_scale, dim);
+    }
     if (w.type_embed) add_f32_simd(xt, w.type_embed + (int64_t)(encoding_ ? row_type_[t] : 0) * dim, dim);
     if (c.pos == PosKind::Learned) add_f32_simd(xt, w.pos_embed + (int64_t)pos_of(t) * dim, dim);
     if (c.pos == PosKind::Sinusoidal) add_sinusoidal(xt, dim, pos_of(t));

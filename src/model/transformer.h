@@ -30,7 +30,10 @@ class Transformer {
   // Runs tokens[0..n) at positions pos..pos+n-1, writing their keys/values into the cache,
   // and returns the logits of the last token, (vocab,). With all_logits, logits() then holds
   // (n, vocab) for every token. Long inputs are processed in chunks of max_batch tokens.
-  const float* forward(const int* tokens, int n, int pos, bool all_logits = false);
+  // rows: embedding rows (dim wide) for the positions whose id is kEmbeddingRow (an image's
+  // tokens), in order; they enter the layers as they are, in place of a token's embedding.
+  const float* forward(const int* tokens, int n, int pos, bool all_logits = false, const float* rows = nullptr);
+  static constexpr int kEmbeddingRow = -1;
   const float* logits() const { return logits_.data(); }
 
   // Attention inspection: when enabled, the next forward() records softmax probabilities
@@ -71,7 +74,7 @@ class Transformer {
   static constexpr int kMinEncodeCapacity = 1024;
 
  private:
-  void prepare(const int* tokens, int n, int pos, bool all_logits);
+  void prepare(const int* tokens, int n, int pos, bool all_logits, bool rows);
   void forward_chunk(const int* tokens, int n, int pos, float* logits_out, bool all_logits);
   // One chunk of a forward, in phases (forward_chunk runs them in order; encode() layer-major).
   void chunk_embed(const int* tokens, int B, int pos0);
@@ -107,6 +110,7 @@ class Transformer {
   std::vector<float> chunk_probs_;  // (n_heads, B, n_kv) while capturing
   // The chunk in flight: its size and first position.
   int cur_b_ = 0, cur_pos_ = 0;
+  const float* ext_rows_ = nullptr;  // forward()'s embedding rows: the next one for the chunk in flight
   AttentionRecord attn_;
   // encode() in flight: per token its position and type, per text its first row (n_seqs + 1).
   bool encoding_ = false;

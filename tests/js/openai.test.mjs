@@ -198,7 +198,10 @@ test('bad requests: unknown and ill-typed fields named in bad_argument errors', 
     await bad({ messages: MESSAGES, tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'get_weather' }, force: 1 } }, /tool_choice: unknown field 'force'/);
     await bad({ messages: [{ role: 'user', content: 'x', audio: {} }] }, /messages\[0\]: field 'audio'/, 'unsupported');
     await bad({ messages: MESSAGES, response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'integer', minimum: 3, maximum: 2 } } } }, /minimum/);
-    await bad({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }, /image_url/, 'unsupported');
+    await bad({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }, /image_url/);
+    // An image to a model loaded without an mmproj (images in chat: tests/js/vlm_wllama.test.mjs).
+    await bad({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] }, /without an mmproj/);
+    await bad({ messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: {} }] }] }, /input_audio/, 'unsupported');
     await bad({ messages: MESSAGES, tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'nope' } } }, /'nope'/);
     await bad({ messages: MESSAGES, response_format: { type: 'yaml' } }, /response_format.type/);
     await bad({ messages: MESSAGES, top_logprobs: 2 }, /top_logprobs needs logprobs/);

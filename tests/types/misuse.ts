@@ -31,6 +31,8 @@ async function misuse(model: Model, clip: ImageEncoderModel): Promise<void> {
   model.applyChatTemplate([{ role: 'user', content: 'hi' }], { templateVars: { f: () => 1 } });
   // @ts-expect-error tools is an array
   model.chat([{ role: 'user', content: 'hi' }], { tools: { name: 'f' } });
+  // @ts-expect-error content parts are text, image_url or image
+  model.chat([{ role: 'user', content: [{ type: 'audio', audio: 'x' }] }]);
   // @ts-expect-error chat takes messages, not a string
   model.chat('hi');
   // @ts-expect-error info is read-only

@@ -24,6 +24,14 @@ async function main(): Promise<void> {
     console.log(token, text);
   }
   const fmt: 'chatml' | 'llama3' | 'llama2' | 'gemma' | 'phi3' = info.chatFormat;
+  // Images in chat: a model loaded with its mmproj, OpenAI's image_url parts and raw RGBA.
+  const vlm: Model = await loadModel('llava.gguf', { mmproj: 'mmproj.gguf' });
+  const tokensPerImage: number | undefined = vlm.info.mmproj?.imageTokens;
+  for await (const { text } of vlm.chat([{ role: 'user', content: [
+    { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
+    { type: 'image', image: { data: new Uint8Array(16), width: 2, height: 2 } },
+    { type: 'text', text: 'What is this?' },
+  ] }])) console.log(tokensPerImage, text);
   for await (const { text } of model.chat([{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }], { maxTokens: 8 })) {
     console.log(fmt, text, info.eogIds.length, info.addBos);
   }

@@ -39,5 +39,37 @@ window.__wllama = async (modelUrl, requests, verbose = false, load = {}) => {
   }
   return { out, bos: null };
 };
+/**
+ * Images in chat through llama.cpp's mtmd: the text model and its mmproj, requests
+ * [{messages, maxTokens, banned}] whose image parts are {type: 'image', png: base64 PNG bytes}.
+ * Returns per request {raw} (the chat completion) or {error}.
+ */
+window.__wllamaVlm = async (textUrl, mmprojUrl, requests, verbose = false, load = {}) => {
+  const w = new Wllama({ default: wasm }, { suppressNativeLog: !verbose });
+  w.setCompat(null);
+  const blobs = await Promise.all([textUrl, mmprojUrl].map(async (u) => (await fetch(u)).blob()));
+  await w.loadModel(blobs, { n_ctx: 512, n_threads: 1, n_gpu_layers: 0, cache_type_k: 'f32', cache_type_v: 'f32', flash_attn: false, ...load });
+  const bytes = (b64) => Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)).buffer;
+  const out = [];
+  try {
+    for (const r of requests) {
+      const messages = r.messages.map((m) => (Array.isArray(m.content)
+        ? { ...m, content: m.content.map((p) => (p.type === 'image' ? { type: 'image', data: bytes(p.png) } : p)) }
+        : m));
+      try {
+        const res = await w.createChatCompletion({
+          messages, max_tokens: r.maxTokens, temperature: 0, return_tokens: true, cache_prompt: false,
+          logit_bias: r.banned.map((id) => [id, false]), reasoning_format: 'none',
+        });
+        out.push({ raw: JSON.parse(JSON.stringify(res)) });
+      } catch (e) {
+        out.push({ error: String(e && e.message || e) });
+      }
+    }
+  } finally {
+    await w.exit();
+  }
+  return { out, imageInput: null };
+};
 window.__ready = true;
 document.getElementById('out').textContent = 'ready';
