@@ -49,8 +49,8 @@ static int usage(FILE* f) {
           "                                   one JSON array (the text's embedding) per line\n"
           "  qkv embed-image MMPROJ IMAGE... [--pooling cls|mean] [--no-normalize] [--no-project]\n"
           "                 [--size N] [--resize crop|squash] [--threads N]\n"
-          "                                   an image encoder (llama.cpp mmproj GGUF) on binary PPM/PGM\n"
-          "                                   images: one JSON array (the image's embedding) per line\n"
+          "                                   an image encoder (llama.cpp mmproj GGUF) on PNG, JPEG or\n"
+          "                                   PPM/PGM images (told by content): one JSON array per line\n"
           "  qkv --version                    print the version\n%s\n%s",
           QKV_VERSION, qtype_names(), train_usage(), run_usage());
   return f == stderr ? 1 : 0;
@@ -320,9 +320,9 @@ static int cmd_embed_image(const std::vector<std::string>& args) {
     int w = 0, h = 0;
     std::vector<uint8_t> rgba;
     try {
-      rgba = decode_pnm(file->data(), file->size(), &w, &h);
+      rgba = decode_image(file->data(), file->size(), &w, &h);
     } catch (const Error& e) {
-      fail(e.code(), paths[k] + ": " + e.what() + " (convert it first, e.g. with ImageMagick: convert IN.png OUT.ppm)");
+      fail(e.code(), paths[k] + ": " + e.what());
     }
     const std::vector<float> e = embed_image(model, pp, rgba.data(), rgba.size(), w, h, o);
     line = "[";
