@@ -21,8 +21,8 @@ function usage(mod, out) {
     '                                   one JSON array (the text\'s embedding) per line\n' +
     '  qkv embed-image MMPROJ IMAGE... [--pooling cls|mean] [--no-normalize] [--no-project]\n' +
     '                 [--size N] [--resize crop|squash] [--threads N]\n' +
-    '                                   an image encoder (llama.cpp mmproj GGUF) on binary PPM/PGM\n' +
-    '                                   images: one JSON array (the image\'s embedding) per line\n' +
+    '                                   an image encoder (llama.cpp mmproj GGUF) on PNG, JPEG or\n' +
+    '                                   PPM/PGM images (told by content): one JSON array per line\n' +
     '  qkv serve MODEL [--port 8080] [--host 127.0.0.1] [--name ID] [-z TOK] [--threads N] [--ctx N] [--max-body BYTES] [--max-pending N]\n' +
     '                                   an OpenAI-compatible HTTP server (/v1/chat/completions, ...)\n' +
     '  qkv --version                    print the version\n\n' + mod.runUsage());
@@ -241,8 +241,9 @@ async function embed(mod, argv) {
   }
 }
 
-// `qkv embed-image MMPROJ IMAGE...`: binary PPM/PGM images (decoded by the engine, as the native
-// CLI does: Node has no PNG/JPEG decoder built in), one JSON array per image.
+// `qkv embed-image MMPROJ IMAGE...`: PNG, JPEG or binary PPM/PGM images, told apart by content and
+// decoded by the engine (as the native CLI does: Node has no image decoder built in), one JSON
+// array per image.
 async function embedImage(mod, argv) {
   const { loadModel } = await import('../src/js/node.js');
   const paths = [];
@@ -279,7 +280,7 @@ async function embedImage(mod, argv) {
       try {
         img = mod.decodeImage(buf);
       } catch (e) {
-        return fail(e.code ?? 'bad_argument', `${p}: ${e.message} (convert it first, e.g. with ImageMagick: convert IN.png OUT.ppm)`);
+        return fail(e.code ?? 'bad_argument', `${p}: ${e.message}`);
       } finally {
         buf.delete();
       }
