@@ -59,7 +59,8 @@ std::vector<uint8_t> decode_png(const uint8_t* data, uint64_t size, int* width, 
 
 // A JPEG file (baseline or progressive Huffman, 8-bit, greyscale or YCbCr with any integer
 // subsampling, restart markers) -> RGBA bytes, decoded as libjpeg's djpeg does by default
-// except for the IDCT (exact in double; djpeg -dct float is the closest). Throws
+// except for the IDCT (exact in double; djpeg -dct float is the closest), then turned upright
+// per its EXIF orientation (as browsers show it; width and height swap for 5..8). Throws
 // Error(Unsupported) naming arithmetic coding, lossless, 12-bit or CMYK files, Error(BadArgument)
 // for corrupt, truncated or oversized ones.
 std::vector<uint8_t> decode_jpeg(const uint8_t* data, uint64_t size, int* width, int* height);

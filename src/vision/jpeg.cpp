@@ -134,6 +134,70 @@ struct Component {
 
 uint16_t be16(const uint8_t* p) { return (uint16_t)(p[0] << 8 | p[1]); }
 
+// The orientation tag (0x0112) of an APP1 "Exif" segment's first IFD, 1 (as stored) when absent
+// or malformed: a bad EXIF block is metadata, not a reason to refuse the picture.
+int exif_orientation(const uint8_t* s, uint32_t n) {
+  if (n < 14 || std::memcmp(s, "Exif\0\0", 6) != 0) return 1;
+  const uint8_t* t = s + 6;
+  const uint32_t tn = n - 6;
+  const bool le = t[0] == 'I' && t[1] == 'I';
+  if (!le && !(t[0] == 'M' && t[1] == 'M')) return 1;
+  auto u16 = [&](uint32_t o) { return le ? (uint32_t)(t[o] | t[o + 1] << 8) : (uint32_t)(t[o] << 8 | t[o + 1]); };
+  auto u32 = [&](uint32_t o) { return le ? u16(o) | u16(o + 2) << 16 : u16(o) << 16 | u16(o + 2); };
+  if (u16(2) != 42) return 1;
+  const uint32_t ifd = u32(4);
+  if (ifd > tn || tn - ifd < 2) return 1;
+  const uint32_t count = u16(ifd);
+  for (uint32_t i = 0; i < count; i++) {
+    const uint64_t e = (uint64_t)ifd + 2 + 12ull * i;
+    if (e + 12 > tn) return 1;
+    if (u16((uint32_t)e) == 0x0112 && u16((uint32_t)e + 2) == 3) {
+      const uint32_t v = u16((uint32_t)e + 8);
+      return v >= 1 && v <= 8 ? (int)v : 1;
+    }
+  }
+  return 1;
+}
+
+// The stored pixels turned upright per an EXIF orientation (2..8): mirrors, rotations by 90, 180
+// and 270 degrees clockwise, transpose and transverse; 5..8 swap the sides.
+std::vector<uint8_t> orient(const std::vector<uint8_t>& src, int W, int H, int o, int* ow, int* oh) {
+  const bool swap = o >= 5;
+  *ow = swap ? H : W;
+  *oh = swap ? W : H;
+  std::vector<uint8_t> dst(src.size());
+  for (int y = 0; y < *oh; y++)
+    for (int x = 0; x < *ow; x++) {
+      int sx = x, sy = y;
+      switch (o) {
+        case 2: sx = W - 1 - x; break;
+        case 3:
+          sx = W - 1 - x;
+          sy = H - 1 - y;
+          break;
+        case 4: sy = H - 1 - y; break;
+        case 5:
+          sx = y;
+          sy = x;
+          break;
+        case 6:
+          sx = y;
+          sy = H - 1 - x;
+          break;
+        case 7:
+          sx = W - 1 - y;
+          sy = H - 1 - x;
+          break;
+        case 8:
+          sx = W - 1 - y;
+          sy = x;
+          break;
+      }
+      std::memcpy(&dst[((size_t)y * *ow + x) * 4], &src[((size_t)sy * W + sx) * 4], 4);
+    }
+  return dst;
+}
+
 // libjpeg's fancy upsampling by 2 across (h2v1): each output is 3/4 of the nearer sample and 1/4
 // of the next one, rounded alternately; edges copy.
 void upsample_h2v1(const uint8_t* in, int n, uint8_t* out) {
@@ -178,7 +242,7 @@ std::vector<uint8_t> decode_jpeg(const uint8_t* data, uint64_t size, int* width,
   bool qt_defined[4] = {};
   Huffman dc[4], ac[4];
   std::vector<Component> comps;
-  int W = 0, H = 0, hmax = 1, vmax = 1, restart = 0, scans = 0, adobe = -1;
+  int W = 0, H = 0, hmax = 1, vmax = 1, restart = 0, scans = 0, adobe = -1, orientation = 1;
   bool progressive = false, frame = false, eoi = false;
   uint64_t p = 2;
   while (!eoi) {
@@ -224,6 +288,8 @@ std::vector<uint8_t> decode_jpeg(const uint8_t* data, uint64_t size, int* width,
     } else if (m == 0xdd) {  // DRI
       if (n < 2) bad("a DRI segment too short");
       restart = be16(s);
+    } else if (m == 0xe1) {  // APP1: EXIF, for the orientation
+      if (orientation == 1) orientation = exif_orientation(s, n);
     } else if (m == 0xee) {  // APP14 "Adobe": its transform flag says YCbCr or RGB
       if (n >= 12 && std::memcmp(s, "Adobe", 5) == 0) adobe = s[11];
     } else if (m == 0xc0 || m == 0xc1 || m == 0xc2) {  // SOF0/1/2: Huffman, sequential or progressive
@@ -544,6 +610,7 @@ std::vector<uint8_t> decode_jpeg(const uint8_t* data, uint64_t size, int* width,
       out[x * 4 + 3] = 255;
     }
   }
+  if (orientation > 1) return orient(rgba, W, H, orientation, width, height);
   *width = W;
   *height = H;
   return rgba;

@@ -253,6 +253,83 @@ TEST(ImageCodecs, JpegMatchesDjpegWithinIdctRounding) {
     }
 }
 
+// An APP1 EXIF segment holding only the orientation tag, in either byte order (TIFF 6.0, EXIF 2.3).
+std::vector<uint8_t> exif_app1(int orientation, bool little_endian) {
+  std::vector<uint8_t> t;
+  auto u16 = [&](uint32_t v) {
+    if (little_endian) t.insert(t.end(), {(uint8_t)v, (uint8_t)(v >> 8)});
+    else t.insert(t.end(), {(uint8_t)(v >> 8), (uint8_t)v});
+  };
+  auto u32 = [&](uint32_t v) {
+    if (little_endian) {
+      u16(v & 0xffff);
+      u16(v >> 16);
+    } else {
+      u16(v >> 16);
+      u16(v & 0xffff);
+    }
+  };
+  t.insert(t.end(), {(uint8_t)(little_endian ? 'I' : 'M'), (uint8_t)(little_endian ? 'I' : 'M')});
+  u16(42);
+  u32(8);  // IFD0 right after the header
+  u16(2);  // two entries: XResolution-like filler first, then Orientation
+  u16(0x011a), u16(5), u32(1), u32(0);
+  u16(0x0112), u16(3), u32(1), u16((uint32_t)orientation), u16(0);
+  u32(0);
+  std::vector<uint8_t> seg = {0xff, 0xe1, 0, 0, 'E', 'x', 'i', 'f', 0, 0};
+  seg.insert(seg.end(), t.begin(), t.end());
+  seg[2] = (uint8_t)((seg.size() - 2) >> 8);
+  seg[3] = (uint8_t)(seg.size() - 2);
+  return seg;
+}
+
+TEST(ImageCodecs, JpegExifOrientationTurnsThePictureUpright) {
+  if (!have_tools()) GTEST_SKIP() << kMissing;
+  TempDir dir;
+  const int w = 13, h = 7;
+  const std::vector<int> v = samples(w, h, 3, 255, 21);
+  std::string head = "P6\n13 7\n255\n";
+  std::vector<uint8_t> ppm(head.begin(), head.end());
+  for (int x : v) ppm.push_back((uint8_t)x);
+  write_file(dir / "in.ppm", ppm);
+  run("cjpeg -quality 95 " + (dir / "in.ppm") + " > " + (dir / "a.jpg"));
+  run("djpeg -dct float -pnm " + (dir / "a.jpg") + " > " + (dir / "a.ppm"));
+  int rw = 0, rh = 0;
+  const std::vector<uint8_t> stored = read_netpbm_rgba(read_file(dir / "a.ppm"), &rw, &rh);
+  const std::vector<uint8_t> plain = read_file(dir / "a.jpg");
+  // Where the displayed pixel (x, y) comes from, per the EXIF table (row 0 / column 0 placement).
+  auto source = [&](int o, int x, int y, int* sx, int* sy) {
+    const int tw = o >= 5 ? h : w, th = o >= 5 ? w : h;                      // displayed sides
+    const int fx = (o == 2 || o == 3 || o == 6 || o == 7) ? tw - 1 - x : x;  // undo the horizontal flip
+    const int fy = (o == 3 || o == 4 || o == 7 || o == 8) ? th - 1 - y : y;  // undo the vertical flip
+    // Orientations 5..8 store the picture transposed (after the flips above).
+    *sx = o >= 5 ? fy : fx;
+    *sy = o >= 5 ? fx : fy;
+  };
+  for (int o = 1; o <= 8; o++)
+    for (bool le : {false, true}) {
+      SCOPED_TRACE("orientation " + std::to_string(o) + (le ? " II" : " MM"));
+      std::vector<uint8_t> f = {0xff, 0xd8};
+      const std::vector<uint8_t> app1 = exif_app1(o, le);
+      f.insert(f.end(), app1.begin(), app1.end());
+      f.insert(f.end(), plain.begin() + 2, plain.end());
+      int dw = 0, dh = 0;
+      const std::vector<uint8_t> got = decode_image(f.data(), f.size(), &dw, &dh);
+      ASSERT_EQ(dw, o >= 5 ? h : w);
+      ASSERT_EQ(dh, o >= 5 ? w : h);
+      int worst = 0;
+      for (int y = 0; y < dh; y++)
+        for (int x = 0; x < dw; x++) {
+          int sx = 0, sy = 0;
+          source(o, x, y, &sx, &sy);
+          for (int c = 0; c < 4; c++)
+            worst = std::max(worst,
+                             std::abs((int)got[((size_t)y * dw + x) * 4 + c] - stored[((size_t)sy * w + sx) * 4 + c]));
+        }
+      EXPECT_LE(worst, kJpegTolerance);
+    }
+}
+
 std::string error_of(const std::vector<uint8_t>& f, ErrorCode* code = nullptr) {
   try {
     int w = 0, h = 0;
