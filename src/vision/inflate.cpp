@@ -150,6 +150,11 @@ std::vector<uint8_t> zlib_inflate(const uint8_t* data, size_t size, size_t expec
   if ((cmf & 15) != 8 || (cmf >> 4) > 7) bad("not a zlib stream with the deflate method");
   if ((cmf * 256 + flg) % 31) bad("the zlib header check fails");
   if (flg & 0x20) bad("the zlib stream asks for a preset dictionary (not allowed in PNG)");
+  // DEFLATE expands at most 1032:1 (a 258-byte copy in 2 bits): a short stream claiming a huge
+  // image is refused before the image's memory is taken.
+  if ((uint64_t)size * 1032 + 1024 < (uint64_t)expected)
+    bad("the compressed data (" + std::to_string(size) + " bytes) is too short for the image's " +
+        std::to_string(expected) + " bytes");
   std::vector<uint8_t> out;
   out.reserve(expected);
   auto room = [&](size_t n) {

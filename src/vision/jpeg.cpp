@@ -335,7 +335,7 @@ std::vector<uint8_t> decode_jpeg(const uint8_t* data, uint64_t size, int* width,
         k.bh = mcuy * k.v;
         k.cw = (int)(((int64_t)W * k.h + hmax - 1) / hmax);
         k.ch = (int)(((int64_t)H * k.v + vmax - 1) / vmax);
-        k.coef.assign((size_t)k.bw * k.bh * 64, 0);
+        // k.coef: allocated at the component's first scan, once the file is seen to hold its data.
       }
     } else if (m >= 0xc3 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc) {
       const bool arith = m >= 0xc9;
@@ -480,6 +480,17 @@ std::vector<uint8_t> decode_jpeg(const uint8_t* data, uint64_t size, int* width,
         units_x = (W + 8 * hmax - 1) / (8 * hmax);
         units_y = (H + 8 * vmax - 1) / (8 * vmax);
       }
+      // Every block of a scan with DC coefficients takes at least one bit, and a component's first
+      // scan must have them: a few bytes claiming a huge image are refused before its memory is taken.
+      for (Component* k : sc) {
+        if (!k->coef.empty()) continue;
+        if (!dc_scan) bad("an AC scan before the component's first DC scan");
+        const int64_t blocks = ns == 1 ? units_x * units_y : units_x * units_y * k->h * k->v;
+        if ((int64_t)(size - p) * 8 < blocks)
+          bad("truncated: " + std::to_string(size - p) + " bytes of scan data cannot hold " + std::to_string(blocks) +
+              " blocks");
+        k->coef.assign((size_t)k->bw * k->bh * 64, 0);
+      }
       int64_t todo = restart;
       int expect_rst = 0;
       for (int64_t uy = 0; uy < units_y; uy++)
@@ -533,6 +544,7 @@ std::vector<uint8_t> decode_jpeg(const uint8_t* data, uint64_t size, int* width,
   for (size_t ci = 0; ci < comps.size(); ci++) {
     Component& k = comps[ci];
     if (!qt_defined[k.tq]) bad("a component uses an undefined quantisation table");
+    if (k.coef.empty()) bad("component " + std::to_string(k.id) + " has no scan");
     const int pw = k.bw * 8;
     planes[ci].assign((size_t)pw * k.bh * 8, 0);
     double f[64], tmp[64];

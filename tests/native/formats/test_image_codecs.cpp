@@ -424,6 +424,8 @@ TEST(ImageCodecs, HostilePngHeadersAndStreamsGiveClearErrors) {
   // A bomb: a 16x16 grey image (272 bytes of rows) whose stream would expand to ~26 MB.
   EXPECT_NE(error_of(png_file(16, 16, 8, 0, zlib_bomb(100000))).find("more than the image's declared 272 bytes"),
             std::string::npos);
+  // A few bytes claiming 8192 x 8192 RGBA: refused before 256 MiB are taken.
+  EXPECT_NE(error_of(png_file(8192, 8192, 8, 6, zlib_bomb(1))).find("too short for the image's"), std::string::npos);
   // Too little data for the declared rows.
   EXPECT_NE(error_of(png_file(64, 64, 8, 0, zlib_bomb(1))).find("the image needs"), std::string::npos);
   // A broken CRC names its chunk.
@@ -467,6 +469,27 @@ TEST(ImageCodecs, EveryTruncationAndFlippedByteIsAnErrorNotACrash) {
       } catch (const Error&) {
       }
     }
+  }
+}
+
+TEST(ImageCodecs, JpegClaimingAHugeImageIsRefusedBeforeItsMemory) {
+  if (!have_tools()) GTEST_SKIP() << kMissing;
+  TempDir dir;
+  std::string head = "P6\n16 16\n255\n";
+  std::vector<uint8_t> ppm(head.begin(), head.end());
+  for (int x : samples(16, 16, 3, 255, 4)) ppm.push_back((uint8_t)x);
+  write_file(dir / "in.ppm", ppm);
+  for (const char* opts : {"-sample 2x2", "-progressive"}) {
+    run(std::string("cjpeg ") + opts + " " + (dir / "in.ppm") + " > " + (dir / "a.jpg"));
+    std::vector<uint8_t> f = read_file(dir / "a.jpg");
+    size_t sof = 2;
+    while (sof + 9 < f.size() && !(f[sof] == 0xff && (f[sof + 1] == 0xc0 || f[sof + 1] == 0xc2))) sof++;
+    ASSERT_LT(sof + 9, f.size());
+    f[sof + 5] = 0x10, f[sof + 6] = 0x00;  // height 4096
+    f[sof + 7] = 0x40, f[sof + 8] = 0x00;  // width 16384
+    ErrorCode code = ErrorCode::Internal;
+    EXPECT_NE(error_of(f, &code).find("cannot hold"), std::string::npos) << opts;
+    EXPECT_EQ(code, ErrorCode::BadArgument);
   }
 }
 
