@@ -21,11 +21,11 @@ function usage(mod, out) {
     '                                   one JSON array (the text\'s embedding) per line\n' +
     '  qkv embed-image MMPROJ IMAGE... [--pooling cls|mean] [--no-normalize] [--no-project]\n' +
     '                 [--size N] [--resize crop|squash] [--threads N]\n' +
-    '                                   an image encoder (llama.cpp mmproj GGUF) on binary PPM/PGM\n' +
-    '                                   images: one JSON array (the image\'s embedding) per line\n' +
+    '                                   an image encoder (llama.cpp mmproj GGUF) on PNG, JPEG or\n' +
+    '                                   PPM/PGM images (told by content): one JSON array per line\n' +
     '  qkv classify-image MODEL IMAGE... [--top N] [--size N] [--resize crop|squash] [--threads N]\n' +
-    '                                   an image classifier (clip GGUF with v.head.*) on PPM/PGM images:\n' +
-    '                                   one JSON array of the N likeliest {index, label, probability}\n' +
+    '                                   an image classifier (clip GGUF with v.head.*) on PNG, JPEG or\n' +
+    '                                   PPM/PGM images: one JSON array of the N likeliest {index, label, probability}\n' +
     '  qkv serve MODEL [--port 8080] [--host 127.0.0.1] [--name ID] [-z TOK] [--mmproj MMPROJ] [--threads N] [--ctx N] [--max-body BYTES] [--max-pending N]\n' +
     '                                   an OpenAI-compatible HTTP server (/v1/chat/completions, ...;\n' +
     '                                   with --mmproj, image_url parts in chat messages)\n' +
@@ -246,8 +246,9 @@ async function embed(mod, argv) {
   }
 }
 
-// `qkv embed-image MMPROJ IMAGE...`: binary PPM/PGM images (decoded by the engine, as the native
-// CLI does: Node has no PNG/JPEG decoder built in), one JSON array per image.
+// `qkv embed-image MMPROJ IMAGE...`: PNG, JPEG or binary PPM/PGM images, told apart by content and
+// decoded by the engine (as the native CLI does: Node has no image decoder built in), one JSON
+// array per image.
 async function embedImage(mod, argv) {
   const { loadModel } = await import('../src/js/node.js');
   const paths = [];
@@ -297,7 +298,7 @@ async function readImage(mod, path) {
   try {
     return mod.decodeImage(buf);
   } catch (e) {
-    throw Object.assign(new Error(`${path}: ${e.message} (convert it first, e.g. with ImageMagick: convert IN.png OUT.ppm)`), { code: e.code ?? 'bad_argument' });
+    throw Object.assign(new Error(`${path}: ${e.message}`), { code: e.code ?? 'bad_argument' });
   } finally {
     buf.delete();
   }

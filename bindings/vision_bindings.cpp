@@ -1,6 +1,6 @@
 // Embind surface of image encoders (llama.cpp mmproj GGUF): ImageModel loads one from a heap
-// buffer and embeds (or classifies) RGBA images that JS wrote into heap buffers (src/js/vision.js); decodeImage
-// reads binary PPM/PGM files for the Node CLI.
+// buffer and embeds (or classifies) RGBA images that JS wrote into heap buffers (src/js/vision.js);
+// decodeImage reads PNG, JPEG and binary PPM/PGM files (by content) wherever the platform has no decoder.
 #include <memory>
 
 #include "bindings_common.h"
@@ -144,11 +144,11 @@ class JsImageModel {
 };
 
 // Whether the bytes are an image encoder GGUF (general.architecture clip): loadModel picks the class.
-// A binary PPM/PGM file -> {data: Uint8Array (RGBA), width, height}.
-val decode_image(const JsBuffer& buf) {
+// A PNG, JPEG or binary PPM/PGM file -> {data: Uint8Array (RGBA), width, height}.
+val js_decode_image(const JsBuffer& buf) {
   return guard([&] {
     int w = 0, h = 0;
-    const std::vector<uint8_t> rgba = decode_pnm(buf.blob()->data(), buf.blob()->size(), &w, &h);
+    const std::vector<uint8_t> rgba = decode_image(buf.blob()->data(), buf.blob()->size(), &w, &h);
     val o = val::object();
     o.set("data", val::global("Uint8Array").new_(val(typed_memory_view(rgba.size(), rgba.data()))));
     o.set("width", w);
@@ -160,7 +160,7 @@ val decode_image(const JsBuffer& buf) {
 }  // namespace
 
 EMSCRIPTEN_BINDINGS(qkv_vision) {
-  function("decodeImage", &decode_image);
+  function("decodeImage", &js_decode_image);
   class_<JsImageModel>("ImageModel")
       .constructor(&construct<JsImageModel, const JsBuffer&, int>, allow_raw_pointers())
       .function("info", &JsImageModel::info)

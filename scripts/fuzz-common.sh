@@ -8,14 +8,14 @@ fuzz_build() {
   [ -n "$cxx" ] || { echo "fuzz: clang++ not found (scripts/setup.sh installs clang-14)" >&2; exit 1; }
   [ -f "$out/CMakeCache.txt" ] || CXX="$cxx" cmake -S . -B "$out" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DQKV_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
-  cmake --build "$out" --target qkv_fuzz qkv_fuzz_text -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
+  cmake --build "$out" --target qkv_fuzz qkv_fuzz_text qkv_fuzz_images -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
   mkdir -p "$out/artifacts"
 }
 
 # The binary, dictionary and input size bound of a target.
-fuzz_bin() { case "$1" in loaders) echo "$out/qkv_fuzz" ;; text) echo "$out/qkv_fuzz_text" ;; esac; }
-fuzz_dict() { case "$1" in loaders) echo tests/fuzz/gguf.dict ;; text) echo tests/fuzz/jinja.dict ;; esac; }
-fuzz_max_len() { case "$1" in loaders) echo 131072 ;; text) echo 16384 ;; esac; }
+fuzz_bin() { case "$1" in loaders) echo "$out/qkv_fuzz" ;; text) echo "$out/qkv_fuzz_text" ;; images) echo "$out/qkv_fuzz_images" ;; esac; }
+fuzz_dict() { case "$1" in loaders) echo tests/fuzz/gguf.dict ;; text) echo tests/fuzz/jinja.dict ;; images) echo tests/fuzz/images.dict ;; esac; }
+fuzz_max_len() { case "$1" in loaders) echo 131072 ;; text) echo 16384 ;; images) echo 65536 ;; esac; }
 
 # fuzz_run TARGET SECONDS: new finds go to build-fuzz/corpus-TARGET (the first corpus: the only
 # one libFuzzer writes); tests/fuzz/corpus/TARGET and the seeds are read. Per input: 10 s, 2 GB

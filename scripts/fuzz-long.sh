@@ -6,7 +6,7 @@
 # 2 KB there). Commit the changes
 # under tests/fuzz/corpus/ so that the next run, and the 60 s CI run, start from there.
 #
-#   bash scripts/fuzz-long.sh [SECONDS] [TARGET...]    targets: loaders text (default both)
+#   bash scripts/fuzz-long.sh [SECONDS] [TARGET...]    targets: loaders text images (default all)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -14,11 +14,11 @@ secs="${1:-1800}"
 case "$secs" in ''|*[!0-9]*) echo "fuzz-long.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(loaders text)
+[ ${#targets[@]} -gt 0 ] || targets=(loaders text images)
 source scripts/fuzz-common.sh
 fuzz_build
 for t in "${targets[@]}"; do
-  case "$t" in loaders|text) ;; *) echo "fuzz-long.sh: unknown target '$t' (loaders, text)" >&2; exit 2 ;; esac
+  case "$t" in loaders|text|images) ;; *) echo "fuzz-long.sh: unknown target '$t' (loaders, text, images)" >&2; exit 2 ;; esac
   fuzz_run "$t" "$secs"
   merged="$out/merged-$t"
   rm -rf "$merged" && mkdir -p "$merged"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Fuzzes what qkv reads from untrusted sources with libFuzzer under AddressSanitizer +
 # UndefinedBehaviorSanitizer for a bounded time; fails on any crash, leak, sanitizer report,
-# per-input timeout or allocation beyond the memory limit. Two targets share the time:
+# per-input timeout or allocation beyond the memory limit. Three targets share the time:
 #   loaders (tests/fuzz/fuzz_loaders.cpp): model and tokenizer files (GGUF, llama2.c, t5);
 #   text (tests/fuzz/fuzz_text.cpp): chat templates through the Jinja runtime, and arbitrary
-#     text through the real vocabularies' tokenizers.
+#     text through the real vocabularies' tokenizers;
+#   images (tests/fuzz/fuzz_images.cpp): PNG, JPEG and PPM files through the image decoders.
 #
 #   bash scripts/fuzz.sh [SECONDS]    default 60 in all; a step of scripts/test.sh
 #
@@ -20,7 +21,8 @@ secs="${1:-60}"
 case "$secs" in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
 source scripts/fuzz-common.sh
 fuzz_build
-half=$(( secs / 2 ))
-fuzz_run loaders "$half"
-fuzz_run text "$(( secs - half ))"
+third=$(( secs / 3 ))
+fuzz_run loaders "$third"
+fuzz_run text "$third"
+fuzz_run images "$(( secs - 2 * third ))"
 echo "[fuzz] no crash, leak, sanitizer report or timeout in ${secs}s" >&2

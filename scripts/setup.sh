@@ -23,6 +23,9 @@ command -v chromium >/dev/null || need+=(chromium)  # headless browser tests (dr
 command -v clang++-14 >/dev/null || need+=(clang-14)  # the libFuzzer build (scripts/fuzz.sh)
 compgen -G '/usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a' >/dev/null || need+=(libclang-rt-14-dev)
 command -v clang-format >/dev/null || need+=(clang-format)  # scripts/format.sh
+command -v cjpeg >/dev/null || need+=(libjpeg-turbo-progs)  # the JPEG references (cjpeg, djpeg) of the image decoder tests
+command -v pnmtopng >/dev/null || need+=(netpbm)  # PNG encoders of the image decoder tests
+[ -x /usr/bin/convert ] || need+=(imagemagick)  # the PNG reference decoder (libpng) of the image decoder tests
 if [ "${#need[@]}" -gt 0 ]; then
   log "apt-get install ${need[*]}"
   as_root apt-get update -qq

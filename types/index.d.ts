@@ -646,10 +646,15 @@ export interface RawImage {
 }
 
 /**
- * What embedImage() takes: raw RGBA everywhere; in the browser also what the platform decodes
- * (a Blob or File of PNG, JPEG, GIF, WebP, BMP through createImageBitmap) or draws on a canvas.
+ * What embedImage() takes: raw RGBA everywhere; the bytes of a PNG, JPEG or binary PPM/PGM file
+ * everywhere (a Uint8Array, Node Buffer or ArrayBuffer, told apart by content and decoded by
+ * qkv's own decoders: baseline and progressive JPEG, every PNG colour type and bit depth); a Blob
+ * or File everywhere (browsers decode it with createImageBitmap, so GIF, WebP and BMP work there
+ * too; Node with qkv's decoders); in the browser also what the platform draws on a canvas.
+ * Corrupt or oversized files are rejected with 'bad_argument', CMYK, arithmetic-coded, lossless
+ * and 12-bit JPEG with 'unsupported'.
  */
-export type ImageInput = RawImage | ImageData | ImageBitmap | HTMLImageElement | HTMLCanvasElement | OffscreenCanvas | HTMLVideoElement | VideoFrame | Blob;
+export type ImageInput = RawImage | Uint8Array | ArrayBuffer | ImageData | ImageBitmap | HTMLImageElement | HTMLCanvasElement | OffscreenCanvas | HTMLVideoElement | VideoFrame | Blob;
 
 export interface ImageEmbedOptions {
   /** 'cls': the class token's final state; 'mean': the average over the patches. Default: 'cls' when the model has a class token (CLIP), else 'mean' (SigLIP). */

@@ -2,7 +2,8 @@
 // method is async because it crosses postMessage.
 import type {
   AttentionMap, ChatMessage, EmbedOptions, EncoderDecoderInfo, EncoderDecoderInspection, GenerateOptions, GeneratedToken,
-  GenerationStats, LoadOptions, ModelFiles, ModelInfo, ModelSource, QkvWarning, QuantizeOptions, QuantizeResult, RerankOptions, RerankResult, SamplingOptions,
+  GenerationStats, ImageEmbedOptions, ImageEncoderInfo, ImageInput, ImageInspection, LoadOptions, ModelFiles, ModelInfo, ModelSource, QkvWarning,
+  QuantizeOptions, QuantizeResult, RerankOptions, RerankResult, SamplingOptions,
 } from './index.js';
 
 export { QkvError, ErrorCode } from './index.js';
@@ -63,12 +64,27 @@ export interface RemoteEncoderDecoderModel {
   dispose(): Promise<void>;
 }
 
+/**
+ * An image encoder (llama.cpp mmproj GGUF) in the worker; see ImageEncoderModel. Images go to the
+ * worker as they are (raw RGBA, encoded PNG/JPEG/PPM bytes, ImageData, ImageBitmap, Blob), except
+ * image/canvas/video elements, read to RGBA on this side first, and Blobs in Node, sent as bytes.
+ */
+export interface RemoteImageEncoderModel {
+  info: ImageEncoderInfo;
+  warnings: QkvWarning[];
+  refreshInfo(): Promise<ImageEncoderInfo>;
+  embedImage(image: ImageInput, options?: ImageEmbedOptions): Promise<Float32Array>;
+  inspectImage(image: ImageInput, options?: ImageEmbedOptions): Promise<ImageInspection>;
+  embedImages(images: ImageInput[], options?: ImageEmbedOptions): Promise<Float32Array[]>;
+  dispose(): Promise<void>;
+}
+
 export interface QkvWorker {
   /**
    * Async iterables are gathered on this side; ArrayBuffers, Blobs and URLs go to the worker as they
    * are. options.gpu is ignored (the worker uses its own navigator.gpu); onWarning runs here.
    */
-  loadModel<M extends RemoteModel | RemoteEncoderDecoderModel = RemoteModel>(source: ModelFiles, options?: LoadOptions): Promise<M>;
+  loadModel<M extends RemoteModel | RemoteEncoderDecoderModel | RemoteImageEncoderModel = RemoteModel>(source: ModelFiles, options?: LoadOptions): Promise<M>;
   /**
    * quantize() with the work in the worker: the page stays responsive. onProgress and onChunk run
    * here (chunks arrive as transferred copies); without onChunk the bytes come back in one buffer.

@@ -51,11 +51,11 @@ static int usage(FILE* f) {
           "                                   one JSON array (the text's embedding) per line\n"
           "  qkv embed-image MMPROJ IMAGE... [--pooling cls|mean] [--no-normalize] [--no-project]\n"
           "                 [--size N] [--resize crop|squash] [--threads N]\n"
-          "                                   an image encoder (llama.cpp mmproj GGUF) on binary PPM/PGM\n"
-          "                                   images: one JSON array (the image's embedding) per line\n"
+          "                                   an image encoder (llama.cpp mmproj GGUF) on PNG, JPEG or\n"
+          "                                   PPM/PGM images (told by content): one JSON array per line\n"
           "  qkv classify-image MODEL IMAGE... [--top N] [--size N] [--resize crop|squash] [--threads N]\n"
-          "                                   an image classifier (clip GGUF with v.head.*) on PPM/PGM images:\n"
-          "                                   one JSON array of the N likeliest {index, label, probability}\n"
+          "                                   an image classifier (clip GGUF with v.head.*) on PNG, JPEG or\n"
+          "                                   PPM/PGM images: one JSON array of the N likeliest {index, label, probability}\n"
           "  qkv --version                    print the version\n%s\n%s",
           QKV_VERSION, qtype_names(), train_usage(), run_usage());
   return f == stderr ? 1 : 0;
@@ -280,9 +280,9 @@ static int cmd_embed(const std::vector<std::string>& args) {
 static std::vector<uint8_t> read_image(const std::string& path, int* w, int* h) {
   auto file = map_file(path);
   try {
-    return decode_pnm(file->data(), file->size(), w, h);
+    return decode_image(file->data(), file->size(), w, h);  // PNG, JPEG, PPM/PGM, told by content
   } catch (const Error& e) {
-    fail(e.code(), path + ": " + e.what() + " (convert it first, e.g. with ImageMagick: convert IN.png OUT.ppm)");
+    fail(e.code(), path + ": " + e.what());
   }
 }
 

@@ -1,7 +1,9 @@
 // Image encoders (llama.cpp mmproj GGUF: CLIP / SigLIP vision towers) in the JS API:
-// embedImage(image) takes raw RGBA {data, width, height} everywhere, and in the browser also
-// ImageData, ImageBitmap, image/canvas/video elements and Blob/File (PNG, JPEG, ... decoded by
-// the browser's own decoders); preprocessing and the forward pass run in WASM.
+// embedImage(image) takes raw RGBA {data, width, height} and the bytes of a PNG, JPEG or PPM/PGM
+// file (Uint8Array / Buffer / ArrayBuffer, decoded by qkv's own decoders in WASM) everywhere, a
+// Blob/File everywhere (browsers decode it with createImageBitmap, Node with qkv's decoders), and
+// in the browser ImageData, ImageBitmap and image/canvas/video elements; preprocessing and the
+// forward pass run in WASM.
 import { QkvError, check, checkOptions, describe, throwIfAborted } from './errors.js';
 import { call, yieldToLoop } from './util.js';
 
@@ -28,16 +30,18 @@ function checkRaw(img, what) {
 
 /**
  * Any supported image to raw RGBA. Browser sources are drawn on an OffscreenCanvas (or a canvas
- * element) and read back with getImageData; Blobs are decoded with createImageBitmap.
+ * element) and read back with getImageData; Blobs are decoded with createImageBitmap where it
+ * exists (browsers), else, like encoded bytes, by qkv's PNG/JPEG/PPM decoders in `mod` (the
+ * engine module: without it, encoded images are refused with 'unsupported').
  */
-export async function toRgba(image, what = 'embedImage') {
+export async function toRgba(image, what = 'embedImage', mod = null) {
   if (image === null || typeof image !== 'object') {
-    throw new QkvError('bad_argument', `${what} takes {data, width, height} (RGBA bytes), ImageData, ImageBitmap or a Blob, got ${describe(image)}`);
+    throw new QkvError('bad_argument', `${what} takes {data, width, height} (RGBA bytes), the bytes of a PNG or JPEG file, ImageData, ImageBitmap or a Blob, got ${describe(image)}`);
   }
+  if (image instanceof ArrayBuffer) return decodeBytes(new Uint8Array(image), what, mod);
+  if (image instanceof Uint8Array || image instanceof Uint8ClampedArray) return decodeBytes(image, what, mod);
   if (typeof Blob !== 'undefined' && image instanceof Blob) {
-    if (typeof createImageBitmap !== 'function') {
-      throw new QkvError('unsupported', `${what}: this environment has no image decoder (createImageBitmap); pass {data, width, height} RGBA bytes (Node: decode the file first, e.g. qkv's decodeImage for PPM)`);
-    }
+    if (typeof createImageBitmap !== 'function') return decodeBytes(new Uint8Array(await image.arrayBuffer()), what, mod);
     let bitmap;
     try {
       bitmap = await createImageBitmap(image);
@@ -54,7 +58,42 @@ export async function toRgba(image, what = 'embedImage') {
     return drawn(image, w, h, what);
   }
   if ('data' in image && 'width' in image && 'height' in image) return checkRaw(image, what);  // ImageData too
-  throw new QkvError('bad_argument', `${what} takes {data, width, height} (RGBA bytes), ImageData, ImageBitmap or a Blob, got ${describe(image)}`);
+  throw new QkvError('bad_argument', `${what} takes {data, width, height} (RGBA bytes), the bytes of a PNG or JPEG file, ImageData, ImageBitmap or a Blob, got ${describe(image)}`);
+}
+
+/** A PNG, JPEG or PPM/PGM file's bytes -> {data, width, height} through the engine's decoders. */
+function decodeBytes(bytes, what, mod) {
+  if (!mod?.decodeImage) {
+    throw new QkvError('unsupported', `${what}: encoded image bytes are decoded by the engine: pass them to a loaded image encoder's embedImage`);
+  }
+  if (bytes.length === 0) throw new QkvError('bad_argument', `${what}: the image is empty (0 bytes)`);
+  const buf = call(() => new mod.Buffer(bytes.length));
+  try {
+    buf.view().set(bytes);
+    return call(() => mod.decodeImage(buf));
+  } catch (e) {
+    throw new QkvError(e.code ?? 'bad_argument', `${what}: ${e.message}`);
+  } finally {
+    buf.delete();
+  }
+}
+
+/**
+ * The view inspectImage() returns, from the engine's raw result {embedding, attention (one
+ * Float32Array of layers * heads * rows * rows), rows, gridHeight, gridWidth} (the worker builds
+ * the same view from the same raw result).
+ */
+export function imageInspection(r, { layers, heads, classToken }) {
+  const n = r.rows, maps = r.attention;
+  return {
+    embedding: r.embedding, rows: n, classToken, gridHeight: r.gridHeight, gridWidth: r.gridWidth, layers, heads,
+    attention(layer, head) {
+      check(Number.isInteger(layer) && layer >= 0 && layer < layers, `layer must be 0..${layers - 1}, got ${describe(layer)}`);
+      check(Number.isInteger(head) && head >= 0 && head < heads, `head must be 0..${heads - 1}, got ${describe(head)}`);
+      const base = (layer * heads + head) * n * n;
+      return Array.from({ length: n }, (_, i) => maps.subarray(base + i * n, base + (i + 1) * n));
+    },
+  };
 }
 
 function drawn(source, width, height, what) {
@@ -106,8 +145,10 @@ export class ImageEncoderModel {
 
   /**
    * One image's embedding, a Float32Array of info.embeddingDim. image: {data: Uint8Array |
-   * Uint8ClampedArray of RGBA bytes, width, height} (alpha ignored), ImageData, or in the browser
-   * an ImageBitmap, image/canvas/video element or Blob/File. Options: {pooling: 'cls' | 'mean'}
+   * Uint8ClampedArray of RGBA bytes, width, height} (alpha ignored), the bytes of a PNG, JPEG or
+   * PPM/PGM file (Uint8Array, Buffer, ArrayBuffer: decoded by qkv), a Blob/File (browsers: decoded
+   * by createImageBitmap; Node: by qkv), ImageData, or in the browser an ImageBitmap or
+   * image/canvas/video element. Options: {pooling: 'cls' | 'mean'}
    * (default: the class token when the model has one), {normalize: true}, {project: true} (the
    * model's visual_projection, if any), {size} (the encoder's input side, a multiple of the patch
    * size; default info.imageSize, other sizes interpolate the positions), {resize: 'crop' |
@@ -125,18 +166,12 @@ export class ImageEncoderModel {
    * is the class token's when the model has one). Same image and options as embedImage().
    */
   async inspectImage(image, options = {}) {
-    const r = await this._run('inspectImage', image, options);
-    const { layers, heads, classToken } = this._info;
-    const n = r.rows, maps = r.attention;
-    return {
-      embedding: r.embedding, rows: n, classToken, gridHeight: r.gridHeight, gridWidth: r.gridWidth, layers, heads,
-      attention(layer, head) {
-        check(Number.isInteger(layer) && layer >= 0 && layer < layers, `layer must be 0..${layers - 1}, got ${describe(layer)}`);
-        check(Number.isInteger(head) && head >= 0 && head < heads, `head must be 0..${heads - 1}, got ${describe(head)}`);
-        const base = (layer * heads + head) * n * n;
-        return Array.from({ length: n }, (_, i) => maps.subarray(base + i * n, base + (i + 1) * n));
-      },
-    };
+    return imageInspection(await this._inspectImageRaw(image, options), this._info);
+  }
+
+  /** @internal inspectImage()'s raw result (what crosses postMessage from the worker). */
+  async _inspectImageRaw(image, options = {}) {
+    return this._run('inspectImage', image, options);
   }
 
   /**
@@ -174,7 +209,7 @@ export class ImageEncoderModel {
       `size must be a multiple of the patch size ${this._info.patchSize} up to 4096, got ${describe(size)}`);
     check(resize === undefined || RESIZE_MODES.includes(resize), `resize must be one of ${RESIZE_MODES.join(', ')}, got ${describe(resize)}`);
     throwIfAborted(signal);
-    const img = await toRgba(image, fn);
+    const img = await toRgba(image, fn, this._mod);
     throwIfAborted(signal);
     if (!this._h) throw new QkvError('disposed', 'this model was disposed');
     const buf = call(() => new this._mod.Buffer(img.data.length));

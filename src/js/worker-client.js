@@ -1,9 +1,10 @@
 // The qkv API with the engine in a Web Worker (or Node worker thread): the same shape as the
 // main entry, every method async, generation streamed across postMessage.
-import { QkvError, checkOptions } from './errors.js';
+import { QkvError, checkOptions, describe } from './errors.js';
 import { inspectionView } from './inspection.js';
 import { isPartSource } from './source.js';
 import { LOAD_KEYS } from './util.js';
+import { imageInspection, toRgba } from './vision.js';
 
 export { QkvError };
 
@@ -260,6 +261,47 @@ class RemoteEncoderDecoderModel {
   }
 }
 
+/**
+ * An image encoder (mmproj GGUF) in the worker: embedImage / inspectImage as on the page. Images
+ * that cannot cross postMessage (elements, and Blobs in Node) become RGBA or bytes here first.
+ */
+class RemoteImageEncoderModel {
+  constructor(conn, handle, info) { this._c = conn; this._h = handle; this.info = info; }
+  refreshInfo() { return this._c.request({ op: 'info', handle: this._h }).then((i) => (this.info = i)); }
+  async _call(method, image, options) {
+    const plain = options !== null && typeof options === 'object';
+    const { signal, ...rest } = plain ? options : {};
+    const img = await portable(image, method);
+    return this._c.request({ op: 'call', handle: this._h, method, args: [img, plain ? rest : options] }, { signal });
+  }
+  /** The image's embedding, computed in the worker (see ImageEncoderModel.embedImage). */
+  embedImage(image, options = {}) { return this._call('embedImage', image, options); }
+  /** The embedding and every layer's and head's attention (see ImageEncoderModel.inspectImage). */
+  async inspectImage(image, options = {}) {
+    return imageInspection(await this._call('_inspectImageRaw', image, options), this.info);
+  }
+  /** embedImage() over a list, in order. */
+  async embedImages(images, options = {}) {
+    if (!Array.isArray(images)) throw new QkvError('bad_argument', `embedImages takes an array of images, got ${describe(images)}`);
+    const out = [];
+    for (const img of images) out.push(await this.embedImage(img, options));
+    return out;
+  }
+  dispose() {
+    if (this._warnKey) this._c.warnings.delete(this._warnKey);
+    return this._c.request({ op: 'dispose', handle: this._h });
+  }
+}
+
+// What postMessage can carry: canvas-drawable elements are read to RGBA on this side (the worker has
+// no DOM); a Blob in Node goes as its bytes; everything else as it is (the worker checks it).
+async function portable(image, what) {
+  if (isNode && typeof Blob !== 'undefined' && image instanceof Blob) return new Uint8Array(await image.arrayBuffer());
+  const element = ['HTMLImageElement', 'HTMLCanvasElement', 'HTMLVideoElement', 'SVGImageElement']
+    .some((k) => typeof globalThis[k] === 'function' && image instanceof globalThis[k]);
+  return element ? toRgba(image, what) : image;
+}
+
 // Async iterables cannot cross postMessage: gather them here, then send the bytes. A relative
 // URL means relative to the page, not to the worker's script.
 async function pack(s) {
@@ -314,7 +356,8 @@ export async function createWorker(url = new URL('./worker.js', import.meta.url)
       }
       const model = loaded.info.encoderDecoder
         ? new RemoteEncoderDecoderModel(conn, loaded.handle, loaded.info)
-        : new RemoteModel(conn, loaded.handle, loaded.info);
+        : loaded.info.imageEncoder ? new RemoteImageEncoderModel(conn, loaded.handle, loaded.info)
+          : new RemoteModel(conn, loaded.handle, loaded.info);
       model._warnKey = warnKey;
       /** Warnings so far (WebGPU unavailable or lost, with the fallback taken). */
       model.warnings = warnings;

@@ -28,6 +28,7 @@ const CALLS = {
   model: new Set(['tokenize', 'detokenize', 'sparseMask', 'complete', 'embed', 'rerank', 'applyChatTemplate']),
   session: new Set(['feed', 'prefill', 'logits', 'sample', 'truncate', 'reset', 'attention', 'complete']),
   encdec: new Set(['tokenize', 'detokenize', 'sparseMask', 'complete', '_inspectRaw']),
+  image: new Set(['embedImage', '_inspectImageRaw']),
 };
 
 async function handle(msg) {
@@ -43,10 +44,6 @@ async function handle(msg) {
         onWarning: (w) => post({ type: 'warning', warnKey, value: w }),
       };
       const model = await api.loadModel(msg.source, options);
-      if (model instanceof api.ImageEncoderModel) {
-        model.dispose();
-        throw new api.QkvError('unsupported', 'image encoders (mmproj GGUF) do not run through the Worker wrapper yet: load them with loadModel() on the page or in a worker of your own');
-      }
       value = { handle: register(model), info: model.info };
     } else if (op === 'quantize') {
       // The output: streamed back as 'chunk' messages (the page's onChunk) or one transferred buffer.
@@ -72,10 +69,13 @@ async function handle(msg) {
       target(msg.handle)[msg.property] = msg.value;
     } else if (op === 'call') {
       const o = target(msg.handle);
-      const kind = o instanceof api.Model ? 'model' : o instanceof api.EncoderDecoderModel ? 'encdec' : 'session';
+      const kind = o instanceof api.Model ? 'model' : o instanceof api.EncoderDecoderModel ? 'encdec'
+        : o instanceof api.ImageEncoderModel ? 'image' : 'session';
       if (!CALLS[kind].has(msg.method)) throw new api.QkvError('bad_argument', `no method ${msg.method}`);
       const args = [...msg.args];
       if (msg.method === 'complete' || msg.method === 'embed') args[1] = { ...(args[1] ?? {}), signal: ac.signal };
+      // Image options of the wrong type go through as they are, for the model's own error.
+      if (kind === 'image' && (args[1] === undefined || (typeof args[1] === 'object' && args[1] !== null))) args[1] = { ...args[1], signal: ac.signal };
       // Options of the wrong type go through as they are, for the model's own error.
       if (msg.method === 'rerank' && (args[2] === undefined || (typeof args[2] === 'object' && args[2] !== null))) args[2] = { ...args[2], signal: ac.signal };
       value = await o[msg.method](...args);

@@ -187,4 +187,13 @@ std::vector<uint8_t> decode_pnm(const uint8_t* data, uint64_t size, int* width, 
   return rgba;
 }
 
+std::vector<uint8_t> decode_image(const uint8_t* data, uint64_t size, int* width, int* height) {
+  if (size >= 8 && data[0] == 0x89 && data[1] == 'P' && data[2] == 'N' && data[3] == 'G')
+    return decode_png(data, size, width, height);
+  if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) return decode_jpeg(data, size, width, height);
+  if (size >= 2 && data[0] == 'P' && (data[1] == '5' || data[1] == '6')) return decode_pnm(data, size, width, height);
+  fail(ErrorCode::BadArgument, "not an image qkv reads: PNG, JPEG and binary PPM (P6) / PGM (P5) files are read" +
+                                   std::string(size == 0 ? " (the file is empty)" : ""));
+}
+
 }  // namespace qkv

@@ -51,4 +51,22 @@ std::vector<float> preprocess_image(const uint8_t* rgba, uint64_t bytes, int wid
 // Error(BadArgument) naming what is wrong with a corrupt or truncated file.
 std::vector<uint8_t> decode_pnm(const uint8_t* data, uint64_t size, int* width, int* height);
 
+// A PNG file (every colour type and bit depth, palette, tRNS, Adam7) -> RGBA bytes; 16-bit
+// samples keep their high byte. Throws Error(BadArgument) naming what is wrong with a corrupt,
+// truncated or oversized file (the sides and pixel limits above; decompression stops at the
+// declared image size), Error(Unsupported) for an unknown critical chunk.
+std::vector<uint8_t> decode_png(const uint8_t* data, uint64_t size, int* width, int* height);
+
+// A JPEG file (baseline or progressive Huffman, 8-bit, greyscale or YCbCr with any integer
+// subsampling, restart markers) -> RGBA bytes, decoded as libjpeg's djpeg does by default
+// except for the IDCT (exact in double; djpeg -dct float is the closest), then turned upright
+// per its EXIF orientation (as browsers show it; width and height swap for 5..8). Throws
+// Error(Unsupported) naming arithmetic coding, lossless, 12-bit or CMYK files, Error(BadArgument)
+// for corrupt, truncated or oversized ones.
+std::vector<uint8_t> decode_jpeg(const uint8_t* data, uint64_t size, int* width, int* height);
+
+// Any of the above, told apart by their first bytes (not by a file name). Error(BadArgument)
+// names the formats read when the bytes are none of them.
+std::vector<uint8_t> decode_image(const uint8_t* data, uint64_t size, int* width, int* height);
+
 }  // namespace qkv

@@ -13,6 +13,8 @@ async function misuse(model: Model, clip: ImageEncoderModel): Promise<void> {
   clip.info.labels.push('x');
   // @ts-expect-error resize is crop or squash
   await clip.embedImage(new Blob([]), { resize: 'fit' });
+  // @ts-expect-error encoded images are bytes, not a file name
+  await clip.embedImage('photo.png');
   // @ts-expect-error the tokenizer is a source, not a number
   await loadModel('m.bin', { tokenizer: 5 });
   // @ts-expect-error threads is 'auto' or a number

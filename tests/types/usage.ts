@@ -1,6 +1,6 @@
 // Compile-only check of the public types (tsc --noEmit): every documented call, as users write it.
 import { loadModel, quantize, QUANTIZE_TYPES, QkvError, ErrorCodes, type Model, type Session, type ModelInfo, type GenerationStats, type EmbedPooling, type EncoderDecoderModel, type EncoderDecoderInfo, type EncoderDecoderInspection, type ImageEncoderModel, type ImageEncoderInfo, type RawImage, type ImageClass } from 'qkv';
-import { createWorker, type RemoteModel, type RemoteEncoderDecoderModel } from 'qkv/worker';
+import { createWorker, type RemoteModel, type RemoteEncoderDecoderModel, type RemoteImageEncoderModel } from 'qkv/worker';
 
 async function main(): Promise<void> {
   const ac = new AbortController();
@@ -79,6 +79,8 @@ async function main(): Promise<void> {
   console.log(v.length === ci.embeddingDim, vs.length, ci.patchSize, ci.imageMean[0]);
   const seen = await clip.inspectImage(raw);
   const fromCls: Float32Array = seen.attention(seen.layers - 1, 0)[0];
+  const fromPng: Float32Array = await clip.embedImage(new Uint8Array([0x89, 0x50, 0x4e, 0x47]));
+  console.log(fromPng.length, (await clip.embedImage(new ArrayBuffer(8))).length);
   console.log(fromCls.length === seen.rows, seen.gridWidth * seen.gridHeight + (seen.classToken ? 1 : 0) === seen.rows);
   if (ci.labels.length > 0) {
     const classes: ImageClass[] = await clip.classifyImage(raw, { topK: ci.labels.length, signal: new AbortController().signal });
@@ -94,6 +96,11 @@ async function main(): Promise<void> {
   for await (const t of rt5.generate('hello', { maxTokens: 4 })) console.log(t.text, rt5.info.decoderLayers);
   console.log((await rt5.inspect('hello')).cross(0, 0).length);
   await rt5.dispose();
+  const rclip = await w.loadModel<RemoteImageEncoderModel>('mmproj.gguf');
+  const rv: Float32Array = await rclip.embedImage(new Blob([]), { pooling: 'mean' });
+  const rseen = await rclip.inspectImage(raw);
+  console.log(rv.length === rclip.info.embeddingDim, rseen.attention(0, 0).length, (await rclip.embedImages([raw])).length);
+  await rclip.dispose();
   const wq = await w.quantize('model.gguf', { type: 'q4_k', onProgress: (p) => console.log(p.phase), onChunk: (c) => console.log(c.byteLength) });
   console.log(wq.outBytes, wq.bytes === null);
   await w.terminate();
