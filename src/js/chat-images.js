@@ -62,11 +62,11 @@ function dataUrlBlob(url, where) {
   return new Blob([bytes], { type });
 }
 
-/** One image part as RGBA (vision.js's toRgba: raw RGBA everywhere, decoded images where the platform decodes them). */
-export async function partRgba({ part, where }) {
+/** One image part as RGBA (vision.js's toRgba: raw RGBA, and encoded files through the platform or the engine's decoders). */
+export async function partRgba({ part, where }, mod) {
   const src = part.type === 'image' ? part.image
     : dataUrlBlob(typeof part.image_url === 'string' ? part.image_url : part.image_url.url, where);
-  return toRgba(src, where);
+  return toRgba(src, where, mod);
 }
 
 /**
@@ -83,7 +83,7 @@ export async function imagePrompt(model, prompt, images, special) {
   const per = model.info.mmproj.imageTokens, dim = model.info.mmproj.dim;
   const rows = new Float32Array(images.length * per * dim);
   for (let i = 0; i < images.length; i++) {
-    const rgba = await partRgba(images[i]);
+    const rgba = await partRgba(images[i], mod);
     const buf = call(() => new mod.Buffer(rgba.data.length));
     try {
       buf.view().set(rgba.data);

@@ -221,13 +221,16 @@ test('images in chat: errors name the problem', { skip: noMaker }, async () => {
     await assert.rejects(run([{ role: 'user', content: [{ type: 'audio', audio: {} }] }]), (e) => e.code === 'unsupported');
     await assert.rejects(run([{ role: 'user', content: [{ type: 'image', image: pic }, { type: 'text', text: 'x <__media__>' }] }]),
       (e) => e.code === 'bad_argument' && /marker/.test(e.message));
-    // A data URL decodes where the platform (or toRgba) has a PNG decoder, else says it has none.
+    // A PNG data URL decodes (the engine's decoder in Node) to the very pixels of the raw part.
     const dataUrl = `data:image/png;base64,${png(pic).toString('base64')}`;
-    try {
-      await run([{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl } }] }]);
-    } catch (e) {
-      assert.equal(e.code, 'unsupported', e.message);
-    }
+    const reply = async (part) => {
+      let s = '';
+      for await (const p of model.chat([{ role: 'user', content: [part, { type: 'text', text: 'hi' }] }], { temperature: 0, maxTokens: 6 })) s += p.text;
+      return s;
+    };
+    assert.equal(await reply({ type: 'image_url', image_url: { url: dataUrl } }), await reply({ type: 'image', image: pic }));
+    await assert.rejects(run([{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0K' } }] }]),
+      (e) => e.code === 'bad_argument' && /PNG/.test(e.message));
   } finally {
     model.dispose();
   }
