@@ -44,7 +44,7 @@ static inline void dot_block(float* Y, int64_t ldy, const float* X, int64_t ldx,
     }
 }
 
-// One weight row against x with four independent accumulators (matvec's last rows).
+// One weight row against x with four independent accumulators: a single sequential stream.
 static inline float dot_row(const float* w, const float* x, int n) {
   fbatch a0(0.0f), a1(0.0f), a2(0.0f), a3(0.0f);
   int k = 0;
@@ -81,10 +81,11 @@ static inline void dot_rows(float* y, const float* const* w, const float* x, int
 }
 
 void matvec_f32_simd(float* y, const float* W, const float* x, int n, int r0, int r1) {
-  // 4 rows from the range's 4 quarters at a time: four far-apart sequential streams (as the
-  // integer decode tiles read them, tiles.h), and each x vector loaded serves 4 rows. On the
-  // shared machine both builds stream faster this way than one row at a time (docs/benchmarks.md);
-  // adjacent rows in lockstep are what the prefetcher handles badly.
+#ifdef __wasm__
+  // WASM: 4 rows from the range's 4 quarters at a time, four far-apart sequential streams (as
+  // the integer decode tiles read them, tiles.h), each x vector loaded serving 4 rows: V8 folds
+  // no load into an FMA, so the x loads are half of the loop's. Natively (AVX2 / AVX-512 loads
+  // of whole lines, folded) one row at a time measured faster end to end (docs/benchmarks.md).
   constexpr int R = 4;
   const int h = (r1 - r0) / R;
   for (int i = 0; i < h; i++) {
@@ -95,6 +96,7 @@ void matvec_f32_simd(float* y, const float* W, const float* x, int n, int r0, in
     for (int k = 0; k < R; k++) y[r0 + k * h + i] = out[k];
   }
   r0 += R * h;
+#endif
   for (int r = r0; r < r1; r++) y[r] = dot_row(W + (int64_t)r * n, x, n);
 }
 
