@@ -11,7 +11,10 @@
 //
 // --only keeps the cases of the listed types (q8_0, q4_0, q4_k, q6_k, f32, f32-r4, f32-r6, attn-1l, attn-12l,
 // q8_0-dram, q4_0-dram, q4_k-dram, q6_k-dram, q4_0-layers, q8_0-layers; TYPE-tile and TYPE-gemm,
-// the 64-token prefill with the grouped tile or the packed GEMM kept, for all eight integer types).
+// the 64-token prefill with the grouped tile or the packed GEMM kept, for all eight integer types;
+// q4_k-ktile, q5_k-ktile, q6_k-ktile: that prefill through the super-block kernel's tile over the
+// stored rows, q4_k-kpanel, q5_k-kpanel, q6_k-kpanel: over rows decoded once per token block; f32-dec and
+// f32-dec-dram: f32 decode, matvec_f32_simd, in and out of cache).
 //
 // With no BUILD, it runs build-wasm/qkv_kernel_bench_web.mjs (`cmake --build build-wasm --target
 // qkv_kernel_bench_web`; build-wasm-relaxed/ has the relaxed-SIMD kernels). Given

@@ -4,14 +4,16 @@
 // measured in the browser. Each case: quantize the activations, then Y = X W^T through
 // matmul_q8_simd, 1 thread; decode (T = 1) over a matrix that fits in cache and one that does
 // not, and a 64-token prefill (the build's choice, and "-tile" / "-gemm": the grouped tile or the
-// packed GEMM kept, for every integer type); decode from DRAM ("-dram": a 131072 x 2048 matrix, 151-285 MiB,
-// far past the L3) and through four layers of the ~1B shape ("-layers": width 2048, hidden 5632,
-// each matrix its own buffer, as a decode step reads them). Then the f32 product of a 64-token
-// prefill (matmul_f32_simd's packed-token kernel) at the 110M shape's two matrix shapes: "f32" with
-// the tile height the build picks (the relaxed builds time both on the first calls), "f32-r4" and
-// "f32-r6" with each height kept. Then attention_flash as the 110M shape decodes (12 heads of 64,
-// one query against 320 cached positions): one layer's cache (in cache) and 12 layers' in turn
-// (out of it, as in a decode step). The JS side alternates builds case by case and keeps the best.
+// packed GEMM kept, for every integer type; "-ktile" for the K types: the super-block kernel the
+// relaxed builds decode with, against BlockQ8K, its 2 x 4 tile over the stored rows; "-kpanel": its
+// prefill over rows decoded once per block of tokens); decode from DRAM ("-dram": a 131072 x 2048 matrix, 151-285 MiB,
+// far past the L3; "f32-dec-dram": f32, 192 MiB) and through four layers of the ~1B shape ("-layers": width 2048,
+// hidden 5632, each matrix its own buffer, as a decode step reads them). Then the f32 product of a 64-token prefill
+// (matmul_f32_simd's packed-token kernel) at the 110M shape's two matrix shapes: "f32" with the tile height the build
+// picks (the relaxed builds time both on the first calls), "f32-r4" and "f32-r6" with each height kept, and f32 decode
+// ("f32-dec": matvec_f32_simd, 2048 x 768). Then attention_flash as the 110M shape decodes (12 heads of 64, one query
+// against 320 cached positions): one layer's cache (in cache) and 12 layers' in turn (out of it, as in a decode step).
+// The JS side alternates builds case by case and keeps the best.
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -32,7 +34,9 @@ struct Case {
   const char* type_name;
   int d, n, T;   // attention: d = cached positions, n = heads x head_dim, T = layers
   int tile = 0;  // F32: the tile height to keep (matmul_f32_force_tile_rows), 0 for the build's choice;
-                 // Quant: 1 the grouped prefill tile, 2 the packed GEMM (qdot_force_prefill_kernel)
+                 // Quant: 1 the grouped prefill tile, 2 the packed GEMM (qdot_force_prefill_kernel),
+                 // 3 / 4 the super-block kernel (matmul_q8k_simd; K types) with the tile over the
+                 // stored rows / the decoded rows (qdot_force_prefill_kernel 0 / 1)
 };
 
 const Case kCases[] = {
@@ -64,6 +68,12 @@ const Case kCases[] = {
     {Kind::Quant, qkv::QType::Q5_K, "q5_k-gemm", 2048, 768, 64, 2},
     {Kind::Quant, qkv::QType::Q6_K, "q6_k-tile", 2048, 768, 64, 1},
     {Kind::Quant, qkv::QType::Q6_K, "q6_k-gemm", 2048, 768, 64, 2},
+    {Kind::Quant, qkv::QType::Q4_K, "q4_k-ktile", 2048, 768, 64, 3},
+    {Kind::Quant, qkv::QType::Q5_K, "q5_k-ktile", 2048, 768, 64, 3},
+    {Kind::Quant, qkv::QType::Q6_K, "q6_k-ktile", 2048, 768, 64, 3},
+    {Kind::Quant, qkv::QType::Q4_K, "q4_k-kpanel", 2048, 768, 64, 4},
+    {Kind::Quant, qkv::QType::Q5_K, "q5_k-kpanel", 2048, 768, 64, 4},
+    {Kind::Quant, qkv::QType::Q6_K, "q6_k-kpanel", 2048, 768, 64, 4},
     {Kind::Quant, qkv::QType::Q8_0, "q8_0-dram", 131072, 2048, 1},
     {Kind::Quant, qkv::QType::Q4_0, "q4_0-dram", 131072, 2048, 1},
     {Kind::Quant, qkv::QType::Q4_K, "q4_k-dram", 131072, 2048, 1},
@@ -76,6 +86,8 @@ const Case kCases[] = {
     {Kind::F32, qkv::QType::F32, "f32-r4", 768, 2048, 64, 4},
     {Kind::F32, qkv::QType::F32, "f32-r6", 2048, 768, 64, 6},
     {Kind::F32, qkv::QType::F32, "f32-r6", 768, 2048, 64, 6},
+    {Kind::F32, qkv::QType::F32, "f32-dec", 2048, 768, 1},
+    {Kind::F32, qkv::QType::F32, "f32-dec-dram", 65536, 768, 1},
     {Kind::Attention, qkv::QType::F32, "attn-1l", 320, 768, 1},
     {Kind::Attention, qkv::QType::F32, "attn-12l", 320, 768, 12},
 };
@@ -143,7 +155,8 @@ double run_attention(const Case& k) {
   });
 }
 
-// The f32 product as prefill runs it (matmul_f32_simd: the tokens packed into tiles, row-major weights).
+// The f32 product as prefill runs it (matmul_f32_simd: the tokens packed into tiles, row-major
+// weights), or as decode does (T = 1: matvec_f32_simd).
 double run_f32(const Case& k) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 0.05f);
@@ -154,8 +167,9 @@ double run_f32(const Case& k) {
     qkv::matmul_f32_simd(Y.data(), k.d, X.data(), k.n, W.data(), k.T, k.n, 0, k.d);
     g_sink = Y[0];
   };
-  // The build's choice: what a model runs after its first products (the trial ends by itself).
-  while (qkv::matmul_f32_tile_rows() == 0) once();
+  // The build's choice: what a model runs after its first products (the trial ends by itself;
+  // decode, T = 1, has none).
+  while (k.T > 1 && qkv::matmul_f32_tile_rows() == 0) once();
   const int kept = qkv::matmul_f32_tile_rows();  // restored after a forced height
   if (k.tile) qkv::matmul_f32_force_tile_rows(k.tile);
   const double s = time_best(once);
@@ -240,14 +254,19 @@ double run_case(int c) {
   for (float& v : X) v = 20.0f * nd(rng);
   std::vector<qkv::BlockQ8A> xq((size_t)k.T * k.n / 32);
   const bool finite = qkv::qdot_scales_finite(k.type, W.data(), k.d, k.n);  // as the loader checks
-  if (qkv::qtype_k_super(k.type) && qkv::qdot_k_super_blocks()) {           // as ProductInput multiplies them
+  // As ProductInput multiplies them, or the super-block kernel kept (it is the reference kernel
+  // in the builds that do not use it).
+  if (qkv::qtype_k_super(k.type) && (k.tile >= 3 || (k.tile == 0 && qkv::qdot_k_super_blocks()))) {
     std::vector<qkv::BlockQ8K> xk((size_t)k.T * k.n / 256);
-    return time_best([&] {
+    qkv::qdot_force_prefill_kernel(k.tile >= 3 ? k.tile - 3 : -1);
+    const double s = time_best([&] {
       for (int i = 0; i < k.T; i++)
         qkv::quantize_act_q8k_simd(X.data() + (size_t)i * k.n, xk.data() + (size_t)i * k.n / 256, k.n);
       qkv::matmul_q8k_simd(k.type, Y.data(), k.d, xk.data(), W.data(), k.T, k.n, 0, k.d);
       g_sink = Y[0];
     });
+    qkv::qdot_force_prefill_kernel(-1);
+    return s;
   }
   auto once = [&] {
     for (int i = 0; i < k.T; i++)

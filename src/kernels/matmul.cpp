@@ -44,9 +44,7 @@ static inline void dot_block(float* Y, int64_t ldy, const float* X, int64_t ldx,
     }
 }
 
-// One weight row against x with four independent accumulators. Decode is bound by streaming
-// W from memory: walking one row at a time gives the prefetcher a single sequential stream
-// (measured 23.7 GB/s on one core vs 14 GB/s for four interleaved rows).
+// One weight row against x with four independent accumulators: a single sequential stream.
 static inline float dot_row(const float* w, const float* x, int n) {
   fbatch a0(0.0f), a1(0.0f), a2(0.0f), a3(0.0f);
   int k = 0;
@@ -62,7 +60,43 @@ static inline float dot_row(const float* w, const float* x, int n) {
   return s;
 }
 
+// R rows against x, two accumulators each: every x vector loaded serves R rows.
+template <int R>
+static inline void dot_rows(float* y, const float* const* w, const float* x, int n) {
+  fbatch a[R][2];
+  for (int r = 0; r < R; r++) a[r][0] = a[r][1] = fbatch(0.0f);
+  int k = 0;
+  for (; k + 2 * kLanes <= n; k += 2 * kLanes) {
+    const fbatch x0 = fbatch::load_unaligned(x + k), x1 = fbatch::load_unaligned(x + k + kLanes);
+    for (int r = 0; r < R; r++) {
+      a[r][0] = madd(fbatch::load_unaligned(w[r] + k), x0, a[r][0]);
+      a[r][1] = madd(fbatch::load_unaligned(w[r] + k + kLanes), x1, a[r][1]);
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    float s = xsimd::reduce_add(a[r][0] + a[r][1]);
+    for (int kk = k; kk < n; kk++) s += w[r][kk] * x[kk];
+    y[r] = s;
+  }
+}
+
 void matvec_f32_simd(float* y, const float* W, const float* x, int n, int r0, int r1) {
+#ifdef __wasm__
+  // WASM: 4 rows from the range's 4 quarters at a time, four far-apart sequential streams (as
+  // the integer decode tiles read them, tiles.h), each x vector loaded serving 4 rows: V8 folds
+  // no load into an FMA, so the x loads are half of the loop's. Natively (AVX2 / AVX-512 loads
+  // of whole lines, folded) one row at a time measured faster end to end (docs/benchmarks.md).
+  constexpr int R = 4;
+  const int h = (r1 - r0) / R;
+  for (int i = 0; i < h; i++) {
+    const float* w[R];
+    float out[R];
+    for (int k = 0; k < R; k++) w[k] = W + (int64_t)(r0 + k * h + i) * n;
+    dot_rows<R>(out, w, x, n);
+    for (int k = 0; k < R; k++) y[r0 + k * h + i] = out[k];
+  }
+  r0 += R * h;
+#endif
   for (int r = r0; r < r1; r++) y[r] = dot_row(W + (int64_t)r * n, x, n);
 }
 

@@ -123,8 +123,9 @@ bool qdot_uses_finite_scales();
 
 // The WASM builds' prefill kernel for products of >= 8 tokens (BlockQ8A activations): 0 the
 // grouped register tile, 1 the packed GEMM (src/kernels/qdot/wasm_gemm.h), -1 (the default)
-// each type's run-time trial between them. The results are the same bits either way; for
-// tests and benchmarks. No effect in the native builds.
+// each type's run-time trial between them. The relaxed builds' K types against BlockQ8K: 0 the
+// tile over the stored rows, 1 rows decoded once per block of tokens, -1 a trial between them. The results are the same
+// bits either way; for tests and benchmarks. No effect in the native builds.
 void qdot_force_prefill_kernel(int which);
 
 // Name of the integer-dot implementation compiled in ("avx2", "wasm-simd128", "wasm-relaxed", "portable").

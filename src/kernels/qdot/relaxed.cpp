@@ -146,6 +146,11 @@ struct QK45Relaxed : QK45Simd128<K5> {
   I32 kdot(int j, const B32& w, const X8& x) const {
     return wasm_i32x4_dot_i16x8(wasm_i16x8_add(rdot(x.lo, w.lo), rdot(x.hi, w.hi)), splat16(ksc, j));
   }
+  // kdot with the scale splats given (kscale's, kept by the decoded prefill panel): the same integers.
+  v128_t kscale(int j, int) const { return splat16(ksc, j); }
+  static I32 kdot_s(const B32& w, const X8& x, v128_t sa, v128_t) {
+    return wasm_i32x4_dot_i16x8(wasm_i16x8_add(rdot(x.lo, w.lo), rdot(x.hi, w.hi)), sa);
+  }
   // acc + the super-block's two terms in lanes 0 and 1 (fsum adds them): d * dx * isum and
   // -dmin * dx * sum_j min_j * sum32_j.
   // The two integer totals are reduced exactly before they are converted.
@@ -200,6 +205,8 @@ struct Q6KRelaxed : Q6KSimd128 {
     kd = s;
   }
   I32 kdot(int j, const B32& w, const X8& x) const { return dot_u8_16(w, x, scale16(j, 0), scale16(j, 1)); }
+  v128_t kscale(int j, int half) const { return scale16(j, half); }
+  static I32 kdot_s(const B32& w, const X8& x, v128_t sa, v128_t sb) { return dot_u8_16(w, x, sa, sb); }
   // acc + the super-block's sum in lane 0: d * dx * (isum - 32 * sum_g sc_g * sum16_g). The
   // lanes of isum can be past 2^24 where they cancel across lanes, so the total is reduced
   // exactly before it is converted.
@@ -305,6 +312,84 @@ inline void ktile(const uint8_t* const* rows, const BlockQ8K* const* xs, int nsb
     for (int t = 0; t < NT; t++) out[r * NT + t] = fsum(acc[r][t]);
 }
 
+// K-type prefill (>= kPackMinTokens tokens): ktile re-decodes every weight sub-block (codes from
+// nibbles and high bits, scale splats) once per 4 tokens. Here each super-block of a panel of
+// rows is decoded once per pass over a block of tokens into KRow (codes, scale splats, and the
+// decoder itself for kfinish), and the 2 x 4 tile reads it back: per (row, token) the same
+// integer dots and the same kfinish as ktile, so the same bits as decode.
+template <class D>
+struct KRow {
+  D dec;
+  B32 w[8];
+  v128_t sa[8], sb[8];
+  void decode(const uint8_t* b) {
+    dec.prepare_k(b);
+    for (int j = 0; j < 8; j += 2) dec.wpair8(j, &w[j], &w[j + 1]);
+    for (int j = 0; j < 8; j++) sa[j] = dec.kscale(j, 0), sb[j] = dec.kscale(j, 1);
+  }
+};
+
+template <class D, int NR, int NT>
+inline void ktile_decoded(const KRow<D>* const* rows, const BlockQ8K* const* xs, int nsb, float* out) {
+  F acc[NR][NT];
+  for (int r = 0; r < NR; r++)
+    for (int t = 0; t < NT; t++) acc[r][t] = fzero();
+  for (int s = 0; s < nsb; s++) {
+    I32 isum[NR][NT];
+    for (int r = 0; r < NR; r++)
+      for (int t = 0; t < NT; t++) isum[r][t] = wasm_i32x4_splat(0);
+    QKV_UNROLL
+    for (int j = 0; j < 8; j += 2) {
+      for (int r = 0; r < NR; r++) {
+        const KRow<D>& k = rows[r][s];
+        const B32 wa = k.w[j], wb = k.w[j + 1];
+        for (int t = 0; t < NT; t++) {
+          const int8_t* q = xs[t][s].q + 32 * j;
+          const X8 xa{wasm_v128_load(q), wasm_v128_load(q + 16)}, xb{wasm_v128_load(q + 32), wasm_v128_load(q + 48)};
+          isum[r][t] = wasm_i32x4_add(isum[r][t], wasm_i32x4_add(D::kdot_s(wa, xa, k.sa[j], k.sb[j]),
+                                                                 D::kdot_s(wb, xb, k.sa[j + 1], k.sb[j + 1])));
+        }
+      }
+    }
+    for (int t = 0; t < NT; t++)
+      for (int r = 0; r < NR; r++) acc[r][t] = rows[r][s].dec.kfinish(isum[r][t], xs[t][s], acc[r][t]);
+  }
+  for (int r = 0; r < NR; r++)
+    for (int t = 0; t < NT; t++) out[r * NT + t] = fsum(acc[r][t]);
+}
+
+// Y = X W^T over rows [r0, r1) for T tokens through the decoded panels (2 rows, passes of
+// kPackTokenBlock tokens whose activations stay in L2; a short last group repeats its last token).
+template <class D>
+void kprefill_decoded(float* Y, int64_t ldy, const BlockQ8K* X, const uint8_t* W, size_t rb, int T, int nsb, int r0,
+                      int r1) {
+  constexpr int NR = 2, NT = 4;
+  thread_local std::vector<KRow<D>> panel;  // NR rows: bounded by the width
+  panel.resize((size_t)NR * nsb);
+  float out[NR * NT];
+  for (int t0 = 0; t0 < T; t0 += kPackTokenBlock) {
+    const int t1 = T - t0 < kPackTokenBlock ? T : t0 + kPackTokenBlock;
+    for (int r = r0; r < r1; r += NR) {
+      const int nr = r1 - r < NR ? r1 - r : NR;
+      const KRow<D>* rows[NR];
+      for (int k = 0; k < NR; k++) {
+        KRow<D>* p = panel.data() + (size_t)(k < nr ? k : nr - 1) * nsb;
+        if (k < nr)
+          for (int s = 0; s < nsb; s++) p[s].decode(W + (size_t)(r + k) * rb + (size_t)s * D::kBytes);
+        rows[k] = p;
+      }
+      for (int t = t0; t < t1; t += NT) {
+        const BlockQ8K* xs[NT];
+        for (int i = 0; i < NT; i++) xs[i] = X + (size_t)(t + i < t1 ? t + i : t1 - 1) * nsb;
+        if (nr == NR) ktile_decoded<D, NR, NT>(rows, xs, nsb, out);
+        else ktile_decoded<D, 1, NT>(rows, xs, nsb, out);
+        for (int i = 0; i < NT && t + i < t1; i++)
+          for (int k = 0; k < nr; k++) Y[(t + i) * ldy + r + k] = out[k * NT + i];
+      }
+    }
+  }
+}
+
 // Q8_0 decode in the relaxed builds: the token's activations split once per call (dot_sign).
 // 7-11% faster in Chromium 156 than widening them once per call and multiplying widened
 // weights (39.0 against 35.1 GFLOP/s out of cache).
@@ -362,6 +447,26 @@ template <class D>
 void matmul_k(float* Y, int64_t ldy, const BlockQ8K* X, const uint8_t* W, int T, int n, int r0, int r1) {
   const int nsb = n / 256;
   const size_t rb = (size_t)nsb * D::kBytes;
+  if (T >= kPackMinTokens) {
+    // The tile over the stored rows or the decoded rows, whichever this engine runs faster for
+    // type D, timed on the first calls as prefill_gemm's two (the same bits either way): the
+    // decoded rows' tile holds more vectors live (Q6_K's two scale splats per sub-block), and
+    // in Chromium 156 it measured faster for Q4_K and Q5_K but not always for Q6_K.
+    static Trial trial;
+    auto run = [&](int which) {
+      if (which == 1) return kprefill_decoded<D>(Y, ldy, X, W, rb, T, nsb, r0, r1);
+      prefill_tiles(SuperTile<D>{nsb}, Y, ldy, X, (size_t)nsb, W, rb, T, r0, r1);
+    };
+    const int forced = g_prefill_forced.load(std::memory_order_relaxed);
+    if (forced >= 0) return run(forced == 0 ? 0 : 1);
+    const int kept = trial.decided();
+    if (kept >= 0) return run(kept);
+    const int which = trial.pick();
+    const auto start = std::chrono::steady_clock::now();
+    run(which);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    return trial.report(which, (double)T * nsb * (r1 - r0), took.count());
+  }
   if (T > 1) return prefill_tiles(SuperTile<D>{nsb}, Y, ldy, X, (size_t)nsb, W, rb, T, r0, r1);
   decode_tiles<2>(SuperTile<D>{nsb}, Y, X, W, rb, r0, r1);
 }

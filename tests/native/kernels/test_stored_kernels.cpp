@@ -141,8 +141,10 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
   // The K types against super-block activations (BlockQ8K: the relaxed-SIMD builds' kernel;
   // elsewhere the reference, which those builds' models do not call): the quantizer against its
   // reference, random rows (every code, scale and min) and edge fills against dot_q8k_ref,
-  // prefill tiles (5 tokens: a full and a short group) against decode bit for bit, and many rows
-  // (decode's two-row tiles from two parts of [r0, r1), prefill's odd last row) against one row.
+  // prefill (9 tokens: two full groups and a short one) against decode bit for bit, and many rows
+  // (decode's two-row tiles from two parts of [r0, r1), prefill's odd last row; from 8 tokens on,
+  // the relaxed builds' two prefill kernels, each kept, and their trial) against one row and the
+  // reference.
   for (QType t : {QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
     const size_t bb = qtype_row_bytes(t, 256);
     for (int n : {256, 512, 2048}) {
@@ -156,8 +158,8 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
             std::memcpy(t == QType::Q6_K ? p + 208 : p, &h, 2);
             if (t != QType::Q6_K) std::memcpy(p + 2, &h, 2);
           }
-        std::vector<BlockQ8K> X5(5 * (n / 256)), R(n / 256);
-        for (int k = 0; k < 5; k++) {
+        std::vector<BlockQ8K> X5(9 * (n / 256)), R(n / 256);
+        for (int k = 0; k < 9; k++) {
           std::vector<float> x = randn(n, 110 + k);
           if (fill >= 0)  // activations at +-127 of their block's scale: the largest products
             for (int i = 0; i < n; i++)
@@ -167,9 +169,9 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
           check(std::memcmp(R.data(), X5.data() + k * (n / 256), R.size() * sizeof(BlockQ8K)) == 0,
                 "super-block activations (bit-exact)", (int)t, n, X5[k * (n / 256)].d, R[0].d);
         }
-        float y5[5];
-        matmul_q8k_simd(t, y5, 1, X5.data(), row.data(), 5, n, 0, 1);
-        for (int k = 0; k < 5; k++) {
+        float y5[9];
+        matmul_q8k_simd(t, y5, 1, X5.data(), row.data(), 9, n, 0, 1);
+        for (int k = 0; k < 9; k++) {
           double mag = 0;
           const float ref = dot_q8k_ref(t, row.data(), X5.data() + k * (n / 256), n, &mag);
           float y1 = 0;
@@ -188,24 +190,31 @@ TEST(StoredKernels, SimdPathsMatchTheirReferences) {
         const std::vector<uint8_t> row = stored_row(t, randn(n, 160 + r, 0.05f), r);
         W.insert(W.end(), row.begin() + r, row.end());
       }
-      for (int T : {1, 5}) {
-        std::vector<BlockQ8K> X(T * (n / 256));
-        for (int k = 0; k < T; k++) quantize_act_q8k_simd(randn(n, 170 + k).data(), X.data() + k * (n / 256), n);
-        const int ldy = d + 2, r0 = d > 3 ? 1 : 0, r1 = d;
-        std::vector<float> Y(T * ldy, -7.0f);
-        matmul_q8k_simd(t, Y.data(), ldy, X.data(), W.data(), T, n, r0, r1);
-        for (int k = 0; k < T; k++)
-          for (int c = 0; c < ldy; c++) {
-            const float got = Y[k * ldy + c];
-            if (c < r0 || c >= r1) {
-              check(got == -7.0f, "super-block, many rows: outside rows untouched", (int)t, d, got, -7.0f);
-              continue;
+      for (int T : {1, 5, 9, 40})
+        for (int kernel : {-1, 0, 1}) {
+          std::vector<BlockQ8K> X(T * (n / 256));
+          for (int k = 0; k < T; k++) quantize_act_q8k_simd(randn(n, 170 + k).data(), X.data() + k * (n / 256), n);
+          const int ldy = d + 2, r0 = d > 3 ? 1 : 0, r1 = d;
+          std::vector<float> Y(T * ldy, -7.0f);
+          qdot_force_prefill_kernel(kernel);
+          matmul_q8k_simd(t, Y.data(), ldy, X.data(), W.data(), T, n, r0, r1);
+          qdot_force_prefill_kernel(-1);
+          for (int k = 0; k < T; k++)
+            for (int c = 0; c < ldy; c++) {
+              const float got = Y[k * ldy + c];
+              if (c < r0 || c >= r1) {
+                check(got == -7.0f, "super-block, many rows: outside rows untouched", (int)t, d, got, -7.0f);
+                continue;
+              }
+              float one = 0;
+              matmul_q8k_simd(t, &one, 1, X.data() + k * (n / 256), W.data() + c * rb, 1, n, 0, 1);
+              check(got == one, "super-block, many rows vs one row (bit-exact)", (int)t, d, got, one);
+              double mag = 0;
+              const float ref = dot_q8k_ref(t, W.data() + c * rb, X.data() + k * (n / 256), n, &mag);
+              check(std::fabs(got - ref) <= (2.0 * (n / 32) + 16) * std::ldexp(1.0, -24) * mag + 1e-30,
+                    "super-block, many rows vs reference", (int)t, T, got, ref);
             }
-            float one = 0;
-            matmul_q8k_simd(t, &one, 1, X.data() + k * (n / 256), W.data() + c * rb, 1, n, 0, 1);
-            check(got == one, "super-block, many rows vs one row (bit-exact)", (int)t, d, got, one);
-          }
-      }
+        }
     }
   }
   // f32 prefill (the packed-token kernel: 4- or 6-row tiles of 8 tokens and a last one of 4 or 8) against the
