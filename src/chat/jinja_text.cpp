@@ -151,6 +151,187 @@ std::string grouped(const std::string& digits, char sep, int n) {
   return o;
 }
 
+// Python's pprint.pformat (width 80, indent 1, dicts sorted by key), which Jinja2's pprint is:
+// a value's repr where it fits the line, else its items one per line, long strings in chunks.
+class Pretty {
+ public:
+  std::string o;
+  void format(const Value& v, int64_t indent, int64_t allowance, int level) {
+    charge(64);
+    const std::string rep = flat(v);
+    if (cps(rep) > kWidth - indent - allowance) {
+      if (v.k == Value::K::Dict && !v.is_ns && !v.is_loop) return dict(v, indent, allowance, level + 1);
+      if (v.k == Value::K::List) return list(v, indent, allowance, level + 1);
+      if (v.k == Value::K::Str) return str(v.s, indent, allowance, level + 1);
+    }
+    o += rep;
+    if (o.size() > kMaxOutput) too_much("a string grows too long");
+  }
+
+ private:
+  static constexpr int64_t kWidth = 80;
+  static int64_t cps(const std::string& s) {
+    int64_t n = 0;
+    for (const char c : s) n += ((unsigned char)c & 0xc0) != 0x80;
+    return n;
+  }
+  // pprint's key order: ints by value before strings (Python compares their type names then),
+  // strings by code point.
+  static std::vector<const Entry*> sorted(const Value& v) {
+    std::vector<const Entry*> es;
+    for (const Entry& e : *v.d) es.push_back(&e);
+    charge(16 * es.size());
+    std::stable_sort(es.begin(), es.end(), [](const Entry* a, const Entry* b) {
+      if (a->int_key != b->int_key) return a->int_key;
+      if (a->int_key) return std::strtoll(a->first.c_str(), nullptr, 10) < std::strtoll(b->first.c_str(), nullptr, 10);
+      return a->first < b->first;
+    });
+    return es;
+  }
+  static std::string key_repr(const Entry& e) {
+    std::string k;
+    if (e.int_key) k = e.first;
+    else repr_str(k, e.first);
+    return k;
+  }
+  // pprint's one-line repr: Python's, with dict keys sorted (a namespace prints as its repr does).
+  static std::string flat(const Value& v) {
+    if (v.k == Value::K::Undef) return "Undefined";
+    if (v.lazy) return repr(v);  // refuses: a generator's repr holds its address
+    if (v.k == Value::K::Dict && !v.is_ns && !v.is_loop) {
+      std::string r = "{";
+      for (const Entry* e : sorted(v)) {
+        if (r.size() > 1) r += ", ";
+        r += key_repr(*e) + ": " + flat(e->second);
+        if (r.size() > kMaxOutput) too_much("a string grows too long");
+      }
+      return r + "}";
+    }
+    if (v.k == Value::K::List) {
+      std::string r = v.tuple ? "(" : "[";
+      for (size_t i = 0; i < v.l->size(); i++) {
+        r += (i ? ", " : "") + flat((*v.l)[i]);
+        if (r.size() > kMaxOutput) too_much("a string grows too long");
+      }
+      if (v.tuple && v.l->size() == 1) r += ',';
+      return r + (v.tuple ? ")" : "]");
+    }
+    return repr(v);
+  }
+  void dict(const Value& v, int64_t indent, int64_t allowance, int level) {
+    o += '{';
+    const std::vector<const Entry*> es = sorted(v);
+    indent += 1;
+    allowance += 1;
+    for (size_t i = 0; i < es.size(); i++) {
+      const bool last = i + 1 == es.size();
+      const std::string k = key_repr(*es[i]);
+      o += k + ": ";
+      format(es[i]->second, indent + cps(k) + 2, last ? allowance : 1, level);
+      if (!last) o += ",\n" + std::string((size_t)indent, ' ');
+    }
+    o += '}';
+  }
+  void list(const Value& v, int64_t indent, int64_t allowance, int level) {
+    const std::string end = !v.tuple ? "]" : v.l->size() == 1 ? ",)" : ")";
+    o += v.tuple ? '(' : '[';
+    indent += 1;
+    allowance += cps(end);
+    for (size_t i = 0; i < v.l->size(); i++) {
+      const bool last = i + 1 == v.l->size();
+      if (i) o += ",\n" + std::string((size_t)indent, ' ');
+      format((*v.l)[i], indent, last ? allowance : 1, level);
+    }
+    o += end;
+  }
+  // Python's str.isspace() for a code point (what the regex \s matches).
+  static bool py_space(uint32_t c) {
+    return (c >= 9 && c <= 13) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+  }
+  static bool line_end(uint32_t c) {
+    return c == '\n' || c == '\r' || c == 0xb || c == 0xc || (c >= 0x1c && c <= 0x1e) || c == 0x85 || c == 0x2028 ||
+           c == 0x2029;
+  }
+  static uint32_t decode(const std::string& s, size_t i, size_t* n) {
+    const unsigned char c = (unsigned char)s[i];
+    *n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    for (size_t k = 1; k < *n; k++)
+      if (i + k >= s.size() || ((unsigned char)s[i + k] & 0xc0) != 0x80) *n = 1;
+    if (*n == 1) return c;
+    uint32_t cp = c & (0x7f >> *n);
+    for (size_t k = 1; k < *n; k++) cp = cp << 6 | ((unsigned char)s[i + k] & 0x3f);
+    return cp;
+  }
+  static std::string rep(const std::string& s) {
+    std::string r;
+    repr_str(r, s);
+    return r;
+  }
+  // pprint's _pprint_str: each line (ends kept) as a repr, lines too long cut after whitespace;
+  // several chunks at the top level go in parentheses.
+  void str(const std::string& s, int64_t indent, int64_t allowance, int level) {
+    charge(4 * s.size());
+    if (s.empty()) {
+      o += "''";
+      return;
+    }
+    std::vector<std::string> lines;
+    for (size_t i = 0, start = 0; i < s.size();) {
+      size_t n;
+      const uint32_t c = decode(s, i, &n);
+      i += n;
+      if (c == '\r' && i < s.size() && s[i] == '\n') i++;
+      if (line_end(c) || i >= s.size()) lines.push_back(s.substr(start, i - start)), start = i;
+    }
+    if (level == 1) indent += 1, allowance += 1;
+    const int64_t max_width = kWidth - indent;
+    int64_t max_width1 = max_width;
+    std::vector<std::string> chunks;
+    for (size_t i = 0; i < lines.size(); i++) {
+      const bool last_line = i + 1 == lines.size();
+      if (last_line) max_width1 -= allowance;
+      std::string r = rep(lines[i]);
+      if (cps(r) <= max_width1) {
+        chunks.push_back(std::move(r));
+        continue;
+      }
+      std::vector<std::string> parts;  // runs of non-space then space, as re.findall(r'\S*\s*') gives
+      const std::string& line = lines[i];
+      for (size_t p = 0; p < line.size();) {
+        size_t q = p, n;
+        while (q < line.size() && !py_space(decode(line, q, &n))) q += n;
+        while (q < line.size() && py_space(decode(line, q, &n))) q += n;
+        parts.push_back(line.substr(p, q - p));
+        p = q;
+      }
+      int64_t max_width2 = max_width;
+      std::string current;
+      for (size_t j = 0; j < parts.size(); j++) {
+        tick_text(parts[j]);
+        const std::string candidate = current + parts[j];
+        if (j + 1 == parts.size() && last_line) max_width2 -= allowance;
+        if (cps(rep(candidate)) > max_width2) {
+          if (!current.empty()) chunks.push_back(rep(current));
+          current = parts[j];
+        } else {
+          current = candidate;
+        }
+      }
+      if (!current.empty()) chunks.push_back(rep(current));
+    }
+    if (chunks.size() == 1) {
+      o += chunks[0];
+      return;
+    }
+    if (level == 1) o += '(';
+    for (size_t i = 0; i < chunks.size(); i++) o += (i ? "\n" + std::string((size_t)indent, ' ') : "") + chunks[i];
+    if (level == 1) o += ')';
+    if (o.size() > kMaxOutput) too_much("a string grows too long");
+  }
+  static void tick_text(const std::string& part) { charge(16 + part.size()); }
+};
+
 }  // namespace
 
 // Python's format(x, spec) for strings, integers and floats (format-spec mini-language:
@@ -374,6 +555,14 @@ std::string Renderer::str_format(const std::string& fmt, const std::vector<Value
 bool Renderer::text_filter(const std::string& f, const Value& v, const std::vector<Value>& a, const Kw& kw,
                            Value* out) {
   std::string r;
+  if (f == "pprint") {
+    if (!a.empty() || !kw.empty()) bad_template("pprint takes no arguments");
+    Pretty p;
+    p.format(v, 0, 0, 0);
+    *out = Value::str(std::move(p.o));
+    return true;
+  }
+  if (f == "random") unsupported("the filter 'random' (its pick differs from run to run, so no rendering can match)");
   if (f == "groupby") {  // sorted by the attribute (case-blind unless case_sensitive), runs of equal keys
     only_kw("groupby", kw, {"attribute", "default", "case_sensitive"});
     const Value at = arg(a, kw, 0, "attribute");

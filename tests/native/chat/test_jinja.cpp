@@ -519,6 +519,7 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
   EXPECT_EQ(code_of("{% for i in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"), "bad_model");
   EXPECT_EQ(code_of("{% macro m(s) %}{{ m(s ~ s) }}{% endmacro %}{{ m('xxxxxxxxxxxxxxxx') }}"), "bad_model");  // growth
   EXPECT_EQ(code_of("{{ x | urlize }}"), "unsupported");
+  EXPECT_EQ(code_of("{{ [1, 2] | random }}"), "unsupported");  // its pick differs from run to run
   EXPECT_EQ(code_of("{{ raise_exception('stop here') }}"),
             "bad_argument");  // the template's verdict on the conversation
   std::string deep;
