@@ -138,7 +138,7 @@ end" -%}
 {{ messages[::-1] | map(attribute='role') | join(',') }} {{ '    x'[:-2] }}|{{ ('' ~ 'ab')[:-2] }}|
 {%- for k, v in {'maximum': 3, 'format': 'f', 'minimum': none}.items() if k in ['format', 'minimum', 'maximum'] and v is not none %} {{ k }}={{ v }}{% endfor %}
 {%- for idx in range(messages | length - 1, -1, -1) %}{% if messages[idx].role == 'user' %} last user {{ idx }}{% break %}{% endif %}{% endfor %}
-{{ (undefined_keys) or [] }} {{ tools | default([]) | tojson() }} {{ "a" "b" 'c' }}
+{{ (undefined_keys) or [] }} {{ tools | default([]) | tojson() }} {{ "a" "b" 'c' }} {{ add }} {{ [ns_p] }} {{ ns_p | pprint }}
 {%- if messages | length > 99 %}{{ raise_exception("two " "parts") }}{% endif %})J",
   };
   // Jinja2 raises on these (a sandboxed list's append, an attribute set on a dict, a truncation
@@ -203,10 +203,10 @@ second paragraph that is longer than ten' | wordwrap(10, wrapstring='<br>') }}
   };
   // Jinja2 raises on these: qkv refuses them too.
   const char* const raising[] = {
-      "{{ '{}'.format() }}",        "{{ '{:d}'.format('a') }}",   "{{ '{0}{}'.format(1, 2) }}",
-      "{{ '{x}'.format(y=1) }}",    "{{ '{:>+5}'.format('s') }}", "{{ 'a } b'.format() }}",
-      "{{ {'a b': 1} | xmlattr }}", "{{ 'x' | wordwrap(0) }}",    "{{ [1] | slice(0) | list }}",
-      "{{ 1 | pprint(2) }}",
+      "{{ '{}'.format() }}",        "{{ '{:d}'.format('a') }}",      "{{ '{0}{}'.format(1, 2) }}",
+      "{{ '{x}'.format(y=1) }}",    "{{ '{:>+5}'.format('s') }}",    "{{ 'a } b'.format() }}",
+      "{{ {'a b': 1} | xmlattr }}", "{{ 'x' | wordwrap(0) }}",       "{{ [1] | slice(0) | list }}",
+      "{{ 1 | pprint(2) }}",        "{{ namespace(a=1) | tojson }}",
   };
   std::vector<std::vector<JinjaMessage>> conversations = kTurns;
   conversations.push_back(kToolTurns);
