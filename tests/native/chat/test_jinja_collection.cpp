@@ -170,7 +170,7 @@ end" -%}
 // reach its rules: groupby (grouper / list attributes, case folding, default), slice (fill),
 // striptags (comments, tags, character references), wordwrap (long words, paragraphs, wrapstring),
 // xmlattr (escaping, none left out), urlencode (strings, dicts, pairs), filesizeformat, the
-// `filter` and `test` tests, str.format's fields, conversions and format specs, and pprint.
+// `filter` and `test` tests, str.format's fields, conversions and format specs, pprint and urlize.
 TEST(Jinja, TextFiltersAndStrFormatRenderAsJinja2Does) {
   const char* const templates[] = {
       R"J({% for g in messages | groupby('role') %}[{{ g.grouper }}:{{ g.list | length }}:{{ g['grouper'] }}]{% endfor %}
@@ -199,14 +199,25 @@ second paragraph that is longer than ten' | wordwrap(10, wrapstring='<br>') }}
 {{ messages | map(attribute='content') | join(' ') | pprint }}
 {{ ((messages | map(attribute='content') | join(' ')) * 4) | pprint }}
 {{ {'text': 'line one\nline two é ' * 6, 'list': range(40) | list, 't': (1,), 'u': undefined_name} | pprint }}
-{{ ['x' * 90, 'a b ' * 30, '', 'é' * 79] | pprint }}|{{ ('word ' * 20) | pprint }}|{{ 3.5 | pprint }}|{{ none | pprint }}|{{ 'q' | pprint }})J",
+{{ ['x' * 90, 'a b ' * 30, '', 'é' * 79] | pprint }}|{{ ('word ' * 20) | pprint }}|{{ 3.5 | pprint }}|{{ none | pprint }}|{{ 'q' | pprint }}
+{{ messages | map(attribute='content') | join(' ') | urlize }}
+{{ 'See http://example.com, (www.example.org/a?b=1#c). Mail me@example.com or mailto:you@mail.example.net! <https://x.io:8080/p> "q" & http://192.168.0.1:80/x http://[::1]/ https://xn--bcher-kva.example/ foo.com bar.info/x a.com http://localhost @a@b.com a@b http://exa_mple.com/(x) (http://wiki.org/A_(b)) http://1.2.3 x.y.museum.org.' | urlize }}
+{{ 'Go to https://example.com/a/very/long/path/indeed now' | urlize(20) }}|{{ 'www.example.com' | urlize(trim_url_limit=5, nofollow=true, target='_blank') }}|{{ 'http://a.org' | urlize(rel='me noopener') }}|{{ 'http://a.org' | urlize(-3) }}|{{ 'é@ü.de café.com http://ü.de/é	www.b.com　http://c.com' | urlize }}|{{ none | urlize }}|{{ 42 | urlize }})J",
   };
   // Jinja2 raises on these: qkv refuses them too.
   const char* const raising[] = {
-      "{{ '{}'.format() }}",        "{{ '{:d}'.format('a') }}",      "{{ '{0}{}'.format(1, 2) }}",
-      "{{ '{x}'.format(y=1) }}",    "{{ '{:>+5}'.format('s') }}",    "{{ 'a } b'.format() }}",
-      "{{ {'a b': 1} | xmlattr }}", "{{ 'x' | wordwrap(0) }}",       "{{ [1] | slice(0) | list }}",
-      "{{ 1 | pprint(2) }}",        "{{ namespace(a=1) | tojson }}",
+      "{{ '{}'.format() }}",
+      "{{ '{:d}'.format('a') }}",
+      "{{ '{0}{}'.format(1, 2) }}",
+      "{{ '{x}'.format(y=1) }}",
+      "{{ '{:>+5}'.format('s') }}",
+      "{{ 'a } b'.format() }}",
+      "{{ {'a b': 1} | xmlattr }}",
+      "{{ 'x' | wordwrap(0) }}",
+      "{{ [1] | slice(0) | list }}",
+      "{{ 1 | pprint(2) }}",
+      "{{ 'http://a.com' | urlize('x') }}",
+      "{{ namespace(a=1) | tojson }}",
   };
   std::vector<std::vector<JinjaMessage>> conversations = kTurns;
   conversations.push_back(kToolTurns);
