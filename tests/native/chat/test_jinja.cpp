@@ -520,6 +520,14 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
   EXPECT_EQ(code_of("{% macro m(s) %}{{ m(s ~ s) }}{% endmacro %}{{ m('xxxxxxxxxxxxxxxx') }}"), "bad_model");  // growth
   EXPECT_EQ(code_of("{{ 'a' | urlize(extra_schemes=['ftp:']) }}"), "unsupported");
   EXPECT_EQ(code_of("{{ [1, 2] | random }}"), "unsupported");  // its pick differs from run to run
+  // pprint and urlize of big values: linear work, bounded by the output and work budgets.
+  EXPECT_EQ(code_of("{{ ('ab ' * 1000000) | pprint }}{{ range(100000) | list | pprint }}"), "rendered");
+  EXPECT_EQ(code_of("{{ range(30000) | batch(1) | batch(1) | batch(1) | batch(2) | list | pprint }}"), "rendered");
+  EXPECT_EQ(
+      code_of(
+          "{{ ('(http://a' ~ '.b' * 2000000 ~ '.com/' ~ '&gt;' * 100000 ~ ' x@' ~ 'y.' * 1000000 ~ 'z ') | urlize }}"),
+      "rendered");
+  EXPECT_EQ(code_of("{{ ('http://a.com/x ' * 3000000) | urlize }}"), "bad_model");
   EXPECT_EQ(code_of("{{ raise_exception('stop here') }}"),
             "bad_argument");  // the template's verdict on the conversation
   std::string deep;
