@@ -354,7 +354,7 @@ export interface ModelInfo {
   /**
    * Why chatTemplate is 'builtin' (or chatFormatGuessed is true with a template): the construct
    * qkv's Jinja subset lacks or the error the template ran into, e.g. "chat template: the filter
-   * 'urlize' (unsupported)". Empty when the model's template is used or there is none.
+   * 'random' (...) (unsupported)". Empty when the model's template is used or there is none.
    */
   chatFallbackReason: string;
   /** The mmproj loaded with the model (LoadOptions.mmproj), or null: images in chat. */

@@ -151,6 +151,380 @@ std::string grouped(const std::string& digits, char sep, int n) {
   return o;
 }
 
+// Python's str.isspace() for a code point (what the regex \s matches).
+bool py_space(uint32_t c) {
+  return (c >= 9 && c <= 13) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+// The code point at byte i of s and its length in *n (a stray byte stands for itself).
+uint32_t decode(const std::string& s, size_t i, size_t* n) {
+  const unsigned char c = (unsigned char)s[i];
+  *n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+  for (size_t k = 1; k < *n; k++)
+    if (i + k >= s.size() || ((unsigned char)s[i + k] & 0xc0) != 0x80) *n = 1;
+  if (*n == 1) return c;
+  uint32_t cp = c & (0x7f >> *n);
+  for (size_t k = 1; k < *n; k++) cp = cp << 6 | ((unsigned char)s[i + k] & 0x3f);
+  return cp;
+}
+
+// Python's pprint.pformat (width 80, indent 1, dicts sorted by key), which Jinja2's pprint is:
+// a value's repr where it fits the line, else its items one per line, long strings in chunks.
+class Pretty {
+ public:
+  std::string o;
+  void format(const Value& v, int64_t indent, int64_t allowance, int level) {
+    charge(64);
+    const std::string rep = flat(v);
+    if (cps(rep) > kWidth - indent - allowance) {
+      if (v.k == Value::K::Dict && !v.is_ns && !v.is_loop) return dict(v, indent, allowance, level + 1);
+      if (v.k == Value::K::List) return list(v, indent, allowance, level + 1);
+      if (v.k == Value::K::Str) return str(v.s, indent, allowance, level + 1);
+    }
+    o += rep;
+    if (o.size() > kMaxOutput) too_much("a string grows too long");
+  }
+
+ private:
+  static constexpr int64_t kWidth = 80;
+  static int64_t cps(const std::string& s) {
+    int64_t n = 0;
+    for (const char c : s) n += ((unsigned char)c & 0xc0) != 0x80;
+    return n;
+  }
+  // pprint's key order: ints by value before strings (Python compares their type names then),
+  // strings by code point.
+  static std::vector<const Entry*> sorted(const Value& v) {
+    std::vector<const Entry*> es;
+    for (const Entry& e : *v.d) es.push_back(&e);
+    charge(16 * es.size());
+    std::stable_sort(es.begin(), es.end(), [](const Entry* a, const Entry* b) {
+      if (a->int_key != b->int_key) return a->int_key;
+      if (a->int_key) return std::strtoll(a->first.c_str(), nullptr, 10) < std::strtoll(b->first.c_str(), nullptr, 10);
+      return a->first < b->first;
+    });
+    return es;
+  }
+  static std::string key_repr(const Entry& e) {
+    std::string k;
+    if (e.int_key) k = e.first;
+    else repr_str(k, e.first);
+    return k;
+  }
+  // pprint's one-line repr: Python's, with dict keys sorted (a namespace prints as its repr does).
+  static std::string flat(const Value& v) {
+    if (v.k == Value::K::Undef) return "Undefined";
+    if (v.lazy) return repr(v);  // refuses: a generator's repr holds its address
+    if (v.k == Value::K::Dict && !v.is_ns && !v.is_loop) {
+      std::string r = "{";
+      for (const Entry* e : sorted(v)) {
+        if (r.size() > 1) r += ", ";
+        r += key_repr(*e) + ": " + flat(e->second);
+        if (r.size() > kMaxOutput) too_much("a string grows too long");
+      }
+      return r + "}";
+    }
+    if (v.k == Value::K::List) {
+      std::string r = v.tuple ? "(" : "[";
+      for (size_t i = 0; i < v.l->size(); i++) {
+        r += (i ? ", " : "") + flat((*v.l)[i]);
+        if (r.size() > kMaxOutput) too_much("a string grows too long");
+      }
+      if (v.tuple && v.l->size() == 1) r += ',';
+      return r + (v.tuple ? ")" : "]");
+    }
+    return repr(v);
+  }
+  void dict(const Value& v, int64_t indent, int64_t allowance, int level) {
+    o += '{';
+    const std::vector<const Entry*> es = sorted(v);
+    indent += 1;
+    allowance += 1;
+    for (size_t i = 0; i < es.size(); i++) {
+      const bool last = i + 1 == es.size();
+      const std::string k = key_repr(*es[i]);
+      o += k + ": ";
+      format(es[i]->second, indent + cps(k) + 2, last ? allowance : 1, level);
+      if (!last) o += ",\n" + std::string((size_t)indent, ' ');
+    }
+    o += '}';
+  }
+  void list(const Value& v, int64_t indent, int64_t allowance, int level) {
+    const std::string end = !v.tuple ? "]" : v.l->size() == 1 ? ",)" : ")";
+    o += v.tuple ? '(' : '[';
+    indent += 1;
+    allowance += cps(end);
+    for (size_t i = 0; i < v.l->size(); i++) {
+      const bool last = i + 1 == v.l->size();
+      if (i) o += ",\n" + std::string((size_t)indent, ' ');
+      format((*v.l)[i], indent, last ? allowance : 1, level);
+    }
+    o += end;
+  }
+  static bool line_end(uint32_t c) {
+    return c == '\n' || c == '\r' || c == 0xb || c == 0xc || (c >= 0x1c && c <= 0x1e) || c == 0x85 || c == 0x2028 ||
+           c == 0x2029;
+  }
+  static std::string rep(const std::string& s) {
+    std::string r;
+    repr_str(r, s);
+    return r;
+  }
+  // pprint's _pprint_str: each line (ends kept) as a repr, lines too long cut after whitespace;
+  // several chunks at the top level go in parentheses.
+  void str(const std::string& s, int64_t indent, int64_t allowance, int level) {
+    charge(4 * s.size());
+    if (s.empty()) {
+      o += "''";
+      return;
+    }
+    std::vector<std::string> lines;
+    for (size_t i = 0, start = 0; i < s.size();) {
+      size_t n;
+      const uint32_t c = decode(s, i, &n);
+      i += n;
+      if (c == '\r' && i < s.size() && s[i] == '\n') i++;
+      if (line_end(c) || i >= s.size()) lines.push_back(s.substr(start, i - start)), start = i;
+    }
+    if (level == 1) indent += 1, allowance += 1;
+    const int64_t max_width = kWidth - indent;
+    int64_t max_width1 = max_width;
+    std::vector<std::string> chunks;
+    for (size_t i = 0; i < lines.size(); i++) {
+      const bool last_line = i + 1 == lines.size();
+      if (last_line) max_width1 -= allowance;
+      std::string r = rep(lines[i]);
+      if (cps(r) <= max_width1) {
+        chunks.push_back(std::move(r));
+        continue;
+      }
+      std::vector<std::string> parts;  // runs of non-space then space, as re.findall(r'\S*\s*') gives
+      const std::string& line = lines[i];
+      for (size_t p = 0; p < line.size();) {
+        size_t q = p, n;
+        while (q < line.size() && !py_space(decode(line, q, &n))) q += n;
+        while (q < line.size() && py_space(decode(line, q, &n))) q += n;
+        parts.push_back(line.substr(p, q - p));
+        p = q;
+      }
+      int64_t max_width2 = max_width;
+      std::string current;
+      for (size_t j = 0; j < parts.size(); j++) {
+        tick_text(parts[j]);
+        const std::string candidate = current + parts[j];
+        if (j + 1 == parts.size() && last_line) max_width2 -= allowance;
+        if (cps(rep(candidate)) > max_width2) {
+          if (!current.empty()) chunks.push_back(rep(current));
+          current = parts[j];
+        } else {
+          current = candidate;
+        }
+      }
+      if (!current.empty()) chunks.push_back(rep(current));
+    }
+    if (chunks.size() == 1) {
+      o += chunks[0];
+      return;
+    }
+    if (level == 1) o += '(';
+    for (size_t i = 0; i < chunks.size(); i++) o += (i ? "\n" + std::string((size_t)indent, ' ') : "") + chunks[i];
+    if (level == 1) o += ')';
+    if (o.size() > kMaxOutput) too_much("a string grows too long");
+  }
+  static void tick_text(const std::string& part) { charge(16 + part.size()); }
+};
+
+// ---- urlize: Jinja2 3.1's utils.urlize, its regexes written out as scans -----------------------
+
+// \w approximately, as wordcount sees it: ASCII letters, digits and _, and every other character
+// but Latin-1 punctuation, general punctuation and symbols, CJK punctuation and emoji.
+bool word_cp(uint32_t cp) {
+  if (cp < 0x80) return std::isalnum((int)cp) || cp == '_';
+  return !((cp <= 0xbf && cp != 0xaa && cp != 0xb5 && cp != 0xba) || cp == 0xd7 || cp == 0xf7 ||
+           (cp >= 0x2000 && cp <= 0x2bff) || (cp >= 0x3000 && cp <= 0x303f) || (cp >= 0x1f000 && cp <= 0x1faff) ||
+           (cp >= 0xfe00 && cp <= 0xfe0f));
+}
+bool istarts(const std::string& s, size_t at, const char* pre) {
+  const size_t n = std::strlen(pre);
+  if (at + n > s.size()) return false;
+  for (size_t k = 0; k < n; k++)
+    if (std::tolower((unsigned char)s[at + k]) != pre[k]) return false;
+  return true;
+}
+bool ascii_digit(char c) { return c >= '0' && c <= '9'; }
+bool hex_digit(char c) { return ascii_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+// The end of a run from i of characters `in` accepts (whole UTF-8 sequences).
+template <typename F>
+size_t run(const std::string& s, size_t i, F in) {
+  size_t n;
+  while (i < s.size() && in(decode(s, i, &n))) i += n;
+  return i;
+}
+// (?::[\d]{1,5})?(?:[/?#]\S*)?$ from p (the word holds no whitespace).
+bool url_rest(const std::string& m, size_t p) {
+  auto path = [&](size_t q) { return q == m.size() || m[q] == '/' || m[q] == '?' || m[q] == '#'; };
+  if (path(p)) return true;
+  if (m[p] != ':') return false;
+  size_t q = p + 1;
+  while (q < m.size() && ascii_digit(m[q])) q++;
+  return q - p - 1 >= 1 && q - p - 1 <= 5 && path(q);
+}
+// Jinja2's _http_re (case-blind): scheme or www. with labels and a letters (or xn--) top-level
+// domain; bare labels of 2..63 ending in a common top-level domain; or a scheme with an IPv4 or
+// IPv6 address; then a port and a path.
+bool http_like(const std::string& m) {
+  auto label = [](uint32_t c) { return word_cp(c) || c == '%' || c == '-'; };
+  const size_t scheme = istarts(m, 0, "https://") ? 8 : istarts(m, 0, "http://") ? 7 : 0;
+  const size_t start = scheme ? scheme : istarts(m, 0, "www.") ? 4 : std::string::npos;
+  if (start != std::string::npos) {
+    for (size_t t = start;;) {  // t: after each possible run of labels
+      const size_t letters = run(m, t, [](uint32_t c) { return c < 0x80 && std::isalpha((int)c); }) - t;
+      for (size_t len = 2; len <= std::min<size_t>(63, letters); len++)
+        if (url_rest(m, t + len)) return true;
+      if (istarts(m, t, "xn--")) {
+        size_t q = t + 4, n, count = 0;
+        while (q < m.size() && count < 59) {
+          const uint32_t c = decode(m, q, &n);
+          if (!(word_cp(c) || c == '%')) break;
+          q += n, count++;
+          if (count >= 2 && url_rest(m, q)) return true;
+        }
+      }
+      const size_t e = run(m, t, label);
+      if (e == t || e >= m.size() || m[e] != '.') break;
+      t = e + 1;
+    }
+  }
+  static const char* const kTlds[] = {"com", "net", "int", "edu", "gov", "org", "info", "mil"};
+  for (size_t t = 0;;) {  // ([\w%-]{2,63}\.)+ then a common top-level domain
+    const size_t e = run(m, t, label);
+    const size_t n = (size_t)std::count_if(m.begin() + (long)t, m.begin() + (long)e,
+                                           [](char c) { return ((unsigned char)c & 0xc0) != 0x80; });
+    if (n < 2 || n > 63 || e >= m.size() || m[e] != '.') break;
+    t = e + 1;
+    for (const char* tld : kTlds)
+      if (istarts(m, t, tld) && url_rest(m, t + std::strlen(tld))) return true;
+  }
+  if (!scheme) return false;
+  size_t p = scheme;
+  if (p < m.size() && ascii_digit(m[p])) {  // IPv4
+    for (int k = 0; k < 4; k++) {
+      if (k && (p >= m.size() || m[p++] != '.')) return false;
+      size_t q = p;
+      while (q < m.size() && ascii_digit(m[q])) q++;
+      if (q == p || q - p > 3) return false;
+      p = q;
+    }
+    return url_rest(m, p);
+  }
+  if (p >= m.size() || m[p] != '[') return false;  // IPv6: ([\da-f]{0,4}:){2}([\da-f]{0,4}:?){1,6}]
+  p++;
+  for (int k = 0; k < 2; k++) {
+    size_t q = p;
+    while (q < m.size() && hex_digit(m[q])) q++;
+    if (q - p > 4 || q >= m.size() || m[q] != ':') return false;
+    p = q + 1;
+  }
+  int groups = 0;
+  while (p < m.size() && m[p] != ']') {
+    size_t q = p;
+    while (q < m.size() && q - p < 4 && hex_digit(m[q])) q++;
+    if (q < m.size() && m[q] == ':') q++;
+    if (q == p) return false;
+    p = q;
+    groups++;
+  }
+  if (p >= m.size() || groups > 6) return false;
+  return url_rest(m, p + 1);
+}
+// Jinja2's _email_re, ^\S+@\w[\w.-]*\.\w+$: only the last @ and the last dot can split it.
+bool email_like(const std::string& m) {
+  const size_t at = m.rfind('@');
+  if (at == std::string::npos || at == 0) return false;
+  const std::string d = m.substr(at + 1);
+  const size_t dot = d.rfind('.');
+  if (d.empty() || dot == std::string::npos || dot == 0 || dot + 1 == d.size()) return false;
+  size_t n;
+  if (!word_cp(decode(d, 0, &n))) return false;
+  const std::string mid = d.substr(n, dot - std::min(n, dot));
+  if (n > dot) return false;
+  if (run(mid, 0, [](uint32_t c) { return word_cp(c) || c == '.' || c == '-'; }) != mid.size()) return false;
+  return run(d, dot + 1, word_cp) == d.size();
+}
+size_t count_of(const std::string& s, const std::string& x) {
+  size_t n = 0;
+  for (size_t p = s.find(x); p != std::string::npos; p = s.find(x, p + x.size())) n++;
+  return n;
+}
+
+// The text with its URLs and e-mail addresses as links, escaped as Markup; rel and target as
+// attributes of the URL links, shown URLs cut to `trim` characters (none: whole).
+std::string urlize(const std::string& text, const Value& trim, const std::string& rel, const std::string& target) {
+  const std::string s = markup_escape(text);
+  const std::string attrs = (rel.empty() ? "" : " rel=\"" + markup_escape(rel) + "\"") +
+                            (target.empty() ? "" : " target=\"" + markup_escape(target) + "\"");
+  auto shown = [&](const std::string& u) {
+    if (trim.k != Value::K::Int) return u;
+    std::vector<size_t> at;
+    for (size_t i = 0; i < u.size(); i++)
+      if (((unsigned char)u[i] & 0xc0) != 0x80) at.push_back(i);
+    const int64_t len = (int64_t)at.size();
+    if (len <= trim.i) return u;
+    const int64_t keep = trim.i >= 0 ? trim.i : std::max<int64_t>(0, len + trim.i);
+    return u.substr(0, keep < len ? at[(size_t)keep] : u.size()) + "...";
+  };
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    size_t n;
+    const bool space = py_space(decode(s, i, &n));
+    const size_t j = run(s, i, [&](uint32_t c) { return py_space(c) == space; });
+    std::string middle = s.substr(i, j - i), head, tail;
+    i = j;
+    charge(64 + 4 * middle.size());
+    if (space) {
+      out += middle;
+      continue;
+    }
+    for (;;) {  // ^([(<]|&lt;)+
+      if (!middle.empty() && (middle[0] == '(' || middle[0] == '<')) head += middle[0], middle.erase(0, 1);
+      else if (middle.compare(0, 4, "&lt;") == 0) head += "&lt;", middle.erase(0, 4);
+      else break;
+    }
+    size_t cut = middle.size();  // ([)>.,\n]|&gt;)+$
+    for (;;) {
+      if (cut && std::strchr(")>.,\n", middle[cut - 1])) cut--;
+      else if (cut >= 4 && middle.compare(cut - 4, 4, "&gt;") == 0) cut -= 4;
+      else break;
+    }
+    tail = middle.substr(cut);
+    middle.resize(cut);
+    for (const auto& pr : {std::make_pair("(", ")"), std::make_pair("<", ">"), std::make_pair("&lt;", "&gt;")}) {
+      const size_t opens = count_of(middle, pr.first);
+      if (opens <= count_of(middle, pr.second)) continue;
+      const size_t moves = std::min(opens, count_of(tail, pr.second));
+      for (size_t k = 0; k < moves; k++) {
+        const size_t e = tail.find(pr.second) + std::strlen(pr.second);
+        middle += tail.substr(0, e);
+        tail.erase(0, e);
+      }
+    }
+    if (http_like(middle)) {
+      const bool has_scheme = middle.compare(0, 8, "https://") == 0 || middle.compare(0, 7, "http://") == 0;
+      middle = "<a href=\"" + std::string(has_scheme ? "" : "https://") + middle + "\"" + attrs + ">" + shown(middle) +
+               "</a>";
+    } else if (middle.compare(0, 7, "mailto:") == 0 && email_like(middle.substr(7))) {
+      middle = "<a href=\"" + middle + "\">" + middle.substr(7) + "</a>";
+    } else if (middle.find('@') != std::string::npos && middle.compare(0, 4, "www.") != 0 && middle[0] != '@' &&
+               middle.find(':') == std::string::npos && email_like(middle)) {
+      middle = "<a href=\"mailto:" + middle + "\">" + middle + "</a>";
+    }
+    out += head + middle + tail;
+    if (out.size() > kMaxOutput) too_much("a string grows too long");
+  }
+  return out;
+}
+
 }  // namespace
 
 // Python's format(x, spec) for strings, integers and floats (format-spec mini-language:
@@ -374,6 +748,40 @@ std::string Renderer::str_format(const std::string& fmt, const std::vector<Value
 bool Renderer::text_filter(const std::string& f, const Value& v, const std::vector<Value>& a, const Kw& kw,
                            Value* out) {
   std::string r;
+  if (f == "pprint") {
+    if (!a.empty() || !kw.empty()) bad_template("pprint takes no arguments");
+    Pretty p;
+    p.format(v, 0, 0, 0);
+    *out = Value::str(std::move(p.o));
+    return true;
+  }
+  if (f == "urlize") {  // rel gathers nofollow and the default policy's noopener, sorted
+    only_kw("urlize", kw, {"trim_url_limit", "nofollow", "target", "rel", "extra_schemes"});
+    const Value trim = arg(a, kw, 0, "trim_url_limit");
+    if (trim.defined() && trim.k != Value::K::None && trim.k != Value::K::Int)
+      bad_template("urlize: trim_url_limit must be an integer");
+    const Value target = arg(a, kw, 2, "target"), rel = arg(a, kw, 3, "rel"), schemes = arg(a, kw, 4, "extra_schemes");
+    if (schemes.defined() && schemes.k != Value::K::None) unsupported("urlize with extra_schemes");
+    std::vector<std::string> parts = {"noopener"};
+    if (truthy(arg(a, kw, 1, "nofollow", Value::boolean(false)))) parts.push_back("nofollow");
+    if (rel.defined() && rel.k != Value::K::None) {
+      const std::string rs = to_text(rel);
+      for (size_t p = 0; p < rs.size();) {
+        const size_t q = rs.find_first_of(" \t\n\r\f\v", p);
+        if (q != p) parts.push_back(rs.substr(p, q == std::string::npos ? std::string::npos : q - p));
+        if (q == std::string::npos) break;
+        p = q + 1;
+      }
+    }
+    std::sort(parts.begin(), parts.end());
+    parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
+    std::string rel_text;
+    for (const std::string& x : parts) rel_text += (rel_text.empty() ? "" : " ") + x;
+    const std::string tgt = target.defined() && target.k != Value::K::None ? to_text(target) : "";
+    *out = Value::str(urlize(to_text(v), trim, rel_text, tgt));
+    return true;
+  }
+  if (f == "random") unsupported("the filter 'random' (its pick differs from run to run, so no rendering can match)");
   if (f == "groupby") {  // sorted by the attribute (case-blind unless case_sensitive), runs of equal keys
     only_kw("groupby", kw, {"attribute", "default", "case_sensitive"});
     const Value at = arg(a, kw, 0, "attribute");

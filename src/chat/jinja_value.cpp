@@ -180,6 +180,8 @@ bool dump(std::string& o, const Value& v, const Style& st, int level) {
     case Value::K::Func: o += v.macro ? "<Macro '" + v.s + "'>" : "<function " + v.s + ">"; break;
     case Value::K::List:
     case Value::K::Dict: {
+      if (v.is_ns && st.json) bad_template("a namespace cannot be dumped as JSON (json.dumps refuses it)");
+      if (v.is_ns) o += "<Namespace ";  // Jinja2's Namespace repr: its attributes' dict, in order
       const bool list = v.k == Value::K::List;
       const size_t n = list ? v.l->size() : v.d->size();
       std::vector<const Entry*> order;  // a dict's entries, sorted by key for sort_keys
@@ -222,6 +224,7 @@ bool dump(std::string& o, const Value& v, const Style& st, int level) {
       }
       if (paren && n == 1) o += ',';
       o += paren ? ')' : list ? ']' : '}';
+      if (v.is_ns) o += '>';
       break;
     }
   }

@@ -404,10 +404,10 @@ TEST(Jinja, ChatLayerUsesTheTemplateAndDropsADoubledBos) {
   // Falling back says why: the construct the subset lacks, a template error, or lost messages.
   EXPECT_NE(detect_chat_template("<|im_start|>{% macro f() %}{% endmacro %}").fallback_reason.find("leaves out"),
             std::string::npos);
-  ct = detect_chat_template("<|im_start|>{% for m in messages %}{{ m.content | urlize }}{% endfor %}");
+  ct = detect_chat_template("<|im_start|>{% for m in messages %}{{ m.content | random }}{% endfor %}");
   EXPECT_FALSE(ct.jinja_ok);
   EXPECT_FALSE(ct.guessed);  // ChatML, recognized: rendered by hand
-  EXPECT_NE(ct.fallback_reason.find("the filter 'urlize'"), std::string::npos) << ct.fallback_reason;
+  EXPECT_NE(ct.fallback_reason.find("the filter 'random'"), std::string::npos) << ct.fallback_reason;
   EXPECT_NE(ct.fallback_reason.find("unsupported"), std::string::npos) << ct.fallback_reason;
   ct = detect_chat_template("{% for m in messages %}{% include 'turn.jinja' %}{% endfor %}");
   EXPECT_TRUE(ct.guessed);
@@ -518,7 +518,16 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
       "bad_model");  // only namespaces take attributes                                              // outside a loop
   EXPECT_EQ(code_of("{% for i in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"), "bad_model");
   EXPECT_EQ(code_of("{% macro m(s) %}{{ m(s ~ s) }}{% endmacro %}{{ m('xxxxxxxxxxxxxxxx') }}"), "bad_model");  // growth
-  EXPECT_EQ(code_of("{{ x | urlize }}"), "unsupported");
+  EXPECT_EQ(code_of("{{ 'a' | urlize(extra_schemes=['ftp:']) }}"), "unsupported");
+  EXPECT_EQ(code_of("{{ [1, 2] | random }}"), "unsupported");  // its pick differs from run to run
+  // pprint and urlize of big values: linear work, bounded by the output and work budgets.
+  EXPECT_EQ(code_of("{{ ('ab ' * 1000000) | pprint }}{{ range(100000) | list | pprint }}"), "rendered");
+  EXPECT_EQ(code_of("{{ range(30000) | batch(1) | batch(1) | batch(1) | batch(2) | list | pprint }}"), "rendered");
+  EXPECT_EQ(
+      code_of(
+          "{{ ('(http://a' ~ '.b' * 2000000 ~ '.com/' ~ '&gt;' * 100000 ~ ' x@' ~ 'y.' * 1000000 ~ 'z ') | urlize }}"),
+      "rendered");
+  EXPECT_EQ(code_of("{{ ('http://a.com/x ' * 3000000) | urlize }}"), "bad_model");
   EXPECT_EQ(code_of("{{ raise_exception('stop here') }}"),
             "bad_argument");  // the template's verdict on the conversation
   std::string deep;

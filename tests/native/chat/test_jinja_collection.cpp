@@ -115,6 +115,31 @@ TEST(Jinja, ConstructsOfTheWholeCollectionRenderAsJinja2Does) {
 {{ [1, 2, 1].count(1) }}{{ ['a', 'b'].index('b') }}{{ 'A1' is upper }}{{ '1' is lower }}{{ 10 is divisibleby 4 }}{{ 'b' is gt 'a' }}
 {% for m in messages %}{% filter upper %}{% set r = m.role %}{{ r }}{% endfilter %}{{ r }}{% endfor %}
 {% for m in messages %}{% generation %}{% set x = m.role %}[{{ x }}]{% endgeneration %}{{ x }}{% endfor %}{{ x }})J",
+      // GigaChat 3.5, Gemma 4 (newer) and Kimi K2 Thinking (moonshotai's): adjacent string
+      // literals, multi-line literals and calls, namespace items by key, a JSON-pointer walk,
+      // reversed slices, `{%-set`, filtered loops over items(), reject(...) | first | default
+      R"J({%- set add = namespace(
+    sep="<|sep|>\n",
+    image="[img]"
+) -%}
+{%-set DEV = "line one
+line two: " ~ current_date ~ "
+end" -%}
+{{ DEV }}|{{ add['image'] }}{{ add.sep }}
+{%- set schema = {'defs': {'a/b': {'x~y': [10, 20]}}, 'type': ['null', 'string']} -%}
+{%- set ns_p = namespace(n=schema) -%}
+{%- for raw in 'defs/a~1b/x~0y/1'.split('/') -%}
+{%- set seg = raw | replace('~1', '/') | replace('~0', '~') -%}
+{%- if ns_p.n is mapping and seg in ns_p.n -%}{%- set ns_p.n = ns_p.n[seg] -%}
+{%- elif ns_p.n is sequence and ns_p.n is not string and seg == (seg | int | string) -%}{%- set ns_p.n = ns_p.n[seg | int] -%}
+{%- else -%}{%- set ns_p.n = none -%}{%- endif -%}
+{%- endfor -%}
+{{ ns_p.n }} {{ (schema.type | reject('equalto', 'null') | list | first | default('')) | upper }} {{ ([] | first | default('none')) }}
+{{ messages[::-1] | map(attribute='role') | join(',') }} {{ '    x'[:-2] }}|{{ ('' ~ 'ab')[:-2] }}|
+{%- for k, v in {'maximum': 3, 'format': 'f', 'minimum': none}.items() if k in ['format', 'minimum', 'maximum'] and v is not none %} {{ k }}={{ v }}{% endfor %}
+{%- for idx in range(messages | length - 1, -1, -1) %}{% if messages[idx].role == 'user' %} last user {{ idx }}{% break %}{% endif %}{% endfor %}
+{{ (undefined_keys) or [] }} {{ tools | default([]) | tojson() }} {{ "a" "b" 'c' }} {{ add }} {{ [ns_p] }} {{ ns_p | pprint }}
+{%- if messages | length > 99 %}{{ raise_exception("two " "parts") }}{% endif %})J",
   };
   // Jinja2 raises on these (a sandboxed list's append, an attribute set on a dict, a truncation
   // shorter than its end, bad format arguments): qkv refuses them too.
@@ -145,7 +170,7 @@ TEST(Jinja, ConstructsOfTheWholeCollectionRenderAsJinja2Does) {
 // reach its rules: groupby (grouper / list attributes, case folding, default), slice (fill),
 // striptags (comments, tags, character references), wordwrap (long words, paragraphs, wrapstring),
 // xmlattr (escaping, none left out), urlencode (strings, dicts, pairs), filesizeformat, the
-// `filter` and `test` tests, and str.format's fields, conversions and format specs.
+// `filter` and `test` tests, str.format's fields, conversions and format specs, pprint and urlize.
 TEST(Jinja, TextFiltersAndStrFormatRenderAsJinja2Does) {
   const char* const templates[] = {
       R"J({% for g in messages | groupby('role') %}[{{ g.grouper }}:{{ g.list | length }}:{{ g['grouper'] }}]{% endfor %}
@@ -167,12 +192,32 @@ second paragraph that is longer than ten' | wordwrap(10, wrapstring='<br>') }}
 {{ '{}|{!r}|{!s}|{:>6}|{:.2}|{:_<5}|{:é^7}'.format('é', 'q', none, 'ab', 'xyz', 'c', 'mid') }}
 {{ '{0[role]} {0.content} {1[1]}'.format(messages[0], ['a', 'b']) }}|{{ '{{literal}} {}'.format(1.5) }}|{{ '{}'.format([1, 'a']) }}|{{ '{}'.format(true) }}|{{ '{:d}'.format(true) }}|{{ '{:>4}'.format(true) }}|{{ '{:>5}'.format(-7) }}|{{ '{:=+6}'.format(42) }}|{{ '{:o}'.format(-8) }}
 {%- for m in messages %} {{ '{idx}. {role:<9}|{text!r:.12}'.format(idx=loop.index, role=m.role, text=m.content) }}{% endfor %})J",
+      // pprint: a repr with dict keys sorted where it fits 80 columns, else one item per line and
+      // long strings cut after whitespace (in parentheses at the top level)
+      R"J({{ messages | pprint }}
+{{ tools | default({'z': 1, 'a': [1, (2,), ('x', 'y')], 3: none}) | pprint }}
+{{ messages | map(attribute='content') | join(' ') | pprint }}
+{{ ((messages | map(attribute='content') | join(' ')) * 4) | pprint }}
+{{ {'text': 'line one\nline two é ' * 6, 'list': range(40) | list, 't': (1,), 'u': undefined_name} | pprint }}
+{{ ['x' * 90, 'a b ' * 30, '', 'é' * 79] | pprint }}|{{ ('word ' * 20) | pprint }}|{{ 3.5 | pprint }}|{{ none | pprint }}|{{ 'q' | pprint }}
+{{ messages | map(attribute='content') | join(' ') | urlize }}
+{{ 'See http://example.com, (www.example.org/a?b=1#c). Mail me@example.com or mailto:you@mail.example.net! <https://x.io:8080/p> "q" & http://192.168.0.1:80/x http://[::1]/ https://xn--bcher-kva.example/ foo.com bar.info/x a.com http://localhost @a@b.com a@b http://exa_mple.com/(x) (http://wiki.org/A_(b)) http://1.2.3 x.y.museum.org.' | urlize }}
+{{ 'Go to https://example.com/a/very/long/path/indeed now' | urlize(20) }}|{{ 'www.example.com' | urlize(trim_url_limit=5, nofollow=true, target='_blank') }}|{{ 'http://a.org' | urlize(rel='me noopener') }}|{{ 'http://a.org' | urlize(-3) }}|{{ 'é@ü.de café.com http://ü.de/é	www.b.com　http://c.com' | urlize }}|{{ none | urlize }}|{{ 42 | urlize }})J",
   };
   // Jinja2 raises on these: qkv refuses them too.
   const char* const raising[] = {
-      "{{ '{}'.format() }}",        "{{ '{:d}'.format('a') }}",   "{{ '{0}{}'.format(1, 2) }}",
-      "{{ '{x}'.format(y=1) }}",    "{{ '{:>+5}'.format('s') }}", "{{ 'a } b'.format() }}",
-      "{{ {'a b': 1} | xmlattr }}", "{{ 'x' | wordwrap(0) }}",    "{{ [1] | slice(0) | list }}",
+      "{{ '{}'.format() }}",
+      "{{ '{:d}'.format('a') }}",
+      "{{ '{0}{}'.format(1, 2) }}",
+      "{{ '{x}'.format(y=1) }}",
+      "{{ '{:>+5}'.format('s') }}",
+      "{{ 'a } b'.format() }}",
+      "{{ {'a b': 1} | xmlattr }}",
+      "{{ 'x' | wordwrap(0) }}",
+      "{{ [1] | slice(0) | list }}",
+      "{{ 1 | pprint(2) }}",
+      "{{ 'http://a.com' | urlize('x') }}",
+      "{{ namespace(a=1) | tojson }}",
   };
   std::vector<std::vector<JinjaMessage>> conversations = kTurns;
   conversations.push_back(kToolTurns);
