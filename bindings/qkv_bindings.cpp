@@ -196,6 +196,20 @@ class JsSession {
       return 0;
     });
   }
+  // Partial offload: tokens whose states entering layer `first` came from WebGPU, hidden
+  // (ids.length, dim); WASM runs the remaining layers and the classifier.
+  void feedHidden(val ids, val hidden, int first, bool all_logits) {
+    guard([&] {
+      std::vector<int> v = vecFromJSArray<int>(ids);
+      std::vector<float> x = convertJSArrayToNumberVector<float>(hidden);
+      if (v.empty()) fail(ErrorCode::BadArgument, "feedHidden needs at least one token");
+      if (x.size() != v.size() * (size_t)s_.config().dim)
+        fail(ErrorCode::BadArgument, "feedHidden: hidden must hold tokens x dim values");
+      s_.feed_hidden(v.data(), (int)v.size(), x.data(), first, all_logits);
+      return 0;
+    });
+  }
+  int hiddenPosition() const { return s_.hidden_position(); }
   // RoPE's cos and sin for every position of this session's context, (context, rot/2) each;
   // local: the sliding-window layers' table.
   val ropeTable(bool local) {
@@ -710,6 +724,8 @@ EMSCRIPTEN_BINDINGS(qkv) {
       .function("setCaptureAttention", &JsSession::setCaptureAttention)
       .function("attention", &JsSession::attention)
       .function("feedLogits", &JsSession::feedLogits)
+      .function("feedHidden", &JsSession::feedHidden)
+      .function("hiddenPosition", &JsSession::hiddenPosition)
       .function("ropeTable", &JsSession::ropeTable);
   class_<JsModel>("Model")
       .constructor(&construct<JsModel, const JsBuffer&, int>, allow_raw_pointers())

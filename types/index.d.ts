@@ -99,6 +99,19 @@ export interface LoadOptions {
    * is a WebGPU adapter (else 'out_of_memory').
    */
   weights?: 'heap' | 'gpu';
+  /**
+   * Partial offload, as llama.cpp's n_gpu_layers: how many of the first layers run on WebGPU; the
+   * rest, the final norm and the classifier run in WASM on the hidden states the GPU reads back
+   * (dim floats per token; one submit per decoded token still). 0: every layer in WASM; the
+   * model's layer count: the whole model on the GPU. 'auto' (default): as many layers as the
+   * device takes, allocated layer by layer inside out-of-memory error scopes and within its
+   * buffer limits (WebGPU exposes no memory size), the rest in WASM. With weights 'gpu' only
+   * the GPU layers' matrices go to GPU memory; the CPU layers' and the classifier go into the
+   * heap ('out_of_memory' with the sizes when neither holds them). info.device gives gpuLayers,
+   * cpuLayers and the reason. A whole number in [0, layers] or 'auto', else 'bad_argument'; a
+   * count above 0 cannot go with device 'wasm'. Encoders run whole on one side.
+   */
+  gpuLayers?: number | 'auto';
   /** The WebGPU entry point; default navigator.gpu. In Node pass `create([])` from the 'webgpu' package. */
   gpu?: object;
   /** Called with each warning (WebGPU unavailable or lost, and the fallback taken); default console.warn. */
@@ -136,6 +149,13 @@ export interface DeviceInfo {
   weights?: 'gpu';
   /** Element type of the GPU KV cache (WebGPU only): 'f16' with gpuPrecision 'f16' on a device with shader-f16. */
   kvType?: 'f32' | 'f16';
+  /**
+   * Layers run on WebGPU (the first ones) and in WASM (the rest, with the final norm and the
+   * classifier): gpuLayers + cpuLayers = info.layers. WASM: 0 and all. Set on Model's info
+   * (not on encoder-decoder or image-encoder models, which run whole on one side).
+   */
+  gpuLayers?: number;
+  cpuLayers?: number;
   /**
    * The 'auto' measurement: milliseconds of one decode step at `position` on each backend (the
    * GPU's with its logits read back; WASM on the model's threads), medians of a few steps; for

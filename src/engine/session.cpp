@@ -34,7 +34,21 @@ void Session::feed(const int* ids, int n, bool all_logits, const float* rows) {
   cpu_pos_ = position();
   t_.forward(ids, n, position(), all_logits, rows);
   record_feed(ids, n, all_logits);
-  cpu_pos_ = position();
+  cpu_pos_ = hid_pos_ = position();
+}
+
+void Session::feed_hidden(const int* ids, int n, const float* hidden, int first, bool all_logits) {
+  check_feed(n);
+  if (hid_pos_ != position())
+    fail(ErrorCode::BadArgument, "feed_hidden: the cache of layers " + std::to_string(first) + ".. holds " +
+                                     std::to_string(hid_pos_) + " tokens, not the session's " +
+                                     std::to_string(position()));
+  has_logits_ = false;
+  ext_ = false;
+  check_tokens(ids, n, config().vocab_size);
+  t_.forward_hidden(hidden, n, position(), first, all_logits);
+  record_feed(ids, n, all_logits);
+  hid_pos_ = position();
 }
 
 void Session::feed_logits(const int* ids, int n, const float* logits, int rows) {
@@ -84,6 +98,7 @@ void Session::truncate(int n) {
   if (n < position()) has_logits_ = false;
   tokens_.resize(n);
   cpu_pos_ = std::min(cpu_pos_, n);
+  hid_pos_ = std::min(hid_pos_, n);
 }
 
 const float* Session::logits() const { return logits_at(-1); }

@@ -40,6 +40,15 @@ class Session {
   // session moves back to the CPU with the same state.
   void feed_logits(const int* ids, int n, const float* logits, int rows);
 
+  // Partial offload: `ids` whose states entering layer `first` were computed elsewhere (the
+  // first layers on WebGPU), hidden (n, dim); this session runs layers [first, n_layers) and the
+  // classifier (Transformer::forward_hidden). Those layers' cache must hold every earlier token
+  // (hidden_position()); the layers below stay empty, so a CPU feed() later recomputes the
+  // tokens from the token list, as after feed_logits.
+  void feed_hidden(const int* ids, int n, const float* hidden, int first, bool all_logits = false);
+  // Tokens held by the cache of the layers a feed_hidden() runs.
+  int hidden_position() const { return hid_pos_; }
+
   bool has_logits() const { return has_logits_; }
   const float* logits() const;
   // Samples the next token from the current logits (the sampler sees this session's tokens for
@@ -60,6 +69,7 @@ class Session {
   bool has_logits_ = false;
   int fed_ = 0, fed_all_ = 0;      // tokens in the last feed; how many of them have logits
   int cpu_pos_ = 0;                // tokens_[0..cpu_pos_) are in the CPU KV cache
+  int hid_pos_ = 0;                // tokens_[0..hid_pos_) are in the cache of the layers feed_hidden() runs
   std::vector<float> ext_logits_;  // logits of a feed_logits() feed
   bool ext_ = false;               // the last feed's logits are ext_logits_
   void check_feed(int n) const;

@@ -1,9 +1,9 @@
 // The qkv JS API over the Embind module, independent of where it runs (Node, browser, worker).
 // Entry points (node.js, browser.js) supply the module loader and path reading.
 import { QkvError, bareMessage, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
-import { LOAD_KEYS, call, checkSimdOption, sparseMaskOf, yieldToLoop } from './util.js';
+import { LOAD_KEYS, call, checkGpuLayers, checkSimdOption, sparseMaskOf, yieldToLoop } from './util.js';
 import { isPartSource, readModelSource, readSource } from './source.js';
-import { DEVICES, GPU_PRECISIONS, WEIGHTS, chooseDevice, createGpuSession, embedGpu, loadWeightsOnGpu } from './gpu-backend.js';
+import { DEVICES, GPU_PRECISIONS, WEIGHTS, chooseDevice, createGpuSession, embedGpu, feedGpu, layerSplit, loadWeightsOnGpu } from './gpu-backend.js';
 import { EncoderDecoderModel } from './encdec.js';
 import { ImageEncoderModel } from './vision.js';
 import { contentWithImages, imagePrompt } from './chat-images.js';
@@ -178,8 +178,7 @@ export class Session {
     try {
       const position = h.position();
       if (g.position < position) await g.feed(Array.from(h.tokens()).slice(g.position), false);
-      const logits = await g.feed(ids, allLogits, capture, sampling);
-      call(() => this._live().feedLogits(ids, logits, allLogits ? ids.length : 1));
+      await feedGpu(this._model._gpu, this._live(), g, ids, allLogits, capture, sampling);
       this._gpuFed = true;
       this._maps = capture ? g.captured : null;
     } catch (e) {
@@ -461,7 +460,7 @@ export class Model {
     /** Texts and tokens of the last embed() call. */
     this.lastEmbedding = null;
     const { gpu, warning, memory, ...deviceInfo } = device;
-    this._device = deviceInfo;
+    this._device = { ...layerSplit(0, this._info.layers), ...deviceInfo };
     // A GPU-resident load (weights: 'gpu'): the matrices are in GPU memory only.
     this._gpuOnly = deviceInfo.weights === 'gpu';
     this._loadMemory = memory ?? null;  // {heapWeightBytes, stagingBytes} of such a load
@@ -500,13 +499,13 @@ export class Model {
     if (this._gpuOnly) {
       this._lost = new QkvError('webgpu_failed', `WebGPU failed (${message}) and this model's weights were in GPU memory ` +
         "only (weights: 'gpu'), so it cannot go on in WASM", { cause: e });
-      this._device = { ...this._device, kind: 'wasm', reason: `WebGPU failed; the weights were on the GPU only: ${message}` };
+      this._device = { ...this._device, kind: 'wasm', reason: `WebGPU failed; the weights were on the GPU only: ${message}`, ...layerSplit(0, this._info.layers) };
       this._warn({ code: 'webgpu_failed', message: this._lost.message });
       for (const s of this._sessions) if (s._gpu && !s._busy) s._toWasm();
       try { gpu.model.dispose(); gpu.device.destroy?.(); } catch { /* already gone */ }
       return;
     }
-    this._device = { ...this._device, kind: 'wasm', reason: `WebGPU failed, moved to WASM: ${message}` };
+    this._device = { ...this._device, kind: 'wasm', reason: `WebGPU failed, moved to WASM: ${message}`, ...layerSplit(0, this._info.layers) };
     this._warn({ code: 'webgpu_failed', message: `WebGPU failed, the model now runs in WASM: ${message}` });
     for (const s of this._sessions) if (s._gpu && !s._busy) s._toWasm();
     try { gpu.model.dispose(); gpu.device.destroy?.(); } catch { /* already gone */ }
@@ -734,6 +733,7 @@ export async function loadModelWith(env, source, options = {}) {
   check(options.weights !== 'gpu' || options.device !== 'wasm', "weights: 'gpu' runs on WebGPU: it cannot go with device: 'wasm'");
   check(options.gpuPrecision === undefined || GPU_PRECISIONS.includes(options.gpuPrecision),
     `gpuPrecision must be one of ${GPU_PRECISIONS.map((d) => `'${d}'`).join(', ')}, got ${describe(options.gpuPrecision)}`);
+  checkGpuLayers(options);
   check(signal === undefined || signal === null || typeof signal.aborted === 'boolean', 'signal must be an AbortSignal');
   if (options.threads !== undefined && options.threads !== 'auto') {
     check(Number.isInteger(options.threads) && options.threads >= 1 && options.threads <= 256,
@@ -810,6 +810,7 @@ export async function loadModelWith(env, source, options = {}) {
     }
     throwIfAborted(signal);
     const info = call(() => handle.info());
+    checkGpuLayers(options, info.layers);
     // The declared context and vocabulary against maxMemory, before a session allocates for them.
     checkSessionMemory({ _maxMemory: options.maxMemory, _info: info, _sessions: [] }, info.contextLength, 'this model');
     const device = await chooseDevice(handle, info, options);

@@ -4,6 +4,7 @@
 import { QkvError } from './errors.js';
 import { createGpuModel } from './gpu-model.js';
 import { loadGpuResident } from './gpu-resident.js';
+import { call } from './util.js';
 import { hasShaderF16, requestQkvDevice } from './webgpu.js';
 
 export const DEVICES = Object.freeze(['auto', 'webgpu', 'wasm']);
@@ -13,6 +14,20 @@ export const WEIGHTS = Object.freeze(['heap', 'gpu']);
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const clock = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
+
+/**
+ * One feed through a session's GPU part, recorded in its WASM session `h`: the logits (the whole
+ * model on the GPU), or the hidden states entering the first CPU layer, which WASM runs on
+ * through the remaining layers and the classifier (partial offload).
+ */
+export async function feedGpu(gpu, h, g, ids, allLogits = false, capture = false, sampling = null) {
+  const out = await g.feed(ids, allLogits, capture, sampling);
+  if (gpu.model.gpuLayers < gpu.desc.layers) call(() => h.feedHidden(ids, out, gpu.model.gpuLayers, allLogits));
+  else call(() => h.feedLogits(ids, out, allLogits ? ids.length : 1));
+}
+
+/** info.device's split of the layers: {gpuLayers, cpuLayers}. */
+export const layerSplit = (gpuLayers, layers) => ({ gpuLayers, cpuLayers: layers - gpuLayers });
 
 /** RoPE tables of a WASM session handle, as createGpuModel's sessions take them. */
 export function ropeTables(handle, desc) {
@@ -66,15 +81,15 @@ async function timeEncode(handle, gpu) {
 async function timeDecode(handle, gpu, info) {
   const prompt = Math.min(32, info.contextLength - 8);
   const ids = Array.from({ length: prompt + 6 }, (_, i) => 1 + ((i * 37) % Math.max(1, info.vocabSize - 1)));
-  const h = handle.createSession(prompt + 6);
+  const h = handle.createSession(prompt + 6), hg = handle.createSession(prompt + 6);
   let g = null;
   try {
-    g = createGpuSession(gpu, h);
-    await g.feed(ids.slice(0, prompt));
+    g = createGpuSession(gpu, hg);
+    await feedGpu(gpu, hg, g, ids.slice(0, prompt));
     const gpuTimes = [];
     for (let i = prompt; i < ids.length; i++) {
       const t0 = clock();
-      await g.feed([ids[i]]);
+      await feedGpu(gpu, hg, g, [ids[i]]);  // with a partial offload, WASM's layers too
       if (i > prompt) gpuTimes.push(clock() - t0);  // the first step compiles and warms up
     }
     h.feed(ids.slice(0, prompt), false);
@@ -88,6 +103,7 @@ async function timeDecode(handle, gpu, info) {
   } finally {
     g?.dispose();
     h.delete();
+    hg.delete();
   }
 }
 
@@ -99,9 +115,11 @@ async function timeDecode(handle, gpu, info) {
  */
 export async function chooseDevice(handle, info, options) {
   const requested = options.device ?? 'auto';  // validated by loadModel
-  if (requested === 'wasm') return { kind: 'wasm', requested, reason: 'requested' };
+  const L = info.layers;
+  if (requested === 'wasm') return { kind: 'wasm', requested, reason: 'requested', ...layerSplit(0, L) };
+  if (options.gpuLayers === 0) return { kind: 'wasm', requested, reason: 'gpuLayers: 0 (every layer in WASM)', ...layerSplit(0, L) };
   const wasm = (reason, code, extra = {}) => ({
-    kind: 'wasm', requested, reason, ...extra,
+    kind: 'wasm', requested, reason, ...layerSplit(0, L), ...extra,
     ...(requested === 'webgpu' ? { warning: { code, message: `WebGPU not used, the model runs in WASM: ${reason}` } } : {}),
   });
   let device, adapter;
@@ -115,7 +133,7 @@ export async function chooseDevice(handle, info, options) {
   const precisionWarning = options.gpuPrecision === 'f16' && kvType !== 'f16'
     ? { code: 'webgpu_f16_unavailable', message: 'this WebGPU device has no shader-f16: the KV cache is f32' }
     : undefined;
-  let gpu;
+  let gpu, split = '';
   try {
     const desc = handle.gpuModel();
     const kvBytes = info.contextLength * desc.kvHeads * desc.headDim * (kvType === 'f16' ? 2 : 4);
@@ -123,18 +141,28 @@ export async function chooseDevice(handle, info, options) {
     if (kvBytes > limit) {
       throw new QkvError('unsupported', `a layer's KV cache for ${info.contextLength} positions (${kvBytes} bytes) exceeds this GPU's buffer limit (${limit} bytes)`);
     }
-    gpu = { device, desc, model: await createGpuModel(device, desc, { kvType }) };
+    // Every weight is in the heap, so the layers the GPU cannot take run in WASM ('auto', the default).
+    const layers = desc.causal ? options.gpuLayers ?? 'auto' : L;
+    gpu = { device, desc, model: await createGpuModel(device, desc, { kvType, layers }) };
     delete desc.tensors;  // views into the heap: stale once it grows
+    const n = gpu.model.gpuLayers;
+    if (n === 0) throw new QkvError('out_of_memory', `not one layer fits this GPU (${gpu.model.offloadStop})`);
+    if (n < L) {
+      split = layers === 'auto'
+        ? `; layers 0..${n - 1} on WebGPU, ${n}..${L - 1} in WASM (layer ${n} did not fit: ${gpu.model.offloadStop})`
+        : `; layers 0..${n - 1} on WebGPU, ${n}..${L - 1} in WASM (gpuLayers: ${n})`;
+    }
     if (!gpu.model.decoder) {  // an encoder's passes take positions 0.. of the model's context
       const h = handle.createSession(0);
       try { gpu.model.setEncoderRope(ropeTables(h, desc)); } finally { h.delete(); }
     }
   } catch (e) {
+    gpu?.model.dispose();
     device.destroy?.();
     return wasm(e.message, e?.code === 'unsupported' ? 'webgpu_unsupported' : 'webgpu_failed', { adapter });
   }
-  const common = { requested, adapter, kvType, ...(precisionWarning ? { warning: precisionWarning } : {}) };
-  if (requested === 'webgpu') return { kind: 'webgpu', reason: 'requested', gpu, ...common };
+  const common = { requested, adapter, kvType, ...layerSplit(gpu.model.gpuLayers, L), ...(precisionWarning ? { warning: precisionWarning } : {}) };
+  if (requested === 'webgpu') return { kind: 'webgpu', reason: `requested${split}`, gpu, ...common };
 
   try {
     const measured = gpu.model.decoder ? await timeDecode(handle, gpu, info) : await timeEncode(handle, gpu);
@@ -142,15 +170,15 @@ export async function chooseDevice(handle, info, options) {
       ? `one decode step at position ${measured.position}: WebGPU ${measured.webgpuMs} ms (logits read back) vs WASM ${measured.wasmMs} ms`
       : `${measured.what}: WebGPU ${measured.webgpuMs} ms vs WASM ${measured.wasmMs} ms`;
     if (measured.webgpuMs < measured.wasmMs) {
-      return { kind: 'webgpu', reason: `auto: WebGPU is faster (${figures})`, gpu, measured, ...common };
+      return { kind: 'webgpu', reason: `auto: WebGPU is faster (${figures})${split}`, gpu, measured, ...common };
     }
     gpu.model.dispose();
     device.destroy?.();
-    return { kind: 'wasm', requested, adapter, reason: `auto: WASM is faster (${figures})`, measured };
+    return { kind: 'wasm', requested, adapter, reason: `auto: WASM is faster (${figures})`, measured, ...layerSplit(0, L) };
   } catch (e) {
     gpu.model.dispose();
     device.destroy?.();
-    return { kind: 'wasm', requested, adapter, reason: `auto: the WebGPU probe failed (${e.message})` };
+    return { kind: 'wasm', requested, adapter, reason: `auto: the WebGPU probe failed (${e.message})`, ...layerSplit(0, L) };
   }
 }
 
@@ -171,16 +199,20 @@ export async function loadWeightsOnGpu(mod, source, options, env, why) {
     const kvType = options.gpuPrecision === 'f16' && hasShaderF16(device) ? 'f16' : 'f32';
     const r = await loadGpuResident(mod, device, source, {
       threads: env.threads, onProgress: options.onProgress, signal: options.signal, openPath: env.openPath, listDir: env.listDir, kvType,
+      gpuLayers: options.gpuLayers ?? 'auto',
     });
     if (!r.handle.hasTokenizer()) {
       r.gpu.model.dispose();
       r.handle.delete();
       throw new QkvError('unsupported', "weights: 'gpu' needs a GGUF model with its tokenizer");
     }
+    const L = r.gpu.desc.layers, n = r.gpu.model.gpuLayers;
+    const split = n === L ? '' : r.stop ? `; layers ${n}..${L - 1} in the heap, run in WASM (layer ${n} did not fit: ${r.stop})`
+      : `; layers ${n}..${L - 1} in the heap, run in WASM (gpuLayers: ${n})`;
     return {
-      kind: 'webgpu', requested: options.device ?? 'auto', weights: 'gpu',
-      reason: why ? `auto: the model does not fit the WebAssembly heap (${why}), so its weights went to GPU memory`
-        : "weights: 'gpu': the weight matrices streamed to GPU memory",
+      kind: 'webgpu', requested: options.device ?? 'auto', weights: 'gpu', ...layerSplit(n, L),
+      reason: (why ? `auto: the model does not fit the WebAssembly heap (${why}), so its weights went to GPU memory`
+        : "weights: 'gpu': the weight matrices streamed to GPU memory") + split,
       adapter, kvType, gpu: r.gpu, handle: r.handle, memory: r.memory,
       ...(options.gpuPrecision === 'f16' && kvType !== 'f16'
         ? { warning: { code: 'webgpu_f16_unavailable', message: 'this WebGPU device has no shader-f16: the KV cache is f32' } } : {}),

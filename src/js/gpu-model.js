@@ -17,7 +17,7 @@
 //   (Command-R): the feed-forward reads the attention's input and its output is added first.
 //   Decoders: final norm of the last row (or of every row), classifier, logit scale, soft-cap.
 //   Encoders (encode()): final norm if any, the hidden states read back for pooling in WASM.
-import { QkvError } from './errors.js';
+import { QkvError, bareMessage } from './errors.js';
 import { MOE_MAX_EXPERTS, createMoeFfn, isExpertRole, loadMoeShaders, uploadExperts } from './gpu-moe.js';
 import { GPU_WEIGHT_TYPES, createProducts } from './gpu-products.js';
 import { TOPK_MAX, candidateLogits, createTopK, gpuCandidates } from './gpu-topk.js';
@@ -74,9 +74,11 @@ export function gpuUnsupported(d) {
  * @param {GPUDevice} device
  * @param {object} desc JsModel.gpuModel(): config and tensors (views into the WASM heap; read
  *   here at once, before anything can grow the heap)
- * @param {{kvType?: 'f32' | 'f16'}} [options] kvType 'f16': the KV cache in half precision (needs
- *   the device's shader-f16; keys and values rounded to f16 as they are written, all arithmetic
- *   f32)
+ * @param {{kvType?: 'f32' | 'f16', layers?: number | 'auto'}} [options] kvType 'f16': the KV cache
+ *   in half precision (needs the device's shader-f16; keys and values rounded to f16 as they are
+ *   written, all arithmetic f32). layers: how many of the first layers run here (default all;
+ *   fewer: the rest, the final norm and the classifier run in WASM); 'auto': as many as the
+ *   device takes, layer by layer (an upload that fails for memory or limits ends the count)
  * @returns {Promise<GpuModel>}
  * @throws {QkvError} 'unsupported' (what is not implemented, or a buffer over the device's limits),
  *   'out_of_memory'
@@ -98,38 +100,89 @@ export async function createGpuModel(device, desc, options = {}) {
   };
   const weights = new Map();  // `${layer}:${role}` -> GpuWeight (matrices) | {buffer} (f32 vectors)
   let weightBytes = 0;
-  device.pushErrorScope('out-of-memory');
-  device.pushErrorScope('validation');
-  try {
-    for (const t of d.tensors) {
-      const key = `${t.layer}:${t.role}`;
-      if (isExpertRole(t.role)) {
-        weights.set(key, uploadExperts(products, t, d.experts, Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize)));
-      } else if (t.weight) {  // already streamed to the GPU (a GPU-resident load: src/js/gpu-resident.js)
-        const w = t.weight;
-        weights.set(key, VECTOR_ROLES.has(t.role) ? { buffer: w.parts[0].buffer, destroy: () => w.destroy() } : w);
-      } else if (VECTOR_ROLES.has(t.role)) {
-        // The per-head Q/K norms are also read as uniforms (the fused decode epilogue, products.wgsl qnw).
-        const b = buffer(t.bytes.byteLength, S.STORAGE | S.COPY_DST | (t.role === 'q_norm' || t.role === 'k_norm' ? S.UNIFORM : 0), key);
-        device.queue.writeBuffer(b, 0, t.bytes.buffer, t.bytes.byteOffset, t.bytes.byteLength);
-        weights.set(key, { buffer: b });
-      } else {
-        weights.set(key, products.upload({ type: t.type, rows: t.rows, cols: t.cols, bytes: t.bytes, label: key }));
-      }
-      weightBytes += t.byteLength ?? t.bytes.byteLength;
+  const uploadOne = (t) => {
+    const key = `${t.layer}:${t.role}`;
+    if (isExpertRole(t.role)) {
+      weights.set(key, uploadExperts(products, t, d.experts, Math.min(device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize)));
+    } else if (t.weight) {  // already streamed to the GPU (a GPU-resident load: src/js/gpu-resident.js)
+      const w = t.weight;
+      weights.set(key, VECTOR_ROLES.has(t.role) ? { buffer: w.parts[0].buffer, destroy: () => w.destroy() } : w);
+    } else if (VECTOR_ROLES.has(t.role)) {
+      // The per-head Q/K norms are also read as uniforms (the fused decode epilogue, products.wgsl qnw).
+      const usage = S.STORAGE | S.COPY_DST | (t.role === 'q_norm' || t.role === 'k_norm' ? S.UNIFORM : 0);
+      const b = device.createBuffer({ size: Math.max(16, Math.ceil(t.bytes.byteLength / 4) * 4), usage, label: key });
+      weights.set(key, { buffer: b, destroy: () => b.destroy() });
+      device.queue.writeBuffer(b, 0, t.bytes.buffer, t.bytes.byteOffset, t.bytes.byteLength);
+    } else {
+      weights.set(key, products.upload({ type: t.type, rows: t.rows, cols: t.cols, bytes: t.bytes, label: key }));
     }
-  } catch (e) {
-    await device.popErrorScope();
-    await device.popErrorScope();
-    dispose();
-    throw e instanceof QkvError ? e : new QkvError('unsupported', `WebGPU upload failed: ${e?.message ?? e}`, { cause: e });
+    weightBytes += t.byteLength ?? t.bytes.byteLength;
+  };
+  // Partial offload: layers [0, gpuLayers) here, the rest (and the final norm and classifier)
+  // in WASM. 'auto': as many layers as the device takes, each uploaded in its own error scopes.
+  const TAIL = new Set(['final_norm', 'final_norm_b', 'classifier']);
+  const groups = [[]];  // 0: model-wide; l + 1: layer l; layers + 1: the tail
+  for (let l = 0; l <= d.layers; l++) groups.push([]);
+  for (const t of d.tensors) groups[t.layer < 0 ? (TAIL.has(t.role) ? d.layers + 1 : 0) : t.layer + 1].push(t);
+  const auto = options.layers === 'auto' && !!d.causal;
+  let gpuLayers = auto || options.layers === 'auto' ? d.layers : options.layers ?? d.layers;
+  let offloadStop = null;  // 'auto': why the layer after the last one here did not fit
+  if (!d.causal && gpuLayers < d.layers) throw new QkvError('unsupported', `${d.arch} is an encoder: it runs whole on the GPU or in WASM`);
+  const unload = (group) => {
+    for (const t of group) {
+      const key = `${t.layer}:${t.role}`, w = weights.get(key);
+      if (!w) continue;
+      weights.delete(key);
+      weightBytes -= t.byteLength ?? t.bytes.byteLength;
+      if (!t.weight) w.destroy?.();  // a streamed weight belongs to its loader until the model takes it
+    }
+  };
+  // Every group in its own out-of-memory and validation scopes, pushed one inside the other so
+  // that an error lands in its group's scope; all uploaded before the first await (the tensors
+  // are views into the heap, stale once it grows).
+  const order = [groups[0]];
+  for (let l = 0; l < gpuLayers; l++) order.push(groups[l + 1]);
+  if (gpuLayers === d.layers) order.push(groups[d.layers + 1]);
+  const tried = [];
+  for (const group of order) {
+    device.pushErrorScope('out-of-memory');
+    device.pushErrorScope('validation');
+    const r = { group, thrown: null };
+    tried.push(r);
+    try {
+      for (const t of group) uploadOne(t);
+    } catch (e) {
+      r.thrown = e;
+      break;
+    }
   }
-  const [verr, oom] = [await device.popErrorScope(), await device.popErrorScope()];
-  if (oom || verr) {
-    dispose();
-    throw new QkvError(oom ? 'out_of_memory' : 'unsupported', `WebGPU weight upload: ${(oom ?? verr).message}`);
+  const popped = [];
+  for (let i = tried.length - 1; i >= 0; i--) popped.unshift([device.popErrorScope(), device.popErrorScope()]);
+  let failed = -1, error = null;
+  for (let i = 0; i < tried.length && failed < 0; i++) {
+    const [verr, oom] = await Promise.all(popped[i]);
+    const { thrown } = tried[i];
+    if (!thrown && !oom && !verr) continue;
+    failed = i;
+    error = thrown ? (thrown instanceof QkvError ? thrown : new QkvError('unsupported', `WebGPU upload failed: ${thrown?.message ?? thrown}`, { cause: thrown }))
+      : new QkvError(oom ? 'out_of_memory' : 'unsupported', `WebGPU weight upload: ${(oom ?? verr).message}`);
   }
-  if (!weights.has('-1:classifier')) weights.set('-1:classifier', weights.get('-1:tok_embed'));
+  await Promise.all(popped.flat());
+  if (failed >= 0) {
+    // 'auto': the layers from the one that failed on run in WASM (a failed tail: the last layer too).
+    const tailFailed = gpuLayers === d.layers && failed === tried.length - 1;
+    if (!auto || failed === 0) { dispose(); throw error; }
+    for (const r of tried.slice(failed)) unload(r.group);
+    gpuLayers = failed - 1;
+    offloadStop = bareMessage(error);
+    if (tailFailed) {
+      unload(groups[d.layers]);
+      gpuLayers = d.layers - 1;
+      offloadStop = `the final norm and classifier: ${offloadStop}`;
+    }
+  }
+  const hidden = gpuLayers < d.layers;  // the GPU part reads back hidden states, not logits
+  if (!hidden && !weights.has('-1:classifier')) weights.set('-1:classifier', weights.get('-1:tok_embed'));
 
   // The KV-cache kernels share common.wgsl's helpers and its cache element type kv_t, prepended
   // as webgpu.js does (with an f16 cache: `enable f16;` first and kv_t = f16).
@@ -174,8 +227,8 @@ export async function createGpuModel(device, desc, options = {}) {
    * (T = context = the text's tokens, bidirectional attention over them).
    */
   function createForward(context, rope, T, encoder) {
-    const { dim, hiddenDim: hid, heads, kvHeads, headDim: hd, vocabSize: V, layers } = d;
-    const qd = heads * hd, kvd = kvHeads * hd;
+    const { dim, hiddenDim: hid, heads, kvHeads, headDim: hd, vocabSize: V } = d;
+    const layers = gpuLayers, qd = heads * hd, kvd = kvHeads * hd;
     if (context * kvd * kvBytes > limit) {
       throw new QkvError('unsupported', `a ${context}-token KV cache needs ${context * kvd * kvBytes} bytes per layer, ` +
         `more than this GPU's ${limit}-byte buffer limit`);
@@ -200,9 +253,9 @@ export async function createGpuModel(device, desc, options = {}) {
     const hb = make(T * hid * 4, st, 'hb');
     const tmp = make(T * dim * 4, st, 'tmp');
     const attnPart = encoder ? null : make(heads * MAX_SPLITS * (hd + 2) * 4, st, 'attn-splits');
-    const logits = encoder ? null : make(T * V * 4, st | S.COPY_SRC, 'logits');
-    const read = make(T * (encoder ? dim : V) * 4, S.MAP_READ | S.COPY_DST, 'read');
-    const topk = encoder ? null : createTopK(device, { logits, vocab: V, step });
+    const logits = encoder || hidden ? null : make(T * V * 4, st | S.COPY_SRC, 'logits');
+    const read = make(T * (encoder || hidden ? dim : V) * 4, S.MAP_READ | S.COPY_DST, 'read');
+    const topk = encoder || hidden ? null : createTopK(device, { logits, vocab: V, step });
     const candRead = topk ? make(TOPK_MAX * 8, S.MAP_READ | S.COPY_DST, 'topk-read') : null;
     const scores = encoder ? make(heads * T * T * 4, st, 'scores') : null;
     const table = (arr, label) => {
@@ -340,7 +393,7 @@ export async function createGpuModel(device, desc, options = {}) {
       addType: W(-1, 'type_embed') ? elt('add_row', { N: dim }, [step, x, W(-1, 'type_embed').buffer], dim) : null,
       embedNorm: W(-1, 'embed_norm') ? normInplace('layernorm', W(-1, 'embed_norm'), W(-1, 'embed_norm_b'), x, dim, 1) : null,
     };
-    const tail = encoder ? {
+    const tail = hidden ? {} : encoder ? {
       finalAll: fw ? normInplace(d.norm, fw, fb, x, dim, 1) : null,
     } : {
       finalAll: norm('main', fw, fb, x, xb),
@@ -504,7 +557,7 @@ export async function createGpuModel(device, desc, options = {}) {
    */
   function createSession(context, rope) {
     if (!d.causal) throw new QkvError('unsupported', `${d.arch} is an encoder: it gives embeddings (embed), not a session`);
-    const { heads, vocabSize: V, layers } = d;
+    const { heads, vocabSize: V, dim } = d, layers = gpuLayers;
     const f = createForward(context, rope, MAX_CHUNK, false);
     let pos = 0, disposed = false, partial = false;
     // Row 0 of the logits buffer (the last step's last token), read back whole.
@@ -548,6 +601,7 @@ export async function createGpuModel(device, desc, options = {}) {
       truncate(n) { pos = Math.min(pos, n); },
       /** Whether the attention maps of `n` tokens fed at `at` fit this GPU's buffers (else WASM records them). */
       captureFits(at, n) {
+        if (hidden) return false;  // the maps of every layer: WASM records them
         const c = Math.min(n, f.T), keys = at + n, per = heads * c * keys, stride = Math.ceil(per / 64) * 64;
         return per * 4 <= limit && layers * stride * 4 <= device.limits.maxBufferSize && layers * heads * n * keys * 4 <= 1 << 30;
       },
@@ -563,7 +617,7 @@ export async function createGpuModel(device, desc, options = {}) {
         if (pos + ids.length > context) throw new QkvError('bad_argument', `feeding ${ids.length} tokens after ${pos} would pass the context of ${context}`);
         await f.compiled;
         const T = f.T, first = pos, keysAll = pos + ids.length;
-        const out = new Float32Array((allLogits ? ids.length : 1) * V);
+        const out = new Float32Array(hidden ? ids.length * dim : (allLogits ? ids.length : 1) * V);
         if (capture && !this.captureFits(pos, ids.length)) throw new QkvError('unsupported', 'these attention maps exceed the GPU\'s buffer limits');
         const maps = capture ? new Float32Array(layers * heads * ids.length * keysAll) : null;
         this.captured = null;
@@ -571,7 +625,7 @@ export async function createGpuModel(device, desc, options = {}) {
         partial = false;
         for (let i = 0; i < ids.length; i += T) {
           const n = Math.min(T, ids.length - i), last = i + n === ids.length;
-          const rows = allLogits ? n : last ? 1 : 0;
+          const rows = hidden ? 0 : allLogits ? n : last ? 1 : 0;
           if (f.grow(pos + n)) await products.ready();
           const cap_ = capture ? captureOps(n, pos) : null;
           const cand = rows === 1 && Kc > 0;
@@ -582,19 +636,23 @@ export async function createGpuModel(device, desc, options = {}) {
           f.encodeStep(pass, n, rows, cap_?.ops);
           if (cand) f.topk.encode(f.counting(pass));
           pass.end();
-          const [src, dst, bytes] = cand ? [f.topk.out, f.candRead, Kc * 8] : [f.logits, f.read, rows * V * 4];
-          if (rows) enc.copyBufferToBuffer(src, 0, dst, 0, bytes);
+          const [src, dst, bytes] = hidden ? [f.x, f.read, n * dim * 4] : cand ? [f.topk.out, f.candRead, Kc * 8] : [f.logits, f.read, rows * V * 4];
+          const back = rows || hidden;
+          if (back) enc.copyBufferToBuffer(src, 0, dst, 0, bytes);
           if (cap_) enc.copyBufferToBuffer(cap_.probs, 0, cap_.read, 0, cap_.read.size);
           device.queue.submit([enc.finish()]);
           pos += n;
-          const [err] = await Promise.all([device.popErrorScope(), rows ? dst.mapAsync(MapMode.READ, 0, bytes) : null,
+          const [err] = await Promise.all([device.popErrorScope(), back ? dst.mapAsync(MapMode.READ, 0, bytes) : null,
             cap_ ? cap_.read.mapAsync(MapMode.READ) : null]);
           if (err) {
-            if (rows) dst.unmap();
+            if (back) dst.unmap();
             pos -= n;
             throw new QkvError('internal', `WebGPU forward: ${err.message}`);
           }
-          if (cand) {
+          if (hidden) {
+            out.set(new Float32Array(f.read.getMappedRange(0, bytes)), i * dim);
+            f.read.unmap();
+          } else if (cand) {
             const pairs = new Uint32Array(f.candRead.getMappedRange(0, bytes).slice(0));
             f.candRead.unmap();
             const row = candidateLogits(pairs, V, sampling);
@@ -671,6 +729,13 @@ export async function createGpuModel(device, desc, options = {}) {
     products,
     /** Whether this is a decoder (sessions) or an encoder (encode). */
     decoder: !!d.causal,
+    /**
+     * Layers run here: all of them, or the first gpuLayers (partial offload: a session's feed
+     * then returns the hidden states entering layer gpuLayers, (ids.length, dim), for WASM to finish).
+     */
+    gpuLayers,
+    /** Why layer gpuLayers did not fit (layers: 'auto'), or null. */
+    offloadStop,
     createSession,
     /** Sets the RoPE tables an encoder's passes take (positions 0.. of a text). */
     setEncoderRope(rope) { encoderRope = rope; },

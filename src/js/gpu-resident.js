@@ -14,7 +14,7 @@
 //      (gpu-products.js#allocate: the same split by rows as an upload);
 //   4. the engine loads the model again over the filled vectors (validating them), and
 //      createGpuModel takes the streamed weights as they are.
-import { QkvError, throwIfAborted, toQkvError } from './errors.js';
+import { QkvError, bareMessage, throwIfAborted, toQkvError } from './errors.js';
 import { createGpuModel, gpuUnsupported } from './gpu-model.js';
 import { createProducts } from './gpu-products.js';
 import { abortable, allocHeapBuffer, closeChunks, isHfCheckpoint, modelParts, openSource, toBytes } from './source.js';
@@ -120,7 +120,7 @@ async function readHeader(mod, f) {
  * @param {object} mod the Embind module
  * @param {GPUDevice} device
  */
-export async function loadGpuResident(mod, device, source, { threads, onProgress, signal, openPath, listDir, kvType = 'f32', stagingBytes = STAGING_BYTES }) {
+export async function loadGpuResident(mod, device, source, { threads, onProgress, signal, openPath, listDir, kvType = 'f32', stagingBytes = STAGING_BYTES, gpuLayers = 'auto' }) {
   const what = 'the model';
   let files = modelParts(source);
   if (files.length === 1 && typeof files[0] === 'string' && listDir) files = (await listDir(files[0])) ?? files;
@@ -180,13 +180,72 @@ export async function loadGpuResident(mod, device, source, { threads, onProgress
     if (why) throw new QkvError('unsupported', `weights: 'gpu': this model cannot run on WebGPU (${why}); load it without weights: 'gpu'`);
     // Expert stacks are uploaded whole experts per buffer (gpu-moe.js), not by the row split streamed here.
     if (desc.experts > 0) throw new QkvError('unsupported', "weights: 'gpu' does not stream mixture-of-experts models yet; load it without weights: 'gpu'");
+    // Partial offload: the first gpuLayers layers' matrices to GPU buffers ('auto': layer by
+    // layer while the device takes them), the rest and the classifier into the heap for WASM.
+    const L = desc.layers, auto = gpuLayers === 'auto';
+    let n = auto ? L : gpuLayers, stop = null;
+    if (n > L) throw new QkvError('bad_argument', `gpuLayers is ${n}, but the model has ${L} layers`);
+    const matrices = desc.tensors.filter((t) => t.part !== undefined);
+    const byLayer = (l) => matrices.filter((t) => t.layer === l);
     const sinks = opened.map(() => []);
-    for (const t of desc.tensors) {
-      if (t.part === undefined) continue;
-      const w = products.allocate({ type: t.type, rows: t.rows, cols: t.cols, label: `${t.layer}:${t.role}` });
+    const toGpu = async (group) => {
+      device.pushErrorScope('out-of-memory');
+      const made = [];
+      let thrown = null;
+      try {
+        for (const t of group) made.push(products.allocate({ type: t.type, rows: t.rows, cols: t.cols, label: `${t.layer}:${t.role}` }));
+      } catch (e) { thrown = e; }
+      const oom = await device.popErrorScope();
+      if (!thrown && !oom) return { made };
+      for (const w of made) w.destroy();
+      return { err: thrown ? toQkvError(thrown) : new QkvError('out_of_memory', `WebGPU: ${oom.message}`) };
+    };
+    const placed = [];  // [tensor, weight]
+    // The model-wide matrices first (the embeddings: every load gathers them on the GPU).
+    const tied = !!desc.tiedClassifier;
+    const head = matrices.filter((t) => t.layer < 0 && t.role !== 'classifier');
+    const first = await toGpu(head);
+    if (first.err) throw first.err;
+    head.forEach((t, i) => placed.push([t, first.made[i]]));
+    for (let l = 0; l < n; l++) {
+      const group = byLayer(l), r = await toGpu(group);
+      if (r.err && !auto) throw r.err;
+      if (r.err) { n = l; stop = bareMessage(r.err); break; }
+      group.forEach((t, i) => placed.push([t, r.made[i]]));
+    }
+    if (n === 0 && L > 0) {
+      throw new QkvError('out_of_memory', `weights: 'gpu': not one layer fits this GPU (${stop}); load it without weights: 'gpu'`);
+    }
+    // The classifier: on the GPU with every layer, else in WASM (tied: the embeddings, which then
+    // stream to both the GPU and the heap).
+    const cls = matrices.filter((t) => t.role === 'classifier');
+    if (n === L) {
+      const r = await toGpu(cls);
+      if (r.err && !auto) throw r.err;
+      if (r.err) {
+        n = L - 1; stop = `the classifier: ${bareMessage(r.err)}`;
+        for (const [t, w] of placed.splice(0)) if (t.layer === n) w.destroy(); else placed.push([t, w]);
+      } else cls.forEach((t, i) => placed.push([t, r.made[i]]));
+    }
+    const cpu = n < L ? matrices.filter((t) => t.layer >= n || t.role === 'classifier' || (tied && t.role === 'tok_embed')) : [];
+    for (const [t, w] of placed) {
       weights.push(w);
       t.weight = w;
       sinks[t.part].push({ offset: t.offset, bytes: t.byteLength, write: weightSink(w, staging) });
+    }
+    const cpuBytes = cpu.reduce((a, t) => a + t.byteLength, 0);
+    for (const t of cpu) {
+      const f = opened[t.part];
+      let buf;
+      try {
+        buf = allocHeapBuffer(mod, t.byteLength, `layer ${t.layer}'s ${t.role}`);
+      } catch (e) {
+        throw new QkvError('out_of_memory', `weights: 'gpu': layers ${n}..${L - 1} ${stop ? `do not fit this GPU (${stop})` : `run in WASM (gpuLayers: ${n})`}, ` +
+          `and the WebAssembly heap cannot hold their ${(cpuBytes / 2 ** 20).toFixed(1)} MiB either: ${bareMessage(toQkvError(e))}`, { cause: e });
+      }
+      heap.push(buf);
+      f.ranges.push({ offset: t.offset, bytes: t.byteLength, buf });
+      call(() => f.head.addRange(t.offset, buf));
     }
     for (const s of sinks) s.sort((a, b) => a.offset - b.offset);
 
@@ -236,11 +295,11 @@ export async function loadGpuResident(mod, device, source, { threads, onProgress
       const p = byKey.get(`${t.layer}:${t.role}`);
       if (p) t.weight = p.weight;
     }
-    const model = await createGpuModel(device, real, { kvType });
+    const model = await createGpuModel(device, real, { kvType, layers: n });
     delete real.tensors;  // heap views: stale once it grows
     let heapWeightBytes = 0;
     for (const f of opened) heapWeightBytes += f.ranges.reduce((n, r) => n + r.bytes, 0);
-    return { handle, gpu: { device, desc: real, model }, memory: { heapWeightBytes, stagingBytes } };
+    return { handle, gpu: { device, desc: real, model }, memory: { heapWeightBytes, stagingBytes }, stop };
   } catch (e) {
     for (const w of weights) w.destroy();
     products.dispose();

@@ -20,7 +20,20 @@ export function call(fn) {
 
 /** The options of loadModel() (the worker client checks them too, before anything crosses postMessage). */
 export const LOAD_KEYS = Object.freeze(['tokenizer', 'onProgress', 'signal', 'onWarning', 'device', 'gpuPrecision', 'gpu', 'weights',
-  'threads', 'simd', 'maxMemory', 'mmproj']);
+  'gpuLayers', 'threads', 'simd', 'maxMemory', 'mmproj']);
+
+/**
+ * Checks loadModel's gpuLayers: 'auto' or a whole number of layers, at most `layers` once the
+ * model's count is known; with device 'wasm' only 0, with weights 'gpu' at least 1.
+ */
+export function checkGpuLayers(options, layers) {
+  const n = options.gpuLayers;
+  if (n === undefined || n === 'auto') return;
+  check(Number.isInteger(n) && n >= 0, `gpuLayers must be 'auto' or a whole number of layers >= 0, got ${describe(n)}`);
+  check(layers === undefined || n <= layers, `gpuLayers is ${n}, but the model has ${layers} layers`);
+  check(n === 0 || options.device !== 'wasm', `gpuLayers: ${n} puts layers on the GPU: it cannot go with device: 'wasm'`);
+  check(n > 0 || options.weights !== 'gpu', "gpuLayers: 0 leaves no weights for weights: 'gpu' to put on the GPU");
+}
 
 /** Values of the `simd` load option. */
 export const SIMD_MODES = ['auto', 'relaxed', 'baseline'];

@@ -170,26 +170,29 @@ void KvCache::init(int layers, int kv_dim, int context, int min_step) {
   k_.assign(layers, {});
   v_.assign(layers, {});
   cap_ = 0;
+  low_ = layers;
   kv_dim_ = kv_dim;
   ctx_ = context;
   min_step_ = min_step;
 }
 
-void KvCache::reserve(int positions) {
-  if (positions <= cap_) return;
-  const int cap = std::max({positions, std::min(ctx_, 2 * cap_), std::min(ctx_, min_step_)});
+void KvCache::reserve(int positions, int first) {
+  const size_t lo = std::min((size_t)std::max(first, 0), k_.size());
+  if (positions <= cap_ && lo >= low_) return;
+  const int cap = positions <= cap_ ? cap_ : std::max({positions, std::min(ctx_, 2 * cap_), std::min(ctx_, min_step_)});
   const uint64_t per_layer = (uint64_t)cap * kv_dim_;
   try {
-    for (size_t l = 0; l < k_.size(); l++) {
+    for (size_t l = std::min(lo, low_); l < k_.size(); l++) {
       k_[l].resize(per_layer);
       v_[l].resize(per_layer);
     }
   } catch (const std::bad_alloc&) {
     fail(ErrorCode::OutOfMemory, "not enough memory to grow the KV cache to " + std::to_string(cap) + " positions (" +
-                                     format_bytes(per_layer * k_.size() * 2 * sizeof(float)) +
+                                     format_bytes(per_layer * (k_.size() - std::min(lo, low_)) * 2 * sizeof(float)) +
                                      "); use a smaller context");
   }
   cap_ = cap;
+  low_ = std::min(lo, low_);
 }
 
 void AttentionRecord::start(int layers, int n_heads, int queries, int keys, uint64_t extra_bytes) {

@@ -60,16 +60,18 @@ class KvCache {
  public:
   // min_step: the least capacity a first growth takes (bounded by context).
   void init(int layers, int kv_dim, int context, int min_step);
-  // Capacity for at least `positions`; throws Error(OutOfMemory) naming the size if it cannot.
-  void reserve(int positions);
+  // Capacity for at least `positions` in layers [first, layers) (the layers below stay as they
+  // are: a partial offload runs them on the GPU); throws Error(OutOfMemory) naming the size if it cannot.
+  void reserve(int positions, int first = 0);
   float* k(int l) { return k_[l].data(); }
   float* v(int l) { return v_[l].data(); }
   int capacity() const { return cap_; }
-  uint64_t bytes() const { return (uint64_t)cap_ * k_.size() * kv_dim_ * 2 * sizeof(float); }
+  uint64_t bytes() const { return (uint64_t)cap_ * (k_.size() - low_) * kv_dim_ * 2 * sizeof(float); }
 
  private:
   std::vector<std::vector<float>> k_, v_;
   int cap_ = 0, kv_dim_ = 0, ctx_ = 0, min_step_ = 0;
+  size_t low_ = 0;  // layers [low_, layers) hold cap_ positions; those below, none
 };
 
 // Softmax probabilities of one call, (layers, heads, n_q, n_kv), filled chunk by chunk.

@@ -81,7 +81,7 @@ void Transformer::matmul(float* y, int64_t ldy, const float* x, int64_t ldx, con
   in_.full(*pool_, y, ldy, w);
 }
 
-void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits, bool rows) {
+void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits, bool rows, int first) {
   const ModelConfig& c = m_.config;
   if (!m_.weights.classifier)
     fail(ErrorCode::Unsupported,
@@ -93,10 +93,10 @@ void Transformer::prepare(const int* tokens, int n, int pos, bool all_logits, bo
   if (rows) {
     for (int i = 0; i < n; i++)
       if (tokens[i] != kEmbeddingRow) check_tokens(tokens + i, 1, c.vocab_size);
-  } else {
+  } else if (tokens) {
     check_tokens(tokens, n, c.vocab_size);
   }
-  kv_.reserve(pos + n);
+  kv_.reserve(pos + n, first);
   if (all_logits) logits_.resize((size_t)n * c.vocab_size);
   else logits_.resize(c.vocab_size);
   if (!capture_) {
@@ -129,6 +129,73 @@ const float* Transformer::forward(const int* tokens, int n, int pos, bool all_lo
   }
   ext_rows_ = nullptr;
   return all_logits ? logits_.data() + (size_t)(n - 1) * c.vocab_size : logits_.data();
+}
+
+void Transformer::check_layer(int first, const char* what) const {
+  const int L = m_.config.n_layers;
+  if (first < 0 || first > L)
+    fail(ErrorCode::BadArgument, std::string(what) + ": layer " + std::to_string(first) + " is outside 0.." +
+                                     std::to_string(L) + " (the model has " + std::to_string(L) + " layers)");
+  if (capture_)
+    fail(ErrorCode::BadArgument, std::string(what) + ": capturing attention needs every layer in one forward()");
+}
+
+// A GPU-resident load with a partial offload holds the CPU's layers and the classifier in the heap.
+static void check_resident_from(const LoadedModel& m, int first) {
+  if (m.weights_resident) return;
+  auto held = [](const Tensor& t) { return !t || t.resident(); };
+  for (int l = first; l < m.config.n_layers; l++) {
+    const LayerWeights& L = m.weights.layers[l];
+    for (const Tensor* t :
+         {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router, &L.gate_exps, &L.up_exps, &L.down_exps})
+      if (!held(*t))
+        fail(ErrorCode::Unsupported,
+             "layer " + std::to_string(l) + "'s weights are on the GPU only (weights: 'gpu'); the CPU cannot run it");
+  }
+  if (!held(m.weights.classifier))
+    fail(ErrorCode::Unsupported, "the classifier is on the GPU only (weights: 'gpu'); the CPU cannot run it");
+}
+
+const float* Transformer::forward_hidden(const float* hidden, int n, int pos, int first, bool all_logits) {
+  const ModelConfig& c = m_.config;
+  check_layer(first, "forward_hidden");
+  check_resident_from(m_, first);
+  prepare(nullptr, n, pos, all_logits, false, first);
+  for (int i = 0; i < n; i += kMaxBatch) {
+    const int b = std::min(kMaxBatch, n - i);
+    std::memcpy(x_.data(), hidden + (int64_t)i * c.dim, (size_t)b * c.dim * sizeof(float));
+    cur_b_ = b;
+    cur_pos_ = pos + i;
+    chunk_rope(b, pos + i);
+    for (int l = first; l < c.n_layers; l++) {
+      layer_qkv(l);
+      layer_attention(l);
+      layer_rest(l);
+    }
+    const bool last = i + b == n;
+    if (all_logits || last)
+      chunk_logits(all_logits ? logits_.data() + (size_t)i * c.vocab_size : logits_.data(), all_logits);
+  }
+  return all_logits ? logits_.data() + (size_t)(n - 1) * c.vocab_size : logits_.data();
+}
+
+std::vector<float> Transformer::hidden_states(const int* tokens, int n, int pos, int last) {
+  const ModelConfig& c = m_.config;
+  check_resident(m_);
+  check_layer(last, "hidden_states");
+  prepare(tokens, n, pos, false, false);
+  std::vector<float> out((size_t)n * c.dim);
+  for (int i = 0; i < n; i += kMaxBatch) {
+    const int b = std::min(kMaxBatch, n - i);
+    chunk_embed(tokens + i, b, pos + i);
+    for (int l = 0; l < last; l++) {
+      layer_qkv(l);
+      layer_attention(l);
+      layer_rest(l);
+    }
+    std::memcpy(out.data() + (size_t)i * c.dim, x_.data(), (size_t)b * c.dim * sizeof(float));
+  }
+  return out;
 }
 
 void Transformer::size_rope_tables(int rows) {
@@ -318,7 +385,7 @@ void Transformer::forward_chunk(const int* tokens, int B, int pos0, float* logit
 void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
   const ModelConfig& c = m_.config;
   const ModelWeights& w = m_.weights;
-  const int dim = c.dim, half = c.rot_dims() / 2;
+  const int dim = c.dim;
   cur_b_ = B;
   cur_pos_ = pos0;
   float* x = x_.data();
@@ -341,6 +408,13 @@ void Transformer::chunk_embed(const int* tokens, int B, int pos0) {
     if (c.pos == PosKind::Sinusoidal) add_sinusoidal(xt, dim, pos_of(t));
     if (w.embed_norm) layernorm_simd(xt, xt, w.embed_norm, w.embed_norm_b, dim, c.norm_eps);
   }
+  chunk_rope(B, pos0);
+}
+
+void Transformer::chunk_rope(int B, int pos0) {
+  const ModelConfig& c = m_.config;
+  const int half = c.rot_dims() / 2;
+  auto pos_of = [&](int t) { return encoding_ ? row_pos_[t] : pos0 + t; };
   if (c.pos == PosKind::RopeAdjacent || c.pos == PosKind::RopeHalves)
     for (int t = 0; t < B; t++) {
       rope_table(pos_of(t), 1, false, rope_cos_.data() + (int64_t)t * half, rope_sin_.data() + (int64_t)t * half);

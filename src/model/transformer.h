@@ -36,6 +36,15 @@ class Transformer {
   static constexpr int kEmbeddingRow = -1;
   const float* logits() const { return logits_.data(); }
 
+  // Partial offload (the first layers on another engine, as llama.cpp's n_gpu_layers): layers
+  // [first, n_layers), the final norm and the classifier over `hidden`, (n, dim): the states of
+  // tokens at positions pos..pos+n-1 entering layer `first`. Keys/values go into this cache's
+  // layers [first, n_layers) only; logits as forward(). first = 0 takes the embeddings' output.
+  const float* forward_hidden(const float* hidden, int n, int pos, int first, bool all_logits = false);
+  // The other half on the CPU: the embedding and layers [0, last) of tokens at pos..pos+n-1 (keys
+  // and values into those layers of the cache); the states leaving layer last - 1, (n, dim).
+  std::vector<float> hidden_states(const int* tokens, int n, int pos, int last);
+
   // Attention inspection: when enabled, the next forward() records softmax probabilities
   // for every layer and head, (n_layers, n_heads, n, pos + n), readable with attention().
   void set_capture_attention(bool on) { capture_ = on; }
@@ -74,7 +83,9 @@ class Transformer {
   static constexpr int kMinEncodeCapacity = 1024;
 
  private:
-  void prepare(const int* tokens, int n, int pos, bool all_logits, bool rows);
+  void prepare(const int* tokens, int n, int pos, bool all_logits, bool rows, int first = 0);
+  void check_layer(int first, const char* what) const;
+  void chunk_rope(int B, int pos0);  // RoPE tables of a chunk's positions
   void forward_chunk(const int* tokens, int n, int pos, float* logits_out, bool all_logits);
   // One chunk of a forward, in phases (forward_chunk runs them in order; encode() layer-major).
   void chunk_embed(const int* tokens, int B, int pos0);

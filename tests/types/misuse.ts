@@ -17,6 +17,8 @@ async function misuse(model: Model, clip: ImageEncoderModel): Promise<void> {
   await clip.embedImage('photo.png');
   // @ts-expect-error the tokenizer is a source, not a number
   await loadModel('m.bin', { tokenizer: 5 });
+  // @ts-expect-error gpuLayers is 'auto' or a number
+  await loadModel('m.gguf', { gpuLayers: 'all' });
   // @ts-expect-error threads is 'auto' or a number
   await loadModel('m.bin', { tokenizer: 't.bin', threads: 'many' });
   // @ts-expect-error a decoder's mask has no causal option (it is its model's)

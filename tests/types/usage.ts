@@ -122,6 +122,11 @@ async function training(): Promise<void> {
   await t.loadState(await t.saveState());
   const m = await loadModel(gguf);
   m.dispose();
+  // Partial offload: the first layers on WebGPU, the rest in WASM.
+  const po = await loadModel('model.gguf', { device: 'webgpu', gpuLayers: 20 });
+  const split: number | undefined = po.info.device.gpuLayers;
+  console.log(split, po.info.device.cpuLayers);
+  await loadModel('model.gguf', { gpuLayers: 'auto', weights: 'gpu' });
   await t.dispose();
   await createTrainer({ text: new Blob(['x']), model: 'model.gguf', seq: 64, shape: undefined });
   await createTrainer({ text: 'x', shape: { dim: 64, layers: 2, heads: 4, hiddenDim: 128 } });
