@@ -20,7 +20,7 @@ export function call(fn) {
 
 /** The options of loadModel() (the worker client checks them too, before anything crosses postMessage). */
 export const LOAD_KEYS = Object.freeze(['tokenizer', 'onProgress', 'signal', 'onWarning', 'device', 'gpuPrecision', 'gpu', 'weights',
-  'threads', 'simd', 'maxMemory']);
+  'threads', 'simd', 'maxMemory', 'cache']);
 
 /** Values of the `simd` load option. */
 export const SIMD_MODES = ['auto', 'relaxed', 'baseline'];
