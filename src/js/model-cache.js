@@ -261,7 +261,8 @@ async function checkSpace(store, what, needed) {
 /**
  * Opens `url` through `store`: {size, chunks} as source.js#openSource. A complete entry is
  * served from the store (after a conditional request, when the entry has a validator: 304 keeps
- * it, 200 replaces it; no answer at all keeps it); an incomplete one resumes; none downloads.
+ * it, 200 replaces it; no answer at all keeps it); an incomplete one resumes after its whole
+ * segments (one without a strong validator restarts); none downloads.
  */
 export async function openCachedUrl(url, store, { what, signal }) {
   const id = entryId(url);
@@ -283,16 +284,10 @@ export async function openCachedUrl(url, store, { what, signal }) {
     return { size: meta.size, chunks: entryChunks(url, store, id, meta, null, { what, signal }) };
   }
   if (meta && meta.segments > 0 && ifRange(meta)) {
-    const from = meta.segments * meta.segmentBytes;
-    const res = await get(url, what, signal, { Range: `bytes=${from}-`, 'If-Range': ifRange(meta) });
-    const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get('content-range') ?? '');
-    if (res.status === 206 && range && Number(range[1]) === from && Number(range[3]) === meta.size && sameFile(meta, res, null)) {
-      await checkSpace(store, what, meta.size - from);
-      return { size: meta.size, chunks: entryChunks(url, store, id, meta, { res, at: from }, { what, signal }) };
-    }
-    if (res.status !== 200) throw httpError(what, url, res);
-    await store.remove(id);  // no range (or another file): from the start
-    return fresh(url, store, id, res, { what, signal });
+    // Resumed where the cached segments end: the Range request goes out when the reading gets
+    // there (entryChunks), so no connection idles while the cached part is read.
+    await checkSpace(store, what, meta.size - meta.segments * meta.segmentBytes);
+    return { size: meta.size, chunks: entryChunks(url, store, id, meta, null, { what, signal }) };
   }
   if (meta) await store.remove(id);  // nothing to resume from
   const res = await get(url, what, signal);
