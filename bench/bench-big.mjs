@@ -169,11 +169,13 @@ async function nodeChild(file, prompt, tokens) {
   const t0 = performance.now();
   const m = await loadModel(file, { device: 'webgpu', weights: 'gpu', gpu, threads: 1 });  // Dawn's writeBuffer refuses the pthreads build's shared heap
   const loadS = (performance.now() - t0) / 1000;
+  console.error(`[big] loaded in ${loadS.toFixed(1)} s; heap ${(m.info.memory.heapBytes / 2 ** 20).toFixed(0)} MiB, GPU weights ${(m.info.memory.gpuWeightBytes / 2 ** 30).toFixed(2)} GiB`);
   const s = m.createSession();
   const ids = m.tokenize(prompt);
   let t = performance.now();
   await s.feed(ids);
   const prefillS = (performance.now() - t) / 1000;
+  console.error(`[big] prefill of ${ids.length} tokens in ${prefillS.toFixed(1)} s`);
   const out = [];
   t = performance.now();
   for (let i = 0; i < tokens; i++) {
@@ -183,6 +185,7 @@ async function nodeChild(file, prompt, tokens) {
     if (!Number.isFinite(l[best])) throw new Error(`non-finite logits at token ${i}`);
     out.push(best);
     if (i + 1 < tokens) await s.feed([best]);
+    console.error(`[big] token ${i + 1}: ${best} at ${((performance.now() - t) / 1000).toFixed(1)} s`);
   }
   const decodeS = (performance.now() - t) / 1000;
   const info = m.info;
@@ -197,9 +200,10 @@ function runNode(file, prompt, tokens) {
   const env = realGpu ? process.env : {
     ...process.env, VK_ICD_FILENAMES: ICD, LD_LIBRARY_PATH: [process.env.LD_LIBRARY_PATH, '/usr/lib/chromium'].filter(Boolean).join(':'),
   };
-  const r = spawnSync(process.execPath, [here, '--child', file, '--prompt', prompt, '--tokens', String(tokens)], { env, encoding: 'utf8', maxBuffer: 1 << 26 });
+  const r = spawnSync(process.execPath, [here, '--child', file, '--prompt', prompt, '--tokens', String(tokens)],
+    { env, encoding: 'utf8', maxBuffer: 1 << 26, stdio: ['ignore', 'pipe', 'inherit'] });  // progress on stderr as it comes
   const line = r.stdout.split('\n').find((l) => l.startsWith('{'));
-  if (r.status !== 0 || !line) throw new Error(`the Node run failed (status ${r.status}):\n${r.stderr.slice(-4000)}`);
+  if (r.status !== 0 || !line) throw new Error(`the Node run failed (status ${r.status}; its errors are above)`);
   return JSON.parse(line);
 }
 
@@ -216,7 +220,7 @@ async function runChromium(dir, name, prompt, tokens, cache) {
   const { server, base } = await serveBenchPage({ root, modelDir: dir, title: 'qkv bench-big', script: '/qkv/bench/big-page.mjs' });
   try {
     const page = await browser.newPage();
-    page.on('console', (m) => { if (m.type() === 'error') console.error(`[page] ${m.text()}`); });
+    page.on('console', (m) => { if (m.type() === 'error' || m.text().startsWith('[big]')) console.error(`[page] ${m.text()}`); });
     await page.goto(base);
     await page.waitForFunction(() => window.__ready === true);
     const run = (c) => page.evaluate((cfg) => window.runBig(cfg), { model: `/models/${name}`, prompt, tokens, cache: c });
