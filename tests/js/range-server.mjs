@@ -45,7 +45,7 @@ export async function startRangeServer(files, { fallback = null } = {}) {
       const n = f.cutAfter;
       f.cutAfter = null;
       entry.sent = n;
-      res.write(body.subarray(0, n), () => setTimeout(() => res.destroy(), 50));
+      res.write(body.subarray(0, n), () => res.socket.end());  // FIN after the bytes (a reset could drop some unread)
       return;
     }
     entry.sent = body.length;
