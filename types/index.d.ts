@@ -5,11 +5,13 @@
  * (the message names it and the known key it resembles); 'busy': a second generation (or a feed,
  * prefill, truncate, sample) on a session whose generation is still running. 'webgpu_failed': the
  * GPU of a model loaded with weights: 'gpu' was lost or failed; its weights were on the GPU only,
- * so it cannot go on in WASM: Model.reload() loads it again.
+ * so it cannot go on in WASM: Model.reload() loads it again. 'quota': the model cache (LoadOptions.cache)
+ * cannot hold the download: the browser's storage quota (or the disk) has too little space;
+ * `needed` and `available` give the sizes in bytes.
  */
 export type ErrorCode =
   | 'bad_model' | 'bad_tokenizer' | 'bad_argument' | 'unsupported' | 'out_of_memory'
-  | 'io' | 'aborted' | 'disposed' | 'busy' | 'internal' | 'webgpu_failed';
+  | 'io' | 'aborted' | 'disposed' | 'busy' | 'internal' | 'webgpu_failed' | 'quota';
 
 export declare const ErrorCodes: readonly ErrorCode[];
 
@@ -18,6 +20,10 @@ export declare class QkvError extends Error {
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown });
   readonly name: 'QkvError';
   readonly code: ErrorCode;
+  /** With code 'quota': the bytes the cache needed to write. */
+  readonly needed?: number;
+  /** With code 'quota': the bytes the storage had left (quota minus usage, or the disk's free space). */
+  readonly available?: number;
 }
 
 /** Where model bytes come from. Strings are URLs in browsers; paths or URLs in Node. */
@@ -125,13 +131,60 @@ export interface LoadOptions {
    */
   maxMemory?: number;
   /**
+<<<<<<< HEAD
    * Images in chat: the vision-language model's mmproj GGUF (llama.cpp's; a URL, path, Blob or
    * bytes, as the model source) whose projector turns images into rows of this text model's
    * embedding space. Projector 'mlp' (LLaVA-style) runs; others are 'unsupported'. A projector of
    * another width than the model's is 'bad_model' naming both. Not with weights: 'gpu'.
    */
   mmproj?: ModelSource;
+=======
+   * Keeps http(s) downloads of the model (each file of a split model) so a reload reads them
+   * from local storage instead of the network; see docs/webgpu.md#model-cache. Default false.
+   * true: in browsers OPFS where available, else the Cache API (neither in insecure contexts:
+   * then no cache); in Node the directory $XDG_CACHE_HOME/qkv/models (~/.cache/qkv/models).
+   * A cut download resumes with a Range request; too little storage fails with 'quota'.
+   */
+  cache?: CacheOption;
+>>>>>>> gpu-cache
 }
+
+/**
+ * The model cache: false (none), true (the default store), a browser store by name, or
+ * {backend, dir (Node: the directory), segmentBytes (the unit kept whole: what a cut download
+ * can lose; default 32 MiB)}.
+ */
+export type CacheOption = boolean | 'opfs' | 'cache-api' | { backend?: 'auto' | 'opfs' | 'cache-api'; dir?: string; segmentBytes?: number };
+
+/** One download in the model cache. */
+export interface CachedModel {
+  /** The file's URL (one entry per file of a split model). */
+  url: string;
+  /** Where it is kept: 'opfs', 'cache-api', or 'dir' (Node). */
+  backend: 'opfs' | 'cache-api' | 'dir';
+  /** The file's size in bytes. */
+  size: number;
+  /** Bytes kept so far (less than size: an interrupted download, resumed by the next load). */
+  cachedBytes: number;
+  complete: boolean;
+  /** The server's validators, sent back to revalidate and to resume. */
+  etag: string | null;
+  lastModified: string | null;
+  /** When the entry last changed (ms since the epoch). */
+  updated: number | null;
+}
+
+/** Options of the model-cache calls: which store to look at (default: every store of this browser; in Node the default directory). */
+export interface CacheManageOptions {
+  cache?: CacheOption;
+}
+
+/** The model cache's entries. */
+export declare function listCachedModels(options?: CacheManageOptions): Promise<CachedModel[]>;
+/** Deletes a model's cached files (every part of a split model); resolves to how many entries there were. */
+export declare function deleteCachedModel(source: string | URL | Array<string | URL>, options?: CacheManageOptions): Promise<number>;
+/** Deletes every cached model; resolves to the entries and bytes removed. */
+export declare function clearModelCache(options?: CacheManageOptions): Promise<{ entries: number; bytes: number }>;
 
 /** A non-fatal problem: the work goes on, on a fallback. */
 export interface QkvWarning {

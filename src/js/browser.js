@@ -5,6 +5,7 @@ import { QUANTIZE_TYPES, quantizeWith } from './quantize.js';
 import { TRAIN_PRESETS, Trainer, createTrainerWith, trainOptions } from './trainer.js';
 import { createRemoteTrainer } from './train-worker-client.js';
 import { chooseSimd } from './util.js';
+import { browserStore, browserStores, cachedUrls, clearEntries, deleteEntries, listEntries } from './model-cache.js';
 
 export { Model, QkvError, Session, TRAIN_PRESETS, Trainer };
 export { ErrorCodes } from './errors.js';
@@ -38,6 +39,7 @@ async function cached(name) {
 
 const browserEnv = {
   openPath: null,
+  openCache: browserStore,
   async load({ threads = 'auto', simd = 'auto' }) {
     const hw = Math.max(1, globalThis.navigator?.hardwareConcurrency ?? 1);
     const isolated = globalThis.crossOriginIsolated === true && typeof SharedArrayBuffer !== 'undefined';
@@ -111,4 +113,30 @@ export async function createTrainer(options) {
   const onPage = typeof globalThis.document !== 'undefined' && typeof Worker === 'function';
   if (t.worker === true || (t.worker === 'auto' && onPage)) return createRemoteTrainer(options);
   return createTrainerWith(browserEnv, options);
+}
+
+/**
+ * The model cache's entries (loadModel's `cache` option): every backend the browser has, or the
+ * one options.cache names.
+ * @param {{cache?: import('../../types/index.js').CacheOption}} [options]
+ */
+export async function listCachedModels(options) {
+  return listEntries(await browserStores(options));
+}
+
+/**
+ * Deletes a model's cached download (every file of a split model); resolves to how many entries there were.
+ * @param {string | URL | Array<string | URL>} source
+ * @param {{cache?: import('../../types/index.js').CacheOption}} [options]
+ */
+export async function deleteCachedModel(source, options) {
+  return deleteEntries(await browserStores(options), cachedUrls(source));
+}
+
+/**
+ * Deletes every cached model; resolves to {entries, bytes} removed.
+ * @param {{cache?: import('../../types/index.js').CacheOption}} [options]
+ */
+export async function clearModelCache(options) {
+  return clearEntries(await browserStores(options));
 }

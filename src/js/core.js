@@ -3,6 +3,7 @@
 import { QkvError, bareMessage, check, checkOptions, describe, throwIfAborted, toQkvError } from './errors.js';
 import { LOAD_KEYS, call, checkGpuLayers, checkSimdOption, sparseMaskOf, yieldToLoop } from './util.js';
 import { isPartSource, readModelSource, readSource } from './source.js';
+import { cacheOption } from './model-cache.js';
 import { DEVICES, GPU_PRECISIONS, WEIGHTS, chooseDevice, createGpuSession, embedGpu, feedGpu, layerSplit, loadWeightsOnGpu } from './gpu-backend.js';
 import { EncoderDecoderModel } from './encdec.js';
 import { ImageEncoderModel } from './vision.js';
@@ -741,8 +742,10 @@ export async function loadModelWith(env, source, options = {}) {
   }
   checkSimdOption(options.simd);
   checkNumber(options, 'maxMemory', 1, Number.MAX_SAFE_INTEGER, true);
+  const cacheOpt = cacheOption(options.cache, 'options.cache');
   throwIfAborted(signal);
   const { mod, runtime } = await env.load(options);
+  const cache = cacheOpt && await env.openCache(cacheOpt);  // http(s) downloads kept (model-cache.js)
   throwIfAborted(signal);
   // Progress over both files: the tokenizer is small, the model dominates.
   // Sources that can be read again (reload(), and 'auto' moving a model too big for the heap to the GPU).
@@ -753,7 +756,7 @@ export async function loadModelWith(env, source, options = {}) {
     return m;
   };
   const onGpu = async (why) => {
-    const device = await loadWeightsOnGpu(mod, source, options, { threads: runtime.threads, openPath: env.openPath, listDir: env.listDir }, why);
+    const device = await loadWeightsOnGpu(mod, source, options, { threads: runtime.threads, openPath: env.openPath, listDir: env.listDir, cache }, why);
     if (signal?.aborted) { device.gpu.model.dispose(); device.gpu.device.destroy?.(); device.handle.delete(); }
     throwIfAborted(signal);
     const { handle: h, ...rest } = device;
@@ -765,7 +768,7 @@ export async function loadModelWith(env, source, options = {}) {
   let modelBuf = null, tokBuf = null, handle = null;
   try {
     try {
-      modelBuf = await readModelSource(mod, source, { what: 'the model', onProgress, signal, openPath: env.openPath, listDir: env.listDir });
+      modelBuf = await readModelSource(mod, source, { what: 'the model', onProgress, signal, openPath: env.openPath, listDir: env.listDir, cache });
     } catch (e) {
       // 'auto' for a model the heap cannot hold: its weights straight to the GPU, if there is one.
       const err = toQkvError(e);

@@ -3,7 +3,7 @@
 /** Stable error codes; `code` never changes meaning between versions. */
 export const ErrorCodes = Object.freeze([
   'bad_model', 'bad_tokenizer', 'bad_argument', 'unsupported', 'out_of_memory', 'io', 'aborted',
-  'disposed', 'busy', 'internal', 'webgpu_failed',
+  'disposed', 'busy', 'internal', 'webgpu_failed', 'quota',
 ]);
 
 const HINTS = {
@@ -18,6 +18,7 @@ const HINTS = {
   busy: 'Finish, break out of or abort the running generation first, or use another session (model.createSession()).',
   internal: 'This is a bug in qkv; please report it with the model and the call that failed.',
   webgpu_failed: 'Load the model again: await model.reload(), or loadModel() with its source.',
+  quota: 'Free space (deleteCachedModel(), clearModelCache()) or load with cache: false.',
 };
 
 export class QkvError extends Error {

@@ -198,7 +198,7 @@ export async function loadWeightsOnGpu(mod, source, options, env, why) {
   try {
     const kvType = options.gpuPrecision === 'f16' && hasShaderF16(device) ? 'f16' : 'f32';
     const r = await loadGpuResident(mod, device, source, {
-      threads: env.threads, onProgress: options.onProgress, signal: options.signal, openPath: env.openPath, listDir: env.listDir, kvType,
+      threads: env.threads, onProgress: options.onProgress, signal: options.signal, openPath: env.openPath, listDir: env.listDir, cache: env.cache, kvType,
       gpuLayers: options.gpuLayers ?? 'auto',
     });
     if (!r.handle.hasTokenizer()) {

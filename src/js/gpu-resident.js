@@ -120,7 +120,7 @@ async function readHeader(mod, f) {
  * @param {object} mod the Embind module
  * @param {GPUDevice} device
  */
-export async function loadGpuResident(mod, device, source, { threads, onProgress, signal, openPath, listDir, kvType = 'f32', stagingBytes = STAGING_BYTES, gpuLayers = 'auto' }) {
+export async function loadGpuResident(mod, device, source, { threads, onProgress, signal, openPath, listDir, cache, kvType = 'f32', stagingBytes = STAGING_BYTES, gpuLayers = 'auto' }) {
   const what = 'the model';
   let files = modelParts(source);
   if (files.length === 1 && typeof files[0] === 'string' && listDir) files = (await listDir(files[0])) ?? files;
@@ -137,7 +137,7 @@ export async function loadGpuResident(mod, device, source, { threads, onProgress
     // 1. Every file opened, its header read and parsed.
     for (let i = 0; i < files.length; i++) {
       const fwhat = files.length > 1 ? `${what} (file ${i + 1} of ${files.length})` : what;
-      const { size, chunks } = await openSource(files[i], { what: fwhat, signal, openPath });
+      const { size, chunks } = await openSource(files[i], { what: fwhat, signal, openPath, cache });
       const f = { what: fwhat, size, chunks, it: abortable(chunks, signal, fwhat)[Symbol.asyncIterator](), pending: [], pendingBytes: 0, ended: false };
       opened.push(f);
       f.layout = await readHeader(mod, f);

@@ -8,6 +8,8 @@ import { QUANTIZE_TYPES, quantizeWith } from './quantize.js';
 import { MAX_WASM_THREADS, hardwareThreads, loadWasmModule } from './wasm-node.mjs';
 import { TRAIN_PRESETS, Trainer, createTrainerWith, trainOptions } from './trainer.js';
 import { createRemoteTrainer } from './train-worker-client.js';
+import { cachedUrls, clearEntries, deleteEntries, listEntries } from './model-cache.js';
+import { nodeStore, nodeStores } from './model-cache-node.js';
 
 export { Model, QkvError, Session, TRAIN_PRESETS, Trainer };
 export { ErrorCodes } from './errors.js';
@@ -28,6 +30,7 @@ async function openPath(path, signal) {
 
 const nodeEnv = {
   openPath,
+  openCache: nodeStore,
   listDir,
   async load({ threads = 'auto', simd = 'auto' }) {
     const hw = hardwareThreads();
@@ -71,4 +74,30 @@ export async function createTrainer(options) {
   const t = trainOptions(options);  // bad options fail here, before a worker starts
   if (t.worker === true) return createRemoteTrainer(options);
   return createTrainerWith(nodeEnv, options);
+}
+
+/**
+ * The model cache's entries (loadModel's `cache` option; in Node a directory, by default
+ * ~/.cache/qkv/models).
+ * @param {{cache?: import('../../types/index.js').CacheOption}} [options]
+ */
+export async function listCachedModels(options) {
+  return listEntries(await nodeStores(options));
+}
+
+/**
+ * Deletes a model's cached download (every file of a split model); resolves to how many entries there were.
+ * @param {string | URL | Array<string | URL>} source
+ * @param {{cache?: import('../../types/index.js').CacheOption}} [options]
+ */
+export async function deleteCachedModel(source, options) {
+  return deleteEntries(await nodeStores(options), cachedUrls(source));
+}
+
+/**
+ * Deletes every cached model; resolves to {entries, bytes} removed.
+ * @param {{cache?: import('../../types/index.js').CacheOption}} [options]
+ */
+export async function clearModelCache(options) {
+  return clearEntries(await nodeStores(options));
 }

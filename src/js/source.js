@@ -1,6 +1,7 @@
 // Reading a model from any source straight into a WASM-heap buffer (one copy), with progress,
 // cancellation and early out-of-memory errors.
 import { QkvError, throwIfAborted, toQkvError } from './errors.js';
+import { openCachedUrl } from './model-cache.js';
 
 /** wasm32 can address 4 GiB; leave room for the engine's own allocations. */
 export const MAX_HEAP_BYTES = 4 * 1024 ** 3;
@@ -27,9 +28,10 @@ function isIterable(x) { return x != null && typeof x !== 'string' && typeof x[S
 
 /**
  * Opens a source: {size (null when unknown), chunks: AsyncIterable|Iterable of byte chunks}.
- * `openPath(path, signal)` handles strings that are not URLs (Node only) and returns the same.
+ * `openPath(path, signal)` handles strings that are not URLs (Node only) and returns the same;
+ * `cache` (a store of model-cache.js, or null) keeps http(s) downloads.
  */
-export async function openSource(source, { what, signal, openPath }) {
+export async function openSource(source, { what, signal, openPath, cache = null }) {
   throwIfAborted(signal);
   let size = null;
   let chunks;
@@ -45,6 +47,8 @@ export async function openSource(source, { what, signal, openPath }) {
     const url = String(source);
     if (url.startsWith('file:') && openPath) {
       ({ size, chunks } = await openPath(new URL(url), signal));
+    } else if (cache && /^https?:/i.test(url)) {
+      ({ size, chunks } = await openCachedUrl(url, cache, { what, signal }));
     } else {
       let res;
       try {
@@ -69,7 +73,7 @@ export async function openSource(source, { what, signal, openPath }) {
       } catch {
         throw new QkvError('bad_argument', `${what}: '${source}' is not a valid URL`);
       }
-      return openSource(url, { what, signal, openPath });
+      return openSource(url, { what, signal, openPath, cache });
     }
     ({ size, chunks } = await openPath(source, signal));
   } else if (isAsyncIterable(source) || isIterable(source)) {
@@ -83,8 +87,8 @@ export async function openSource(source, { what, signal, openPath }) {
 }
 
 /** Copies a source (see openSource) into a new heap buffer. */
-export async function readSource(mod, source, { what, onProgress, signal, openPath }) {
-  const { size, chunks } = await openSource(source, { what, signal, openPath });
+export async function readSource(mod, source, { what, onProgress, signal, openPath, cache }) {
+  const { size, chunks } = await openSource(source, { what, signal, openPath, cache });
   if (size !== null) {
     try {
       return await fill(mod, size, chunks, { what, onProgress, signal });
@@ -119,7 +123,7 @@ export function closeChunks(chunks) {
 
 // Reads a ReadableStream to its end. Only an early exit (abort, error) cancels it: releasing
 // the lock of a finished fetch body makes Chromium report the request as aborted.
-async function* readerIterable(stream) {
+export async function* readerIterable(stream) {
   const reader = stream.getReader();
   let finished = false;
   try {
@@ -274,10 +278,10 @@ export function isHfCheckpoint(parts) {
  * A Hugging Face checkpoint (config.json, tokenizer.json, *.safetensors...: an array of them, or
  * in Node a directory, which `listDir` expands) is read with each file's name.
  */
-export async function readModelSource(mod, source, { what, onProgress, signal, openPath, listDir }) {
+export async function readModelSource(mod, source, { what, onProgress, signal, openPath, listDir, cache }) {
   let parts = modelParts(source);
   if (parts.length === 1 && typeof parts[0] === 'string' && listDir) parts = (await listDir(parts[0])) ?? parts;
-  if (parts.length === 1) return readSource(mod, parts[0], { what, onProgress, signal, openPath });
+  if (parts.length === 1) return readSource(mod, parts[0], { what, onProgress, signal, openPath, cache });
   const hf = isHfCheckpoint(parts);
   if (hf) {
     for (const p of parts) {
@@ -294,7 +298,7 @@ export async function readModelSource(mod, source, { what, onProgress, signal, o
     const progress = onProgress && ((p) => onProgress({
       loaded: before + p.loaded, total: last && p.total !== null ? before + p.total : null,
     }));
-    const buf = await readSource(mod, part, { what: `${what} (file ${i} of ${parts.length})`, onProgress: progress, signal, openPath });
+    const buf = await readSource(mod, part, { what: `${what} (file ${i} of ${parts.length})`, onProgress: progress, signal, openPath, cache });
     if (hf) buf.setName(partName(part));
     before += buf.size();
     return buf;

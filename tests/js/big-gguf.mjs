@@ -9,7 +9,7 @@ import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:f
 const ALIGN = 32;
 
 /** Reads the metadata section of a GGUF without tensors: {kv: Buffer, nKv, u32At: Map(key -> byte offset of its u32 value)}. */
-function readMeta(bytes) {
+export function readMeta(bytes) {
   let off = 8;
   const u32 = () => { const v = bytes.readUInt32LE(off); off += 4; return v; };
   const u64 = () => { const v = Number(bytes.readBigUInt64LE(off)); off += 8; return v; };

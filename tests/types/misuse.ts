@@ -73,3 +73,14 @@ async function trainMisuse(): Promise<void> {
   await t.toGGUF({ dtype: 'q4_0' });
 }
 void trainMisuse;
+
+async function cacheMisuse() {
+  const { loadModel: load, deleteCachedModel } = await import('qkv');
+  // @ts-expect-error a cache is a boolean, a backend's name or an object
+  await load('https://example.com/m.gguf', { cache: 'indexeddb' });
+  // @ts-expect-error segmentBytes is a number
+  await load('https://example.com/m.gguf', { cache: { segmentBytes: '32M' } });
+  // @ts-expect-error deleteCachedModel takes URLs, not bytes
+  await deleteCachedModel(new Uint8Array(4));
+}
+void cacheMisuse;

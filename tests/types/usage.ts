@@ -167,3 +167,13 @@ async function openaiUsage(model: Model): Promise<void> {
   await s.close();
 }
 void openaiUsage;
+
+async function cacheUsage() {
+  const { loadModel: load, listCachedModels, deleteCachedModel, clearModelCache } = await import('qkv');
+  await load('https://example.com/m-00001-of-00002.gguf', { device: 'webgpu', weights: 'gpu', cache: true });
+  await load('https://example.com/m.gguf', { cache: { backend: 'opfs', segmentBytes: 1 << 24 } });
+  for (const e of await listCachedModels({ cache: 'cache-api' })) console.log(e.url, e.cachedBytes / e.size, e.complete, e.backend);
+  console.log(await deleteCachedModel('https://example.com/m.gguf'), (await clearModelCache()).bytes);
+  try { await load('https://example.com/m.gguf', { cache: 'opfs' }); } catch (e) { if (e instanceof QkvError && e.code === 'quota') console.log(e.needed, e.available); }
+}
+void cacheUsage;
