@@ -131,14 +131,13 @@ export interface LoadOptions {
    */
   maxMemory?: number;
   /**
-<<<<<<< HEAD
    * Images in chat: the vision-language model's mmproj GGUF (llama.cpp's; a URL, path, Blob or
    * bytes, as the model source) whose projector turns images into rows of this text model's
    * embedding space. Projector 'mlp' (LLaVA-style) runs; others are 'unsupported'. A projector of
    * another width than the model's is 'bad_model' naming both. Not with weights: 'gpu'.
    */
   mmproj?: ModelSource;
-=======
+  /**
    * Keeps http(s) downloads of the model (each file of a split model) so a reload reads them
    * from local storage instead of the network; see docs/webgpu.md#model-cache. Default false.
    * true: in browsers OPFS where available, else the Cache API (neither in insecure contexts:
@@ -146,7 +145,6 @@ export interface LoadOptions {
    * A cut download resumes with a Range request; too little storage fails with 'quota'.
    */
   cache?: CacheOption;
->>>>>>> gpu-cache
 }
 
 /**

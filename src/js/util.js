@@ -20,8 +20,7 @@ export function call(fn) {
 
 /** The options of loadModel() (the worker client checks them too, before anything crosses postMessage). */
 export const LOAD_KEYS = Object.freeze(['tokenizer', 'onProgress', 'signal', 'onWarning', 'device', 'gpuPrecision', 'gpu', 'weights',
-<<<<<<< HEAD
-  'gpuLayers', 'threads', 'simd', 'maxMemory', 'mmproj']);
+  'gpuLayers', 'threads', 'simd', 'maxMemory', 'mmproj', 'cache']);
 
 /**
  * Checks loadModel's gpuLayers: 'auto' or a whole number of layers, at most `layers` once the
@@ -35,9 +34,6 @@ export function checkGpuLayers(options, layers) {
   check(n === 0 || options.device !== 'wasm', `gpuLayers: ${n} puts layers on the GPU: it cannot go with device: 'wasm'`);
   check(n > 0 || options.weights !== 'gpu', "gpuLayers: 0 leaves no weights for weights: 'gpu' to put on the GPU");
 }
-=======
-  'threads', 'simd', 'maxMemory', 'cache']);
->>>>>>> gpu-cache
 
 /** Values of the `simd` load option. */
 export const SIMD_MODES = ['auto', 'relaxed', 'baseline'];
