@@ -21,7 +21,7 @@ import { QkvError, bareMessage } from './errors.js';
 import { MOE_MAX_EXPERTS, createMoeFfn, isExpertRole, loadMoeShaders, uploadExperts } from './gpu-moe.js';
 import { GPU_WEIGHT_TYPES, createProducts } from './gpu-products.js';
 import { TOPK_MAX, candidateLogits, createTopK, gpuCandidates } from './gpu-topk.js';
-import { loadShader } from './webgpu.js';
+import { loadShader, writeBytes } from './webgpu.js';
 
 const BufferUsage = globalThis.GPUBufferUsage ?? { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 };
 const MapMode = globalThis.GPUMapMode ?? { READ: 0x1 };
@@ -112,7 +112,7 @@ export async function createGpuModel(device, desc, options = {}) {
       const usage = S.STORAGE | S.COPY_DST | (t.role === 'q_norm' || t.role === 'k_norm' ? S.UNIFORM : 0);
       const b = device.createBuffer({ size: Math.max(16, Math.ceil(t.bytes.byteLength / 4) * 4), usage, label: key });
       weights.set(key, { buffer: b, destroy: () => b.destroy() });
-      device.queue.writeBuffer(b, 0, t.bytes.buffer, t.bytes.byteOffset, t.bytes.byteLength);
+      writeBytes(device, b, 0, t.bytes);
     } else {
       weights.set(key, products.upload({ type: t.type, rows: t.rows, cols: t.cols, bytes: t.bytes, label: key }));
     }
@@ -260,7 +260,7 @@ export async function createGpuModel(device, desc, options = {}) {
     const scores = encoder ? make(heads * T * T * 4, st, 'scores') : null;
     const table = (arr, label) => {
       const b = make(arr.byteLength, st | S.COPY_DST, label);
-      device.queue.writeBuffer(b, 0, arr.buffer, arr.byteOffset, arr.byteLength);
+      writeBytes(device, b, 0, new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength));
       return b;
     };
     // A RoPE table in one buffer: cos, then sin from index `sin` (256-byte aligned, so that

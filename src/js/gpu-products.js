@@ -66,6 +66,7 @@
 // quantizes activations to 8 bits for the block types, so GPU and WASM results differ by that
 // quantization (the GPU path is the closer one to the float64 product).
 import { QkvError } from './errors.js';
+import { writeBytes } from './webgpu.js';
 
 export const GPU_WEIGHT_TYPES = ['f32', 'f16', 'bf16', 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q4_k', 'q5_k', 'q6_k'];
 
@@ -242,7 +243,7 @@ export function createProducts(device, options = {}) {
       const size = p.rows * w.rowBytes;
       const aligned = size & ~3;
       const src = bytes.subarray(p.firstRow * w.rowBytes, p.firstRow * w.rowBytes + size);
-      if (aligned) device.queue.writeBuffer(p.buffer, 0, src, 0, aligned);
+      if (aligned) writeBytes(device, p.buffer, 0, src.subarray(0, aligned));
       if (size > aligned) {
         const tail = new Uint8Array(4);
         tail.set(src.subarray(aligned));

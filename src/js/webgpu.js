@@ -4,6 +4,26 @@
 // is the whole model: src/js/gpu-model.js.
 import { QkvError } from './errors.js';
 
+/**
+ * queue.writeBuffer of a byte view that may live in a SharedArrayBuffer (the multi-threaded
+ * build's heap): Dawn's Node binding refuses those, so they go through a bounded copy.
+ * `bytes.byteLength` and `dst` are multiples of 4, as writeBuffer requires.
+ */
+export function writeBytes(device, buffer, dst, bytes) {
+  const shared = typeof SharedArrayBuffer !== 'undefined' && bytes.buffer instanceof SharedArrayBuffer;
+  if (!shared) {
+    device.queue.writeBuffer(buffer, dst, bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    return;
+  }
+  const CHUNK = 4 << 20;
+  const copy = new Uint8Array(Math.min(CHUNK, bytes.byteLength));
+  for (let o = 0; o < bytes.byteLength; o += CHUNK) {
+    const n = Math.min(CHUNK, bytes.byteLength - o);
+    copy.set(new Uint8Array(bytes.buffer, bytes.byteOffset + o, n));
+    device.queue.writeBuffer(buffer, dst + o, copy.buffer, 0, n);  // writeBuffer copies before it returns
+  }
+}
+
 // The WebGPU enum namespaces; numeric fallbacks for hosts (Node without `webgpu` globals) that lack them.
 const BufferUsage = globalThis.GPUBufferUsage ?? { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 };
 const MapMode = globalThis.GPUMapMode ?? { READ: 0x1 };
@@ -318,7 +338,7 @@ export function createAttention(device) {
     };
     const upload = (data, usage, label) => {
       const b = make(data.byteLength, usage | S.COPY_DST, label);
-      device.queue.writeBuffer(b, 0, data.buffer, data.byteOffset, data.byteLength);
+      writeBytes(device, b, 0, data);
       return b;
     };
     try {

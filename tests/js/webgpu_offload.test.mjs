@@ -93,7 +93,9 @@ async function child() {
   // which also carries the other checks: the submits per token (split 2), a lost device (split 3).
   for (let n = 0; n <= LAYERS; n++) {
     await run(`split ${n}`, async () => {
-      const m = await load({ device: 'webgpu', gpuLayers: n, onWarning: () => {} });
+      // The whole model on the GPU from the multi-threaded build, whose heap is a SharedArrayBuffer
+      // (which Dawn's writeBuffer refuses: the uploads go through webgpu.js's writeBytes).
+      const m = await load({ device: 'webgpu', gpuLayers: n, onWarning: () => {}, ...(n === LAYERS ? { threads: 2 } : {}) });
       const got = await outputs(m);
       const { device, memory } = m.info;
       const r = { diff: diff(got), same: got.tokens.join() === want.tokens.join(), tokens: got.tokens.length, backend: got.backend, device, memory, warnings: m.warnings.slice() };
@@ -147,7 +149,7 @@ async function child() {
   ref.dispose();
   for (const n of [1, GGUF_SHAPE.layers]) {
     await run(`weights gpu, split ${n}`, async () => {
-      const m = await gg({ device: 'webgpu', weights: 'gpu', gpuLayers: n, onWarning: () => {} });
+      const m = await gg({ device: 'webgpu', weights: 'gpu', gpuLayers: n, onWarning: () => {}, ...(n === GGUF_SHAPE.layers ? { threads: 2 } : {}) });
       const r = { diff: maxRel(await prompt(m), refLogits), device: m.info.device, memory: m.info.memory, refWeightBytes: refMemory.weightBytes };
       if (n === 1) {  // a lost device: its first layer was on the GPU only
         const s = m.createSession();
