@@ -34,11 +34,12 @@ int cmd_train(const std::vector<std::string>& args) {
     fail(ErrorCode::BadArgument, "usage: qkv train CONFIG [key=value ...]");
   const std::string text = slurp(args[0]);
   const std::vector<std::string> overrides(args.begin() + 1, args.end());
-  if (is_encdec_train_config(text, overrides)) {  // arch = encdec: the encoder-decoder trainer
+  const std::string arch = train_config_arch(text, overrides);
+  if (arch == "encdec") {  // the encoder-decoder trainer
     run_encdec_training(parse_encdec_train_config(text, overrides, args[0]));
     return 0;
   }
-  if (is_vit_train_config(text, overrides)) {  // arch = vit: the image classifier trainer
+  if (arch == "vit") {  // the image classifier trainer
     run_vit_training(parse_vit_train_config(text, overrides, args[0]));
     return 0;
   }

@@ -133,29 +133,41 @@ Tokenizer Tokenizer::from_spm_pieces(std::vector<std::string> pieces, std::vecto
   return t;
 }
 
+// The parts every GGUF vocabulary kind shares: checked sizes, the pieces indexed (the first of
+// duplicates wins, or the last where llama.cpp's kind says so), zero scores, no byte pieces.
+Tokenizer Tokenizer::with_vocab(std::vector<std::string> pieces, std::vector<int> types, int unk, bool last_wins) {
+  const int n = (int)pieces.size();
+  if (n == 0) bad("the vocabulary is empty");
+  if (!types.empty() && types.size() != pieces.size())
+    bad("has " + std::to_string(types.size()) + " token types for " + std::to_string(n) + " tokens");
+  if (unk < -1 || unk >= n) bad("the unknown token id " + std::to_string(unk) + " is outside the vocabulary");
+  Tokenizer t;
+  t.add_space_prefix_ = false;
+  t.pieces_ = std::move(pieces);
+  t.scores_.assign(n, 0.0f);
+  t.types_ = std::move(types);
+  t.byte_of_.assign(n, -1);
+  t.unk_ = unk;
+  t.index_.reserve(n * 2);
+  for (int i = 0; i < n; i++) {
+    if (last_wins) t.index_[t.pieces_[i]] = i;
+    else t.index_.emplace(t.pieces_[i], i);
+  }
+  return t;
+}
+
 Tokenizer Tokenizer::from_bpe(std::vector<std::string> tokens, std::vector<int> types,
                               const std::vector<std::string>& merges, PreTokenizer pre, bool ignore_merges) {
-  const int n = (int)tokens.size();
-  if (n == 0) bad("the vocabulary is empty");
-  if (!types.empty() && types.size() != tokens.size())
-    bad("has " + std::to_string(types.size()) + " token types for " + std::to_string(n) + " tokens");
-  Tokenizer t;
+  Tokenizer t = with_vocab(std::move(tokens), std::move(types), -1, false);
+  const int n = t.vocab_size();
   t.bpe_ = true;
   t.pre_ = pre;
   t.ignore_merges_ = ignore_merges;
   t.raw_utf8_ = pre_tokenizer_raw_utf8(pre);
   t.escape_spaces_ = pre_tokenizer_escapes_spaces(pre);
-  t.add_space_prefix_ = false;
-  t.pieces_ = std::move(tokens);
-  t.scores_.assign(n, 0.0f);
-  t.types_ = std::move(types);
-  t.byte_of_.assign(n, -1);
   if (t.raw_utf8_)  // <0xXX> byte tokens, as SentencePiece writes them
     for (int i = 0; i < n; i++)
       if (t.token_type(i) == kTokByte) t.byte_of_[i] = (int16_t)parse_byte_piece(t.pieces_[i]);
-  t.unk_ = -1;
-  t.index_.reserve(n * 2);
-  for (int i = 0; i < n; i++) t.index_.emplace(t.pieces_[i], i);
   t.merge_rank_.reserve(merges.size() * 2);
   for (size_t r = 0; r < merges.size(); r++) {
     const size_t sp = merges[r].find(' ', 1);
@@ -200,24 +212,9 @@ Tokenizer Tokenizer::from_unigram(std::vector<std::string> pieces, std::vector<f
 
 Tokenizer Tokenizer::from_wordpiece(std::vector<std::string> pieces, std::vector<int> types, int cls, int sep, int unk,
                                     bool add_cls, bool add_sep) {
-  const int n = (int)pieces.size();
-  if (n == 0) bad("the vocabulary is empty");
-  if (!types.empty() && types.size() != pieces.size())
-    bad("has " + std::to_string(types.size()) + " token types for " + std::to_string(n) + " tokens");
-  if (unk < -1 || unk >= n) bad("the unknown token id " + std::to_string(unk) + " is outside the vocabulary");
-  Tokenizer t;
+  Tokenizer t = with_vocab(std::move(pieces), std::move(types), unk, true);  // llama.cpp: the last duplicate wins
   t.wpm_ = true;
-  t.add_space_prefix_ = false;
-  t.pieces_ = std::move(pieces);
-  t.scores_.assign(n, 0.0f);
-  t.types_ = std::move(types);
-  t.byte_of_.assign(n, -1);
-  t.unk_ = unk;
-  t.index_.reserve(n * 2);
-  for (int i = 0; i < n; i++) {
-    t.index_[t.pieces_[i]] = i;  // llama.cpp: the last of duplicate pieces wins
-    t.max_token_length_ = std::max(t.max_token_length_, (int)t.pieces_[i].size());
-  }
+  for (const std::string& p : t.pieces_) t.max_token_length_ = std::max(t.max_token_length_, (int)p.size());
   t.index_specials();
   t.set_specials(cls, sep, add_cls, add_sep, {sep});
   t.set_separator(sep, add_sep);
@@ -225,21 +222,9 @@ Tokenizer Tokenizer::from_wordpiece(std::vector<std::string> pieces, std::vector
 }
 
 Tokenizer Tokenizer::from_rwkv(std::vector<std::string> tokens, std::vector<int> types, int unk) {
-  const int n = (int)tokens.size();
-  if (n == 0) bad("the vocabulary is empty");
-  if (!types.empty() && types.size() != tokens.size())
-    bad("has " + std::to_string(types.size()) + " token types for " + std::to_string(n) + " tokens");
-  if (unk < -1 || unk >= n) bad("the unknown token id " + std::to_string(unk) + " is outside the vocabulary");
-  Tokenizer t;
-  t.rwkv_ = std::make_shared<RwkvTrie>(tokens);
-  t.add_space_prefix_ = false;
-  t.pieces_ = std::move(tokens);
-  t.scores_.assign(n, 0.0f);
-  t.types_ = std::move(types);
-  t.byte_of_.assign(n, -1);
-  t.unk_ = unk;
-  t.index_.reserve(n * 2);
-  for (int i = 0; i < n; i++) t.index_.emplace(t.pieces_[i], i);
+  auto trie = std::make_shared<RwkvTrie>(tokens);
+  Tokenizer t = with_vocab(std::move(tokens), std::move(types), unk, false);
+  t.rwkv_ = std::move(trie);
   t.index_specials();
   t.set_specials(-1, -1, false, false, {});
   return t;

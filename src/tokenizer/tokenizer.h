@@ -113,6 +113,7 @@ class Tokenizer {
   int byte_value(int id) const { return id >= 0 && id < vocab_size() ? byte_of_[id] : -1; }
 
  private:
+  static Tokenizer with_vocab(std::vector<std::string> pieces, std::vector<int> types, int unk, bool last_wins);
   int lookup(const std::string& s) const {
     auto it = index_.find(s);
     return it == index_.end() ? -1 : it->second;

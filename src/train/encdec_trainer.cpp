@@ -19,18 +19,6 @@
 
 namespace qkv {
 
-bool is_encdec_train_config(const std::string& text, const std::vector<std::string>& overrides) {
-  bool enc = false;
-  try {
-    for_each_config_entry(text, overrides, "config", [&](const ConfigEntry& e) {
-      if (e.key == "arch") enc = e.value == "encdec";
-    });
-  } catch (const Error&) {
-    return false;  // the regular parser reports the malformed line
-  }
-  return enc;
-}
-
 EncDecTrainConfig parse_encdec_train_config(const std::string& text, const std::vector<std::string>& overrides,
                                             const std::string& origin) {
   EncDecTrainConfig c;

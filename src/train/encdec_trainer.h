@@ -32,8 +32,6 @@ struct EncDecTrainConfig : TrainRunConfig {
   uint64_t data_seed = 1;  // training examples; validation uses data_seed + 1; seed: initialisation
 };
 
-// Whether a config's text (or an override) selects this trainer: a line `arch = encdec`.
-bool is_encdec_train_config(const std::string& text, const std::vector<std::string>& overrides);
 // key = value lines as parse_train_config; unknown keys and bad values throw Error(BadArgument).
 EncDecTrainConfig parse_encdec_train_config(const std::string& text, const std::vector<std::string>& overrides = {},
                                             const std::string& origin = "config");

@@ -79,6 +79,18 @@ void for_each_config_entry(const std::string& text, const std::vector<std::strin
 const char* const kTrainRunKeys =
     "batch steps warmup lr min_lr weight_decay clip beta1 beta2 seed eval_interval log_interval out dtype name threads quiet";
 
+std::string train_config_arch(const std::string& text, const std::vector<std::string>& overrides) {
+  std::string arch;
+  try {
+    for_each_config_entry(text, overrides, "config", [&](const ConfigEntry& e) {
+      if (e.key == "arch") arch = e.value;
+    });
+  } catch (const Error&) {
+    return "";
+  }
+  return arch;
+}
+
 bool parse_run_config_entry(TrainRunConfig& c, const ConfigEntry& e) {
   const std::string &k = e.key, &v = e.value;
   if (k == "batch") c.batch = (int)e.i64(1, 4096);

@@ -167,6 +167,9 @@ bool parse_attention_entry(ModelConfig& m, std::string& attention, const ConfigE
 void finish_attention_kinds(ModelConfig& m, const std::string& attention, const std::string& what);
 void for_each_config_entry(const std::string& text, const std::vector<std::string>& overrides,
                            const std::string& origin, const std::function<void(const ConfigEntry&)>& f);
+// The config's `arch` value ("" if none, or if the text does not parse: the trainer that reads it
+// reports the malformed line); picks the trainer (decoder, encdec, vit).
+std::string train_config_arch(const std::string& text, const std::vector<std::string>& overrides);
 
 // The segments of n_params parameters given the norm ranges (ascending, disjoint).
 std::vector<ParamSegment> optimizer_segments(const std::vector<std::pair<int64_t, int64_t>>& norms, int64_t n_params);

@@ -12,18 +12,6 @@
 
 namespace qkv {
 
-bool is_vit_train_config(const std::string& text, const std::vector<std::string>& overrides) {
-  bool vit = false;
-  try {
-    for_each_config_entry(text, overrides, "config", [&](const ConfigEntry& e) {
-      if (e.key == "arch") vit = e.value == "vit";
-    });
-  } catch (const Error&) {
-    return false;  // the regular parser reports the malformed line
-  }
-  return vit;
-}
-
 VitTrainConfig parse_vit_train_config(const std::string& text, const std::vector<std::string>& overrides,
                                       const std::string& origin) {
   VitTrainConfig c;

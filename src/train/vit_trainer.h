@@ -31,8 +31,6 @@ struct VitTrainConfig : TrainRunConfig {
   uint64_t data_seed = 1;   // training and held-out images; seed: initialisation
 };
 
-// Whether a config's text (or an override) selects this trainer: a line `arch = vit`.
-bool is_vit_train_config(const std::string& text, const std::vector<std::string>& overrides);
 // key = value lines as parse_train_config; unknown keys and bad values throw Error(BadArgument).
 VitTrainConfig parse_vit_train_config(const std::string& text, const std::vector<std::string>& overrides = {},
                                       const std::string& origin = "config");

@@ -354,8 +354,8 @@ TEST(EncDecTrainModel, BadConfigsAreRefusedNamingTheProblem) {
   EXPECT_NE(err("arch = encdec\ndim = 30\nn_heads = 4\n").find("not a multiple"), std::string::npos);
   EXPECT_NE(err("arch = encdec\ndim = 999999\n").find("dim"), std::string::npos);
   EXPECT_NE(err("arch = encdec\ntask = sums\n").find("task"), std::string::npos);
-  EXPECT_TRUE(is_encdec_train_config("# x\narch = encdec\n", {}));
-  EXPECT_FALSE(is_encdec_train_config("dim = 8\n", {}));
+  EXPECT_EQ(train_config_arch("# x\narch = encdec\n", {}), "encdec");
+  EXPECT_EQ(train_config_arch("dim = 8\n", {}), "");
   ThreadPool pool(1);
   EncDecTrainShape huge = tiny_shape(11);
   huge.dim = 4096;

@@ -295,8 +295,8 @@ TEST(VitTrainModel, BadConfigsAreRefusedNamingTheProblem) {
   EXPECT_NE(err("arch = vit\ntask = digits\n").find("task"), std::string::npos);
   EXPECT_NE(err("arch = vit\nimage_size = 1024\npatch_size = 16\nbatch = 4096\n").find("lower batch"),
             std::string::npos);
-  EXPECT_TRUE(is_vit_train_config("# x\narch = vit\n", {}));
-  EXPECT_FALSE(is_vit_train_config("arch = encdec\n", {}));
+  EXPECT_EQ(train_config_arch("# x\narch = vit\n", {}), "vit");
+  EXPECT_EQ(train_config_arch("arch = encdec\n", {"arch=vit"}), "vit");
   ThreadPool pool(1);
   VitTrainModel m(tiny_shape(), &pool);
   std::vector<float> px(3 * 8 * 8, 0.0f);
