@@ -4,7 +4,7 @@
 // cancel, cache). Fails on any console error. Screenshots go to test-artifacts/.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -733,9 +733,14 @@ test('built-in models: the dates encoder-decoder (models/dates-encdec-t5.gguf) t
     context = opened.context;
     const { page, errors } = opened;
     const options = await page.evaluate(() => Array.from(document.getElementById('builtin-model').options, (o) => o.text));
-    // Every models/*.gguf is listed, the default (kjv-2m) first.
-    const shipped = readdirSync(join(root, 'models')).filter((f) => f.endsWith('.gguf'));
+    // Every text model of models/*.gguf is listed, the default (kjv-2m) first; image models
+    // (clip.vision.* keys in the header) go to the Images panel's list instead.
+    const isImage = (f) => readFileSync(join(root, 'models', f)).subarray(0, 1 << 16).includes('clip.vision.');
+    const ggufs = readdirSync(join(root, 'models')).filter((f) => f.endsWith('.gguf'));
+    const shipped = ggufs.filter((f) => !isImage(f));
     assert.equal(options.length, shipped.length, options.join(', '));
+    const images = JSON.parse(readFileSync(join(dist, 'models', 'images.json'), 'utf8'));
+    assert.deepEqual(images.map((m) => m.model).sort(), ggufs.filter(isImage).sort());
     assert.match(options[0], /^kjv-2m /);
     assert.ok(options.some((o) => /^dates-encdec-t5 /.test(o)), options.join(', '));
     assert.equal(await page.evaluate(() => document.getElementById('builtin-row').hidden), false);

@@ -23,7 +23,7 @@ test('the package exports loadModel, QkvError, ErrorCodes, Model, Session', () =
   assert.equal(typeof qkv.Model, 'function');
   assert.equal(typeof qkv.Session, 'function');
   assert.deepEqual([...qkv.ErrorCodes].sort(), ['aborted', 'bad_argument', 'bad_model', 'bad_tokenizer', 'busy', 'disposed',
-    'internal', 'io', 'out_of_memory', 'unsupported', 'webgpu_failed']);
+    'internal', 'io', 'out_of_memory', 'quota', 'unsupported', 'webgpu_failed']);
   assert.ok(Object.isFrozen(qkv.ErrorCodes));
   const e = new qkv.QkvError('io', 'x');
   assert.ok(e instanceof Error);
