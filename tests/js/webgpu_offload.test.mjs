@@ -215,7 +215,7 @@ if (process.argv.includes('--child')) {
         t.diagnostic(`split ${n}: max relative logit difference ${r.diff.toExponential(2)}; ${r.device.reason}`);
         assert.ok(r.diff <= TOL, `logits differ by ${r.diff}`);
         assert.ok(r.same, 'greedy tokens differ');
-        assert.ok(r.tokens >= 20, `only ${r.tokens} tokens`);
+        assert.ok(r.tokens >= 16, `only ${r.tokens} tokens`);  // maxTokens 16: no early end
         assert.deepEqual(r.warnings, []);
         assert.equal(r.device.gpuLayers, n);
         assert.equal(r.device.cpuLayers, LAYERS - n);
