@@ -2,13 +2,14 @@
 // child process it starts (tests/js/greedy-child.mjs).
 /**
  * Greedy ids from qkv, never choosing a banned id, through the step API (feed, logits, argmax),
- * with the margin between the best and the second-best logit at every step.
+ * with the margin between the best and the second-best logit at every step. `prefill(session)`
+ * feeds the prompt (default: the ids; images in chat feed their embedding rows with them).
  */
-export function qkvGreedy(model, ids, banned, n) {
+export function qkvGreedy(model, ids, banned, n, prefill = (s) => s.feed(ids)) {
   const s = model.createSession();
   try {
     const out = [], gaps = [], seconds = [];
-    s.feed(ids);
+    prefill(s);
     const eog = new Set([...model.info.eogIds]);
     for (let i = 0; i < n; i++) {
       const l = s.logits();

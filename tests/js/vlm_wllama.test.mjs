@@ -20,6 +20,7 @@ import { loadModel } from '../../src/js/node.js';
 import { createOpenAI } from '../../src/js/openai.js';
 import { createWorker } from '../../src/js/worker-client.js';
 import { imagePrompt } from '../../src/js/chat-images.js';
+import { qkvGreedy } from './greedy.mjs';
 
 const maker = join(root, 'build', 'qkv_test_models');
 const outDir = join(root, 'test-artifacts', 'vlm-models');
@@ -87,31 +88,8 @@ function bannedIds(model) {
   return banned;
 }
 
-// Greedy ids after a prompt with image rows, with each step's margin (the step API, as greedy.mjs).
-function greedyRows(model, ids, rows, banned, n) {
-  const s = model.createSession();
-  try {
-    s._h.prefillRows(ids, rows);
-    const out = [], gaps = [], seconds = [];
-    const eog = new Set(model.info.eogIds);
-    for (let i = 0; i < n; i++) {
-      const l = s.logits();
-      let best = -1, second = -1;
-      for (let v = 0; v < l.length; v++) {
-        if (banned.has(v)) continue;
-        if (best < 0 || l[v] > l[best]) { second = best; best = v; } else if (second < 0 || l[v] > l[second]) second = v;
-      }
-      if (eog.has(best)) break;
-      out.push(best);
-      gaps.push(l[best] - l[second]);
-      seconds.push(second);
-      s.feed([best]);
-    }
-    return { out, gaps, seconds };
-  } finally {
-    s.dispose();
-  }
-}
+// Greedy ids after a prompt with image rows, with each step's margin (greedy.mjs's step loop).
+const greedyRows = (model, ids, rows, banned, n) => qkvGreedy(model, ids, banned, n, (s) => s._h.prefillRows(ids, rows));
 
 const CONVERSATIONS = [
   (a) => [{ role: 'user', content: [{ type: 'image', image: a }, { type: 'text', text: 'What is in this picture?' }] }],
